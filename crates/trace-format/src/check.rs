@@ -1,0 +1,751 @@
+//! The semantic checker: replays a trace's object life cycle without touching storage.
+//!
+//! Decoding proves an event is well-formed; the checker proves the trace makes sense as a
+//! sequence: events in time order with increasing ids, every referenced volume, snapshot and
+//! workload alive at that moment, no second read-write-once attach, no shrinking resize, no
+//! I/O past the end of a volume, no overflowing sums. It keeps one entry per live object (plus
+//! a bounded memory of deleted ones, to say *when* a dangling name went away), so it runs in
+//! one streaming pass and its memory follows the cluster's size, not the trace's length.
+//!
+//! After a problem the checker still applies what it can of the event (an attach with one
+//! dangling volume still starts the workload), so one mistake does not cascade into a page of
+//! follow-on errors.
+//!
+//! The same pass gathers [`Stats`]: counts, rates and the peaks of live objects.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::error::{Diagnostic, Error, Location, Problem};
+use crate::io::TraceReader;
+use crate::model::*;
+use crate::units::Name;
+
+/// How many deleted names per kind the checker remembers for its messages.
+const GONE_CAP: usize = 1 << 18;
+
+/// A problem found in one event, before it is given a file and location.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// Field path, e.g. `events[41].attach.volumes[0]`.
+    pub path: String,
+    /// The problem.
+    pub problem: Problem,
+}
+
+#[derive(Debug)]
+struct Volume {
+    size: u64,
+    access: AccessMode,
+    /// Workloads that have it mounted, with their pinned node.
+    attached_by: Vec<(Name, Option<Name>)>,
+}
+
+#[derive(Debug)]
+struct Workload {
+    volumes: Vec<Name>,
+}
+
+#[derive(Debug, Default)]
+struct Gone {
+    at: HashMap<Name, u64>,
+    order: VecDeque<Name>,
+}
+
+impl Gone {
+    fn insert(&mut self, name: Name, at: u64) {
+        if self.at.insert(name.clone(), at).is_none() {
+            self.order.push_back(name);
+        }
+        if self.order.len() > GONE_CAP {
+            if let Some(old) = self.order.pop_front() {
+                self.at.remove(&old);
+            }
+        }
+    }
+    fn get(&self, name: &str) -> Option<u64> {
+        self.at.get(name).copied()
+    }
+}
+
+/// Streaming semantic checker and statistics gatherer. Feed it every event in file order.
+#[derive(Debug)]
+pub struct Checker {
+    defaults: Defaults,
+    volumes: HashMap<Name, Volume>,
+    snapshots: HashMap<Name, u64>,
+    workloads: HashMap<Name, Workload>,
+    gone_volumes: Gone,
+    gone_snapshots: Gone,
+    gone_workloads: Gone,
+    prev: Option<(u64, u64)>,
+    attached_volumes: u64,
+    stats: Stats,
+    bucket: Option<u64>,
+    bucket_counts: [u64; OpType::ALL.len()],
+    bucket_total: u64,
+}
+
+/// Statistics of a trace.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Stats {
+    /// Number of events.
+    pub events: u64,
+    /// Time of the last event, ns from trace start (the trace's duration).
+    pub duration_ns: u64,
+    /// Events per second over the duration (0 for a trace shorter than 1 ns).
+    pub mean_rate: f64,
+    /// Most events in any one-second window `[k s, (k+1) s)`.
+    pub peak_rate: u64,
+    /// Per operation type, in tag order; types with no events are left out.
+    pub ops: BTreeMap<OpType, OpStats>,
+    /// Most volumes that existed at once (pre-existing ones included).
+    pub peak_live_volumes: u64,
+    /// Most volumes attached (mounted by at least one workload) at once.
+    pub peak_attached_volumes: u64,
+    /// Most workloads running at once.
+    pub peak_running_workloads: u64,
+    /// Most snapshots that existed at once.
+    pub peak_live_snapshots: u64,
+    /// Bytes read by `io` events.
+    pub io_read_bytes: u64,
+    /// Bytes written by `io` events.
+    pub io_write_bytes: u64,
+}
+
+/// Statistics of one operation type.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct OpStats {
+    /// Number of events.
+    pub count: u64,
+    /// Events per second over the trace's duration.
+    pub mean_rate: f64,
+    /// Most events of this type in any one-second window.
+    pub peak_rate: u64,
+}
+
+fn dangling(kind: &'static str, name: &Name, gone: &Gone) -> Problem {
+    Problem::Dangling {
+        kind,
+        name: name.clone(),
+        gone_at: gone.get(name),
+    }
+}
+
+impl Checker {
+    /// Starts from the header: its defaults and pre-existing volumes. Problems in the header
+    /// (duplicate or zero-sized declarations) are returned with `header.…` paths.
+    pub fn new(header: &Header) -> (Self, Vec<Finding>) {
+        let mut c = Checker {
+            defaults: header.defaults.clone(),
+            volumes: HashMap::new(),
+            snapshots: HashMap::new(),
+            workloads: HashMap::new(),
+            gone_volumes: Gone::default(),
+            gone_snapshots: Gone::default(),
+            gone_workloads: Gone::default(),
+            prev: None,
+            attached_volumes: 0,
+            stats: Stats::default(),
+            bucket: None,
+            bucket_counts: [0; OpType::ALL.len()],
+            bucket_total: 0,
+        };
+        let mut out = Vec::new();
+        if header.defaults.volume_size == Some(0) {
+            out.push(Finding {
+                path: "header.defaults.volume_size".into(),
+                problem: Problem::InvalidValue("the default volume size must not be 0".into()),
+            });
+        }
+        for (i, v) in header.volumes.iter().enumerate() {
+            let size = c.defaults.volume_size(v.size);
+            if size == 0 {
+                out.push(Finding {
+                    path: format!("header.volumes[{i}].size"),
+                    problem: Problem::InvalidValue("a volume size must not be 0".into()),
+                });
+            }
+            let vol = Volume {
+                size,
+                access: c.defaults.access_mode(v.access_mode),
+                attached_by: Vec::new(),
+            };
+            if c.volumes.insert(v.name.clone(), vol).is_some() {
+                out.push(Finding {
+                    path: format!("header.volumes[{i}].name"),
+                    problem: Problem::Duplicate {
+                        kind: "volume",
+                        name: v.name.clone(),
+                    },
+                });
+            }
+        }
+        c.stats.peak_live_volumes = c.volumes.len() as u64;
+        (c, out)
+    }
+
+    /// Checks one event (the `index`-th in the file), appends its problems to `out` and
+    /// applies its effect.
+    pub fn check(&mut self, ev: &Event, index: u64, out: &mut Vec<Finding>) {
+        let p = |field: &str| -> String {
+            if field.is_empty() {
+                format!("events[{index}]")
+            } else {
+                format!("events[{index}].{field}")
+            }
+        };
+        let mut push = |path: String, problem: Problem| out.push(Finding { path, problem });
+
+        if let Some((prev_at, prev_id)) = self.prev {
+            if ev.at < prev_at {
+                push(
+                    p("at"),
+                    Problem::TimeInversion {
+                        at: ev.at,
+                        previous: prev_at,
+                    },
+                );
+            }
+            if ev.id <= prev_id {
+                push(
+                    p("id"),
+                    Problem::IdNotIncreasing {
+                        id: ev.id,
+                        previous: prev_id,
+                    },
+                );
+            }
+        }
+        // Keep the latest time so that one early event is one error, not a run of them.
+        let at = self.prev.map_or(ev.at, |(a, _)| a.max(ev.at));
+        self.prev = Some((at, ev.id));
+        self.count(ev);
+
+        match &ev.op {
+            Op::CreateVolume(c) => self.create_volume(c, &p, &mut push),
+            Op::DeleteVolume(d) => match self.volumes.get(&d.volume) {
+                None => push(
+                    p("delete_volume.volume"),
+                    dangling("volume", &d.volume, &self.gone_volumes),
+                ),
+                Some(v) if !v.attached_by.is_empty() => push(
+                    p("delete_volume.volume"),
+                    Problem::StillAttached {
+                        volume: d.volume.clone(),
+                        by: v.attached_by[0].0.clone(),
+                    },
+                ),
+                Some(_) => {
+                    self.volumes.remove(&d.volume);
+                    self.gone_volumes.insert(d.volume.clone(), ev.at);
+                }
+            },
+            Op::Attach(a) => self.attach(a, &p, &mut push),
+            Op::Detach(w) => {
+                self.end_workload(&w.workload, ev.at, &p("detach.workload"), &mut push)
+            }
+            Op::AbortWorkload(w) => {
+                self.end_workload(&w.workload, ev.at, &p("abort_workload.workload"), &mut push);
+            }
+            Op::Snapshot(s) => match self.volumes.get(&s.volume) {
+                None => push(
+                    p("snapshot.volume"),
+                    dangling("volume", &s.volume, &self.gone_volumes),
+                ),
+                Some(v) => {
+                    if self.snapshots.contains_key(&s.snapshot) {
+                        push(
+                            p("snapshot.snapshot"),
+                            Problem::Duplicate {
+                                kind: "snapshot",
+                                name: s.snapshot.clone(),
+                            },
+                        );
+                    } else {
+                        self.snapshots.insert(s.snapshot.clone(), v.size);
+                        self.gone_snapshots.at.remove(&s.snapshot);
+                    }
+                }
+            },
+            Op::DeleteSnapshot(s) => {
+                if self.snapshots.remove(&s.snapshot).is_some() {
+                    self.gone_snapshots.insert(s.snapshot.clone(), ev.at);
+                } else {
+                    push(
+                        p("delete_snapshot.snapshot"),
+                        dangling("snapshot", &s.snapshot, &self.gone_snapshots),
+                    );
+                }
+            }
+            Op::Resize(r) => match self.volumes.get_mut(&r.volume) {
+                None => push(
+                    p("resize.volume"),
+                    dangling("volume", &r.volume, &self.gone_volumes),
+                ),
+                Some(v) if r.size <= v.size => push(
+                    p("resize.size"),
+                    Problem::NotGrowing {
+                        volume: r.volume.clone(),
+                        from: v.size,
+                        to: r.size,
+                    },
+                ),
+                Some(v) => v.size = r.size,
+            },
+            Op::Reschedule(r) => {
+                if !self.workloads.contains_key(&r.workload) {
+                    push(
+                        p("reschedule.workload"),
+                        dangling("workload", &r.workload, &self.gone_workloads),
+                    );
+                }
+            }
+            Op::CordonNode(_) | Op::DrainNode(_) | Op::Marker(_) => {}
+            Op::Io(io) => self.io(io, &p, &mut push),
+            Op::IoPhase(ph) => self.io_phase(ph, &p, &mut push),
+        }
+        self.peaks();
+    }
+
+    fn create_volume(
+        &mut self,
+        c: &CreateVolume,
+        p: &dyn Fn(&str) -> String,
+        push: &mut dyn FnMut(String, Problem),
+    ) {
+        let size = self.defaults.volume_size(c.size);
+        if size == 0 {
+            push(
+                p("create_volume.size"),
+                Problem::InvalidValue("a volume size must not be 0".into()),
+            );
+        }
+        match &c.source {
+            Some(VolumeSource::Snapshot(s)) => match self.snapshots.get(s) {
+                None => push(
+                    p("create_volume.source.snapshot"),
+                    dangling("snapshot", s, &self.gone_snapshots),
+                ),
+                Some(src) if size < *src => push(
+                    p("create_volume.size"),
+                    Problem::SmallerThanSource {
+                        size,
+                        source_size: *src,
+                    },
+                ),
+                Some(_) => {}
+            },
+            Some(VolumeSource::Volume(v)) => match self.volumes.get(v) {
+                None => push(
+                    p("create_volume.source.volume"),
+                    dangling("volume", v, &self.gone_volumes),
+                ),
+                Some(src) if size < src.size => push(
+                    p("create_volume.size"),
+                    Problem::SmallerThanSource {
+                        size,
+                        source_size: src.size,
+                    },
+                ),
+                Some(_) => {}
+            },
+            None => {}
+        }
+        if self.volumes.contains_key(&c.volume) {
+            push(
+                p("create_volume.volume"),
+                Problem::Duplicate {
+                    kind: "volume",
+                    name: c.volume.clone(),
+                },
+            );
+            return;
+        }
+        self.gone_volumes.at.remove(&c.volume);
+        self.volumes.insert(
+            c.volume.clone(),
+            Volume {
+                size,
+                access: self.defaults.access_mode(c.access_mode),
+                attached_by: Vec::new(),
+            },
+        );
+    }
+
+    fn attach(
+        &mut self,
+        a: &Attach,
+        p: &dyn Fn(&str) -> String,
+        push: &mut dyn FnMut(String, Problem),
+    ) {
+        if self.workloads.contains_key(&a.workload) {
+            push(
+                p("attach.workload"),
+                Problem::Duplicate {
+                    kind: "workload",
+                    name: a.workload.clone(),
+                },
+            );
+            return;
+        }
+        let mut mounted = Vec::with_capacity(a.volumes.len());
+        for (i, name) in a.volumes.iter().enumerate() {
+            let path = || p(&format!("attach.volumes[{i}]"));
+            if a.volumes[..i].contains(name) {
+                push(
+                    path(),
+                    Problem::InvalidValue(format!("volume {name:?} is listed twice")),
+                );
+                continue;
+            }
+            let Some(v) = self.volumes.get_mut(name) else {
+                push(path(), dangling("volume", name, &self.gone_volumes));
+                continue;
+            };
+            let conflict = v.attached_by.iter().find(|(_, node)| match v.access {
+                AccessMode::ReadWriteOncePod => true,
+                // Single-node: another pod on the same (pinned) node may share it.
+                AccessMode::ReadWriteOnce => node.is_none() || *node != a.node,
+                AccessMode::ReadOnlyMany | AccessMode::ReadWriteMany => false,
+            });
+            if let Some((by, _)) = conflict {
+                push(
+                    path(),
+                    Problem::AlreadyAttached {
+                        volume: name.clone(),
+                        mode: v.access,
+                        by: by.clone(),
+                    },
+                );
+                continue;
+            }
+            if v.attached_by.is_empty() {
+                self.attached_volumes += 1;
+            }
+            v.attached_by.push((a.workload.clone(), a.node.clone()));
+            mounted.push(name.clone());
+        }
+        self.gone_workloads.at.remove(&a.workload);
+        self.workloads
+            .insert(a.workload.clone(), Workload { volumes: mounted });
+    }
+
+    fn end_workload(
+        &mut self,
+        name: &Name,
+        at: u64,
+        path: &str,
+        push: &mut dyn FnMut(String, Problem),
+    ) {
+        let Some(w) = self.workloads.remove(name) else {
+            push(
+                path.to_owned(),
+                dangling("workload", name, &self.gone_workloads),
+            );
+            return;
+        };
+        for v in &w.volumes {
+            if let Some(vol) = self.volumes.get_mut(v) {
+                vol.attached_by.retain(|(wl, _)| wl != name);
+                if vol.attached_by.is_empty() {
+                    self.attached_volumes -= 1;
+                }
+            }
+        }
+        self.gone_workloads.insert(name.clone(), at);
+    }
+
+    fn io(&mut self, io: &Io, p: &dyn Fn(&str) -> String, push: &mut dyn FnMut(String, Problem)) {
+        match io.kind {
+            IoKind::Read => {
+                self.stats.io_read_bytes = self.stats.io_read_bytes.saturating_add(io.len)
+            }
+            IoKind::Write => {
+                self.stats.io_write_bytes = self.stats.io_write_bytes.saturating_add(io.len);
+            }
+            IoKind::Trim | IoKind::Flush => {}
+        }
+        let Some(v) = self.volumes.get(&io.volume) else {
+            push(
+                p("io.volume"),
+                dangling("volume", &io.volume, &self.gone_volumes),
+            );
+            return;
+        };
+        if io.kind == IoKind::Flush {
+            return;
+        }
+        if io.len == 0 {
+            push(
+                p("io.len"),
+                Problem::InvalidValue(format!("a {:?} of 0 bytes", io.kind).to_lowercase()),
+            );
+            return;
+        }
+        match io.offset.checked_add(io.len) {
+            None => push(
+                p("io.len"),
+                Problem::OutOfRange(format!(
+                    "offset {} + length {} overflows 64 bits",
+                    io.offset, io.len
+                )),
+            ),
+            Some(end) if end > v.size => push(
+                p("io.offset"),
+                Problem::OutOfRange(format!(
+                    "bytes [{}, {end}) end past volume {:?} of {} bytes",
+                    io.offset, io.volume, v.size
+                )),
+            ),
+            Some(_) => {}
+        }
+    }
+
+    fn io_phase(
+        &mut self,
+        ph: &IoPhase,
+        p: &dyn Fn(&str) -> String,
+        push: &mut dyn FnMut(String, Problem),
+    ) {
+        match self.workloads.get(&ph.workload) {
+            None => push(
+                p("io_phase.workload"),
+                dangling("workload", &ph.workload, &self.gone_workloads),
+            ),
+            Some(w) if !w.volumes.contains(&ph.volume) => push(
+                p("io_phase.volume"),
+                Problem::InvalidValue(format!(
+                    "workload {:?} does not have volume {:?} attached",
+                    ph.workload, ph.volume
+                )),
+            ),
+            Some(_) => {}
+        }
+        let size = self.volumes.get(&ph.volume).map(|v| v.size);
+        if size.is_none() && self.workloads.contains_key(&ph.workload) {
+            push(
+                p("io_phase.volume"),
+                dangling("volume", &ph.volume, &self.gone_volumes),
+            );
+        }
+        let mut invalid = |field: &str, msg: String| push(p(field), Problem::InvalidValue(msg));
+        if ph.read_pct > 100 {
+            invalid(
+                "io_phase.read_pct",
+                format!("{} is more than 100", ph.read_pct),
+            );
+        }
+        let max_bs = match &ph.block_size {
+            BlockSize::Fixed(0) => {
+                invalid("io_phase.block_size", "block size must not be 0".into());
+                0
+            }
+            BlockSize::Fixed(n) => *n,
+            BlockSize::Mix(m) => {
+                if m.iter().all(|s| s.weight == 0) {
+                    invalid(
+                        "io_phase.block_size",
+                        "a block-size mix needs at least one entry with a weight above 0".into(),
+                    );
+                }
+                for (i, s) in m.iter().enumerate() {
+                    if s.size == 0 {
+                        invalid(
+                            &format!("io_phase.block_size[{i}].size"),
+                            "block size must not be 0".into(),
+                        );
+                    }
+                }
+                m.iter().map(|s| s.size).max().unwrap_or(0)
+            }
+        };
+        match &ph.load {
+            Load::Depth(0) => invalid(
+                "io_phase.load.depth",
+                "queue depth must be at least 1".into(),
+            ),
+            Load::Rate(r) if !(r.iops.is_finite() && r.iops > 0.0) => invalid(
+                "io_phase.load.rate.iops",
+                format!("rate must be a positive number, not {}", r.iops),
+            ),
+            _ => {}
+        }
+        if ph.duration.is_none() && ph.bytes.is_none() {
+            invalid(
+                "io_phase",
+                "give `duration` or `bytes` (or both: it stops at whichever comes first)".into(),
+            );
+        }
+        if ph.jobs == 0 {
+            invalid("io_phase.jobs", "jobs must be at least 1".into());
+        }
+        let region = ph.region.or(size);
+        if let (Some(region), Some(size)) = (ph.region, size) {
+            if region > size {
+                push(
+                    p("io_phase.region"),
+                    Problem::OutOfRange(format!(
+                        "region of {region} bytes is larger than volume {:?} of {size} bytes",
+                        ph.volume
+                    )),
+                );
+            }
+        }
+        if let Some(region) = region {
+            if max_bs > region {
+                push(
+                    p("io_phase.block_size"),
+                    Problem::OutOfRange(format!(
+                        "block size {max_bs} is larger than the {region}-byte region"
+                    )),
+                );
+            }
+        }
+    }
+
+    fn count(&mut self, ev: &Event) {
+        let t = ev.op.op_type() as usize;
+        self.stats.events += 1;
+        self.stats.duration_ns = self.stats.duration_ns.max(ev.at);
+        self.stats.ops.entry(ev.op.op_type()).or_default().count += 1;
+        let bucket = ev.at / 1_000_000_000;
+        if self.bucket != Some(bucket) {
+            self.flush_bucket();
+            self.bucket = Some(bucket);
+        }
+        self.bucket_counts[t] += 1;
+        self.bucket_total += 1;
+    }
+
+    fn flush_bucket(&mut self) {
+        for (i, n) in self.bucket_counts.iter_mut().enumerate() {
+            if *n > 0 {
+                let s = self.stats.ops.entry(OpType::ALL[i]).or_default();
+                s.peak_rate = s.peak_rate.max(*n);
+                *n = 0;
+            }
+        }
+        self.stats.peak_rate = self.stats.peak_rate.max(self.bucket_total);
+        self.bucket_total = 0;
+    }
+
+    fn peaks(&mut self) {
+        let s = &mut self.stats;
+        s.peak_live_volumes = s.peak_live_volumes.max(self.volumes.len() as u64);
+        s.peak_attached_volumes = s.peak_attached_volumes.max(self.attached_volumes);
+        s.peak_running_workloads = s.peak_running_workloads.max(self.workloads.len() as u64);
+        s.peak_live_snapshots = s.peak_live_snapshots.max(self.snapshots.len() as u64);
+    }
+
+    /// The statistics of everything checked so far.
+    pub fn stats(&mut self) -> Stats {
+        self.flush_bucket();
+        let mut s = self.stats.clone();
+        let secs = s.duration_ns as f64 / 1e9;
+        let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+        s.mean_rate = rate(s.events);
+        for o in s.ops.values_mut() {
+            o.mean_rate = rate(o.count);
+        }
+        s
+    }
+}
+
+/// The outcome of checking a whole trace.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Events read (including ones with problems).
+    pub events: u64,
+    /// The first `max_diagnostics` problems, in file order.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Total number of problems, including those beyond the cap.
+    pub problems: u64,
+    /// Statistics over every event that decoded.
+    pub stats: Stats,
+    /// Whether reading stopped early at an unrecoverable problem (e.g. truncation).
+    pub aborted: bool,
+}
+
+impl Report {
+    /// True when the trace has no problem.
+    pub fn is_valid(&self) -> bool {
+        self.problems == 0
+    }
+}
+
+/// Decodes and checks a whole trace in one streaming pass, keeping at most `max_diagnostics`
+/// located problems (all are counted). `progress` is called every 65 536 events with the
+/// count so far. Only I/O errors are returned as `Err`.
+pub fn check_trace(
+    reader: TraceReader,
+    file: &str,
+    max_diagnostics: usize,
+    mut progress: impl FnMut(u64),
+) -> Result<Report, Error> {
+    let mut report = Report {
+        events: 0,
+        diagnostics: Vec::new(),
+        problems: 0,
+        stats: Stats::default(),
+        aborted: false,
+    };
+    let keep = |report: &mut Report, d: Diagnostic| {
+        report.problems += 1;
+        if report.diagnostics.len() < max_diagnostics {
+            report.diagnostics.push(d);
+        }
+    };
+    let (mut checker, header_findings) = Checker::new(reader.header());
+    for f in header_findings {
+        keep(
+            &mut report,
+            Diagnostic {
+                file: file.to_owned(),
+                location: Location::default(),
+                path: f.path,
+                problem: f.problem,
+            },
+        );
+    }
+    let mut findings = Vec::new();
+    let mut index = 0u64;
+    let binary = reader.encoding() == crate::io::Encoding::Binary;
+    for item in reader {
+        report.events += 1;
+        match item {
+            Ok((ev, loc)) => {
+                findings.clear();
+                checker.check(&ev, index, &mut findings);
+                for f in findings.drain(..) {
+                    keep(
+                        &mut report,
+                        Diagnostic {
+                            file: file.to_owned(),
+                            location: loc,
+                            path: f.path,
+                            problem: f.problem,
+                        },
+                    );
+                }
+            }
+            Err(Error::Invalid(d)) => {
+                // Binary framing and YAML syntax errors end the stream; a bad text event is
+                // skipped and reading goes on.
+                if binary || d.location.record.is_none() {
+                    report.events -= 1;
+                    report.aborted = true;
+                }
+                keep(&mut report, *d);
+            }
+            Err(e) => return Err(e),
+        }
+        index += 1;
+        if index % 65_536 == 0 {
+            progress(index);
+        }
+    }
+    report.stats = checker.stats();
+    Ok(report)
+}

@@ -1,0 +1,288 @@
+//! Names, byte quantities and durations.
+//!
+//! Object names are shared, immutable strings ([`Name`]): a trace names the same volume in
+//! thousands of events and the replay engine keeps them in maps, so a clone must be a reference
+//! count bump, not an allocation.
+//!
+//! Sizes and times are stored as integers (bytes, nanoseconds). Hand-written YAML and JSON may
+//! also spell them as Kubernetes quantities (`"1Gi"`, `"500M"`) and durations (`"90s"`,
+//! `"1.5ms"`); the canonical output is always the integer, so every encoding round-trips.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+/// An object name (volume, workload, snapshot, node, class, tenant): a cheaply cloned string.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Name(Arc<str>);
+
+impl Name {
+    /// Makes a name from a string slice.
+    pub fn new(s: &str) -> Self {
+        Self(Arc::from(s))
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Self {
+        Self::new(s)
+    }
+}
+
+impl From<String> for Name {
+    fn from(s: String) -> Self {
+        Self(Arc::from(s))
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for Name {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Name {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Name;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a name (string)")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Name, E> {
+                Ok(Name::new(v))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// Why a quantity or duration string was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    /// Not a number followed by a known suffix.
+    #[error("{0:?} is not a {1} (examples: {2})")]
+    Syntax(String, &'static str, &'static str),
+    /// The value does not fit in 64 bits.
+    #[error("{0:?} overflows 64 bits")]
+    Overflow(String),
+    /// The value is not a whole number of the base unit.
+    #[error("{0:?} is not a whole number of {1}")]
+    Fraction(String, &'static str),
+}
+
+/// Splits `"1.5Gi"` into a decimal mantissa (as integer and scale) and a suffix.
+fn split_number(s: &str) -> Option<(u128, u32, &str)> {
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(end);
+    let (int, frac) = match num.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (num, ""),
+    };
+    if int.is_empty() && frac.is_empty() || frac.contains('.') || frac.len() > 18 {
+        return None;
+    }
+    let mut mant: u128 = 0;
+    for c in int.chars().chain(frac.chars()) {
+        mant = mant
+            .checked_mul(10)?
+            .checked_add(u128::from(c.to_digit(10)?))?;
+    }
+    Some((mant, frac.len() as u32, suffix))
+}
+
+/// Applies `value = mant / 10^scale * mult`, requiring a whole result in u64.
+fn scale(
+    s: &str,
+    mant: u128,
+    scale: u32,
+    mult: u128,
+    unit: &'static str,
+) -> Result<u64, UnitError> {
+    let overflow = || UnitError::Overflow(s.to_owned());
+    let num = mant.checked_mul(mult).ok_or_else(overflow)?;
+    let den = 10u128.pow(scale);
+    if num % den != 0 {
+        return Err(UnitError::Fraction(s.to_owned(), unit));
+    }
+    u64::try_from(num / den).map_err(|_| overflow())
+}
+
+/// Parses a byte quantity: a plain integer or a Kubernetes quantity (`Ki Mi Gi Ti Pi Ei`,
+/// `k M G T P E`), e.g. `"1Gi"`, `"1.5Mi"`, `"500M"`.
+pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
+    let t = s.trim();
+    let syntax = || UnitError::Syntax(s.to_owned(), "byte quantity", "4096, \"4Ki\", \"1.5Gi\"");
+    let (mant, sc, suffix) = split_number(t).ok_or_else(syntax)?;
+    let mult: u128 = match suffix {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "Pi" => 1 << 50,
+        "Ei" => 1 << 60,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "P" => 1_000_000_000_000_000,
+        "E" => 1_000_000_000_000_000_000,
+        _ => return Err(syntax()),
+    };
+    scale(s, mant, sc, mult, "bytes")
+}
+
+/// Parses a duration into nanoseconds: a number with `ns us µs ms s m h d`, e.g. `"1.5s"`.
+pub fn parse_duration(s: &str) -> Result<u64, UnitError> {
+    let t = s.trim();
+    let syntax = || UnitError::Syntax(s.to_owned(), "duration", "\"250ms\", \"1.5s\", \"2m\"");
+    let (mant, sc, suffix) = split_number(t).ok_or_else(syntax)?;
+    let mult: u128 = match suffix {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        "d" => 86_400_000_000_000,
+        _ => return Err(syntax()),
+    };
+    scale(s, mant, sc, mult, "nanoseconds")
+}
+
+/// Formats nanoseconds as seconds for messages: `12.5s`, `0.000001s`, `3s`.
+pub fn fmt_secs(ns: u64) -> String {
+    let secs = ns / 1_000_000_000;
+    let frac = ns % 1_000_000_000;
+    if frac == 0 {
+        format!("{secs}s")
+    } else {
+        let f = format!("{frac:09}");
+        format!("{secs}.{}s", f.trim_end_matches('0'))
+    }
+}
+
+struct IntOr(&'static str, fn(&str) -> Result<u64, UnitError>);
+
+impl Visitor<'_> for IntOr {
+    type Value = u64;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+        Ok(v)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+        u64::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+        (self.1)(v).map_err(E::custom)
+    }
+}
+
+const BYTES: IntOr = IntOr(
+    "a size in bytes (integer) or a quantity such as \"1Gi\"",
+    parse_bytes,
+);
+const NANOS: IntOr = IntOr(
+    "nanoseconds (integer) or a duration such as \"1.5s\"",
+    parse_duration,
+);
+
+/// Deserializes a byte count given as an integer or a quantity string.
+pub(crate) fn bytes_de<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    d.deserialize_any(BYTES)
+}
+
+/// Deserializes an optional byte count given as an integer or a quantity string.
+pub(crate) fn opt_bytes_de<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    d.deserialize_any(BYTES).map(Some)
+}
+
+/// Deserializes nanoseconds given as an integer or a duration string.
+pub(crate) fn duration_de<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    d.deserialize_any(NANOS)
+}
+
+/// Deserializes optional nanoseconds given as an integer or a duration string.
+pub(crate) fn duration_opt_de<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    d.deserialize_any(NANOS).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("1Gi"), Ok(1 << 30));
+        assert_eq!(parse_bytes("1.5Mi"), Ok(3 << 19));
+        assert_eq!(parse_bytes("500M"), Ok(500_000_000));
+        assert_eq!(parse_bytes("16Ei"), Err(UnitError::Overflow("16Ei".into())));
+        assert!(matches!(parse_bytes("1.1"), Err(UnitError::Fraction(..))));
+        assert!(matches!(parse_bytes("1GB"), Err(UnitError::Syntax(..))));
+        assert!(matches!(parse_bytes(""), Err(UnitError::Syntax(..))));
+        assert!(matches!(parse_bytes("."), Err(UnitError::Syntax(..))));
+        assert!(matches!(parse_bytes("-1"), Err(UnitError::Syntax(..))));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration("250ms"), Ok(250_000_000));
+        assert_eq!(parse_duration("2m"), Ok(120_000_000_000));
+        assert_eq!(parse_duration("7ns"), Ok(7));
+        assert!(matches!(
+            parse_duration("1.5ns"),
+            Err(UnitError::Fraction(..))
+        ));
+        assert!(matches!(parse_duration("10"), Err(UnitError::Syntax(..))));
+        assert_eq!(fmt_secs(12_500_000_000), "12.5s");
+        assert_eq!(fmt_secs(3_000_000_000), "3s");
+        assert_eq!(fmt_secs(1_000), "0.000001s");
+    }
+}
