@@ -1,1 +1,26 @@
-fn main() {}
+//! The `cnsreplay` binary: parse arguments, set up logging, hand over to [`cnsreplay::run`].
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cnsreplay::cli::Cli::parse();
+    cnsreplay::logging::init(cli.verbose, cli.quiet);
+    match cnsreplay::run(cli) {
+        Ok(code) => code,
+        // A closed pipe (`cnsreplay … | head`) is the reader's choice, not a failure.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -158,6 +158,29 @@ pub enum Problem {
     InvalidValue(String),
 }
 
+impl Problem {
+    /// A stable snake_case code for machine-readable output.
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Problem::Syntax(_) => "syntax",
+            Problem::Schema(_) => "schema",
+            Problem::NotATrace(_) => "not_a_trace",
+            Problem::UnsupportedVersion { .. } => "unsupported_version",
+            Problem::Truncated(_) => "truncated",
+            Problem::TimeInversion { .. } => "time_inversion",
+            Problem::IdNotIncreasing { .. } => "id_not_increasing",
+            Problem::Dangling { .. } => "dangling_reference",
+            Problem::Duplicate { .. } => "duplicate",
+            Problem::AlreadyAttached { .. } => "already_attached",
+            Problem::StillAttached { .. } => "still_attached",
+            Problem::NotGrowing { .. } => "not_growing",
+            Problem::SmallerThanSource { .. } => "smaller_than_source",
+            Problem::OutOfRange(_) => "out_of_range",
+            Problem::InvalidValue(_) => "invalid_value",
+        }
+    }
+}
+
 fn gone_text(gone_at: Option<u64>, kind: &str) -> String {
     match (gone_at, kind) {
         (Some(t), "workload") => format!("ended at t={}", fmt_secs(t)),

@@ -22,7 +22,7 @@ pub mod units;
 mod yaml;
 
 pub use binary::{DICT_SLOTS, MAGIC};
-pub use check::{Checker, Stats};
+pub use check::{Checker, OpStats, Report, Stats, check_trace};
 pub use error::{Diagnostic, Error, Location, Problem};
 pub use io::{Encoding, Trace, TraceReader, TraceWriter};
 pub use model::*;

@@ -1,0 +1,144 @@
+//! Command-line definitions.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use trace_format::Encoding;
+
+/// Benchmark cloud-native storage by replaying what real clusters do to it: volume create,
+/// attach, snapshot, restore, resize, detach and delete, together with the I/O around them.
+#[derive(Debug, Parser)]
+#[command(name = "cnsreplay", version, propagate_version = true)]
+pub struct Cli {
+    /// More log output on stderr (-v debug, -vv trace). `RUST_LOG` overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a trace: syntax, schema, time order and the life cycle of every object it names.
+    /// Exits 1 when it finds problems.
+    Validate(ValidateArgs),
+    /// Summarize a trace: events per operation, duration, mean and peak rates, peak live objects.
+    Stats(StatsArgs),
+    /// Convert a trace between YAML, JSON Lines and binary, streaming and losslessly.
+    Convert(ConvertArgs),
+    /// Print a shell completion script.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), or write one page per command into a directory.
+    Man(ManArgs),
+    /// Print the JSON Schema of a command's `--json` output.
+    #[command(hide = true)]
+    JsonSchema(JsonSchemaArgs),
+}
+
+/// Which encoding to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EncodingArg {
+    /// YAML.
+    Yaml,
+    /// JSON Lines.
+    Jsonl,
+    /// Binary (`.cnsbin`).
+    Binary,
+}
+
+impl From<EncodingArg> for Encoding {
+    fn from(e: EncodingArg) -> Self {
+        match e {
+            EncodingArg::Yaml => Encoding::Yaml,
+            EncodingArg::Jsonl => Encoding::Jsonl,
+            EncodingArg::Binary => Encoding::Binary,
+        }
+    }
+}
+
+/// Input trace options shared by the reading commands.
+#[derive(Debug, Args)]
+pub struct InputArgs {
+    /// The trace file (`-` for stdin).
+    pub file: PathBuf,
+    /// Input encoding; by default from the file name (.yaml, .jsonl, .cnsbin), else sniffed.
+    #[arg(long, value_enum)]
+    pub from: Option<EncodingArg>,
+}
+
+/// `validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The trace.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Report at most this many problems (all are counted).
+    #[arg(long, default_value_t = 100)]
+    pub max_errors: usize,
+    /// Print the report as JSON (schema: docs/schemas/validate.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The trace.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Print the report as JSON (schema: docs/schemas/stats.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The trace.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Output file (`-` for stdout). Written to a temporary name and renamed when complete.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Output encoding; by default from the output file name.
+    #[arg(long, value_enum)]
+    pub to: Option<EncodingArg>,
+}
+
+/// `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write `cnsreplay.1` and one page per command into this directory instead of stdout.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// `json-schema`.
+#[derive(Debug, Args)]
+pub struct JsonSchemaArgs {
+    /// The command whose output schema to print.
+    #[arg(value_enum)]
+    pub command: SchemaFor,
+}
+
+/// Commands with a `--json` output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaFor {
+    /// `validate --json`.
+    Validate,
+    /// `stats --json`.
+    Stats,
+}

@@ -1,0 +1,44 @@
+//! Completions, man pages and output schemas: the binary documents itself.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::CommandFactory;
+
+use crate::cli::{Cli, CompletionsArgs, JsonSchemaArgs, ManArgs, SchemaFor};
+use crate::report::{StatsReport, ValidateReport};
+
+pub(crate) fn completions(a: &CompletionsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let mut cmd = Cli::command();
+    clap_complete::generate(a.shell, &mut cmd, "cnsreplay", out);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn man(a: &ManArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let cmd = Cli::command();
+    match &a.dir {
+        None => clap_mangen::Man::new(cmd).render(out)?,
+        Some(dir) => {
+            fs_err::create_dir_all(dir)?;
+            clap_mangen::generate_to(cmd, dir)?;
+            tracing::info!("man pages written to {}", dir.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The JSON Schema of a command's `--json` output, pretty-printed with a final newline.
+pub fn schema_text(which: SchemaFor) -> String {
+    let schema = match which {
+        SchemaFor::Validate => schemars::schema_for!(ValidateReport),
+        SchemaFor::Stats => schemars::schema_for!(StatsReport),
+    };
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+pub(crate) fn json_schema(a: &JsonSchemaArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    out.write_all(schema_text(a.command).as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,54 @@
+//! One module per command.
+
+pub(crate) mod convert;
+pub mod meta;
+pub(crate) mod stats;
+pub(crate) mod validate;
+
+use std::path::Path;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use trace_format::{Encoding, TraceReader};
+
+use crate::cli::InputArgs;
+
+/// The name of an input in messages: the path, or `<stdin>`.
+pub(crate) fn label(path: &Path) -> String {
+    if path == Path::new("-") {
+        "<stdin>".to_owned()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// Opens the input trace. Trace problems in the header come back as
+/// `trace_format::Error::Invalid`, everything else as an I/O error.
+pub(crate) fn open(input: &InputArgs) -> Result<TraceReader, trace_format::Error> {
+    let enc = input.from.map(Encoding::from);
+    if input.file == Path::new("-") {
+        TraceReader::from_reader(std::io::stdin(), enc, "<stdin>")
+    } else {
+        TraceReader::open_as(&input.file, enc)
+    }
+}
+
+/// Like [`open`], for commands where any failure is an error with context.
+pub(crate) fn open_or_fail(input: &InputArgs) -> anyhow::Result<TraceReader> {
+    open(input).with_context(|| format!("cannot read {}", label(&input.file)))
+}
+
+/// An event counter on stderr, hidden when stderr is not a terminal.
+pub(crate) fn spinner(what: &str) -> ProgressBar {
+    let pb = if crate::logging::stderr_is_interactive() {
+        ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {human_pos} events ({per_sec}) {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.set_message(what.to_owned());
+    pb
+}

@@ -1,0 +1,36 @@
+//! The `cnsreplay` command line: argument definitions ([`cli`]) and the commands behind them.
+//!
+//! The binary only parses arguments and calls [`run`]; every command writes its report to a
+//! `Write` it is given, so tests drive the same code the binary runs. Exit codes: 0 success,
+//! 1 the input has problems (an invalid trace), 2 the command could not run (I/O, usage).
+
+pub mod cli;
+pub mod commands;
+pub mod logging;
+pub mod report;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use cli::{Cli, Command};
+
+/// Runs a parsed command line, writing reports to stdout.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let code = run_to(cli, &mut out)?;
+    out.flush()?;
+    Ok(code)
+}
+
+/// Runs a parsed command line, writing reports to `out`.
+pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Validate(a) => commands::validate::run(&a, out),
+        Command::Stats(a) => commands::stats::run(&a, out),
+        Command::Convert(a) => commands::convert::run(&a, out),
+        Command::Completions(a) => commands::meta::completions(&a, out),
+        Command::Man(a) => commands::meta::man(&a, out),
+        Command::JsonSchema(a) => commands::meta::json_schema(&a, out),
+    }
+}
