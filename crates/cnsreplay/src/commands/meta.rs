@@ -10,7 +10,10 @@ use crate::report::{StatsReport, ValidateReport};
 
 pub(crate) fn completions(a: &CompletionsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut cmd = Cli::command();
-    clap_complete::generate(a.shell, &mut cmd, "cnsreplay", out);
+    // clap_complete panics on a failed write: render into memory, then write.
+    let mut buf = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "cnsreplay", &mut buf);
+    out.write_all(&buf)?;
     Ok(ExitCode::SUCCESS)
 }
 

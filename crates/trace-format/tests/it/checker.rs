@@ -1,0 +1,156 @@
+//! The semantic checker: every rule, with the exact message users see.
+
+use trace_format::check::check_trace;
+use trace_format::{Encoding, Problem, TraceReader};
+
+fn check(jsonl: &str) -> Vec<String> {
+    let r = TraceReader::from_reader(
+        std::io::Cursor::new(jsonl.as_bytes().to_vec()),
+        Some(Encoding::Jsonl),
+        "t.jsonl",
+    )
+    .unwrap();
+    let rep = check_trace(r, "t.jsonl", 100, |_| {}).unwrap();
+    assert_eq!(rep.problems as usize, rep.diagnostics.len());
+    rep.diagnostics.iter().map(ToString::to_string).collect()
+}
+
+const H: &str =
+    r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"old","size":"1Gi"}]}"#;
+
+fn trace(lines: &[&str]) -> String {
+    let mut s = String::from(H);
+    for l in lines {
+        s.push('\n');
+        s.push_str(l);
+    }
+    s
+}
+
+/// The issue's must-show: a dangling reference, a time inversion and an unknown field.
+#[test]
+fn three_located_errors() {
+    let t = trace(&[
+        r#"{"at":0,"id":1,"create_volume":{"volume":"pvc-7"}}"#,
+        r#"{"at":12500000000,"id":2,"delete_volume":{"volume":"pvc-7"}}"#,
+        r#"{"at":13000000000,"id":3,"attach":{"workload":"w","volumes":["pvc-7"]}}"#,
+        r#"{"at":12000000000,"id":4,"marker":{"name":"m"}}"#,
+        r#"{"at":14000000000,"id":5,"detach":{"workload":"w","force":true}}"#,
+    ]);
+    assert_eq!(
+        check(&t),
+        [
+            r#"t.jsonl:4: events[2].attach.volumes[0]: volume "pvc-7" was deleted at t=12.5s"#,
+            "t.jsonl:5: events[3].at: events out of time order: at=12s is before the previous event's at=13s",
+            "t.jsonl:6: events[4].detach.force (column 57): unknown field `force`, expected `workload`",
+        ]
+    );
+}
+
+#[test]
+fn valid_life_cycle_has_no_problems() {
+    let t = trace(&[
+        r#"{"at":0,"id":1,"create_volume":{"volume":"a","size":"2Gi"}}"#,
+        r#"{"at":1,"id":2,"attach":{"workload":"w","volumes":["a","old"],"node":"n1"}}"#,
+        r#"{"at":2,"id":3,"attach":{"workload":"w2","volumes":["a"],"node":"n1"}}"#,
+        r#"{"at":3,"id":4,"io":{"volume":"a","kind":"write","offset":0,"len":4096}}"#,
+        r#"{"at":4,"id":5,"snapshot":{"volume":"a","snapshot":"s"}}"#,
+        r#"{"at":5,"id":6,"create_volume":{"volume":"b","size":"2Gi","source":{"snapshot":"s"}}}"#,
+        r#"{"at":6,"id":7,"resize":{"volume":"a","size":"3Gi"}}"#,
+        r#"{"at":7,"id":8,"io":{"volume":"a","kind":"read","offset":3221221376,"len":4096}}"#,
+        r#"{"at":8,"id":9,"detach":{"workload":"w"}}"#,
+        r#"{"at":8,"id":10,"abort_workload":{"workload":"w2"}}"#,
+        r#"{"at":9,"id":11,"delete_volume":{"volume":"a"}}"#,
+        r#"{"at":9,"id":12,"create_volume":{"volume":"a"}}"#,
+    ]);
+    assert_eq!(check(&t), Vec::<String>::new());
+}
+
+#[test]
+fn every_rule_reports_its_problem() {
+    let t = trace(&[
+        r#"{"at":0,"id":1,"create_volume":{"volume":"a","size":"2Gi"}}"#,
+        r#"{"at":0,"id":1,"create_volume":{"volume":"a"}}"#,
+        r#"{"at":1,"id":3,"attach":{"workload":"w","volumes":["a"]}}"#,
+        r#"{"at":1,"id":4,"attach":{"workload":"x","volumes":["a"]}}"#,
+        r#"{"at":2,"id":5,"delete_volume":{"volume":"a"}}"#,
+        r#"{"at":3,"id":6,"resize":{"volume":"a","size":"1Gi"}}"#,
+        r#"{"at":4,"id":7,"io":{"volume":"a","kind":"read","offset":2147483648,"len":1}}"#,
+        r#"{"at":4,"id":8,"io":{"volume":"a","kind":"read","offset":18446744073709551615,"len":2}}"#,
+        r#"{"at":5,"id":9,"snapshot":{"volume":"a","snapshot":"s"}}"#,
+        r#"{"at":6,"id":10,"create_volume":{"volume":"c","size":"1Gi","source":{"snapshot":"s"}}}"#,
+        r#"{"at":7,"id":11,"detach":{"workload":"nobody"}}"#,
+        r#"{"at":8,"id":12,"delete_snapshot":{"snapshot":"nope"}}"#,
+        r#"{"at":9,"id":13,"io_phase":{"workload":"w","volume":"old","pattern":"random","read_pct":101,"block_size":0,"load":{"depth":0},"jobs":0}}"#,
+    ]);
+    let got = check(&t);
+    let want = [
+        "t.jsonl:3: events[1].id: id 1 is not larger than the previous event's id 1",
+        r#"t.jsonl:3: events[1].create_volume.volume: volume "a" already exists"#,
+        r#"t.jsonl:5: events[3].attach.volumes[0]: volume "a" (ReadWriteOnce) is already attached by workload "w""#,
+        r#"t.jsonl:6: events[4].delete_volume.volume: volume "a" is still attached by workload "w""#,
+        r#"t.jsonl:7: events[5].resize.size: volume "a" cannot shrink or stay the same: resize to 1073741824 bytes from 2147483648 bytes"#,
+        r#"t.jsonl:8: events[6].io.offset: bytes [2147483648, 2147483649) end past volume "a" of 2147483648 bytes"#,
+        "t.jsonl:9: events[7].io.len: offset 18446744073709551615 + length 2 overflows 64 bits",
+        "t.jsonl:11: events[9].create_volume.size: size 1073741824 bytes is smaller than the source's 2147483648 bytes",
+        r#"t.jsonl:12: events[10].detach.workload: workload "nobody" is not running"#,
+        r#"t.jsonl:13: events[11].delete_snapshot.snapshot: snapshot "nope" does not exist"#,
+        r#"t.jsonl:14: events[12].io_phase.volume: workload "w" does not have volume "old" attached"#,
+        "t.jsonl:14: events[12].io_phase.read_pct: 101 is more than 100",
+        "t.jsonl:14: events[12].io_phase.block_size: block size must not be 0",
+        "t.jsonl:14: events[12].io_phase.load.depth: queue depth must be at least 1",
+        "t.jsonl:14: events[12].io_phase: give `duration` or `bytes` (or both: it stops at whichever comes first)",
+        "t.jsonl:14: events[12].io_phase.jobs: jobs must be at least 1",
+    ];
+    assert_eq!(got, want);
+}
+
+#[test]
+fn read_write_once_pod_never_shares_but_many_does() {
+    let t = trace(&[
+        r#"{"at":0,"id":1,"create_volume":{"volume":"p","access_mode":"ReadWriteOncePod"}}"#,
+        r#"{"at":0,"id":2,"create_volume":{"volume":"m","access_mode":"ReadWriteMany"}}"#,
+        r#"{"at":1,"id":3,"attach":{"workload":"a","volumes":["p","m"],"node":"n"}}"#,
+        r#"{"at":1,"id":4,"attach":{"workload":"b","volumes":["p","m"],"node":"n"}}"#,
+    ]);
+    assert_eq!(
+        check(&t),
+        [
+            r#"t.jsonl:5: events[3].attach.volumes[0]: volume "p" (ReadWriteOncePod) is already attached by workload "a""#
+        ]
+    );
+}
+
+#[test]
+fn stats_count_rates_and_peaks() {
+    let t = trace(&[
+        r#"{"at":0,"id":1,"create_volume":{"volume":"a"}}"#,
+        r#"{"at":100,"id":2,"create_volume":{"volume":"b"}}"#,
+        r#"{"at":200,"id":3,"attach":{"workload":"w","volumes":["a","b","old"]}}"#,
+        r#"{"at":1000000000,"id":4,"snapshot":{"volume":"a","snapshot":"s1"}}"#,
+        r#"{"at":1000000001,"id":5,"snapshot":{"volume":"a","snapshot":"s2"}}"#,
+        r#"{"at":1500000000,"id":6,"delete_snapshot":{"snapshot":"s1"}}"#,
+        r#"{"at":2000000000,"id":7,"detach":{"workload":"w"}}"#,
+        r#"{"at":4000000000,"id":8,"io":{"volume":"a","kind":"write","offset":0,"len":512}}"#,
+    ]);
+    let r = TraceReader::from_reader(std::io::Cursor::new(t.into_bytes()), None, "t").unwrap();
+    let rep = check_trace(r, "t", 10, |_| {}).unwrap();
+    let s = rep.stats;
+    assert_eq!(s.events, 8);
+    assert_eq!(s.duration_ns, 4_000_000_000);
+    assert_eq!(s.mean_rate, 2.0);
+    assert_eq!(s.peak_rate, 3);
+    assert_eq!(s.peak_live_volumes, 3);
+    assert_eq!(s.peak_attached_volumes, 3);
+    assert_eq!(s.peak_live_snapshots, 2);
+    assert_eq!(s.peak_running_workloads, 1);
+    assert_eq!(s.io_write_bytes, 512);
+    let snap = &s.ops[&trace_format::OpType::Snapshot];
+    assert_eq!((snap.count, snap.peak_rate), (2, 2));
+}
+
+#[test]
+fn problem_codes_are_stable() {
+    let p = Problem::TimeInversion { at: 1, previous: 2 };
+    assert_eq!(p.code(), "time_inversion");
+}

@@ -1,0 +1,7 @@
+//! Integration tests of the trace-format crate (one test binary, one module per topic).
+
+mod checker;
+mod corrupt;
+mod roundtrip;
+mod strategies;
+mod text_errors;
