@@ -315,7 +315,15 @@ impl Checker {
         p: &dyn Fn(&str) -> String,
         push: &mut dyn FnMut(String, Problem),
     ) {
-        let size = self.defaults.volume_size(c.size);
+        let source_size = match &c.source {
+            Some(VolumeSource::Snapshot(s)) => self.snapshots.get(s).copied(),
+            Some(VolumeSource::Volume(v)) => self.volumes.get(v).map(|v| v.size),
+            None => None,
+        };
+        let size = c
+            .size
+            .or(source_size)
+            .unwrap_or_else(|| self.defaults.volume_size(None));
         if size == 0 {
             push(
                 p("create_volume.size"),

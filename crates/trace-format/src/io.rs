@@ -252,6 +252,15 @@ impl TraceWriter {
         header: &Header,
     ) -> Result<Self, Error> {
         let w = BufWriter::with_capacity(256 << 10, Box::new(w) as DynWrite);
+        // Writers always write the current version: the output follows this build's rules.
+        let mut current;
+        let header = if header.version == crate::model::FORMAT_VERSION {
+            header
+        } else {
+            current = header.clone();
+            current.version = crate::model::FORMAT_VERSION;
+            &current
+        };
         let inner = match encoding {
             Encoding::Jsonl => WInner::Jsonl(JsonlWriter::new(w, header)?),
             Encoding::Yaml => WInner::Yaml(YamlWriter::new(w, header)?),

@@ -16,6 +16,8 @@ pub mod error;
 pub mod io;
 mod jsonl;
 pub mod model;
+#[doc(hidden)]
+pub mod sample;
 mod serde_impl;
 mod text;
 pub mod units;

@@ -357,10 +357,10 @@ pub struct Io {
     /// Request kind.
     pub kind: IoKind,
     /// Byte offset (0 for flush).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bytes_de")]
     pub offset: u64,
     /// Length in bytes (0 for flush).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bytes_de")]
     pub len: u64,
 }
 

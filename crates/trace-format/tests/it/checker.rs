@@ -62,6 +62,9 @@ fn valid_life_cycle_has_no_problems() {
         r#"{"at":8,"id":10,"abort_workload":{"workload":"w2"}}"#,
         r#"{"at":9,"id":11,"delete_volume":{"volume":"a"}}"#,
         r#"{"at":9,"id":12,"create_volume":{"volume":"a"}}"#,
+        // A clone without a size gets its source's size (2 GiB, not the 1 GiB default).
+        r#"{"at":10,"id":13,"create_volume":{"volume":"c","source":{"volume":"b"}}}"#,
+        r#"{"at":11,"id":14,"io":{"volume":"c","kind":"write","offset":"2047Mi","len":"1Mi"}}"#,
     ]);
     assert_eq!(check(&t), Vec::<String>::new());
 }
