@@ -1,0 +1,173 @@
+//! End-to-end tests of the `cnsreplay` binary: real processes, real files, exit codes and
+//! output snapshots.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use trace_format::{Encoding, Trace};
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn workspace() -> PathBuf {
+    crate_dir().join("../..")
+}
+
+fn cnsreplay(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+        .args(args)
+        .current_dir(workspace())
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run cnsreplay")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("utf-8 stdout")
+}
+
+const BAD: &str = "crates/cnsreplay/tests/fixtures/three-problems.jsonl";
+const QUICK: &str = "traces/quickstart.yaml";
+
+#[test]
+fn validate_reports_three_located_errors_and_exits_1() {
+    let o = cnsreplay(&["validate", BAD]);
+    assert_eq!(o.status.code(), Some(1));
+    insta::assert_snapshot!(stdout(&o));
+}
+
+#[test]
+fn validate_json() {
+    let o = cnsreplay(&["validate", "--json", BAD]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    insta::assert_json_snapshot!(v);
+}
+
+#[test]
+fn validate_valid_trace_exits_0() {
+    let o = cnsreplay(&["validate", QUICK]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(stdout(&o), "traces/quickstart.yaml: valid, 21 events\n");
+}
+
+#[test]
+fn every_committed_trace_is_valid() {
+    for entry in fs_err::read_dir(workspace().join("traces")).expect("traces/") {
+        let path = entry.expect("entry").path();
+        let rel = path.strip_prefix(workspace()).expect("under workspace");
+        let o = cnsreplay(&["validate", rel.to_str().expect("utf-8 path")]);
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    }
+}
+
+#[test]
+fn stats_table_and_json() {
+    let o = cnsreplay(&["stats", QUICK]);
+    assert_eq!(o.status.code(), Some(0));
+    insta::assert_snapshot!("stats_table", stdout(&o));
+    let o = cnsreplay(&["stats", "--json", QUICK]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    insta::assert_json_snapshot!("stats_json", v);
+}
+
+#[test]
+fn convert_chain_is_lossless() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = |n: &str| dir.path().join(n).to_str().expect("utf-8").to_owned();
+    for (from, to) in [
+        (QUICK.to_owned(), d("a.cnsbin")),
+        (d("a.cnsbin"), d("b.jsonl")),
+        (d("b.jsonl"), d("c.yaml")),
+    ] {
+        let o = cnsreplay(&["-q", "convert", &from, "-o", &to]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let original = Trace::read(workspace().join(QUICK)).expect("read");
+    assert_eq!(Trace::read(d("c.yaml")).expect("read back"), original);
+    // And through stdin/stdout with explicit encodings.
+    let o = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+        .args([
+            "convert", "-", "--from", "binary", "-o", "-", "--to", "jsonl",
+        ])
+        .stdin(
+            fs_err::File::open(d("a.cnsbin"))
+                .expect("open")
+                .into_parts()
+                .0,
+        )
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        Trace::from_bytes(&o.stdout, Some(Encoding::Jsonl)).expect("decode"),
+        original
+    );
+}
+
+#[test]
+fn failed_convert_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.cnsbin");
+    let o = cnsreplay(&["convert", BAD, "-o", out.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("three-problems.jsonl:8: events[6].snapshot.colour"),
+        "{err}"
+    );
+    assert_eq!(
+        fs_err::read_dir(dir.path()).expect("dir").count(),
+        0,
+        "no output, no temp file"
+    );
+}
+
+#[test]
+fn missing_file_is_exit_2_with_the_path() {
+    let o = cnsreplay(&["stats", "no/such/trace.jsonl"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no/such/trace.jsonl"), "{err}");
+}
+
+#[test]
+fn committed_json_schemas_match_the_reports() {
+    use cnsreplay::cli::SchemaFor;
+    for (which, file) in [
+        (SchemaFor::Validate, "validate"),
+        (SchemaFor::Stats, "stats"),
+    ] {
+        let path = workspace().join(format!("docs/schemas/{file}.schema.json"));
+        let want = cnsreplay::commands::meta::schema_text(which);
+        if std::env::var_os("UPDATE_SCHEMAS").is_some() {
+            fs_err::write(&path, &want).expect("write schema");
+        }
+        let have = fs_err::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is stale: run `UPDATE_SCHEMAS=1 cargo test -p cnsreplay` and commit it",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn completions_and_man_page() {
+    let o = cnsreplay(&["completions", "bash"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("validate"));
+    let o = cnsreplay(&["man"]);
+    assert!(stdout(&o).starts_with(".ie") && stdout(&o).contains("convert"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = cnsreplay(&["man", "--dir", dir.path().to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(Path::new(&dir.path().join("cnsreplay-validate.1")).exists());
+}
