@@ -732,9 +732,9 @@ impl<R: Read> BinaryReader<R> {
         }
         let json = &self.buf[self.start..self.start + hlen];
         let value: serde_json::Value = crate::text::from_json_slice(json, "header")
-            .map_err(|e| self.diag(None, e.path.clone(), e.problem.clone()))?;
+            .map_err(|e| self.diag(None, e.path.clone(), e.problem))?;
         let header = crate::text::header_from_value(value)
-            .map_err(|e| self.diag(None, e.path.clone(), e.problem.clone()))?;
+            .map_err(|e| self.diag(None, e.path.clone(), e.problem))?;
         if header.version != version {
             return Err(self.diag(
                 None,

@@ -56,10 +56,10 @@ impl Gone {
         if self.at.insert(name.clone(), at).is_none() {
             self.order.push_back(name);
         }
-        if self.order.len() > GONE_CAP {
-            if let Some(old) = self.order.pop_front() {
-                self.at.remove(&old);
-            }
+        if self.order.len() > GONE_CAP
+            && let Some(old) = self.order.pop_front()
+        {
+            self.at.remove(&old);
         }
     }
     fn get(&self, name: &str) -> Option<u64> {
@@ -244,7 +244,7 @@ impl Checker {
             },
             Op::Attach(a) => self.attach(a, &p, &mut push),
             Op::Detach(w) => {
-                self.end_workload(&w.workload, ev.at, &p("detach.workload"), &mut push)
+                self.end_workload(&w.workload, ev.at, &p("detach.workload"), &mut push);
             }
             Op::AbortWorkload(w) => {
                 self.end_workload(&w.workload, ev.at, &p("abort_workload.workload"), &mut push);
@@ -468,7 +468,7 @@ impl Checker {
     fn io(&mut self, io: &Io, p: &dyn Fn(&str) -> String, push: &mut dyn FnMut(String, Problem)) {
         match io.kind {
             IoKind::Read => {
-                self.stats.io_read_bytes = self.stats.io_read_bytes.saturating_add(io.len)
+                self.stats.io_read_bytes = self.stats.io_read_bytes.saturating_add(io.len);
             }
             IoKind::Write => {
                 self.stats.io_write_bytes = self.stats.io_write_bytes.saturating_add(io.len);
@@ -590,26 +590,26 @@ impl Checker {
             invalid("io_phase.jobs", "jobs must be at least 1".into());
         }
         let region = ph.region.or(size);
-        if let (Some(region), Some(size)) = (ph.region, size) {
-            if region > size {
-                push(
-                    p("io_phase.region"),
-                    Problem::OutOfRange(format!(
-                        "region of {region} bytes is larger than volume {:?} of {size} bytes",
-                        ph.volume
-                    )),
-                );
-            }
+        if let (Some(region), Some(size)) = (ph.region, size)
+            && region > size
+        {
+            push(
+                p("io_phase.region"),
+                Problem::OutOfRange(format!(
+                    "region of {region} bytes is larger than volume {:?} of {size} bytes",
+                    ph.volume
+                )),
+            );
         }
-        if let Some(region) = region {
-            if max_bs > region {
-                push(
-                    p("io_phase.block_size"),
-                    Problem::OutOfRange(format!(
-                        "block size {max_bs} is larger than the {region}-byte region"
-                    )),
-                );
-            }
+        if let Some(region) = region
+            && max_bs > region
+        {
+            push(
+                p("io_phase.block_size"),
+                Problem::OutOfRange(format!(
+                    "block size {max_bs} is larger than the {region}-byte region"
+                )),
+            );
         }
     }
 
@@ -750,7 +750,7 @@ pub fn check_trace(
             Err(e) => return Err(e),
         }
         index += 1;
-        if index % 65_536 == 0 {
+        if index.is_multiple_of(65_536) {
             progress(index);
         }
     }

@@ -242,13 +242,13 @@ pub(crate) struct YamlWriter<W> {
     any: bool,
 }
 
-fn yaml_err(e: serde_saphyr::SerializeError) -> Error {
+fn yaml_err(e: &serde_saphyr::SerializeError) -> Error {
     Error::Io(std::io::Error::other(e.to_string()))
 }
 
 impl<W: Write> YamlWriter<W> {
     pub(crate) fn new(mut w: W, header: &Header) -> Result<Self, Error> {
-        let text = serde_saphyr::to_string(header).map_err(yaml_err)?;
+        let text = serde_saphyr::to_string(header).map_err(|e| yaml_err(&e))?;
         w.write_all(text.as_bytes())?;
         if !text.ends_with('\n') {
             w.write_all(b"\n")?;
@@ -261,7 +261,7 @@ impl<W: Write> YamlWriter<W> {
             self.w.write_all(b"events:\n")?;
             self.any = true;
         }
-        let text = serde_saphyr::to_string(e).map_err(yaml_err)?;
+        let text = serde_saphyr::to_string(e).map_err(|e| yaml_err(&e))?;
         let mut first = true;
         for line in text.lines() {
             let prefix: &[u8] = if first { b"- " } else { b"  " };

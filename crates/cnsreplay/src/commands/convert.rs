@@ -40,7 +40,7 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
             let (ev, _) = item?;
             writer.write(&ev)?;
             n += 1;
-            if n % 65_536 == 0 {
+            if n.is_multiple_of(65_536) {
                 pb.set_position(n);
             }
         }

@@ -77,7 +77,7 @@ fn bad_tag_and_wrong_count() {
 fn located_by_record_and_byte() {
     let b = sample();
     let hlen = u32::from_le_bytes([b[12], b[13], b[14], b[15]]) as usize;
-    let mut d = b.clone();
+    let mut d = b;
     // The first frame's tag byte (after the length, at-delta and id-delta bytes).
     d[16 + hlen + 3] = 0x1f;
     let e = err(&d);

@@ -8,9 +8,9 @@ use trace_format::*;
 pub fn name() -> impl Strategy<Value = Name> {
     prop_oneof![
         // Typical Kubernetes names, which the dictionary sees again and again.
-        4 => "[a-z][a-z0-9-]{0,12}".prop_map(|s| Name::from(s)),
+        4 => "[a-z][a-z0-9-]{0,12}".prop_map(Name::from),
         // Anything printable, including quotes, colons, YAML indicators and non-ASCII.
-        1 => "\\PC{0,20}".prop_map(|s| Name::from(s)),
+        1 => "\\PC{0,20}".prop_map(Name::from),
     ]
 }
 
