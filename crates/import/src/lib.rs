@@ -1,0 +1,111 @@
+//! Importers: real traces recorded by partners and tools, read exactly into cnsreplay traces,
+//! and exporters back to the tools' own formats.
+//!
+//! Every importer reports bad input as [`BadInput`]: the file, the 1-based line (or record
+//! index for binary inputs), the field, and what is wrong. By default the first bad line is an
+//! error; with [`Policy::skip_bad`] bad lines are skipped, counted, and the first few kept for
+//! the report, never dropped silently.
+//!
+//! Importers read their input twice where a trace needs facts only the whole input knows (the
+//! volumes a block trace touches and how far into each it reaches, for the header's volume
+//! declarations), and stream events on the second pass, so memory stays constant.
+
+use std::fmt;
+
+/// One bad line or record of an input file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadInput {
+    /// The file as the user named it.
+    pub file: String,
+    /// 1-based line (text) or 0-based record index (binary, with `record: true`).
+    pub line: u64,
+    /// Whether `line` is a record index rather than a line number.
+    pub record: bool,
+    /// The field, e.g. `offset` or `column 3 (offset)`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for BadInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.record {
+            write!(f, "{}: record {}", self.file, self.line)?;
+        } else {
+            write!(f, "{}:{}", self.file, self.line)?;
+        }
+        if !self.field.is_empty() {
+            write!(f, ": {}", self.field)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Errors of importers and exporters.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// An I/O error (with `fs-err`, the message names the path).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A bad line or record, when not skipping.
+    #[error("{0}")]
+    Bad(Box<BadInput>),
+    /// Writing the trace failed.
+    #[error(transparent)]
+    Trace(#[from] trace_format::Error),
+    /// The input cannot be represented (e.g. an exporter given an operation its format lacks).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl From<BadInput> for ImportError {
+    fn from(b: BadInput) -> Self {
+        ImportError::Bad(Box::new(b))
+    }
+}
+
+/// What to do with bad lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Skip bad lines (counted and reported) instead of stopping at the first.
+    pub skip_bad: bool,
+    /// How many skipped lines to keep in the report.
+    pub keep_first: usize,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            skip_bad: false,
+            keep_first: 5,
+        }
+    }
+}
+
+/// What an import did besides producing events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    /// Events written.
+    pub events: u64,
+    /// Bad lines skipped (with `skip_bad`).
+    pub skipped: u64,
+    /// The first skipped lines.
+    pub first_skipped: Vec<BadInput>,
+    /// Notes for the user (e.g. defaults that were applied, and how often).
+    pub warnings: Vec<String>,
+}
+
+impl ImportReport {
+    /// Applies the policy to a bad line: records it and carries on, or fails.
+    pub fn bad(&mut self, policy: Policy, b: BadInput) -> Result<(), ImportError> {
+        if !policy.skip_bad {
+            return Err(b.into());
+        }
+        self.skipped += 1;
+        if self.first_skipped.len() < policy.keep_first {
+            self.first_skipped.push(b);
+        }
+        Ok(())
+    }
+}
