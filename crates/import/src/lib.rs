@@ -10,6 +10,7 @@
 //! volumes a block trace touches and how far into each it reaches, for the header's volume
 //! declarations), and stream events on the second pass, so memory stays constant.
 
+pub mod fio;
 use std::fmt;
 
 /// One bad line or record of an input file.

@@ -1,0 +1,3 @@
+//! Integration tests of the importers and exporters.
+
+mod fio;
