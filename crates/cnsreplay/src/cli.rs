@@ -99,15 +99,47 @@ pub struct StatsArgs {
 /// `convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// The trace.
-    #[command(flatten)]
-    pub input: InputArgs,
+    /// The input (`-` for stdin, trace encodings only).
+    pub file: PathBuf,
+    /// Input format; by default a trace encoding from the name (.yaml, .jsonl, .cnsbin) or
+    /// content. Import formats must be named.
+    #[arg(long, value_enum)]
+    pub from: Option<Format>,
     /// Output file (`-` for stdout). Written to a temporary name and renamed when complete.
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Output encoding; by default from the output file name.
+    /// Output format; by default the trace encoding implied by the output file name.
     #[arg(long, value_enum)]
-    pub to: Option<EncodingArg>,
+    pub to: Option<Format>,
+    /// Importing: skip malformed lines (counted and the first few reported) instead of
+    /// stopping at the first.
+    #[arg(long)]
+    pub skip_bad: bool,
+}
+
+/// Formats `convert` reads and writes: the trace encodings, and foreign formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A YAML trace.
+    Yaml,
+    /// A JSON Lines trace.
+    Jsonl,
+    /// A binary trace (`.cnsbin`).
+    Binary,
+    /// fio iolog, version 2 or 3 (`--write_iolog`); written as version 3 for `--read_iolog`.
+    FioIolog,
+}
+
+impl Format {
+    /// The trace encoding, if this is one.
+    pub fn encoding(self) -> Option<Encoding> {
+        match self {
+            Format::Yaml => Some(Encoding::Yaml),
+            Format::Jsonl => Some(Encoding::Jsonl),
+            Format::Binary => Some(Encoding::Binary),
+            Format::FioIolog => None,
+        }
+    }
 }
 
 /// `completions`.

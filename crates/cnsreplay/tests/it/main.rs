@@ -171,3 +171,96 @@ fn completions_and_man_page() {
     assert_eq!(o.status.code(), Some(0));
     assert!(Path::new(&dir.path().join("cnsreplay-validate.1")).exists());
 }
+
+#[test]
+fn convert_imports_and_exports_fio_iologs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jsonl = dir.path().join("fio.jsonl");
+    let back = dir.path().join("back.iolog");
+    let src = "crates/import/tests/fixtures/fio-randrw.iolog";
+    let o = cnsreplay(&[
+        "-q",
+        "convert",
+        "--from",
+        "fio-iolog",
+        src,
+        "-o",
+        jsonl.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let t = Trace::read(&jsonl).expect("imported trace");
+    assert_eq!(
+        t.header.provenance.source_format.as_deref(),
+        Some("fio-iolog-v3")
+    );
+    let o = cnsreplay(&[
+        "-q",
+        "convert",
+        jsonl.to_str().expect("utf-8"),
+        "-o",
+        back.to_str().expect("utf-8"),
+        "--to",
+        "fio-iolog",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let count = |p: &Path, what: &str| {
+        fs_err::read_to_string(p)
+            .expect("read")
+            .lines()
+            .filter(|l| l.split_whitespace().nth(2) == Some(what))
+            .count()
+    };
+    let orig = workspace().join(src);
+    for what in ["read", "write", "sync"] {
+        assert_eq!(count(&back, what), count(&orig, what), "{what} lines");
+    }
+    // A bad line stops the import with its location unless --skip-bad.
+    let bad = dir.path().join("bad.iolog");
+    fs_err::write(
+        &bad,
+        "fio version 3 iolog\n0 f add\n5 f read 0 4096\n6 f frobnicate 0 1\n",
+    )
+    .expect("write");
+    let out = dir.path().join("bad.jsonl");
+    let o = cnsreplay(&[
+        "convert",
+        "--from",
+        "fio-iolog",
+        bad.to_str().expect("utf-8"),
+        "-o",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("bad.iolog:4"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!out.exists());
+    let o = cnsreplay(&[
+        "convert",
+        "--skip-bad",
+        "--from",
+        "fio-iolog",
+        bad.to_str().expect("utf-8"),
+        "-o",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("skipped 1 bad line"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(Trace::read(&out).expect("read").events.len(), 1);
+}
