@@ -10,6 +10,8 @@
 //! volumes a block trace touches and how far into each it reaches, for the header's volume
 //! declarations), and stream events on the second pass, so memory stays constant.
 
+pub mod blk;
+pub mod blockcsv;
 pub mod fio;
 use std::fmt;
 

@@ -1,3 +1,5 @@
 //! Integration tests of the importers and exporters.
 
+mod blk;
+mod blockcsv;
 mod fio;

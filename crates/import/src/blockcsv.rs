@@ -1,0 +1,736 @@
+//! Block-trace CSV importers: MSR Cambridge, Alibaba block traces and Tencent CBS.
+//!
+//! **Formats** (comma separated, no header line, one request per line; blank lines are
+//! skipped and a trailing `\r` is tolerated):
+//!
+//! - MSR Cambridge (`msr-cambridge-csv`): `Timestamp,Hostname,DiskNumber,Type,Offset,Size,
+//!   ResponseTime`. `Timestamp` is a Windows FILETIME, 100 ns ticks since 1601-01-01 UTC;
+//!   `Type` is `Read` or `Write` (any case); `Offset` and `Size` are bytes; `ResponseTime` is
+//!   in 100 ns ticks and becomes `observed`. The volume is `<Hostname>-<DiskNumber>` through
+//!   [`crate::fio::volume_name`] (`-2`, `-3`, … added if two disks sanitize alike; the
+//!   original is kept in `provenance.parameters["disk.<volume>"]`).
+//! - Alibaba (`alibaba-block-csv`): `device_id,opcode,offset,length,timestamp`; `opcode` is
+//!   `R` or `W`, `offset` and `length` are bytes, `timestamp` is µs since the Unix epoch. The
+//!   volume is `dev-<device_id>`. The optional `device_size.csv` holds `device_id,capacity`
+//!   lines (capacity in bytes, as the dataset's README documents it); the README does not say
+//!   whether the file starts with a header line, so a first line `device_id,capacity` is
+//!   skipped. A listed device is declared with exactly its capacity and an I/O reaching past
+//!   it is bad input; a device missing from the file gets the rule below, with a warning.
+//! - Tencent CBS (`tencent-cbs-csv`): `Timestamp,Offset,Size,IOType,VolumeID`; `Timestamp`
+//!   is in Unix seconds, `Offset` and `Size` in 512-byte sectors, `IOType` `0` = read and
+//!   `1` = write. The volume is `vol-<VolumeID>`.
+//!
+//! **Tencent time spreading.** Timestamps have 1 s resolution, so the requests of one second
+//! are spread deterministically: *within each (file, second) group of k requests, request i
+//! (0-based, file order) gets at = second + i × 1 s / k (integer nanoseconds, rounded down)*.
+//! Three requests in one second land at +0, +333333333 and +666666666 ns. To know k, the
+//! importer buffers one second of each file at a time, so memory is bounded by the busiest
+//! second of a file, not by the trace. A skipped bad line does not count in k.
+//!
+//! **Time and order.** Several input files are merged by time: each file must be sorted (a
+//! line whose time goes backwards within its file is bad input), and a k-way merge holding one
+//! request per file (one second per file for Tencent) emits them in time order, ties going to
+//! the file named first. `at` counts nanoseconds since the earliest timestamp of the whole
+//! input, which pass 1 finds. That instant is written as RFC 3339 text to
+//! `provenance.parameters["origin"]`; the header's `origin` is left unset, as this crate does
+//! not depend on `jiff`. Ids are sequential from 0.
+//!
+//! **Volumes.** Pass 1 collects every volume and the furthest byte reached; each is declared
+//! in the header with that size rounded up to 1 MiB, at least 1 MiB (Alibaba: the
+//! `device_size.csv` capacity when listed).
+//!
+//! **Bad input.** Every malformed line (wrong number of fields, a non-numeric or negative
+//! number, an unknown type or opcode, a 0-byte request — the trace checker rejects it —, an
+//! offset + size or a sector × 512 or a time in nanoseconds overflowing 64 bits, a time going
+//! backwards, non-UTF-8 text) is a located [`BadInput`] handed to [`ImportReport::bad`]. Both
+//! passes run the same parser, so a skipped line contributes nothing to volumes or times.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use trace_format::{Event, Header, Io, IoKind, Name, Op, Provenance, TraceWriter, VolumeDecl};
+
+use crate::fio::volume_name;
+use crate::{BadInput, ImportError, ImportReport, Policy};
+
+const MIB: u64 = 1 << 20;
+const NS_PER_S: u64 = 1_000_000_000;
+/// Seconds from 1601-01-01 (the FILETIME epoch) to 1970-01-01.
+const FILETIME_TO_UNIX_S: i64 = 11_644_473_600;
+/// Longest volume name: a Kubernetes DNS label.
+const MAX_NAME: usize = 63;
+
+/// One parsed request.
+#[derive(Debug, Clone)]
+struct Rec {
+    /// Nanoseconds since the format's epoch.
+    t: u64,
+    /// Volume key: the final name (Alibaba, Tencent) or the unsanitized disk (MSR).
+    volume: String,
+    kind: IoKind,
+    offset: u64,
+    len: u64,
+    observed: Option<u64>,
+}
+
+/// Field `i` without surrounding blanks (empty when missing; counts are checked first).
+fn field<'f>(fields: &[&'f str], i: usize) -> &'f str {
+    fields.get(i).copied().unwrap_or("").trim()
+}
+
+/// Locates problems in one line of one file.
+struct Loc<'a> {
+    file: &'a str,
+    line: u64,
+    columns: &'static [&'static str],
+}
+
+impl Loc<'_> {
+    fn bad(&self, field: impl Into<String>, message: impl Into<String>) -> BadInput {
+        BadInput {
+            file: self.file.to_owned(),
+            line: self.line,
+            record: false,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A problem in column `i` (0-based), named `column N (Name)`.
+    fn col(&self, i: usize, message: impl Into<String>) -> BadInput {
+        let name = self.columns.get(i).copied().unwrap_or("?");
+        self.bad(format!("column {} ({name})", i + 1), message)
+    }
+
+    fn number(&self, fields: &[&str], i: usize) -> Result<u64, BadInput> {
+        let text = field(fields, i);
+        text.parse::<u64>()
+            .map_err(|_| self.col(i, format!("{text:?} is not a non-negative integer")))
+    }
+
+    /// `value × factor`, or a bad column saying what overflowed.
+    fn scale(&self, i: usize, value: u64, factor: u64, what: &str) -> Result<u64, BadInput> {
+        value
+            .checked_mul(factor)
+            .ok_or_else(|| self.col(i, format!("{what} overflows 64 bits")))
+    }
+
+    /// Checks that a request is not empty and that `offset + len` fits.
+    fn extent(&self, len_col: usize, offset: u64, len: u64) -> Result<u64, BadInput> {
+        let name = self.columns.get(len_col).copied().unwrap_or("?");
+        if len == 0 {
+            return Err(self.col(len_col, format!("{name} is 0 (a request of 0 bytes)")));
+        }
+        offset
+            .checked_add(len)
+            .ok_or_else(|| self.col(len_col, format!("offset + {name} overflows 64 bits")))
+    }
+}
+
+/// One block-trace CSV format: its columns and its line parser.
+trait Format {
+    /// `provenance.source_format`.
+    const SOURCE_FORMAT: &'static str;
+    /// Column names, in order.
+    const COLUMNS: &'static [&'static str];
+    /// Seconds from the Unix epoch to the format's time 0 (negative: earlier).
+    const EPOCH_UNIX_S: i64;
+    /// Whether timestamps are whole seconds to spread (Tencent).
+    const SPREAD: bool;
+    /// The time column (0-based) and nanoseconds per unit of it.
+    const TIME: (usize, u64);
+    /// Whether volume keys are raw text to sanitize into names (MSR).
+    const SANITIZE: bool = false;
+    /// The capacity the user gave for a volume key (Alibaba's `device_size.csv`).
+    fn capacity(&self, _key: &str) -> Option<u64> {
+        None
+    }
+    /// Parses the fields of one line (their count already checked).
+    fn parse(&self, loc: &Loc<'_>, fields: &[&str]) -> Result<Rec, BadInput>;
+}
+
+struct Msr;
+
+impl Format for Msr {
+    const SOURCE_FORMAT: &'static str = "msr-cambridge-csv";
+    const COLUMNS: &'static [&'static str] = &[
+        "Timestamp",
+        "Hostname",
+        "DiskNumber",
+        "Type",
+        "Offset",
+        "Size",
+        "ResponseTime",
+    ];
+    const EPOCH_UNIX_S: i64 = -FILETIME_TO_UNIX_S;
+    const SPREAD: bool = false;
+    const TIME: (usize, u64) = (0, 100);
+    const SANITIZE: bool = true;
+
+    fn parse(&self, loc: &Loc<'_>, f: &[&str]) -> Result<Rec, BadInput> {
+        let ticks = loc.number(f, 0)?;
+        let t = loc.scale(0, ticks, 100, "time in nanoseconds")?;
+        let host = field(f, 1);
+        if host.is_empty() {
+            return Err(loc.col(1, "empty Hostname"));
+        }
+        let disk = loc.number(f, 2)?;
+        let kind = match field(f, 3) {
+            k if k.eq_ignore_ascii_case("read") => IoKind::Read,
+            k if k.eq_ignore_ascii_case("write") => IoKind::Write,
+            other => {
+                return Err(loc.col(3, format!("unknown Type {other:?}, expected Read or Write")));
+            }
+        };
+        let offset = loc.number(f, 4)?;
+        let len = loc.number(f, 5)?;
+        loc.extent(5, offset, len)?;
+        let rt = loc.number(f, 6)?;
+        let observed = loc.scale(6, rt, 100, "response time in nanoseconds")?;
+        Ok(Rec {
+            t,
+            volume: format!("{host}-{disk}"),
+            kind,
+            offset,
+            len,
+            observed: Some(observed),
+        })
+    }
+}
+
+struct Alibaba {
+    /// `device_size.csv`: device id → capacity in bytes.
+    sizes: Option<HashMap<u64, u64>>,
+}
+
+impl Format for Alibaba {
+    const SOURCE_FORMAT: &'static str = "alibaba-block-csv";
+    const COLUMNS: &'static [&'static str] =
+        &["device_id", "opcode", "offset", "length", "timestamp"];
+    const EPOCH_UNIX_S: i64 = 0;
+    const SPREAD: bool = false;
+    const TIME: (usize, u64) = (4, 1000);
+
+    fn capacity(&self, key: &str) -> Option<u64> {
+        let id = key.strip_prefix("dev-")?.parse::<u64>().ok()?;
+        self.sizes.as_ref()?.get(&id).copied()
+    }
+
+    fn parse(&self, loc: &Loc<'_>, f: &[&str]) -> Result<Rec, BadInput> {
+        let device = loc.number(f, 0)?;
+        let kind = match field(f, 1) {
+            "R" => IoKind::Read,
+            "W" => IoKind::Write,
+            other => return Err(loc.col(1, format!("unknown opcode {other:?}, expected R or W"))),
+        };
+        let offset = loc.number(f, 2)?;
+        let len = loc.number(f, 3)?;
+        let end = loc.extent(3, offset, len)?;
+        let us = loc.number(f, 4)?;
+        let t = loc.scale(4, us, 1000, "time in nanoseconds")?;
+        if let Some(cap) = self.sizes.as_ref().and_then(|s| s.get(&device))
+            && end > *cap
+        {
+            return Err(loc.col(
+                3,
+                format!(
+                    "offset + length = {end} is beyond device {device}'s capacity of {cap} \
+                     bytes (device_size.csv)"
+                ),
+            ));
+        }
+        Ok(Rec {
+            t,
+            volume: format!("dev-{device}"),
+            kind,
+            offset,
+            len,
+            observed: None,
+        })
+    }
+}
+
+struct Tencent;
+
+impl Format for Tencent {
+    const SOURCE_FORMAT: &'static str = "tencent-cbs-csv";
+    const COLUMNS: &'static [&'static str] = &["Timestamp", "Offset", "Size", "IOType", "VolumeID"];
+    const EPOCH_UNIX_S: i64 = 0;
+    const SPREAD: bool = true;
+    const TIME: (usize, u64) = (0, NS_PER_S);
+
+    fn parse(&self, loc: &Loc<'_>, f: &[&str]) -> Result<Rec, BadInput> {
+        let s = loc.number(f, 0)?;
+        // The spread adds up to 1 s − 1 ns: the whole second must fit.
+        let t = s
+            .checked_mul(NS_PER_S)
+            .filter(|t| t.checked_add(NS_PER_S - 1).is_some())
+            .ok_or_else(|| loc.col(0, "time in nanoseconds overflows 64 bits"))?;
+        let off_sectors = loc.number(f, 1)?;
+        let offset = loc.scale(1, off_sectors, 512, "Offset in sectors × 512")?;
+        let len_sectors = loc.number(f, 2)?;
+        let len = loc.scale(2, len_sectors, 512, "Size in sectors × 512")?;
+        loc.extent(2, offset, len)?;
+        let kind = match field(f, 3) {
+            "0" => IoKind::Read,
+            "1" => IoKind::Write,
+            other => {
+                return Err(loc.col(
+                    3,
+                    format!("unknown IOType {other:?}, expected 0 (read) or 1 (write)"),
+                ));
+            }
+        };
+        let vol = loc.number(f, 4)?;
+        Ok(Rec {
+            t,
+            volume: format!("vol-{vol}"),
+            kind,
+            offset,
+            len,
+            observed: None,
+        })
+    }
+}
+
+/// A non-blank line: where it is, and its fields or why they are bad.
+type Line<'l> = (Loc<'l>, Result<Vec<&'l str>, BadInput>);
+
+/// The lines of one file, split into fields.
+struct Lines {
+    file: String,
+    reader: BufReader<fs_err::File>,
+    buf: Vec<u8>,
+    line: u64,
+}
+
+impl Lines {
+    fn open(path: &Path) -> Result<Self, ImportError> {
+        Ok(Self {
+            file: path.display().to_string(),
+            reader: BufReader::with_capacity(256 << 10, fs_err::File::open(path)?),
+            buf: Vec::new(),
+            line: 0,
+        })
+    }
+
+    /// The next non-blank line's fields, or why they are bad (not UTF-8, wrong count).
+    fn next(&mut self, columns: &'static [&'static str]) -> Result<Option<Line<'_>>, ImportError> {
+        loop {
+            self.buf.clear();
+            if self.reader.read_until(b'\n', &mut self.buf)? == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            if !self.buf.iter().all(u8::is_ascii_whitespace) {
+                break;
+            }
+        }
+        let loc = Loc {
+            file: &self.file,
+            line: self.line,
+            columns,
+        };
+        let fields = match std::str::from_utf8(&self.buf) {
+            Err(e) => Err(loc.bad("line", format!("not UTF-8 text: {e}"))),
+            Ok(text) => {
+                let text = text.trim_end_matches('\n').trim_end_matches('\r');
+                let fields: Vec<&str> = text.split(',').collect();
+                if fields.len() == columns.len() {
+                    Ok(fields)
+                } else {
+                    Err(loc.bad(
+                        "line",
+                        format!(
+                            "expected {} comma-separated fields ({}), found {}",
+                            columns.len(),
+                            columns.join(","),
+                            fields.len()
+                        ),
+                    ))
+                }
+            }
+        };
+        Ok(Some((loc, fields)))
+    }
+}
+
+/// Reads one file's requests in order, checking that time does not go backwards, and (for a
+/// spreading format) assigning times within each second.
+struct Cursor<'a, F: Format> {
+    fmt: &'a F,
+    lines: Lines,
+    /// Time of the last accepted line.
+    last_t: Option<u64>,
+    /// Spreading: the rest of the current second, times already assigned.
+    group: VecDeque<Rec>,
+    /// Spreading: the first request of the next second.
+    ahead: Option<Rec>,
+}
+
+type OnBad<'b> = dyn FnMut(BadInput) -> Result<(), ImportError> + 'b;
+
+impl<'a, F: Format> Cursor<'a, F> {
+    fn open(fmt: &'a F, path: &Path) -> Result<Self, ImportError> {
+        Ok(Self {
+            fmt,
+            lines: Lines::open(path)?,
+            last_t: None,
+            group: VecDeque::new(),
+            ahead: None,
+        })
+    }
+
+    /// The next well-formed line; bad lines go to `on_bad`.
+    fn raw_next(&mut self, on_bad: &mut OnBad<'_>) -> Result<Option<Rec>, ImportError> {
+        while let Some((loc, fields)) = self.lines.next(F::COLUMNS)? {
+            let last_t = self.last_t;
+            let parsed = fields
+                .and_then(|f| self.fmt.parse(&loc, &f))
+                .and_then(|r| match last_t {
+                    Some(prev) if r.t < prev => Err(loc.col(
+                        F::TIME.0,
+                        format!(
+                            "time goes backwards within this file ({} after {}); each input \
+                             file must be sorted by time",
+                            r.t / F::TIME.1,
+                            prev / F::TIME.1,
+                        ),
+                    )),
+                    _ => Ok(r),
+                });
+            match parsed {
+                Ok(r) => {
+                    self.last_t = Some(r.t);
+                    return Ok(Some(r));
+                }
+                Err(b) => on_bad(b)?,
+            }
+        }
+        Ok(None)
+    }
+
+    /// The next request, with its final absolute time in `t`.
+    fn next(&mut self, on_bad: &mut OnBad<'_>) -> Result<Option<Rec>, ImportError> {
+        if !F::SPREAD {
+            return self.raw_next(on_bad);
+        }
+        if self.group.is_empty() {
+            let first = match self.ahead.take() {
+                Some(r) => r,
+                None => match self.raw_next(on_bad)? {
+                    Some(r) => r,
+                    None => return Ok(None),
+                },
+            };
+            let second = first.t;
+            self.group.push_back(first);
+            while let Some(r) = self.raw_next(on_bad)? {
+                if r.t == second {
+                    self.group.push_back(r);
+                } else {
+                    self.ahead = Some(r);
+                    break;
+                }
+            }
+            let k = self.group.len() as u128;
+            for (i, r) in self.group.iter_mut().enumerate() {
+                // < 1 s, and the parser checked that second + 1 s − 1 ns fits.
+                let step = (i as u128 * u128::from(NS_PER_S) / k) as u64;
+                r.t = second.saturating_add(step);
+            }
+        }
+        Ok(self.group.pop_front())
+    }
+}
+
+/// RFC 3339 text (UTC, `Z`, fractional seconds without trailing zeros) of `t_ns` after the
+/// format's epoch.
+fn rfc3339<F: Format>(t_ns: u64) -> String {
+    let ns = i128::from(t_ns) + i128::from(F::EPOCH_UNIX_S) * i128::from(NS_PER_S);
+    let secs = ns.div_euclid(i128::from(NS_PER_S));
+    let frac = ns.rem_euclid(i128::from(NS_PER_S));
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i128::from(month <= 2);
+    let mut out = format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    );
+    if frac != 0 {
+        let digits = format!("{frac:09}");
+        out.push('.');
+        out.push_str(digits.trim_end_matches('0'));
+    }
+    out.push('Z');
+    out
+}
+
+/// Gives each volume key a distinct volume name, adding `-2`, `-3`, … when sanitizing collides.
+fn unique_names(keys: impl Iterator<Item = String>) -> BTreeMap<String, Name> {
+    let mut taken = HashSet::new();
+    let mut out = BTreeMap::new();
+    for key in keys {
+        let base = volume_name(&key);
+        let mut name = base.clone();
+        let mut n = 1u64;
+        while taken.contains(&name) {
+            n += 1;
+            let suffix = format!("-{n}");
+            let keep = base.len().min(MAX_NAME.saturating_sub(suffix.len()));
+            let stem = base.get(..keep).unwrap_or(&base); // ASCII: every index is a boundary
+            name = format!("{}{suffix}", stem.trim_end_matches('-'));
+        }
+        taken.insert(name.clone());
+        out.insert(key, Name::new(&name));
+    }
+    out
+}
+
+/// The shared engine: pass 1 (volumes, extents, earliest time), header, pass 2 (merge, emit).
+fn import<F: Format>(
+    fmt: &F,
+    paths: &[PathBuf],
+    mut parameters: BTreeMap<String, String>,
+    mut report: ImportReport,
+    policy: Policy,
+    writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
+) -> Result<ImportReport, ImportError> {
+    let files: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+
+    // Pass 1: volumes and their extents, and the earliest time; bad lines wait for pass 2.
+    let mut extents: BTreeMap<String, u64> = BTreeMap::new();
+    let mut earliest: Option<u64> = None;
+    for path in paths {
+        let mut c = Cursor::open(fmt, path)?;
+        while let Some(r) = c.next(&mut |_| Ok(()))? {
+            earliest = Some(earliest.map_or(r.t, |e| e.min(r.t)));
+            let end = extents.entry(r.volume).or_insert(0);
+            *end = (*end).max(r.offset.saturating_add(r.len));
+        }
+    }
+    let origin = earliest.unwrap_or(0);
+
+    let names = if F::SANITIZE {
+        unique_names(extents.keys().cloned())
+    } else {
+        extents.keys().map(|k| (k.clone(), Name::new(k))).collect()
+    };
+    let mut volumes = Vec::with_capacity(extents.len());
+    let mut unlisted = 0u64;
+    for (key, end) in &extents {
+        let Some(name) = names.get(key) else { continue };
+        let listed = fmt.capacity(key);
+        if F::SANITIZE {
+            parameters.insert(format!("disk.{name}"), key.clone());
+        }
+        // Round up to 1 MiB, at least 1 MiB; an end too close to 2^64 keeps its exact value.
+        let size =
+            listed.unwrap_or_else(|| end.div_ceil(MIB).max(1).checked_mul(MIB).unwrap_or(*end));
+        unlisted += u64::from(listed.is_none());
+        volumes.push(VolumeDecl {
+            name: name.clone(),
+            size: Some(size),
+            storage_class: None,
+            access_mode: None,
+            volume_mode: None,
+        });
+    }
+    if parameters.contains_key("device_sizes") && unlisted > 0 {
+        report.warnings.push(format!(
+            "{unlisted} devices are not in the device_size file; their size is the furthest \
+             byte reached, rounded up to 1 MiB"
+        ));
+    }
+    if earliest.is_some() {
+        parameters.insert("origin".to_owned(), rfc3339::<F>(origin));
+    }
+    let header = Header {
+        provenance: Provenance {
+            source_format: Some(F::SOURCE_FORMAT.to_owned()),
+            source_files: files,
+            generator: Some(format!("cnsreplay-import {}", env!("CARGO_PKG_VERSION"))),
+            seed: None,
+            parameters,
+        },
+        volumes,
+        ..Header::default()
+    };
+    let mut writer = writer_factory(header)?;
+
+    // Pass 2: a k-way merge by (time, file index), one buffered request per file.
+    let mut cursors = paths
+        .iter()
+        .map(|p| Cursor::open(fmt, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut heads: Vec<Option<Rec>> = Vec::with_capacity(cursors.len());
+    let mut heap = BinaryHeap::new();
+    for (i, c) in cursors.iter_mut().enumerate() {
+        let head = c.next(&mut |b| report.bad(policy, b))?;
+        if let Some(r) = &head {
+            heap.push(Reverse((r.t, i)));
+        }
+        heads.push(head);
+    }
+    while let Some(Reverse((_, i))) = heap.pop() {
+        let (Some(slot), Some(c)) = (heads.get_mut(i), cursors.get_mut(i)) else {
+            continue;
+        };
+        let Some(r) = slot.take() else { continue };
+        *slot = c.next(&mut |b| report.bad(policy, b))?;
+        if let Some(n) = slot.as_ref() {
+            heap.push(Reverse((n.t, i)));
+        }
+        let Some(volume) = names.get(&r.volume) else {
+            let loc = Loc {
+                file: &c.lines.file,
+                line: c.lines.line,
+                columns: F::COLUMNS,
+            };
+            report.bad(policy, loc.bad("line", "volume not seen in the first pass"))?;
+            continue;
+        };
+        writer.write(&Event {
+            at: r.t.saturating_sub(origin),
+            id: report.events,
+            tenant: None,
+            observed: r.observed,
+            op: Op::Io(Io {
+                volume: volume.clone(),
+                kind: r.kind,
+                offset: r.offset,
+                len: r.len,
+            }),
+        })?;
+        report.events += 1;
+    }
+    writer.finish()?;
+    Ok(report)
+}
+
+fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// Imports MSR Cambridge CSV files (see the module documentation).
+///
+/// Pass 1 finds every disk, the furthest byte it reaches and the earliest timestamp; the
+/// header is then handed to `writer_factory`, and pass 2 merges the files by time and streams
+/// the events into the writer, which is finished on success. Bad lines follow `policy`; on
+/// error the writer is dropped unfinished.
+pub fn import_msr(
+    paths: &[PathBuf],
+    policy: Policy,
+    writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
+) -> Result<ImportReport, ImportError> {
+    let parameters = params(&[("time_unit", "filetime_100ns")]);
+    import(
+        &Msr,
+        paths,
+        parameters,
+        ImportReport::default(),
+        policy,
+        writer_factory,
+    )
+}
+
+/// Imports Alibaba block-trace CSV files, with the device capacities of `device_sizes`
+/// (`device_size.csv`) when given; like [`import_msr`] otherwise. Bad lines of the
+/// `device_sizes` file also follow `policy` (a skipped one leaves its device unlisted).
+pub fn import_alibaba(
+    paths: &[PathBuf],
+    device_sizes: Option<&Path>,
+    policy: Policy,
+    writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
+) -> Result<ImportReport, ImportError> {
+    let mut report = ImportReport::default();
+    let mut parameters = params(&[("time_unit", "unix_us")]);
+    let sizes = match device_sizes {
+        None => None,
+        Some(path) => {
+            parameters.insert("device_sizes".to_owned(), path.display().to_string());
+            Some(read_device_sizes(path, policy, &mut report)?)
+        }
+    };
+    import(
+        &Alibaba { sizes },
+        paths,
+        parameters,
+        report,
+        policy,
+        writer_factory,
+    )
+}
+
+/// Reads `device_size.csv`: `device_id,capacity` lines, an optional header line first.
+fn read_device_sizes(
+    path: &Path,
+    policy: Policy,
+    report: &mut ImportReport,
+) -> Result<HashMap<u64, u64>, ImportError> {
+    let mut sizes = HashMap::new();
+    let mut lines = Lines::open(path)?;
+    while let Some((loc, fields)) = lines.next(&["device_id", "capacity"])? {
+        let parsed = fields.and_then(|f| {
+            if loc.line == 1 && field(&f, 0) == "device_id" && field(&f, 1) == "capacity" {
+                return Ok(None);
+            }
+            let (id, cap) = (loc.number(&f, 0)?, loc.number(&f, 1)?);
+            if cap == 0 {
+                Err(loc.col(1, "capacity is 0"))
+            } else if sizes.contains_key(&id) {
+                Err(loc.col(0, format!("device {id} is listed twice")))
+            } else {
+                Ok(Some((id, cap)))
+            }
+        });
+        match parsed {
+            Ok(Some((id, cap))) => {
+                sizes.insert(id, cap);
+            }
+            Ok(None) => {}
+            Err(b) => report.bad(policy, b)?,
+        }
+    }
+    Ok(sizes)
+}
+
+/// Imports Tencent CBS CSV files, spreading each second's requests as the module
+/// documentation says; like [`import_msr`] otherwise.
+pub fn import_tencent(
+    paths: &[PathBuf],
+    policy: Policy,
+    writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
+) -> Result<ImportReport, ImportError> {
+    let parameters = params(&[
+        ("time_unit", "unix_s"),
+        ("sector_size", "512"),
+        (
+            "spread",
+            "request i of k in a (file, second) gets at = second + i * 1s / k",
+        ),
+    ]);
+    import(
+        &Tencent,
+        paths,
+        parameters,
+        ImportReport::default(),
+        policy,
+        writer_factory,
+    )
+}
