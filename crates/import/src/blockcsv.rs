@@ -46,21 +46,19 @@
 //! passes run the same parser, so a skipped line contributes nothing to volumes or times.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use trace_format::{Event, Header, Io, IoKind, Name, Op, Provenance, TraceWriter, VolumeDecl};
 
-use crate::fio::volume_name;
+use crate::fio::unique_names;
 use crate::{BadInput, ImportError, ImportReport, Policy};
 
 const MIB: u64 = 1 << 20;
 const NS_PER_S: u64 = 1_000_000_000;
 /// Seconds from 1601-01-01 (the FILETIME epoch) to 1970-01-01.
 const FILETIME_TO_UNIX_S: i64 = 11_644_473_600;
-/// Longest volume name: a Kubernetes DNS label.
-const MAX_NAME: usize = 63;
 
 /// One parsed request.
 #[derive(Debug, Clone)]
@@ -475,27 +473,6 @@ fn rfc3339<F: Format>(t_ns: u64) -> String {
         out.push_str(digits.trim_end_matches('0'));
     }
     out.push('Z');
-    out
-}
-
-/// Gives each volume key a distinct volume name, adding `-2`, `-3`, … when sanitizing collides.
-fn unique_names(keys: impl Iterator<Item = String>) -> BTreeMap<String, Name> {
-    let mut taken = HashSet::new();
-    let mut out = BTreeMap::new();
-    for key in keys {
-        let base = volume_name(&key);
-        let mut name = base.clone();
-        let mut n = 1u64;
-        while taken.contains(&name) {
-            n += 1;
-            let suffix = format!("-{n}");
-            let keep = base.len().min(MAX_NAME.saturating_sub(suffix.len()));
-            let stem = base.get(..keep).unwrap_or(&base); // ASCII: every index is a boundary
-            name = format!("{}{suffix}", stem.trim_end_matches('-'));
-        }
-        taken.insert(name.clone());
-        out.insert(key, Name::new(&name));
-    }
     out
 }
 

@@ -294,22 +294,23 @@ pub fn volume_name(file: &str) -> String {
     }
 }
 
-/// Gives each file a distinct volume name, adding `-2`, `-3`, … when sanitizing collides.
-fn unique_names(files: &BTreeMap<String, u64>) -> HashMap<String, Name> {
+/// Gives each volume key a distinct volume name, adding `-2`, `-3`, … when sanitizing collides.
+pub(crate) fn unique_names(keys: impl Iterator<Item = String>) -> BTreeMap<String, Name> {
     let mut taken = std::collections::HashSet::new();
-    let mut out = HashMap::new();
-    for file in files.keys() {
-        let base = volume_name(file);
+    let mut out = BTreeMap::new();
+    for key in keys {
+        let base = volume_name(&key);
         let mut name = base.clone();
         let mut n = 1u64;
         while taken.contains(&name) {
             n += 1;
             let suffix = format!("-{n}");
             let keep = base.len().min(MAX_NAME.saturating_sub(suffix.len()));
-            name = format!("{}{suffix}", base[..keep].trim_end_matches('-'));
+            let stem = base.get(..keep).unwrap_or(&base); // ASCII: every index is a boundary
+            name = format!("{}{suffix}", stem.trim_end_matches('-'));
         }
         taken.insert(name.clone());
-        out.insert(file.clone(), Name::new(&name));
+        out.insert(key, Name::new(&name));
     }
     out
 }
@@ -354,7 +355,7 @@ pub fn import_fio(
         Ok(())
     })?;
 
-    let names = unique_names(&extents);
+    let names = unique_names(extents.keys().cloned());
     let mut parameters = BTreeMap::new();
     let mut volumes = Vec::with_capacity(extents.len());
     for (f, end) in &extents {
