@@ -1,20 +1,7 @@
-//! Any bytes, decoded and checked as a jsonl trace: errors are fine, panics and hangs are not.
-//! A trace that decodes must re-encode and decode to the same trace.
+//! Fuzzes the jsonl trace decoder and checker (see common.rs).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use trace_format::{Encoding, Trace, TraceReader, check::check_trace};
+#[path = "common.rs"]
+mod common;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(reader) = TraceReader::from_reader(std::io::Cursor::new(data.to_vec()), Some(Encoding::Jsonl), "fuzz") else {
-        return;
-    };
-    let _ = check_trace(reader, "fuzz", 16, |_| {});
-    if let Ok(t) = Trace::from_bytes(data, Some(Encoding::Jsonl)) {
-        for enc in Encoding::ALL {
-            let bytes = t.to_bytes(enc).expect("encoding a decoded trace");
-            let back = Trace::from_bytes(&bytes, Some(enc)).expect("decoding our own output");
-            assert!(back == t, "{enc} round trip changed the trace");
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| common::decode(data, trace_format::Encoding::Jsonl));
