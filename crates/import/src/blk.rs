@@ -39,7 +39,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use trace_format::{Event, Header, Io, IoKind, Name, Op, Provenance, TraceWriter, VolumeDecl};
@@ -888,26 +888,6 @@ fn parse_line(file: &str, line: u64, text: &str) -> Result<Line, BadInput> {
     }))
 }
 
-/// Calls `f` with each line (1-based) until it returns `false`; non-UTF-8 is a located error.
-fn for_each_line(
-    path: &Path,
-    mut f: impl FnMut(u64, Result<&str, std::str::Utf8Error>) -> Result<bool, ImportError>,
-) -> Result<(), ImportError> {
-    let mut r = BufReader::with_capacity(256 << 10, fs_err::File::open(path)?);
-    let mut buf = Vec::new();
-    let mut line = 0u64;
-    loop {
-        buf.clear();
-        if r.read_until(b'\n', &mut buf)? == 0 {
-            return Ok(());
-        }
-        line += 1;
-        if !f(line, std::str::from_utf8(&buf))? {
-            return Ok(());
-        }
-    }
-}
-
 /// Imports `blkparse` output in its default format (`blkparse -i NAME > FILE`), up to its
 /// summary. The same two passes and mapping as [`import_blktrace`]; a malformed line is a
 /// [`BadInput`] with its line and field, handled by `policy`.
@@ -918,7 +898,7 @@ pub fn import_blkparse(
 ) -> Result<ImportReport, ImportError> {
     let file = path.display().to_string();
     let mut extents = Extents::default();
-    for_each_line(path, |line, text| {
+    crate::for_each_line(path, |line, text| {
         let Ok(text) = text else { return Ok(true) };
         Ok(match parse_line(&file, line, text) {
             Ok(Line::Summary) => false,
@@ -936,7 +916,7 @@ pub fn import_blkparse(
         &names,
         writer_factory(header)?,
     );
-    for_each_line(path, |line, text| {
+    crate::for_each_line(path, |line, text| {
         let parsed = match text {
             Ok(t) => parse_line(&file, line, t),
             Err(e) => Err(BadInput {

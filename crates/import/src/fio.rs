@@ -226,24 +226,6 @@ impl Parser<'_> {
     }
 }
 
-/// Reads lines as bytes, so a non-UTF-8 line is a located bad line, not an I/O error.
-fn for_each_line(
-    path: &Path,
-    mut f: impl FnMut(u64, Result<&str, std::str::Utf8Error>) -> Result<(), ImportError>,
-) -> Result<(), ImportError> {
-    let mut r = BufReader::with_capacity(256 << 10, fs_err::File::open(path)?);
-    let mut buf = Vec::new();
-    let mut line = 0u64;
-    loop {
-        buf.clear();
-        if r.read_until(b'\n', &mut buf)? == 0 {
-            return Ok(());
-        }
-        line += 1;
-        f(line, std::str::from_utf8(&buf))?;
-    }
-}
-
 /// Reads the first line and tells the version.
 fn read_version(path: &Path, file: &str) -> Result<FioVersion, ImportError> {
     let mut r = BufReader::new(fs_err::File::open(path)?);
@@ -315,6 +297,14 @@ pub(crate) fn unique_names(keys: impl Iterator<Item = String>) -> BTreeMap<Strin
     out
 }
 
+/// Every line of the file, to the end (see [`crate::for_each_line`]).
+fn each_line(
+    path: &Path,
+    mut f: impl FnMut(u64, Result<&str, std::str::Utf8Error>) -> Result<(), ImportError>,
+) -> Result<(), ImportError> {
+    crate::for_each_line(path, |line, text| f(line, text).map(|()| true))
+}
+
 /// Imports a fio v2 or v3 iolog (the version comes from its first line).
 ///
 /// Pass 1 finds every file and the furthest byte it reaches; the header (volumes, provenance)
@@ -335,7 +325,7 @@ pub fn import_fio(
         version,
         clock_us: 0,
     };
-    for_each_line(path, |line, text| {
+    each_line(path, |line, text| {
         let Ok(text) = text else { return Ok(()) };
         if line == 1 {
             return Ok(());
@@ -401,7 +391,7 @@ pub fn import_fio(
         clock_us: 0,
     };
     let (mut file_actions, mut datasyncs, mut waits) = (0u64, 0u64, 0u64);
-    for_each_line(path, |line, text| {
+    each_line(path, |line, text| {
         if line == 1 {
             return Ok(());
         }

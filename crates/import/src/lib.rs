@@ -14,6 +14,8 @@ pub mod blk;
 pub mod blockcsv;
 pub mod fio;
 use std::fmt;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
 
 /// One bad line or record of an input file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,5 +112,26 @@ impl ImportReport {
             self.first_skipped.push(b);
         }
         Ok(())
+    }
+}
+
+/// Calls `f` with each line (1-based) until it returns `false`. Lines are read as bytes, so a
+/// non-UTF-8 line reaches `f` as a located problem rather than failing the read.
+pub(crate) fn for_each_line(
+    path: &Path,
+    mut f: impl FnMut(u64, Result<&str, std::str::Utf8Error>) -> Result<bool, ImportError>,
+) -> Result<(), ImportError> {
+    let mut r = BufReader::with_capacity(256 << 10, fs_err::File::open(path)?);
+    let mut buf = Vec::new();
+    let mut line = 0u64;
+    loop {
+        buf.clear();
+        if r.read_until(b'\n', &mut buf)? == 0 {
+            return Ok(());
+        }
+        line += 1;
+        if !f(line, std::str::from_utf8(&buf))? {
+            return Ok(());
+        }
     }
 }
