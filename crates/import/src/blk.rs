@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use trace_format::{Event, Header, Io, IoKind, Name, Op, Provenance, TraceWriter, VolumeDecl};
+use trace_format::{Event, Header, Io, IoKind, Name, Op, TraceWriter, VolumeDecl};
 
 use crate::{BadInput, ImportError, ImportReport, Policy};
 
@@ -56,7 +56,6 @@ pub const RECORD_LEN: usize = 48;
 /// without `observed`.
 pub const COMPLETION_WINDOW_NS: u64 = 30_000_000_000;
 
-const MIB: u64 = 1 << 20;
 const SECTOR: u64 = 512;
 /// Category bits (`action >> 16`).
 const TC_READ: u32 = 1 << 0;
@@ -473,7 +472,7 @@ impl Extents {
             parameters.insert(format!("device.{name}"), format!("{major},{minor}"));
             volumes.push(VolumeDecl {
                 name: name.clone(),
-                size: Some(end.div_ceil(MIB).max(1).checked_mul(MIB).unwrap_or(end)),
+                size: Some(crate::volume_size(end)),
                 storage_class: None,
                 access_mode: None,
                 volume_mode: None,
@@ -485,17 +484,7 @@ impl Extents {
             "completion_window".to_owned(),
             format!("{}s", COMPLETION_WINDOW_NS / 1_000_000_000),
         );
-        let header = Header {
-            provenance: Provenance {
-                source_format: Some(source_format.to_owned()),
-                source_files: files,
-                generator: Some(format!("cnsreplay-import {}", env!("CARGO_PKG_VERSION"))),
-                seed: None,
-                parameters,
-            },
-            volumes,
-            ..Header::default()
-        };
+        let header = crate::header(source_format, files, parameters, volumes);
         (header, names)
     }
 }

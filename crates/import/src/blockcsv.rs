@@ -50,12 +50,11 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use trace_format::{Event, Header, Io, IoKind, Name, Op, Provenance, TraceWriter, VolumeDecl};
+use trace_format::{Event, Header, Io, IoKind, Name, Op, TraceWriter, VolumeDecl};
 
 use crate::fio::unique_names;
 use crate::{BadInput, ImportError, ImportReport, Policy};
 
-const MIB: u64 = 1 << 20;
 const NS_PER_S: u64 = 1_000_000_000;
 /// Seconds from 1601-01-01 (the FILETIME epoch) to 1970-01-01.
 const FILETIME_TO_UNIX_S: i64 = 11_644_473_600;
@@ -514,8 +513,7 @@ fn import<F: Format>(
             parameters.insert(format!("disk.{name}"), key.clone());
         }
         // Round up to 1 MiB, at least 1 MiB; an end too close to 2^64 keeps its exact value.
-        let size =
-            listed.unwrap_or_else(|| end.div_ceil(MIB).max(1).checked_mul(MIB).unwrap_or(*end));
+        let size = listed.unwrap_or_else(|| crate::volume_size(*end));
         unlisted += u64::from(listed.is_none());
         volumes.push(VolumeDecl {
             name: name.clone(),
@@ -534,17 +532,7 @@ fn import<F: Format>(
     if earliest.is_some() {
         parameters.insert("origin".to_owned(), rfc3339::<F>(origin));
     }
-    let header = Header {
-        provenance: Provenance {
-            source_format: Some(F::SOURCE_FORMAT.to_owned()),
-            source_files: files,
-            generator: Some(format!("cnsreplay-import {}", env!("CARGO_PKG_VERSION"))),
-            seed: None,
-            parameters,
-        },
-        volumes,
-        ..Header::default()
-    };
+    let header = crate::header(F::SOURCE_FORMAT, files, parameters, volumes);
     let mut writer = writer_factory(header)?;
 
     // Pass 2: a k-way merge by (time, file index), one buffered request per file.

@@ -38,11 +38,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
-use trace_format::{Event, Header, Io, IoKind, Name, Op, Provenance, TraceWriter, VolumeDecl};
+use trace_format::{Event, Header, Io, IoKind, Name, Op, TraceWriter, VolumeDecl};
 
 use crate::{BadInput, ImportError, ImportReport, Policy};
 
-const MIB: u64 = 1 << 20;
 /// Longest volume name: a Kubernetes DNS label.
 const MAX_NAME: usize = 63;
 
@@ -351,7 +350,7 @@ pub fn import_fio(
     for (f, end) in &extents {
         let Some(name) = names.get(f) else { continue };
         // Round up to 1 MiB, at least 1 MiB; an end too close to 2^64 keeps its exact value.
-        let size = end.div_ceil(MIB).max(1).checked_mul(MIB).unwrap_or(*end);
+        let size = crate::volume_size(*end);
         parameters.insert(format!("file.{name}"), f.clone());
         volumes.push(VolumeDecl {
             name: name.clone(),
@@ -370,17 +369,12 @@ pub fn import_fio(
         }
         .to_owned(),
     );
-    let header = Header {
-        provenance: Provenance {
-            source_format: Some(version.source_format().to_owned()),
-            source_files: vec![file.clone()],
-            generator: Some(format!("cnsreplay-import {}", env!("CARGO_PKG_VERSION"))),
-            seed: None,
-            parameters,
-        },
+    let header = crate::header(
+        version.source_format(),
+        vec![file.clone()],
+        parameters,
         volumes,
-        ..Header::default()
-    };
+    );
     let mut writer = writer_factory(header)?;
 
     // Pass 2: events.

@@ -13,6 +13,7 @@
 pub mod blk;
 pub mod blockcsv;
 pub mod fio;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -133,5 +134,32 @@ pub(crate) fn for_each_line(
         if !f(line, std::str::from_utf8(&buf))? {
             return Ok(());
         }
+    }
+}
+
+/// The size declared for a volume whose furthest byte reached is `end`: rounded up to 1 MiB,
+/// at least 1 MiB (or `end` itself where rounding would overflow).
+pub(crate) fn volume_size(end: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    end.div_ceil(MIB).max(1).checked_mul(MIB).unwrap_or(end)
+}
+
+/// The header of an imported trace: its provenance and the volumes it declares.
+pub(crate) fn header(
+    source_format: &str,
+    source_files: Vec<String>,
+    parameters: BTreeMap<String, String>,
+    volumes: Vec<trace_format::VolumeDecl>,
+) -> trace_format::Header {
+    trace_format::Header {
+        provenance: trace_format::Provenance {
+            source_format: Some(source_format.to_owned()),
+            source_files,
+            generator: Some(format!("cnsreplay-import {}", env!("CARGO_PKG_VERSION"))),
+            seed: None,
+            parameters,
+        },
+        volumes,
+        ..trace_format::Header::default()
     }
 }
