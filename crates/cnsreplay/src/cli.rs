@@ -31,6 +31,13 @@ pub enum Command {
     Stats(StatsArgs),
     /// Convert a trace between YAML, JSON Lines and binary, streaming and losslessly.
     Convert(ConvertArgs),
+    /// Replay a trace open-loop against a provider and record every latency in a run
+    /// directory.
+    Run(crate::commands::run::RunArgs),
+    /// Remove the leftovers of a crashed or interrupted run (only objects in its ledger).
+    Cleanup(crate::commands::run::CleanupArgs),
+    /// Generate a trace from a workload model (`synth MODEL -o OUT`), or fit lifetimes (`synth fit`).
+    Synth(crate::commands::synth::SynthArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// Print the man page (roff), or write one page per command into a directory.
@@ -99,10 +106,12 @@ pub struct StatsArgs {
 /// `convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// The input (`-` for stdin, trace encodings only).
-    pub file: PathBuf,
+    /// The inputs (`-` for stdin, trace encodings only). Several inputs are merged by time
+    /// where the format allows it (msr, alibaba, tencent, k8s-audit, blktrace per-CPU files).
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
     /// Input format; by default a trace encoding from the name (.yaml, .jsonl, .cnsbin) or
-    /// content. Import formats must be named.
+    /// content. `auto` sniffs every input and says what it chose.
     #[arg(long, value_enum)]
     pub from: Option<Format>,
     /// Output file (`-` for stdout). Written to a temporary name and renamed when complete.
@@ -115,6 +124,12 @@ pub struct ConvertArgs {
     /// stopping at the first.
     #[arg(long)]
     pub skip_bad: bool,
+    /// Importing alibaba: the `device_size.csv` file giving each device's capacity.
+    #[arg(long, value_name = "FILE")]
+    pub device_sizes: Option<PathBuf>,
+    /// Importing k8s-audit: keep failed requests (code >= 400) instead of dropping them.
+    #[arg(long)]
+    pub keep_failed: bool,
 }
 
 /// Formats `convert` reads and writes: the trace encodings, and foreign formats.
@@ -128,6 +143,23 @@ pub enum Format {
     Binary,
     /// fio iolog, version 2 or 3 (`--write_iolog`); written as version 3 for `--read_iolog`.
     FioIolog,
+    /// blktrace binary per-CPU files: give the NAME prefix or any `NAME.blktrace.N` file.
+    Blktrace,
+    /// blkparse text output in its default format.
+    Blkparse,
+    /// MSR Cambridge block CSV.
+    Msr,
+    /// Alibaba block-trace CSV (see --device-sizes).
+    Alibaba,
+    /// Tencent CBS block CSV.
+    Tencent,
+    /// Kubernetes audit log (audit.k8s.io/v1 JSON lines; GKE and AKS wrappers).
+    #[value(name = "k8s-audit")]
+    K8sAudit,
+    /// Pod lifecycle CSV (Alibaba GPU 2023 pod list, or name,creation_time,deletion_time).
+    PodCsv,
+    /// Sniff each input's format (import formats and trace encodings).
+    Auto,
 }
 
 impl Format {
@@ -137,7 +169,7 @@ impl Format {
             Format::Yaml => Some(Encoding::Yaml),
             Format::Jsonl => Some(Encoding::Jsonl),
             Format::Binary => Some(Encoding::Binary),
-            Format::FioIolog => None,
+            _ => None,
         }
     }
 }

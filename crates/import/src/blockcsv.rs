@@ -47,13 +47,13 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use trace_format::{Event, Header, Io, IoKind, Name, Op, TraceWriter, VolumeDecl};
 
 use crate::fio::unique_names;
-use crate::{BadInput, ImportError, ImportReport, Policy};
+use crate::{BadInput, ImportError, ImportReport, Policy, Source};
 
 const NS_PER_S: u64 = 1_000_000_000;
 /// Seconds from 1601-01-01 (the FILETIME epoch) to 1970-01-01.
@@ -298,16 +298,16 @@ type Line<'l> = (Loc<'l>, Result<Vec<&'l str>, BadInput>);
 /// The lines of one file, split into fields.
 struct Lines {
     file: String,
-    reader: BufReader<fs_err::File>,
+    reader: Box<dyn BufRead + Send>,
     buf: Vec<u8>,
     line: u64,
 }
 
 impl Lines {
-    fn open(path: &Path) -> Result<Self, ImportError> {
+    fn open(src: &Source) -> Result<Self, ImportError> {
         Ok(Self {
-            file: path.display().to_string(),
-            reader: BufReader::with_capacity(256 << 10, fs_err::File::open(path)?),
+            file: src.name(),
+            reader: src.open()?,
             buf: Vec::new(),
             line: 0,
         })
@@ -370,7 +370,7 @@ struct Cursor<'a, F: Format> {
 type OnBad<'b> = dyn FnMut(BadInput) -> Result<(), ImportError> + 'b;
 
 impl<'a, F: Format> Cursor<'a, F> {
-    fn open(fmt: &'a F, path: &Path) -> Result<Self, ImportError> {
+    fn open(fmt: &'a F, path: &Source) -> Result<Self, ImportError> {
         Ok(Self {
             fmt,
             lines: Lines::open(path)?,
@@ -478,13 +478,13 @@ fn rfc3339<F: Format>(t_ns: u64) -> String {
 /// The shared engine: pass 1 (volumes, extents, earliest time), header, pass 2 (merge, emit).
 fn import<F: Format>(
     fmt: &F,
-    paths: &[PathBuf],
+    paths: &[Source],
     mut parameters: BTreeMap<String, String>,
     mut report: ImportReport,
     policy: Policy,
     writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
 ) -> Result<ImportReport, ImportError> {
-    let files: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let files: Vec<String> = paths.iter().map(Source::name).collect();
 
     // Pass 1: volumes and their extents, and the earliest time; bad lines wait for pass 2.
     let mut extents: BTreeMap<String, u64> = BTreeMap::new();
@@ -603,6 +603,15 @@ pub fn import_msr(
     policy: Policy,
     writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
 ) -> Result<ImportReport, ImportError> {
+    import_msr_sources(&Source::files(paths), policy, writer_factory)
+}
+
+/// [`import_msr`] from any [`Source`]s (e.g. bytes in memory).
+pub fn import_msr_sources(
+    paths: &[Source],
+    policy: Policy,
+    writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
+) -> Result<ImportReport, ImportError> {
     let parameters = params(&[("time_unit", "filetime_100ns")]);
     import(
         &Msr,
@@ -619,6 +628,16 @@ pub fn import_msr(
 /// `device_sizes` file also follow `policy` (a skipped one leaves its device unlisted).
 pub fn import_alibaba(
     paths: &[PathBuf],
+    device_sizes: Option<&Path>,
+    policy: Policy,
+    writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
+) -> Result<ImportReport, ImportError> {
+    import_alibaba_sources(&Source::files(paths), device_sizes, policy, writer_factory)
+}
+
+/// [`import_alibaba`] from any [`Source`]s (e.g. bytes in memory).
+pub fn import_alibaba_sources(
+    paths: &[Source],
     device_sizes: Option<&Path>,
     policy: Policy,
     writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
@@ -649,7 +668,7 @@ fn read_device_sizes(
     report: &mut ImportReport,
 ) -> Result<HashMap<u64, u64>, ImportError> {
     let mut sizes = HashMap::new();
-    let mut lines = Lines::open(path)?;
+    let mut lines = Lines::open(&Source::File(path.to_owned()))?;
     while let Some((loc, fields)) = lines.next(&["device_id", "capacity"])? {
         let parsed = fields.and_then(|f| {
             if loc.line == 1 && field(&f, 0) == "device_id" && field(&f, 1) == "capacity" {
@@ -679,6 +698,15 @@ fn read_device_sizes(
 /// documentation says; like [`import_msr`] otherwise.
 pub fn import_tencent(
     paths: &[PathBuf],
+    policy: Policy,
+    writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
+) -> Result<ImportReport, ImportError> {
+    import_tencent_sources(&Source::files(paths), policy, writer_factory)
+}
+
+/// [`import_tencent`] from any [`Source`]s (e.g. bytes in memory).
+pub fn import_tencent_sources(
+    paths: &[Source],
     policy: Policy,
     writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
 ) -> Result<ImportReport, ImportError> {

@@ -35,12 +35,12 @@
 //! skipped and counted (a trace mixing control and I/O still exports its I/O).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::Path;
 
 use trace_format::{Event, Header, Io, IoKind, Name, Op, TraceWriter, VolumeDecl};
 
-use crate::{BadInput, ImportError, ImportReport, Policy};
+use crate::{BadInput, ImportError, ImportReport, Policy, Source};
 
 /// Longest volume name: a Kubernetes DNS label.
 const MAX_NAME: usize = 63;
@@ -204,6 +204,8 @@ impl Parser<'_> {
             Some(kind) => {
                 let (offset, len) = if kind == IoKind::Flush {
                     (0, 0)
+                } else if len == 0 {
+                    return Err(self.bad(line, "length", "length is 0 (a request of 0 bytes)"));
                 } else {
                     offset.checked_add(len).ok_or_else(|| {
                         self.bad(line, "length", "offset + length overflows 64 bits")
@@ -226,8 +228,8 @@ impl Parser<'_> {
 }
 
 /// Reads the first line and tells the version.
-fn read_version(path: &Path, file: &str) -> Result<FioVersion, ImportError> {
-    let mut r = BufReader::new(fs_err::File::open(path)?);
+fn read_version(src: &Source, file: &str) -> Result<FioVersion, ImportError> {
+    let mut r = src.open()?;
     let mut buf = Vec::new();
     r.read_until(b'\n', &mut buf)?;
     let first = String::from_utf8_lossy(&buf);
@@ -298,7 +300,7 @@ pub(crate) fn unique_names(keys: impl Iterator<Item = String>) -> BTreeMap<Strin
 
 /// Every line of the file, to the end (see [`crate::for_each_line`]).
 fn each_line(
-    path: &Path,
+    path: &Source,
     mut f: impl FnMut(u64, Result<&str, std::str::Utf8Error>) -> Result<(), ImportError>,
 ) -> Result<(), ImportError> {
     crate::for_each_line(path, |line, text| f(line, text).map(|()| true))
@@ -314,7 +316,17 @@ pub fn import_fio(
     policy: Policy,
     writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
 ) -> Result<ImportReport, ImportError> {
-    let file = path.display().to_string();
+    import_fio_source(&Source::File(path.to_owned()), policy, writer_factory)
+}
+
+/// [`import_fio`] from any [`Source`] (e.g. bytes in memory).
+pub fn import_fio_source(
+    src: &Source,
+    policy: Policy,
+    writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
+) -> Result<ImportReport, ImportError> {
+    let path = src;
+    let file = src.name();
     let version = read_version(path, &file)?;
 
     // Pass 1: files and their extents; bad lines are left for pass 2 to report.

@@ -10,13 +10,18 @@
 //! volumes a block trace touches and how far into each it reaches, for the header's volume
 //! declarations), and stream events on the second pass, so memory stays constant.
 
+pub mod audit;
 pub mod blk;
 pub mod blockcsv;
 pub mod fio;
+pub mod pods;
+#[doc(hidden)]
+pub mod testgen;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// One bad line or record of an input file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,13 +121,61 @@ impl ImportReport {
     }
 }
 
+/// An importer's input: a file, or bytes in memory (fuzzing, benchmarks, tests). Importers
+/// that read their input twice open it twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A file, named in messages as given.
+    File(PathBuf),
+    /// Bytes in memory, named `name` in messages.
+    Bytes {
+        /// The name used in messages and provenance.
+        name: String,
+        /// The content.
+        data: Arc<[u8]>,
+    },
+}
+
+impl Source {
+    /// Bytes in memory named `name`.
+    pub fn bytes(name: &str, data: &[u8]) -> Self {
+        Source::Bytes {
+            name: name.to_owned(),
+            data: Arc::from(data),
+        }
+    }
+
+    /// The name used in messages and provenance.
+    pub fn name(&self) -> String {
+        match self {
+            Source::File(p) => p.display().to_string(),
+            Source::Bytes { name, .. } => name.clone(),
+        }
+    }
+
+    /// Opens the input from its start.
+    pub fn open(&self) -> Result<Box<dyn BufRead + Send>, ImportError> {
+        Ok(match self {
+            Source::File(p) => {
+                Box::new(BufReader::with_capacity(256 << 10, fs_err::File::open(p)?))
+            }
+            Source::Bytes { data, .. } => Box::new(std::io::Cursor::new(Arc::clone(data))),
+        })
+    }
+
+    /// Files as sources.
+    pub fn files(paths: &[PathBuf]) -> Vec<Source> {
+        paths.iter().cloned().map(Source::File).collect()
+    }
+}
+
 /// Calls `f` with each line (1-based) until it returns `false`. Lines are read as bytes, so a
 /// non-UTF-8 line reaches `f` as a located problem rather than failing the read.
 pub(crate) fn for_each_line(
-    path: &Path,
+    src: &Source,
     mut f: impl FnMut(u64, Result<&str, std::str::Utf8Error>) -> Result<bool, ImportError>,
 ) -> Result<(), ImportError> {
-    let mut r = BufReader::with_capacity(256 << 10, fs_err::File::open(path)?);
+    let mut r = src.open()?;
     let mut buf = Vec::new();
     let mut line = 0u64;
     loop {

@@ -1,5 +1,72 @@
 //! The open-loop replay engine: dispatches every trace event at its intended time, measures
 //! response, service time and lateness from that time, and drives storage through one
-//! provider trait (sim, local, and the Kubernetes provider in its own leaf crate).
+//! provider trait ([`Provider`]). This crate holds the core and the `sim` provider; real
+//! providers (`local`, and Kubernetes later) live in their own crates so the core never sees
+//! their dependencies.
 //!
-//! This crate is not written yet; its issue in the tracker describes what it will hold.
+//! Why open loop: a closed-loop tool waits for an operation before sending the next, so a stall
+//! hides every operation that *would* have been sent during it (coordinated omission). Here a
+//! dedicated timing thread hands each event over at `origin + at / speed` from one `Instant`
+//! origin, whatever happened before, and every latency is measured from that intended instant.
+//! The design and the run directory are described in `docs/replay.md` and `docs/run-dir.md`.
+
+mod deps;
+pub mod engine;
+pub mod ledger;
+pub mod live;
+pub mod precise;
+pub mod provider;
+pub mod record;
+pub mod rundir;
+mod sink;
+pub mod sim;
+
+pub use engine::{RunControl, RunOptions, RunOutcome, run};
+pub use ledger::{Ledger, LedgerEntry};
+pub use live::Live;
+pub use provider::{OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline};
+pub use record::{
+    CompletionState, EventRecord, IoSplit, OpSummary, Outcome, Percentiles, Phase, Summary,
+};
+pub use rundir::{Manifest, RunDir};
+
+/// Errors of the engine and the run directory.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file of the run directory or the trace could not be read or written.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The trace could not be read.
+    #[error(transparent)]
+    Trace(#[from] trace_format::Error),
+    /// The run directory exists and is not empty.
+    #[error("run directory {0} already exists and is not empty; choose a new one")]
+    RunDirNotEmpty(std::path::PathBuf),
+    /// A JSON file of the run directory is malformed.
+    #[error("{file}: {source}")]
+    Json {
+        /// The file.
+        file: std::path::PathBuf,
+        /// What is wrong.
+        source: serde_json::Error,
+    },
+    /// The sim configuration is invalid.
+    #[error("{file}: {message}")]
+    SimConfig {
+        /// The file (or `--sim-*` flag) the configuration came from.
+        file: String,
+        /// What is wrong, with the field.
+        message: String,
+    },
+    /// The provider could not start.
+    #[error("provider {provider} could not start: {source}")]
+    Provider {
+        /// Provider name.
+        provider: String,
+        /// Its error.
+        source: ProviderError,
+    },
+    /// Options are inconsistent.
+    #[error("invalid option: {0}")]
+    Options(String),
+}

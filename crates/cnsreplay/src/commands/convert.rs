@@ -5,14 +5,18 @@
 //! output goes to a temporary file beside the target and is renamed into place only when
 //! complete, so an interrupted or failed conversion never leaves a half-written file under the
 //! requested name.
+//!
+//! `--from auto` sniffs each input from its name and first bytes (see [`sniff`]) and logs
+//! which format it chose; inputs that look like nothing known, or like different formats,
+//! are refused.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use import::{ImportError, Policy};
-use trace_format::{Encoding, TraceReader, TraceWriter};
+use import::{ImportError, ImportReport, Policy};
+use trace_format::{Encoding, Header, TraceReader, TraceWriter};
 
 use super::{label, spinner};
 use crate::cli::{ConvertArgs, Format};
@@ -60,7 +64,8 @@ impl Sink {
 
 pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let to = match a.to {
-        Some(f) => f,
+        Some(f) if f.encoding().is_some() || f == Format::FioIolog => f,
+        Some(f) => bail!("--to {f:?}: output formats are yaml, jsonl, binary and fio-iolog"),
         None if a.output == Path::new("-") => bail!("writing to stdout: say the format with --to"),
         None => match Encoding::from_path(&a.output) {
             Some(Encoding::Yaml) => Format::Yaml,
@@ -72,11 +77,16 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
             ),
         },
     };
-    if a.from == Some(Format::FioIolog) && a.file == Path::new("-") {
+    let from = match a.from {
+        Some(Format::Auto) => Some(sniff_all(&a.files)?),
+        other => other,
+    };
+    let importing = from.is_some_and(|f| f.encoding().is_none());
+    if importing && a.files.iter().any(|f| f == Path::new("-")) {
         bail!("importing reads the input twice: give a file, not stdin");
     }
     let sink = Sink::new(&a.output);
-    let result = convert(a, to, &sink);
+    let result = convert(a, from, to, &sink);
     match result {
         Ok(()) => {
             sink.commit()?;
@@ -109,40 +119,99 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
     }
 }
 
-fn open_trace(a: &ConvertArgs) -> anyhow::Result<TraceReader> {
-    let enc = a.from.and_then(Format::encoding);
-    Ok(if a.file == Path::new("-") {
+/// The single input of a format that reads one file.
+fn one(a: &ConvertArgs, what: &str) -> anyhow::Result<PathBuf> {
+    match a.files.as_slice() {
+        [f] => Ok(f.clone()),
+        _ => bail!("{what} reads one input; {} were given", a.files.len()),
+    }
+}
+
+fn open_trace(a: &ConvertArgs, from: Option<Format>) -> anyhow::Result<TraceReader> {
+    let enc = from.and_then(Format::encoding);
+    let file = one(a, "converting a trace")?;
+    Ok(if file == Path::new("-") {
         TraceReader::from_reader(std::io::stdin(), enc, "<stdin>")?
     } else {
-        TraceReader::open_as(&a.file, enc)?
+        TraceReader::open_as(&file, enc)?
     })
 }
 
-fn convert(a: &ConvertArgs, to: Format, sink: &Sink) -> anyhow::Result<()> {
+/// Logs what an import skipped and noted.
+fn log_report(inputs: &[PathBuf], r: &ImportReport) {
+    for b in &r.first_skipped {
+        tracing::warn!("skipped {b}");
+    }
+    if r.skipped > 0 {
+        tracing::warn!("skipped {} bad line(s) in all", r.skipped);
+    }
+    for w in &r.warnings {
+        tracing::info!("{w}");
+    }
+    let names: Vec<String> = inputs.iter().map(|p| label(p)).collect();
+    tracing::info!("{}: imported {} events", names.join(", "), r.events);
+}
+
+fn convert(a: &ConvertArgs, from: Option<Format>, to: Format, sink: &Sink) -> anyhow::Result<()> {
     let pb = spinner("converting");
-    match (a.from, to.encoding()) {
-        (Some(Format::FioIolog), None) => bail!("fio iolog to fio iolog: nothing to convert"),
-        (Some(Format::FioIolog), Some(enc)) => {
-            let policy = Policy {
-                skip_bad: a.skip_bad,
-                ..Policy::default()
-            };
+    let policy = Policy {
+        skip_bad: a.skip_bad,
+        ..Policy::default()
+    };
+    match (from, to.encoding()) {
+        (Some(f), None) if f.encoding().is_none() => {
+            bail!("{f:?} to fio iolog: import into a trace first, then export it")
+        }
+        (Some(f), Some(enc)) if f.encoding().is_none() => {
             let w = sink.writer()?;
-            let report =
-                import::fio::import_fio(&a.file, policy, |h| TraceWriter::new(w, enc, &h))?;
-            for b in &report.first_skipped {
-                tracing::warn!("skipped {b}");
+            let factory = move |h: Header| TraceWriter::new(w, enc, &h);
+            let files = &a.files;
+            let report = match f {
+                Format::FioIolog => {
+                    import::fio::import_fio(&one(a, "fio-iolog")?, policy, factory)?
+                }
+                Format::Blktrace => {
+                    let cpus = blktrace_files(files)?;
+                    tracing::info!("blktrace: reading {} per-CPU file(s)", cpus.len());
+                    import::blk::import_blktrace(&cpus, policy, factory)?
+                }
+                Format::Blkparse => {
+                    import::blk::import_blkparse(&one(a, "blkparse")?, policy, factory)?
+                }
+                Format::Msr => import::blockcsv::import_msr(files, policy, factory)?,
+                Format::Alibaba => import::blockcsv::import_alibaba(
+                    files,
+                    a.device_sizes.as_deref(),
+                    policy,
+                    factory,
+                )?,
+                Format::Tencent => import::blockcsv::import_tencent(files, policy, factory)?,
+                Format::K8sAudit => {
+                    let opts = import::audit::AuditOptions {
+                        keep_failed: a.keep_failed,
+                    };
+                    import::audit::import_audit(files, opts, policy, factory)?.0
+                }
+                Format::PodCsv => {
+                    let (trace, report) = import::pods::import_pods(&one(a, "pod-csv")?, &policy)?;
+                    let mut w = factory(trace.header)?;
+                    for e in &trace.events {
+                        w.write(e)?;
+                    }
+                    w.finish()?;
+                    report
+                }
+                Format::Yaml | Format::Jsonl | Format::Binary | Format::Auto => {
+                    bail!("{f:?} is not an import format")
+                }
+            };
+            if a.device_sizes.is_some() && f != Format::Alibaba {
+                tracing::warn!("--device-sizes applies to alibaba imports only; ignored");
             }
-            if report.skipped > 0 {
-                tracing::warn!("skipped {} bad line(s) in all", report.skipped);
-            }
-            for w in &report.warnings {
-                tracing::info!("{w}");
-            }
-            tracing::info!("{}: imported {} events", label(&a.file), report.events);
+            log_report(files, &report);
         }
         (_, None) => {
-            let reader = open_trace(a).context("cannot read the input trace")?;
+            let reader = open_trace(a, from).context("cannot read the input trace")?;
             let w = sink.writer()?;
             let r = import::fio::export_fio_v3(reader.events(), |v| v.to_owned(), w)?;
             if r.skipped > 0 {
@@ -154,7 +223,7 @@ fn convert(a: &ConvertArgs, to: Format, sink: &Sink) -> anyhow::Result<()> {
             tracing::info!("exported {} I/Os on {} file(s)", r.ios, r.files.len());
         }
         (_, Some(enc)) => {
-            let reader = open_trace(a).context("cannot read the input trace")?;
+            let reader = open_trace(a, from).context("cannot read the input trace")?;
             let mut writer = TraceWriter::new(sink.writer()?, enc, reader.header())?;
             let mut n = 0u64;
             for item in reader {
@@ -166,13 +235,175 @@ fn convert(a: &ConvertArgs, to: Format, sink: &Sink) -> anyhow::Result<()> {
                 }
             }
             writer.finish()?;
-            tracing::info!(
-                "{} → {} ({enc}): {n} events",
-                label(&a.file),
-                a.output.display()
-            );
+            let input = a.files.first().map(|p| label(p)).unwrap_or_default();
+            tracing::info!("{input} → {} ({enc}): {n} events", a.output.display());
         }
     }
     pb.finish_and_clear();
     Ok(())
+}
+
+/// The per-CPU files of a blktrace recording: each argument is a `NAME.blktrace.N` file
+/// (all of them are used when several are given) or, alone, a NAME prefix or one per-CPU
+/// file, whose siblings `NAME.blktrace.0`, `.1`, … are found in its directory.
+fn blktrace_files(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    if args.len() > 1 {
+        return Ok(args.to_vec());
+    }
+    let Some(arg) = args.first() else {
+        bail!("blktrace: no input");
+    };
+    let name = arg.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let base = match name.rsplit_once(".blktrace.") {
+        Some((base, cpu)) if cpu.parse::<u32>().is_ok() => base,
+        _ => name,
+    };
+    let dir = arg.parent().unwrap_or(Path::new("")).to_owned();
+    let listed = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir.as_path()
+    };
+    let mut found: Vec<(u32, PathBuf)> = Vec::new();
+    for entry in fs_err::read_dir(listed)? {
+        let entry = entry?;
+        let file = entry.file_name();
+        let Some(cpu) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(base))
+            .and_then(|f| f.strip_prefix(".blktrace."))
+            .and_then(|c| c.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        found.push((cpu, dir.join(&file)));
+    }
+    if found.is_empty() {
+        bail!(
+            "no blktrace files {base}.blktrace.N in {}; give the NAME prefix or one per-CPU file",
+            listed.display()
+        );
+    }
+    found.sort();
+    Ok(found.into_iter().map(|(_, p)| p).collect())
+}
+
+/// Sniffs every input; they must agree.
+fn sniff_all(files: &[PathBuf]) -> anyhow::Result<Format> {
+    let mut chosen: Option<Format> = None;
+    for f in files {
+        if f == Path::new("-") {
+            bail!("--from auto cannot sniff stdin; name the format");
+        }
+        let mut head = vec![0u8; 4096];
+        let mut file = fs_err::File::open(f)?;
+        let n = std::io::Read::read(&mut file, &mut head)?;
+        head.truncate(n);
+        let Some(fmt) = sniff(f, &head) else {
+            bail!(
+                "--from auto: cannot tell the format of {}; name it with --from",
+                f.display()
+            );
+        };
+        tracing::info!("{}: format {} (sniffed)", f.display(), format_name(fmt));
+        match chosen {
+            Some(c) if c != fmt => bail!(
+                "--from auto: inputs look like different formats ({} and {}); convert them \
+                 separately",
+                format_name(c),
+                format_name(fmt)
+            ),
+            _ => chosen = Some(fmt),
+        }
+    }
+    chosen.context("no input")
+}
+
+fn format_name(f: Format) -> String {
+    clap::ValueEnum::to_possible_value(&f)
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
+}
+
+/// Guesses an input's format from its name and first bytes; `None` when unsure.
+pub(crate) fn sniff(path: &Path, head: &[u8]) -> Option<Format> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    const BLK_MAGIC: u32 = 0x6561_7400;
+    if let Some(m) = head.get(..4).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
+        let (le, be) = (u32::from_le_bytes(m), u32::from_be_bytes(m));
+        if le & !0xff == BLK_MAGIC || be & !0xff == BLK_MAGIC {
+            return Some(Format::Blktrace);
+        }
+    }
+    if head.starts_with(trace_format::MAGIC) {
+        return Some(Format::Binary);
+    }
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        // Cut in the middle of a character: use the valid prefix.
+        Err(e) => std::str::from_utf8(head.get(..e.valid_up_to())?).ok()?,
+    };
+    let first = text.lines().find(|l| !l.trim().is_empty())?.trim();
+    if first.starts_with("fio version 2 iolog") || first.starts_with("fio version 3 iolog") {
+        return Some(Format::FioIolog);
+    }
+    if first.starts_with('{') {
+        if first.contains("\"cnsreplay-trace\"") {
+            return Some(Format::Jsonl);
+        }
+        let audit = [
+            "\"auditID\"",
+            "\"stage\"",
+            "\"protoPayload\"",
+            "\"kube-audit",
+            "\"records\"",
+        ];
+        return audit
+            .iter()
+            .any(|k| first.contains(k))
+            .then_some(Format::K8sAudit);
+    }
+    if matches!(Encoding::from_path(path), Some(Encoding::Yaml)) || first.starts_with("format:") {
+        return Some(Format::Yaml);
+    }
+    let fields: Vec<&str> = first.split(',').map(str::trim).collect();
+    let num = |i: usize| {
+        fields
+            .get(i)
+            .is_some_and(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if fields.contains(&"name") && fields.contains(&"creation_time") {
+        return Some(Format::PodCsv);
+    }
+    match fields.len() {
+        7 if num(0) && num(2) && num(4) && num(5) && num(6) => {
+            let ty = fields.get(3)?.to_ascii_lowercase();
+            (ty == "read" || ty == "write").then_some(Format::Msr)
+        }
+        5 if num(0)
+            && num(2)
+            && num(3)
+            && num(4)
+            && matches!(fields.get(1), Some(&("R" | "W"))) =>
+        {
+            Some(Format::Alibaba)
+        }
+        5 if (0..5).all(num) && matches!(fields.get(3), Some(&("0" | "1"))) => {
+            Some(Format::Tencent)
+        }
+        _ => {
+            // blkparse: `MAJ,MIN CPU SEQ SECS.NANOS PID ACTION …`.
+            let mut w = first.split_ascii_whitespace();
+            let dev = w.next()?;
+            let ok = dev
+                .split_once(',')
+                .is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok())
+                && w.next()?.parse::<u32>().is_ok()
+                && w.next()?.parse::<u64>().is_ok()
+                && w.next()?
+                    .split_once('.')
+                    .is_some_and(|(_, ns)| ns.len() == 9);
+            (ok || name.ends_with(".blkparse")).then_some(Format::Blkparse)
+        }
+    }
 }

@@ -2,7 +2,9 @@
 
 pub(crate) mod convert;
 pub mod meta;
+pub(crate) mod run;
 pub(crate) mod stats;
+pub(crate) mod synth;
 pub(crate) mod validate;
 
 use std::path::Path;

@@ -1,0 +1,365 @@
+//! `cnsreplay run` and `cnsreplay cleanup`: the replay engine behind a command line, with a
+//! live progress bar, an optional Prometheus endpoint, signal handling and the final table.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use provider_local::{LocalConfig, LocalProvider, Mode};
+use replay::sim::{Latency, SimConfig, SimProvider, Stall};
+use replay::{CompletionState, Live, Percentiles, Provider, RunControl, RunDir, RunInfo, RunOptions, Summary};
+use trace_format::OpType;
+use trace_format::units::parse_duration;
+
+/// Which provider to replay against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProviderKind {
+    /// Simulated latencies, no data (tests the engine).
+    Sim,
+    /// Real loop-device volumes on this machine (directories without root).
+    Local,
+}
+
+/// `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The trace to replay.
+    pub trace: PathBuf,
+    /// The provider.
+    #[arg(long, value_enum)]
+    pub provider: ProviderKind,
+    /// Run directory to create (must not exist or be empty).
+    #[arg(short, long = "output", value_name = "RUNDIR")]
+    pub output: PathBuf,
+    /// Replay speed factor (2 = twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Cap concurrent operations of a type, e.g. `attach=4` (repeatable).
+    #[arg(long, value_name = "OP=N")]
+    pub concurrency: Vec<String>,
+    /// Timeout of an op type's provider call, e.g. `create_volume=30s` (repeatable).
+    #[arg(long, value_name = "OP=DUR")]
+    pub timeout: Vec<String>,
+    /// Stop dispatching at the first failed operation.
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// After Ctrl-C/SIGTERM, how long in-flight operations may finish.
+    #[arg(long, default_value = "30s", value_name = "DUR")]
+    pub grace: String,
+    /// Seed of random choices (recorded in the manifest; the sim's default seed).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// tokio worker threads.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// sim: configuration file (YAML: seed, default, ops, errors, stalls).
+    #[arg(long, value_name = "FILE")]
+    pub sim_config: Option<PathBuf>,
+    /// sim: latency of an op type (or `default`), e.g. `attach=lognormal:2s:0.5` (repeatable).
+    #[arg(long, value_name = "OP=DIST")]
+    pub sim_latency: Vec<String>,
+    /// sim: inject a stall, `AT+DURATION` from the run start, e.g. `10s+2s` (repeatable).
+    #[arg(long, value_name = "AT+DUR")]
+    pub sim_stall: Vec<String>,
+    /// local: `auto` (loop devices when root), `loop` or `dir`.
+    #[arg(long, value_name = "MODE", default_value = "auto")]
+    pub local_mode: String,
+    /// local: cap the size of each volume actually allocated (e.g. `256Mi`).
+    #[arg(long, value_name = "BYTES")]
+    pub local_max_volume: Option<String>,
+    /// Serve Prometheus metrics on this address (127.0.0.1 only), e.g. `127.0.0.1:9464`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Print the summary as JSON (schema: docs/schemas/run.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cleanup`.
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// The run directory of a crashed or interrupted run.
+    pub run_dir: PathBuf,
+}
+
+fn op_value(s: &str) -> anyhow::Result<(OpType, &str)> {
+    let (op, v) = s
+        .split_once('=')
+        .with_context(|| format!("{s:?}: expected OP=VALUE"))?;
+    let op = OpType::from_name(op).with_context(|| format!("{s:?}: unknown op type {op:?}"))?;
+    Ok((op, v))
+}
+
+fn dur_ns(s: &str) -> anyhow::Result<u64> {
+    parse_duration(s).map_err(|e| anyhow::anyhow!("{s:?}: {e}"))
+}
+
+fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
+    let mut o = RunOptions {
+        speed: a.speed,
+        fail_fast: a.fail_fast,
+        grace_ns: dur_ns(&a.grace).context("--grace")?,
+        seed: a.seed,
+        workers: a.workers,
+        ..RunOptions::default()
+    };
+    for c in &a.concurrency {
+        let (op, n) = op_value(c).context("--concurrency")?;
+        o.concurrency
+            .insert(op, n.parse().with_context(|| format!("--concurrency {c}"))?);
+    }
+    for t in &a.timeout {
+        let (op, d) = op_value(t).context("--timeout")?;
+        o.timeouts.insert(op, dur_ns(d).context("--timeout")?);
+    }
+    Ok(o)
+}
+
+fn sim_config(a: &RunArgs) -> anyhow::Result<SimConfig> {
+    let mut c = match &a.sim_config {
+        Some(p) => SimConfig::from_file(p)?,
+        None => SimConfig {
+            seed: a.seed,
+            ..SimConfig::default()
+        },
+    };
+    for l in &a.sim_latency {
+        let (op, d) = l
+            .split_once('=')
+            .with_context(|| format!("--sim-latency {l:?}: expected OP=DIST"))?;
+        let lat = Latency::parse(d).map_err(|e| anyhow::anyhow!("--sim-latency: {e}"))?;
+        if op == "default" {
+            c.default = lat;
+        } else {
+            let op = OpType::from_name(op)
+                .with_context(|| format!("--sim-latency: unknown op type {op:?}"))?;
+            c.ops.insert(op, lat);
+        }
+    }
+    for s in &a.sim_stall {
+        c.stalls
+            .push(Stall::parse(s).map_err(|e| anyhow::anyhow!("--sim-stall: {e}"))?);
+    }
+    Ok(c)
+}
+
+fn local_config(a: &RunArgs) -> anyhow::Result<LocalConfig> {
+    let mode = match a.local_mode.as_str() {
+        "auto" => Mode::Auto,
+        "loop" => Mode::Loop,
+        "dir" => Mode::Dir,
+        m => bail!("--local-mode {m:?}: expected auto, loop or dir"),
+    };
+    let max_volume_bytes = match &a.local_max_volume {
+        Some(s) => trace_format::units::parse_bytes(s)
+            .map_err(|e| anyhow::anyhow!("--local-max-volume {s:?}: {e}"))?,
+        None => 0,
+    };
+    Ok(LocalConfig {
+        mode,
+        max_volume_bytes,
+        ..LocalConfig::default()
+    })
+}
+
+/// A progress line on stderr, hidden when stderr is not a terminal.
+fn progress(live: Arc<Live>) -> std::thread::JoinHandle<()> {
+    let pb = if crate::logging::stderr_is_interactive() {
+        ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    std::thread::spawn(move || {
+        let mut last = (std::time::Instant::now(), 0u64);
+        let mut rate = 0.0;
+        while !live.finished.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(200));
+            let done = live.done.load(Relaxed);
+            let dt = last.0.elapsed().as_secs_f64();
+            if dt >= 1.0 {
+                rate = (done - last.1) as f64 / dt;
+                last = (std::time::Instant::now(), done);
+            }
+            pb.set_message(format!(
+                "done {done} | in flight {} | late {} | failed {} | {rate:.0} ops/s | worst lag {}",
+                live.in_flight(),
+                live.late.load(Relaxed),
+                live.failed.load(Relaxed),
+                ms(live.worst_lag_ns.load(Relaxed)),
+            ));
+            pb.tick();
+        }
+        pb.finish_and_clear();
+    })
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3}ms", ns as f64 / 1e6)
+}
+
+fn execute<P: Provider>(a: &RunArgs, provider: P) -> anyhow::Result<Summary> {
+    let opts = options(a)?;
+    let control = RunControl::new();
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, control.stop_flag())?;
+    }
+    let live = control.live();
+    if let Some(addr) = a.metrics_addr {
+        if !addr.ip().is_loopback() {
+            bail!("--metrics-addr {addr}: only loopback addresses are served");
+        }
+        let bound = replay::live::serve_metrics(addr, live.clone())?;
+        tracing::info!("metrics on http://{bound}/metrics");
+    }
+    let bar = progress(live.clone());
+    let result = replay::run(&a.trace, &a.output, Arc::new(provider), &opts, &control);
+    live.finished.store(true, Relaxed);
+    let _ = bar.join();
+    let outcome = result.with_context(|| format!("run of {} failed", a.trace.display()))?;
+    for n in &outcome.summary.notices {
+        tracing::warn!("{n}");
+    }
+    Ok(outcome.summary)
+}
+
+pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let summary = match a.provider {
+        ProviderKind::Sim => execute(a, SimProvider::new(sim_config(a)?)?)?,
+        ProviderKind::Local => execute(a, LocalProvider::new(local_config(a)?))?,
+    };
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &summary)?;
+        writeln!(out)?;
+    } else {
+        write_table(&summary, out)?;
+        writeln!(out, "run directory: {}", a.output.display())?;
+    }
+    Ok(match summary.state {
+        CompletionState::Complete => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
+    })
+}
+
+fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
+    let state = match s.state {
+        CompletionState::Complete => "complete".to_owned(),
+        _ => format!(
+            "INTERRUPTED ({})",
+            s.reason.as_deref().unwrap_or("unknown reason")
+        ),
+    };
+    writeln!(
+        out,
+        "{state}: {} events on {} in {:.1}s ({:.0}/s), {} ok, {} failed; dispatch lateness p99 {} max {}",
+        s.dispatched,
+        s.provider,
+        s.wall_seconds,
+        s.ops_per_second,
+        s.ok,
+        s.failed,
+        ms(s.lateness.p99),
+        ms(s.lateness.max)
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<16} {:>7} {:>6} | {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
+        "operation", "count", "failed", "resp p50", "p90", "p99", "max", "svc p50", "p90", "p99", "max"
+    )?;
+    let row = |p: &Percentiles| [p.p50, p.p90, p.p99, p.max].map(ms);
+    for (op, o) in &s.ops {
+        let (r, v) = (row(&o.response), row(&o.service));
+        writeln!(
+            out,
+            "{op:<16} {:>7} {:>6} | {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
+            o.count, o.failed, r[0], r[1], r[2], r[3], v[0], v[1], v[2], v[3]
+        )?;
+    }
+    if s.io.with_snapshot.count + s.io.without_snapshot.count > 0 {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "I/O p99.9: {} without a snapshot in flight ({} I/Os), {} with ({} I/Os)",
+            ms(s.io.without_snapshot.p999),
+            s.io.without_snapshot.count,
+            ms(s.io.with_snapshot.p999),
+            s.io.with_snapshot.count
+        )?;
+    }
+    if !s.errors.is_empty() {
+        writeln!(out)?;
+        let errs: BTreeMap<_, _> = s.errors.iter().collect();
+        for (class, n) in errs {
+            writeln!(out, "errors: {class}: {n}")?;
+        }
+    }
+    if s.cleaned_up > 0 || !s.cleanup_failures.is_empty() {
+        writeln!(
+            out,
+            "cleanup: removed {} leftover object(s); {} could not be removed",
+            s.cleaned_up,
+            s.cleanup_failures.len()
+        )?;
+        for f in &s.cleanup_failures {
+            writeln!(out, "  {f}")?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let rd = RunDir::open(&a.run_dir);
+    let m = rd
+        .detect_crash()
+        .with_context(|| format!("{} is not a readable run directory", a.run_dir.display()))?;
+    if m.state == CompletionState::Running {
+        bail!(
+            "run {} is still running (process {}); stop it first",
+            m.run_id,
+            m.pid
+        );
+    }
+    let info = RunInfo {
+        run_dir: fs_err::canonicalize(&a.run_dir)?,
+        run_id: m.run_id.clone(),
+        header: m.trace.header.clone(),
+    };
+    let leftovers = replay::ledger::read_live(&replay::Ledger::path_in(&a.run_dir))?;
+    let report = match m.provider.name.as_str() {
+        "local" => LocalProvider::from_config(&m.provider.config)
+            .context("manifest provider.config")?
+            .cleanup(&info, &leftovers),
+        "sim" => replay::provider::CleanupReport::default(),
+        other => bail!("unknown provider {other:?} in the manifest"),
+    };
+    writeln!(
+        out,
+        "{}: run {} ({}); removed {}, already gone {}, failed {}",
+        a.run_dir.display(),
+        m.run_id,
+        serde_json::to_value(m.state)?.as_str().unwrap_or("?"),
+        report.removed,
+        report.already_gone,
+        report.failed.len()
+    )?;
+    for f in &report.failed {
+        writeln!(out, "  not removed: {f}")?;
+    }
+    Ok(if report.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,395 @@
+//! `cnsreplay synth`: generate a trace from a workload model, or fit a lifetime model to data.
+//!
+//! Shape: `cnsreplay synth MODEL -o OUT …` generates (also spelled `synth gen MODEL …`);
+//! `cnsreplay synth fit DATA` fits. A subcommand name wins over a model path, so a model file
+//! literally named `fit` must be written `./fit`. The library (`synth`) returns data; this
+//! module prints it, as a table or as JSON (schemas: `docs/schemas/synth.schema.json` and
+//! `docs/schemas/synth-fit.schema.json`, printed by the hidden `synth schema gen|fit`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use schemars::JsonSchema;
+use serde::Serialize;
+use synth::data::Objects;
+use synth::{Derivation, FitReport, Model, Options, Plan, Target};
+use trace_format::{Encoding, TraceWriter};
+
+use crate::cli::EncodingArg;
+
+/// `synth`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SynthArgs {
+    /// `gen` (the default when a model is given), `fit`.
+    #[command(subcommand)]
+    pub command: Option<SynthCommand>,
+    /// Generation arguments when no subcommand is given.
+    #[command(flatten)]
+    pub generate: GenArgs,
+}
+
+/// `synth` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SynthCommand {
+    /// Generate a trace from a model (the same as `synth MODEL …`).
+    Gen(GenArgs),
+    /// Fit lifetime distributions to a lifetime CSV or a trace and print the best as YAML.
+    Fit(FitArgs),
+    /// Print the JSON Schema of `synth --json` or `synth fit --json`.
+    #[command(hide = true)]
+    Schema {
+        /// Which output.
+        #[arg(value_enum)]
+        which: SchemaWhich,
+    },
+}
+
+/// Outputs with a JSON Schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaWhich {
+    /// `synth --json`.
+    Gen,
+    /// `synth fit --json`.
+    Fit,
+}
+
+/// `synth [gen]`.
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// The workload model (YAML, see docs/synth.md). May be left out with `--preset`: a
+    /// cluster of 30 containers per host with 1 GiB volumes is assumed.
+    pub model: Option<PathBuf>,
+    /// Output trace; the encoding follows the name (.yaml, .jsonl, .cnsbin) unless `--to`.
+    #[arg(short, long, required = true)]
+    pub output: Option<PathBuf>,
+    /// Output encoding.
+    #[arg(long, value_enum)]
+    pub to: Option<EncodingArg>,
+    /// Random seed (default: the model's `seed`, else 0). Same model + seed ⇒ same bytes.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Duration after the warm-up, e.g. `1h`, `90s` (default: the model's).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<u64>,
+    /// Solve the cluster size for an operation rate, e.g. `attach=100/s` (Little's law).
+    #[arg(long)]
+    pub target: Option<Target>,
+    /// Replace the model's lifetime distribution with a preset: sysdig-2019,
+    /// alibaba-k8s-pods, azure-functions-2019, datadog-2018.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Print the summary as JSON (schema: docs/schemas/synth.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `synth fit`.
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// A CSV (`lifetime_s[,censored]` header) or a trace (.yaml, .jsonl, .cnsbin).
+    pub data: PathBuf,
+    /// From a trace, fit workload (attach → detach) or volume (create → delete) lifetimes.
+    #[arg(long, value_enum, default_value_t = ObjectsArg::Workloads)]
+    pub objects: ObjectsArg,
+    /// Write the best fit as a model snippet (`lifetime: …`) to this file.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Print the report as JSON (schema: docs/schemas/synth-fit.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which lifetimes to take from a trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ObjectsArg {
+    /// Workloads: attach → detach / abort_workload.
+    Workloads,
+    /// Volumes: create_volume → delete_volume.
+    Volumes,
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    trace_format::units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// `synth --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SynthReport {
+    /// The output file.
+    pub output: String,
+    /// Its encoding.
+    pub encoding: String,
+    /// The seed used.
+    pub seed: u64,
+    /// Events written.
+    pub events: u64,
+    /// Time of the last event, ns.
+    pub duration_ns: u64,
+    /// Hosts in the cluster.
+    pub hosts: u32,
+    /// Mean container lifetime, seconds.
+    pub mean_lifetime_s: f64,
+    /// Containers started (the initial population included).
+    pub containers: u64,
+    /// Containers alive at the start (steady state).
+    pub initial_containers: u64,
+    /// Volumes created by events.
+    pub volumes_created: u64,
+    /// Pre-existing volumes declared in the header.
+    pub volumes_declared: u64,
+    /// Container volumes taken from the reuse pool.
+    pub pool_reuses: u64,
+    /// How the cluster size was solved, with `--target`.
+    pub derivation: Option<Derivation>,
+}
+
+const DEFAULT_MODEL: &str = "\
+cluster:
+  containers_per_host: {preset: containers-per-host-2019}
+lifetime: {preset: sysdig-2019}
+volumes:
+  size: 1Gi
+";
+
+/// Bad input (model, data) exits 1; anything else is an error (exit 2).
+fn input_problem(e: &synth::Error) -> bool {
+    matches!(
+        e,
+        synth::Error::Model { .. }
+            | synth::Error::Invalid { .. }
+            | synth::Error::Data { .. }
+            | synth::Error::Fit(_)
+            | synth::Error::Target(_)
+    )
+}
+
+fn fail(e: synth::Error) -> anyhow::Result<ExitCode> {
+    if input_problem(&e) {
+        tracing::error!("{e}");
+        Ok(ExitCode::from(1))
+    } else {
+        Err(e.into())
+    }
+}
+
+pub(crate) fn run(a: &SynthArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match &a.command {
+        None => generate(&a.generate, out),
+        Some(SynthCommand::Gen(g)) => generate(g, out),
+        Some(SynthCommand::Fit(f)) => fit(f, out),
+        Some(SynthCommand::Schema { which }) => {
+            out.write_all(schema_text(*which).as_bytes())?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The JSON Schema of a `synth` output, pretty-printed with a final newline.
+pub fn schema_text(which: SchemaWhich) -> String {
+    let schema = match which {
+        SchemaWhich::Gen => schemars::schema_for!(SynthReport),
+        SchemaWhich::Fit => schemars::schema_for!(FitReport),
+    };
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+fn generate(a: &GenArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let Some(output) = &a.output else {
+        anyhow::bail!("give the output file with -o");
+    };
+    let (model, file) = match &a.model {
+        Some(p) => match Model::load(p) {
+            Ok(m) => (m, p.display().to_string()),
+            Err(e) => return fail(e),
+        },
+        None if a.preset.is_some() => match Model::parse(DEFAULT_MODEL, "<default model>") {
+            Ok(m) => (m, "<default model>".to_owned()),
+            Err(e) => return Err(e.into()),
+        },
+        None => anyhow::bail!("give a MODEL file, or --preset to use the default cluster"),
+    };
+    let opts = Options {
+        seed: a.seed,
+        duration: a.duration,
+        target: a.target,
+        preset: a.preset.clone(),
+    };
+    let plan = match Plan::new(model, &file, &opts) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let encoding = match a.to {
+        Some(e) => Encoding::from(e),
+        None => Encoding::from_path(output).with_context(|| {
+            format!(
+                "cannot tell the encoding of {}; use a .yaml, .jsonl or .cnsbin name or --to",
+                output.display()
+            )
+        })?,
+    };
+    let derivation = plan.derivation().cloned();
+    let hosts = plan.model().cluster.hosts;
+    let mean = plan.lifetime().mean();
+    if let Some(d) = &derivation
+        && !a.json
+    {
+        write_derivation(d, out)?;
+    }
+    let tmp = partial_name(output);
+    let summary = (|| {
+        let g = synth::Generator::new(plan);
+        let w = TraceWriter::create(&tmp, Some(encoding), g.header())?;
+        synth::write_all(g, w)
+    })();
+    let summary = match summary {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = fs_err::remove_file(&tmp);
+            return Err(e).with_context(|| format!("cannot write {}", output.display()));
+        }
+    };
+    fs_err::rename(&tmp, output)?;
+    let c = summary.counts;
+    let report = SynthReport {
+        output: output.display().to_string(),
+        encoding: encoding.name().to_owned(),
+        seed: summary.seed,
+        events: summary.events,
+        duration_ns: summary.duration_ns,
+        hosts,
+        mean_lifetime_s: mean,
+        containers: c.containers,
+        initial_containers: c.initial_containers,
+        volumes_created: c.volumes_created,
+        volumes_declared: c.volumes_declared,
+        pool_reuses: c.pool_reuses,
+        derivation,
+    };
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "{}: {} events over {} ({} encoding, seed {})",
+            report.output,
+            report.events,
+            trace_format::units::fmt_secs(report.duration_ns),
+            report.encoding,
+            report.seed
+        )?;
+        writeln!(
+            out,
+            "{} hosts, {} containers ({} alive at the start), mean lifetime {:.1} s",
+            report.hosts, report.containers, report.initial_containers, report.mean_lifetime_s
+        )?;
+        writeln!(
+            out,
+            "{} volumes created, {} declared in the header, {} pool reuses",
+            report.volumes_created, report.volumes_declared, report.pool_reuses
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn partial_name(output: &Path) -> PathBuf {
+    let mut name = output.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".partial-{}", std::process::id()));
+    output.with_file_name(name)
+}
+
+fn write_derivation(d: &Derivation, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "target {}={}/s, solved with Little's law:",
+        d.op, d.target_rate
+    )?;
+    for s in &d.steps {
+        writeln!(out, "  {s}")?;
+    }
+    writeln!(out)
+}
+
+fn is_csv(path: &Path) -> anyhow::Result<bool> {
+    if path.extension().is_some_and(|e| e == "csv") {
+        return Ok(true);
+    }
+    if Encoding::from_path(path).is_some() {
+        return Ok(false);
+    }
+    let mut head = [0u8; 64];
+    let n = std::io::Read::read(&mut fs_err::File::open(path)?, &mut head)?;
+    Ok(String::from_utf8_lossy(&head[..n])
+        .trim_start()
+        .starts_with("lifetime_s"))
+}
+
+fn fit(a: &FitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let obs = if is_csv(&a.data)? {
+        synth::data::read_csv(&a.data)
+    } else {
+        let objects = match a.objects {
+            ObjectsArg::Workloads => Objects::Workloads,
+            ObjectsArg::Volumes => Objects::Volumes,
+        };
+        synth::data::read_trace(&a.data, objects)
+    };
+    let obs = match obs {
+        Ok(o) => o,
+        Err(e) => return fail(e),
+    };
+    let report = match synth::fit(&obs) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if let Some(o) = &a.output {
+        fs_err::write(o, &report.yaml)?;
+    }
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "{}: {} observations, {} censored",
+        a.data.display(),
+        report.observations,
+        report.censored
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<12} {:>14} {:>10} {:>12} {:>12}  parameters",
+        "family", "log-lik", "AIC", "KS", "mean (s)"
+    )?;
+    for c in &report.candidates {
+        let params: Vec<String> = c
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v:.6}"))
+            .collect();
+        writeln!(
+            out,
+            "{:<12} {:>14.3} {:>10.1} {:>12.5} {:>12.3}  {}",
+            c.family,
+            c.log_likelihood,
+            c.aic,
+            c.ks_distance,
+            c.mean_s,
+            params.join(" ")
+        )?;
+    }
+    for (f, why) in &report.skipped {
+        writeln!(out, "{f:<12} skipped: {why}")?;
+    }
+    writeln!(out)?;
+    write!(out, "{}", report.yaml)?;
+    Ok(ExitCode::SUCCESS)
+}

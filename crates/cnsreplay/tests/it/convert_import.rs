@@ -1,0 +1,233 @@
+//! `convert --from FORMAT` for every importer: small generated inputs → JSON Lines output
+//! snapshots, `--from auto` sniffing, several inputs merged by time, and the `--skip-bad`
+//! report.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use import::blk::{Endian, Phase, RawRecord, write_blktrace_fixture};
+use trace_format::IoKind;
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run cnsreplay")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    fs_err::write(&p, text).expect("write input");
+    p
+}
+
+/// Converts `inputs` (names relative to `dir`) and returns the JSON Lines output and stderr.
+fn convert(dir: &Path, from: &str, inputs: &[&str], extra: &[&str]) -> (String, String) {
+    let mut args = vec!["convert", "--from", from];
+    args.extend_from_slice(inputs);
+    args.extend_from_slice(&["-o", "out.jsonl"]);
+    args.extend_from_slice(extra);
+    let o = run(dir, &args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let out = fs_err::read_to_string(dir.join("out.jsonl")).expect("output");
+    let v = run(dir, &["validate", "out.jsonl"]);
+    assert_eq!(
+        v.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&v.stdout)
+    );
+    (out, err)
+}
+
+const MSR_A: &str =
+    "128166372003061629,usr,0,Read,4096,4096,300\n128166372013061629,usr,0,Write,0,8192,250\n";
+const MSR_B: &str = "128166372008061629,web,1,Read,1048576,512,120\n";
+const ALIBABA: &str =
+    "0,R,4096,4096,1577808000000000\n1,W,0,8192,1577808000000010\n0,W,8192,4096,1577808000000020\n";
+const TENCENT: &str = "1538323200,8,8,0,1000\n1538323200,16,8,1,1000\n1538323200,0,16,1,1001\n1538323201,8,8,0,1000\n";
+const PODS: &str = "name,creation_time,deletion_time,namespace\nweb-1,0,30,shop\nweb-2,10,,shop\nbatch-1,5,6,jobs\n";
+
+#[test]
+fn block_csv_imports() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    write(d, "a.csv", MSR_A);
+    write(d, "b.csv", MSR_B);
+    write(d, "ali.csv", ALIBABA);
+    write(
+        d,
+        "sizes.csv",
+        "device_id,capacity\n0,1073741824\n1,2147483648\n",
+    );
+    write(d, "tencent.csv", TENCENT);
+    insta::assert_snapshot!(
+        "msr_two_files",
+        convert(d, "msr", &["a.csv", "b.csv"], &[]).0
+    );
+    insta::assert_snapshot!(
+        "alibaba_device_sizes",
+        convert(d, "alibaba", &["ali.csv"], &["--device-sizes", "sizes.csv"]).0
+    );
+    insta::assert_snapshot!("tencent", convert(d, "tencent", &["tencent.csv"], &[]).0);
+}
+
+#[test]
+fn fio_blkparse_blktrace_imports() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    write(d, "job.iolog", &import::testgen::fio_v3(3));
+    write(d, "trace.blkparse", &import::testgen::blkparse(3));
+    let recs = [
+        RawRecord::request(Phase::Issue, 0, 1_000, (8, 16), IoKind::Write, 2048, 4096),
+        RawRecord::request(Phase::Issue, 1, 2_000, (8, 16), IoKind::Read, 64, 8192),
+        RawRecord::request(
+            Phase::Complete,
+            0,
+            51_000,
+            (8, 16),
+            IoKind::Write,
+            2048,
+            4096,
+        ),
+        RawRecord::request(Phase::Complete, 1, 90_000, (8, 16), IoKind::Read, 64, 8192),
+    ];
+    write_blktrace_fixture(d, "sda", &recs, Endian::Little).expect("blktrace files");
+    insta::assert_snapshot!("fio", convert(d, "fio-iolog", &["job.iolog"], &[]).0);
+    insta::assert_snapshot!(
+        "blkparse",
+        convert(d, "blkparse", &["trace.blkparse"], &[]).0
+    );
+    // The NAME prefix and any one per-CPU file find the same files.
+    let by_prefix = convert(d, "blktrace", &["sda"], &[]).0;
+    let by_file = convert(d, "blktrace", &["sda.blktrace.1"], &[]).0;
+    assert_eq!(
+        by_prefix.lines().skip(1).collect::<Vec<_>>(),
+        by_file.lines().skip(1).collect::<Vec<_>>()
+    );
+    insta::assert_snapshot!("blktrace", by_prefix);
+}
+
+#[test]
+fn audit_and_pod_imports() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // Two halves of one log, merged by time.
+    let log = import::testgen::audit_log(2);
+    let lines: Vec<&str> = log.lines().collect();
+    let (a, b) = lines.split_at(lines.len() / 2);
+    write(d, "audit-1.log", &(b.join("\n") + "\n"));
+    write(d, "audit-2.log", &(a.join("\n") + "\n"));
+    let (out, err) = convert(d, "k8s-audit", &["audit-1.log", "audit-2.log"], &[]);
+    insta::assert_snapshot!("k8s_audit", out);
+    insta::assert_snapshot!("k8s_audit_report", err);
+    write(d, "pods.csv", PODS);
+    insta::assert_snapshot!("pod_csv", convert(d, "pod-csv", &["pods.csv"], &[]).0);
+}
+
+#[test]
+fn auto_sniffs_every_format_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let recs = [RawRecord::request(
+        Phase::Issue,
+        0,
+        1_000,
+        (8, 0),
+        IoKind::Read,
+        0,
+        4096,
+    )];
+    write_blktrace_fixture(d, "x", &recs, Endian::Big).expect("blktrace");
+    for (name, text, want) in [
+        ("j.iolog", import::testgen::fio_v3(1), "fio-iolog"),
+        ("p.txt", import::testgen::blkparse(1), "blkparse"),
+        ("m.csv", MSR_A.to_owned(), "msr"),
+        ("a.csv", ALIBABA.to_owned(), "alibaba"),
+        ("t.csv", TENCENT.to_owned(), "tencent"),
+        ("k.log", import::testgen::audit_log(1), "k8s-audit"),
+        ("pods.csv", PODS.to_owned(), "pod-csv"),
+    ] {
+        write(d, name, &text);
+        let (_, err) = convert(d, "auto", &[name], &[]);
+        assert!(
+            err.contains(&format!("{name}: format {want} (sniffed)")),
+            "{err}"
+        );
+    }
+    let (_, err) = convert(d, "auto", &["x.blktrace.0"], &[]);
+    assert!(err.contains("format blktrace (sniffed)"), "{err}");
+    // Unsure, or inputs that disagree: refused.
+    write(d, "what.txt", "hello world\n");
+    let o = run(
+        d,
+        &["convert", "--from", "auto", "what.txt", "-o", "o.jsonl"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot tell the format of what.txt"));
+    let o = run(
+        d,
+        &[
+            "convert", "--from", "auto", "m.csv", "a.csv", "-o", "o.jsonl",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("different formats (msr and alibaba)"));
+    assert!(!d.join("o.jsonl").exists());
+}
+
+#[test]
+fn skip_bad_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    write(
+        d,
+        "bad.csv",
+        "128166372003061629,usr,0,Read,4096,4096,300\nnot,a,line\n128166372013061629,usr,0,Frob,0,8192,250\n\
+         128166372023061629,usr,0,Write,0,0,1\n128166372033061629,usr,0,Write,0,512,1\n",
+    );
+    let o = run(
+        d,
+        &["convert", "--from", "msr", "bad.csv", "-o", "out.jsonl"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    insta::assert_snapshot!("msr_bad_stops", String::from_utf8_lossy(&o.stderr));
+    assert!(!d.join("out.jsonl").exists());
+    let (_, err) = convert(d, "msr", &["bad.csv"], &["--skip-bad"]);
+    insta::assert_snapshot!("msr_skip_bad_report", err);
+}
+
+#[test]
+fn import_formats_need_files_and_trace_outputs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    write(d, "m.csv", MSR_A);
+    let o = run(
+        d,
+        &[
+            "convert",
+            "--from",
+            "msr",
+            "m.csv",
+            "-o",
+            "x.iolog",
+            "--to",
+            "fio-iolog",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(
+        d,
+        &[
+            "convert", "--from", "pod-csv", "a.csv", "b.csv", "-o", "x.jsonl",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("pod-csv reads one input"));
+    let o = run(d, &["convert", "--from", "msr", "-", "-o", "x.jsonl"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -1,0 +1,233 @@
+//! `cnsreplay synth`: generation from the committed scenarios, target mode, fitting, errors
+//! and the committed JSON Schemas.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use trace_format::Trace;
+
+use super::{cnsreplay, stdout, workspace};
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn synth_generates_a_valid_trace_and_gen_is_the_same_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = dir.path().join("a.jsonl");
+    let b = dir.path().join("b.jsonl");
+    let model = "traces/synth/exp2-20-snapshots.yaml";
+    let o = cnsreplay(&["synth", model, "-o", s(&a), "--seed", "3"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout(&o).contains("events over 1920s"), "{}", stdout(&o));
+    let o = cnsreplay(&["synth", "gen", model, "-o", s(&b), "--seed", "3"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(fs_err::read(&a).expect("a"), fs_err::read(&b).expect("b"));
+    let o = cnsreplay(&["validate", s(&a)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let t = Trace::read(&a).expect("read");
+    assert_eq!(t.header.provenance.seed, Some(3));
+}
+
+#[test]
+fn synth_target_prints_the_littles_law_derivation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("t.cnsbin");
+    let o = cnsreplay(&[
+        "synth",
+        "traces/synth/hosts-1000-attach-100.yaml",
+        "-o",
+        s(&out),
+        "--duration",
+        "2s",
+        "--target",
+        "attach=50/s",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = stdout(&o).replace(s(&out), "OUT");
+    insta::assert_snapshot!("synth_target", text);
+    let o = cnsreplay(&["validate", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
+
+#[test]
+fn synth_json_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("t.yaml");
+    let o = cnsreplay(&[
+        "synth",
+        "traces/synth/exp1-new-volumes.yaml",
+        "-o",
+        s(&out),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    v["output"] = "OUT".into();
+    insta::assert_json_snapshot!("synth_json", v);
+}
+
+#[test]
+fn synth_preset_without_a_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("t.jsonl");
+    let o = cnsreplay(&[
+        "synth",
+        "--preset",
+        "azure-functions-2019",
+        "--duration",
+        "30s",
+        "-o",
+        s(&out),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let t = Trace::read(&out).expect("read");
+    assert_eq!(
+        t.header
+            .provenance
+            .parameters
+            .get("lifetime")
+            .map(String::as_str),
+        Some("preset azure-functions-2019")
+    );
+}
+
+#[test]
+fn synth_bad_model_is_exit_1_with_file_line_and_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = dir.path().join("m.yaml");
+    fs_err::write(
+        &model,
+        "lifetime: {exponential: {mean: 5m}}\nvolumes:\n  sise: 1Gi\n",
+    )
+    .expect("write");
+    let out = dir.path().join("t.jsonl");
+    let o = cnsreplay(&["synth", s(&model), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("m.yaml:3: volumes.sise: unknown field `sise`"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// Deterministic quantiles of an exponential with mean 300 s, some censored.
+fn lifetimes_csv() -> String {
+    let mut csv = "lifetime_s,censored\n".to_owned();
+    let n = 400;
+    for i in 0..n {
+        let u = (f64::from(i) + 0.5) / f64::from(n);
+        let x = -300.0 * (1.0 - u).ln();
+        let censored = i % 7 == 0;
+        let _ = writeln!(csv, "{x:.3},{censored}");
+    }
+    csv
+}
+
+#[test]
+fn synth_fit_csv_prints_candidates_and_writes_a_usable_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("l.csv");
+    fs_err::write(&csv, lifetimes_csv()).expect("write");
+    let model = dir.path().join("fitted.yaml");
+    let o = cnsreplay(&["synth", "fit", s(&csv), "-o", s(&model)]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    insta::assert_snapshot!("synth_fit_table", stdout(&o).replace(s(&csv), "l.csv"));
+    let trace = dir.path().join("t.jsonl");
+    let o = cnsreplay(&["synth", s(&model), "-o", s(&trace), "--duration", "1m"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = cnsreplay(&["synth", "fit", "--json", s(&csv)]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["observations"], 400);
+    assert_eq!(v["candidates"].as_array().map(Vec::len), Some(5));
+}
+
+#[test]
+fn synth_fit_reads_lifetimes_from_a_trace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("t.cnsbin");
+    let o = cnsreplay(&[
+        "synth",
+        "traces/synth/hosts-1000-attach-100.yaml",
+        "-o",
+        s(&trace),
+        "--duration",
+        "2m",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let o = cnsreplay(&["synth", "fit", "--json", s(&trace)]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    // The model is exponential with mean 300 s; the initial population is left out.
+    let exp = v["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .find(|c| c["family"] == "exponential")
+        .expect("exponential");
+    let mean = exp["params"]["mean"].as_f64().expect("mean");
+    assert!((mean / 300.0 - 1.0).abs() < 0.1, "{mean}");
+    assert!(v["censored"].as_u64().expect("censored") > 0);
+}
+
+#[test]
+fn synth_fit_bad_csv_line_is_exit_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("l.csv");
+    fs_err::write(&csv, "lifetime_s\n1\n2\nthree\n").expect("write");
+    let o = cnsreplay(&["synth", "fit", s(&csv)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("l.csv:4: lifetime_s"), "{err}");
+}
+
+#[test]
+fn committed_synth_schemas_match() {
+    for (which, file) in [("gen", "synth"), ("fit", "synth-fit")] {
+        let o = cnsreplay(&["synth", "schema", which]);
+        assert_eq!(o.status.code(), Some(0));
+        let want = stdout(&o);
+        let path = workspace().join(format!("docs/schemas/{file}.schema.json"));
+        if std::env::var_os("UPDATE_SCHEMAS").is_some() {
+            fs_err::write(&path, &want).expect("write schema");
+        }
+        let have = fs_err::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is stale: run `UPDATE_SCHEMAS=1 cargo test -p cnsreplay` and commit it",
+            path.display()
+        );
+    }
+}

@@ -1,0 +1,406 @@
+//! The consistency pass: sorted audit requests → trace events that the checker accepts.
+//!
+//! It keeps the same state the trace checker keeps (live volumes with their size, access mode
+//! and mounts, live snapshots, live workloads) and, per request:
+//!
+//! - a volume named before the log created it (by a pod, snapshot, clone, resize or delete)
+//!   becomes a pre-existing volume in `header.volumes`, sized by what the first reference
+//!   tells (a clone's size, a resize's new size) or left to the defaults;
+//! - a name used again after its delete is dangling: the request is dropped and counted;
+//! - a PVC delete while pods still mount it waits, as Kubernetes' `pvc-protection` finalizer
+//!   makes it, and is written right after the last of those pods' detach (same `at`);
+//! - a PVC mounted where its access mode forbids (a ReadWriteOnce volume already mounted by a
+//!   pod on an unknown or other node) is left out of that attach, and counted;
+//! - a pod delete for a pod that has no attach in the trace, a snapshot delete for a
+//!   snapshot never created, duplicate creates: dropped and counted;
+//! - a VolumeAttachment create whose PV is bound (PV create `claimRef`, or PVC `volumeName`)
+//!   to a PVC gives the time from that PVC's latest attach to the attachment, recorded as
+//!   `provenance.parameters["attach.<pod>.volumeattachment_after_ns"]` (first one per pod).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use trace_format::{
+    AccessMode, Attach, CreateVolume, Defaults, Event, Name, Op, Resize, Snapshot, SnapshotRef,
+    Trace, VolumeDecl, VolumeRef, VolumeSource, WorkloadRef,
+};
+
+use super::{Act, AuditCounts, AuditOptions, Item, Src};
+
+struct Vol {
+    size: u64,
+    access: AccessMode,
+    attached_by: Vec<(String, Option<String>)>,
+    /// A delete waiting for the last pod to go: (tenant, observed).
+    pending_delete: Option<(Option<String>, Option<u64>)>,
+}
+
+struct Mapper<'c> {
+    origin: i128,
+    events: Vec<Event>,
+    volumes: HashMap<String, Vol>,
+    seen: HashSet<String>,
+    preexisting: Vec<VolumeDecl>,
+    snaps: HashMap<String, u64>,
+    workloads: HashMap<String, Vec<String>>,
+    pv_to_pvc: HashMap<String, String>,
+    last_attach: HashMap<String, (String, i128)>,
+    params: BTreeMap<String, String>,
+    counts: &'c mut AuditCounts,
+}
+
+impl Mapper<'_> {
+    fn drop(&mut self, reason: &str) {
+        *self.counts.fixes.entry(reason.to_owned()).or_insert(0) += 1;
+    }
+
+    fn emit(&mut self, t: i128, tenant: Option<&str>, observed: Option<u64>, op: Op) {
+        self.events.push(Event {
+            at: u64::try_from(t - self.origin).unwrap_or(0),
+            id: self.events.len() as u64,
+            tenant: tenant.map(Name::new),
+            observed,
+            op,
+        });
+    }
+
+    /// Whether `vol` is live, declaring it pre-existing (with `size`) if never seen.
+    fn resolve(&mut self, vol: &str, size: Option<u64>) -> bool {
+        if self.volumes.contains_key(vol) {
+            return true;
+        }
+        if self.seen.contains(vol) {
+            return false;
+        }
+        self.seen.insert(vol.to_owned());
+        self.counts.preexisting += 1;
+        self.preexisting.push(VolumeDecl {
+            name: Name::new(vol),
+            size,
+            storage_class: None,
+            access_mode: None,
+            volume_mode: None,
+        });
+        self.volumes.insert(
+            vol.to_owned(),
+            Vol {
+                size: size.unwrap_or(Defaults::FALLBACK_VOLUME_SIZE),
+                access: AccessMode::ReadWriteOnce,
+                attached_by: Vec::new(),
+                pending_delete: None,
+            },
+        );
+        true
+    }
+
+    fn item(&mut self, it: Item) {
+        let Item {
+            t,
+            tenant,
+            observed,
+            act,
+            ..
+        } = it;
+        let tenant = tenant.as_deref();
+        match act {
+            Act::CreatePvc {
+                vol,
+                mut size,
+                class,
+                access,
+                mode,
+                source,
+                pv,
+            } => {
+                if self.volumes.contains_key(&vol) {
+                    return self.drop("PVC creates of a volume that exists were dropped");
+                }
+                let source = match source {
+                    Some(Src::Snapshot(s)) => match self.snaps.get(&s) {
+                        Some(sz) => Some((VolumeSource::Snapshot(Name::new(&s)), *sz)),
+                        None => {
+                            self.drop(
+                                "PVC data sources name a snapshot not live in the log and were \
+                                 left out",
+                            );
+                            None
+                        }
+                    },
+                    Some(Src::Volume(v)) => {
+                        if self.resolve(&v, size) {
+                            let sz = self.volumes.get(&v).map_or(0, |v| v.size);
+                            Some((VolumeSource::Volume(Name::new(&v)), sz))
+                        } else {
+                            self.drop(
+                                "PVC data sources name a volume deleted earlier and were left out",
+                            );
+                            None
+                        }
+                    }
+                    None => None,
+                };
+                if let (Some(s), Some((_, src))) = (size, &source)
+                    && s < *src
+                {
+                    self.drop("PVC sizes smaller than their data source were raised to it");
+                    size = Some(*src);
+                }
+                let effective = size
+                    .or(source.as_ref().map(|s| s.1))
+                    .unwrap_or(Defaults::FALLBACK_VOLUME_SIZE);
+                self.seen.insert(vol.clone());
+                if let Some(pv) = pv {
+                    self.pv_to_pvc.insert(pv, vol.clone());
+                }
+                self.volumes.insert(
+                    vol.clone(),
+                    Vol {
+                        size: effective,
+                        access: access.unwrap_or(AccessMode::ReadWriteOnce),
+                        attached_by: Vec::new(),
+                        pending_delete: None,
+                    },
+                );
+                let op = Op::CreateVolume(CreateVolume {
+                    volume: Name::new(&vol),
+                    size,
+                    storage_class: class.as_deref().map(Name::new),
+                    access_mode: access,
+                    volume_mode: mode,
+                    source: source.map(|s| s.0),
+                });
+                self.emit(t, tenant, observed, op);
+            }
+            Act::DeletePvc { vol } => {
+                if !self.resolve(&vol, None) {
+                    return self.drop("PVC deletes of a volume already deleted were dropped");
+                }
+                let Some(v) = self.volumes.get_mut(&vol) else {
+                    return;
+                };
+                if !v.attached_by.is_empty() {
+                    if v.pending_delete.is_none() {
+                        v.pending_delete = Some((tenant.map(str::to_owned), observed));
+                    }
+                    return;
+                }
+                self.volumes.remove(&vol);
+                let op = Op::DeleteVolume(VolumeRef {
+                    volume: Name::new(&vol),
+                });
+                self.emit(t, tenant, observed, op);
+            }
+            Act::UpdatePvc { vol, size, pv } => {
+                if let Some(pv) = pv {
+                    self.pv_to_pvc.insert(pv, vol.clone());
+                }
+                let Some(size) = size else { return };
+                // First seen here: declared with the new size, so there is no resize to emit.
+                let fresh = !self.seen.contains(&vol);
+                if !self.resolve(&vol, Some(size)) {
+                    return self.drop("PVC resizes of a volume already deleted were dropped");
+                }
+                let Some(v) = self.volumes.get_mut(&vol) else {
+                    return;
+                };
+                if fresh {
+                    return;
+                }
+                if size <= v.size {
+                    self.counts.not_growing += 1;
+                    return;
+                }
+                v.size = size;
+                let op = Op::Resize(Resize {
+                    volume: Name::new(&vol),
+                    size,
+                });
+                self.emit(t, tenant, observed, op);
+            }
+            Act::CreateSnap { snap, vol, class } => {
+                if !self.resolve(&vol, None) {
+                    return self.drop("snapshots of a volume already deleted were dropped");
+                }
+                if self.snaps.contains_key(&snap) {
+                    return self.drop("snapshot creates of a snapshot that exists were dropped");
+                }
+                let size = self.volumes.get(&vol).map_or(0, |v| v.size);
+                self.snaps.insert(snap.clone(), size);
+                let op = Op::Snapshot(Snapshot {
+                    volume: Name::new(&vol),
+                    snapshot: Name::new(&snap),
+                    class: class.as_deref().map(Name::new),
+                });
+                self.emit(t, tenant, observed, op);
+            }
+            Act::DeleteSnap { snap } => {
+                if self.snaps.remove(&snap).is_none() {
+                    return self.drop(
+                        "snapshot deletes of a snapshot not created in the log were dropped",
+                    );
+                }
+                let op = Op::DeleteSnapshot(SnapshotRef {
+                    snapshot: Name::new(&snap),
+                });
+                self.emit(t, tenant, observed, op);
+            }
+            Act::CreatePod { pod, pvcs, node } => {
+                self.create_pod(t, tenant, observed, pod, pvcs, node.as_deref());
+            }
+            Act::DeletePod { pod } => {
+                let Some(vols) = self.workloads.remove(&pod) else {
+                    return self.drop(
+                        "pod deletes of a pod without an attach in the trace (created before \
+                         the log, or mounting no PVC) were dropped",
+                    );
+                };
+                let op = Op::Detach(WorkloadRef {
+                    workload: Name::new(&pod),
+                });
+                self.emit(t, tenant, observed, op);
+                for vol in vols {
+                    let Some(v) = self.volumes.get_mut(&vol) else {
+                        continue;
+                    };
+                    v.attached_by.retain(|(w, _)| *w != pod);
+                    if v.attached_by.is_empty()
+                        && let Some((tn, obs)) = v.pending_delete.take()
+                    {
+                        self.volumes.remove(&vol);
+                        self.drop(
+                            "PVC deletes waited for their last pod's detach (pvc-protection)",
+                        );
+                        let op = Op::DeleteVolume(VolumeRef {
+                            volume: Name::new(&vol),
+                        });
+                        self.emit(t, tn.as_deref(), obs, op);
+                    }
+                }
+            }
+            Act::BindPv { pv, vol } => {
+                self.pv_to_pvc.insert(pv, vol);
+            }
+            Act::CreateVa { pv } => {
+                let Some((pod, at)) = self
+                    .pv_to_pvc
+                    .get(&pv)
+                    .and_then(|pvc| self.last_attach.get(pvc))
+                else {
+                    return;
+                };
+                let key = format!("attach.{pod}.volumeattachment_after_ns");
+                if let std::collections::btree_map::Entry::Vacant(e) = self.params.entry(key) {
+                    let after = u64::try_from(t - at).unwrap_or(0);
+                    e.insert(after.to_string());
+                    self.counts.volume_attachments.1 += 1;
+                }
+            }
+        }
+    }
+
+    fn create_pod(
+        &mut self,
+        t: i128,
+        tenant: Option<&str>,
+        observed: Option<u64>,
+        pod: String,
+        pvcs: Vec<String>,
+        node: Option<&str>,
+    ) {
+        let node = node.map(str::to_owned);
+        if self.workloads.contains_key(&pod) {
+            return self.drop("pod creates of a pod that exists were dropped");
+        }
+        let mut mounted: Vec<String> = Vec::with_capacity(pvcs.len());
+        for pvc in pvcs {
+            if mounted.contains(&pvc) {
+                continue;
+            }
+            if !self.resolve(&pvc, None) {
+                self.drop("PVC mounts of a volume already deleted were left out of their attach");
+                continue;
+            }
+            let Some(v) = self.volumes.get_mut(&pvc) else {
+                continue;
+            };
+            let conflict = v.attached_by.iter().any(|(_, n)| match v.access {
+                AccessMode::ReadWriteOncePod => true,
+                AccessMode::ReadWriteOnce => n.is_none() || *n != node,
+                AccessMode::ReadOnlyMany | AccessMode::ReadWriteMany => false,
+            });
+            if conflict {
+                self.drop(
+                    "PVC mounts that the access mode forbids (already mounted by a pod on an \
+                     unknown or other node) were left out of their attach",
+                );
+                continue;
+            }
+            v.attached_by.push((pod.clone(), node.clone()));
+            self.last_attach.insert(pvc.clone(), (pod.clone(), t));
+            mounted.push(pvc);
+        }
+        let op = Op::Attach(Attach {
+            workload: Name::new(&pod),
+            volumes: mounted.iter().map(|v| Name::new(v)).collect(),
+            node: node.as_deref().map(Name::new),
+        });
+        self.workloads.insert(pod, mounted);
+        self.emit(t, tenant, observed, op);
+    }
+}
+
+/// Runs the consistency pass over time-sorted items and builds the trace.
+pub(super) fn map(
+    items: Vec<Item>,
+    files: Vec<String>,
+    opts: AuditOptions,
+    counts: &mut AuditCounts,
+) -> Trace {
+    let origin = items.first().map_or(0, |i| i.t);
+    let mut params = BTreeMap::new();
+    params.insert("names".to_owned(), "namespace/name".to_owned());
+    params.insert(
+        "time".to_owned(),
+        "requestReceivedTimestamp (v1beta1: timestamp; GKE: timestamp)".to_owned(),
+    );
+    params.insert("keep_failed".to_owned(), opts.keep_failed.to_string());
+    let mut m = Mapper {
+        origin,
+        events: Vec::with_capacity(items.len()),
+        volumes: HashMap::new(),
+        seen: HashSet::new(),
+        preexisting: Vec::new(),
+        snaps: HashMap::new(),
+        workloads: HashMap::new(),
+        pv_to_pvc: HashMap::new(),
+        last_attach: HashMap::new(),
+        params,
+        counts,
+    };
+    let empty = items.is_empty();
+    for it in items {
+        m.item(it);
+    }
+    let waiting = m
+        .volumes
+        .values()
+        .filter(|v| v.pending_delete.is_some())
+        .count() as u64;
+    if waiting > 0 {
+        *m.counts
+            .fixes
+            .entry(
+                "PVC deletes still waited for their pods at the end of the log and were left out"
+                    .to_owned(),
+            )
+            .or_insert(0) += waiting;
+    }
+    m.counts.written = m.events.len() as u64;
+    let mut header = crate::header("k8s-audit", files, m.params, m.preexisting);
+    if !empty {
+        header.origin = jiff::Timestamp::from_nanosecond(origin).ok();
+    }
+    Trace {
+        header,
+        events: m.events,
+    }
+}

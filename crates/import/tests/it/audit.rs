@@ -1,0 +1,363 @@
+//! Kubernetes audit log import: the generated fixture, wrappers, bad input, and the real
+//! samples in ../shared (skipped when absent).
+
+use std::io::Cursor;
+use std::path::PathBuf;
+
+use import::audit::{AuditCounts, AuditImport, AuditOptions, read_audit};
+use import::{ImportError, Policy};
+use trace_format::{Encoding, Op, OpType, VolumeSource};
+
+fn read(text: &str, opts: AuditOptions, policy: Policy) -> Result<AuditImport, ImportError> {
+    read_audit(
+        vec![(
+            "audit.log".to_owned(),
+            Cursor::new(text.as_bytes().to_vec()),
+        )],
+        opts,
+        policy,
+    )
+}
+
+/// Asserts that the trace passes the checker, through its JSON Lines encoding.
+fn assert_valid(imp: &AuditImport) {
+    let bytes = imp.trace.to_bytes(Encoding::Jsonl).expect("encode");
+    let reader = trace_format::TraceReader::from_reader(Cursor::new(bytes), None, "t.jsonl")
+        .expect("decode");
+    let r = trace_format::check_trace(reader, "t.jsonl", 10, |_| {}).expect("check");
+    assert_eq!(r.problems, 0, "{:?}", r.diagnostics);
+}
+
+fn ops(imp: &AuditImport) -> Vec<OpType> {
+    imp.trace.events.iter().map(|e| e.op.op_type()).collect()
+}
+
+#[test]
+fn generated_log_maps_every_cycle_and_validates() {
+    let log = import::testgen::audit_log(10);
+    let imp = read(&log, AuditOptions::default(), Policy::default()).expect("import");
+    assert_valid(&imp);
+    let c = &imp.counts;
+    let lines = log.lines().count() as u64;
+    assert_eq!(c.events, lines);
+    assert_eq!(c.other_stage, 10, "one RequestReceived per cycle");
+    assert_eq!(c.failed, 10, "one 403 per cycle");
+    // PV create + pod binding + get + VolumeAttachment delete per cycle.
+    assert_eq!(c.unrelated, 30, "{c:?}");
+    assert_eq!(c.not_growing, 10, "the PV controller's binding update");
+    assert_eq!(c.volume_attachments, (10, 10));
+    // shared-team-0/1/2 are used before any create.
+    assert_eq!(c.preexisting, 3);
+    assert_eq!(imp.trace.header.volumes.len(), 3);
+    let count = |t: OpType| ops(&imp).iter().filter(|o| **o == t).count();
+    assert_eq!(count(OpType::CreateVolume), 12, "10 PVCs + 2 restores");
+    assert_eq!(count(OpType::DeleteVolume), 12);
+    assert_eq!(count(OpType::Attach), 10);
+    assert_eq!(count(OpType::Detach), 10);
+    assert_eq!(count(OpType::Snapshot), 10);
+    assert_eq!(count(OpType::DeleteSnapshot), 10);
+    assert_eq!(count(OpType::Resize), 10);
+    assert_eq!(c.written, imp.trace.events.len() as u64);
+    assert_eq!(c.ignored() + c.mapped, c.events);
+    // Ids sequential, times sorted, names qualified, tenants from namespaces, observed kept.
+    for (i, e) in imp.trace.events.iter().enumerate() {
+        assert_eq!(e.id, i as u64);
+        assert!(e.tenant.as_deref().is_some_and(|t| t.starts_with("team-")));
+        assert!(
+            e.observed
+                .is_some_and(|o| (4_000_000..7_000_000).contains(&o))
+        );
+    }
+    let first = &imp.trace.events[0];
+    assert_eq!(first.at, 0);
+    match &first.op {
+        Op::CreateVolume(c) => {
+            assert_eq!(c.volume.as_str(), "team-0/data-0");
+            assert_eq!(c.size, Some(10 << 30));
+            assert_eq!(c.storage_class.as_deref(), Some("csi-standard"));
+            assert_eq!(c.access_mode, Some(trace_format::AccessMode::ReadWriteOnce));
+            assert_eq!(c.volume_mode, Some(trace_format::VolumeMode::Filesystem));
+        }
+        other => panic!("first event {other:?}"),
+    }
+    let restore = imp.trace.events.iter().find_map(|e| match &e.op {
+        Op::CreateVolume(c) if c.source.is_some() => Some(c.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        restore.and_then(|c| c.source),
+        Some(VolumeSource::Snapshot("team-0/snap-0".into()))
+    );
+    assert_eq!(
+        imp.trace.header.origin.map(|o| o.to_string()),
+        Some("2025-11-21T04:40:00Z".to_owned())
+    );
+    assert_eq!(
+        imp.trace.header.provenance.parameters["attach.team-0/app-0.volumeattachment_after_ns"],
+        "300000000"
+    );
+}
+
+#[test]
+fn failed_requests_can_be_kept() {
+    let log = import::testgen::audit_log(2);
+    let opts = AuditOptions { keep_failed: true };
+    let imp = read(&log, opts, Policy::default()).expect("import");
+    assert_eq!(imp.counts.failed, 0);
+    assert_eq!(imp.counts.failed_kept, 2);
+    // The forbidden PVC creates (level Metadata) now become volumes with default sizes.
+    assert_eq!(imp.counts.metadata_volumes, 2);
+    assert_valid(&imp);
+}
+
+/// A minimal v1 event line.
+fn event(ts: &str, verb: &str, resource: &str, name: &str, extra: &str) -> String {
+    format!(
+        r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Request","stage":"ResponseComplete","verb":"{verb}","objectRef":{{"resource":"{resource}","namespace":"ns","name":"{name}"}},"responseStatus":{{"code":200}},"requestReceivedTimestamp":"{ts}","stageTimestamp":"{ts}"{extra}}}"#
+    )
+}
+
+#[test]
+fn lifecycle_fixes_keep_the_trace_valid() {
+    let pod = |claims: &[&str]| {
+        let vols: Vec<String> = claims
+            .iter()
+            .map(|c| format!(r#"{{"name":"{c}","persistentVolumeClaim":{{"claimName":"{c}"}}}}"#))
+            .collect();
+        format!(
+            r#","requestObject":{{"spec":{{"volumes":[{}]}}}}"#,
+            vols.join(",")
+        )
+    };
+    let log = [
+        // A pod using a PVC never created in the log: pre-existing.
+        event(
+            "2024-01-01T00:00:00.000001Z",
+            "create",
+            "pods",
+            "p1",
+            &pod(&["old"]),
+        ),
+        // Its PVC deleted while mounted: waits for the detach.
+        event(
+            "2024-01-01T00:00:01Z",
+            "delete",
+            "persistentvolumeclaims",
+            "old",
+            "",
+        ),
+        // A second pod on the same RWO volume without a node: the mount is left out.
+        event(
+            "2024-01-01T00:00:02Z",
+            "create",
+            "pods",
+            "p2",
+            &pod(&["old"]),
+        ),
+        event("2024-01-01T00:00:03Z", "delete", "pods", "p1", ""),
+        // Unknown pod and snapshot deletes: dropped.
+        event("2024-01-01T00:00:04Z", "delete", "pods", "ghost", ""),
+        event(
+            "2024-01-01T00:00:05Z",
+            "delete",
+            "volumesnapshots",
+            "ghost",
+            "",
+        ),
+        // Out of order in the file: sorted.
+        event("2024-01-01T00:00:03.5Z", "delete", "pods", "p2", ""),
+    ]
+    .join("\n");
+    let imp = read(&log, AuditOptions::default(), Policy::default()).expect("import");
+    assert_valid(&imp);
+    let got: Vec<(u64, OpType)> = imp
+        .trace
+        .events
+        .iter()
+        .map(|e| (e.at, e.op.op_type()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, OpType::Attach),
+            (1_999_999_000, OpType::Attach),
+            (2_999_999_000, OpType::Detach),
+            (2_999_999_000, OpType::DeleteVolume),
+            (3_499_999_000, OpType::Detach),
+        ]
+    );
+    assert_eq!(imp.trace.header.volumes[0].name.as_str(), "ns/old");
+    let fixes: Vec<&String> = imp.counts.fixes.keys().collect();
+    assert_eq!(fixes.len(), 4, "{fixes:?}");
+}
+
+#[test]
+fn gke_and_aks_wrappers_are_unwrapped() {
+    let inner = event(
+        "2024-01-01T00:00:00Z",
+        "create",
+        "persistentvolumeclaims",
+        "a",
+        r#","requestObject":{"spec":{"resources":{"requests":{"storage":"5Gi"}}}}"#,
+    );
+    let aks = serde_json::json!({"category": "kube-audit", "properties": {"log": inner}});
+    let other =
+        serde_json::json!({"category": "kube-apiserver", "properties": {"log": "I0101 started"}});
+    let records = serde_json::json!({"records": [aks, other]});
+    let gke = serde_json::json!({
+        "protoPayload": {
+            "@type": "type.googleapis.com/google.cloud.audit.AuditLog",
+            "methodName": "io.k8s.core.v1.persistentvolumeclaims.delete",
+            "resourceName": "core/v1/namespaces/ns/persistentvolumeclaims/a",
+            "status": {"code": 0}
+        },
+        "timestamp": "2024-01-01T00:00:02.5Z",
+        "resource": {"type": "k8s_cluster"}
+    });
+    let gke_snap = serde_json::json!({
+        "protoPayload": {
+            "@type": "type.googleapis.com/google.cloud.audit.AuditLog",
+            "methodName": "io.k8s.storage.snapshot.v1.volumesnapshots.create",
+            "resourceName": "snapshot.storage.k8s.io/v1/namespaces/ns/volumesnapshots/s",
+            "request": {"spec": {"source": {"persistentVolumeClaimName": "a"}}},
+            "status": {"code": 0}
+        },
+        "timestamp": "2024-01-01T00:00:01Z"
+    });
+    let gke_denied = serde_json::json!({
+        "protoPayload": {
+            "@type": "type.googleapis.com/google.cloud.audit.AuditLog",
+            "methodName": "io.k8s.core.v1.persistentvolumeclaims.create",
+            "resourceName": "core/v1/namespaces/ns/persistentvolumeclaims/b",
+            "status": {"code": 7, "message": "forbidden"}
+        },
+        "timestamp": "2024-01-01T00:00:01Z"
+    });
+    let log = format!("{records}\n{gke}\n{gke_snap}\n{gke_denied}\n");
+    let imp = read(&log, AuditOptions::default(), Policy::default()).expect("import");
+    assert_valid(&imp);
+    assert_eq!(
+        ops(&imp),
+        vec![OpType::CreateVolume, OpType::Snapshot, OpType::DeleteVolume]
+    );
+    assert_eq!(imp.counts.foreign, 1);
+    assert_eq!(imp.counts.failed, 1);
+    assert_eq!(imp.trace.events[2].at, 2_500_000_000);
+    // A pretty-printed records document (the whole file is one value).
+    let pretty = serde_json::to_string_pretty(&records).expect("json");
+    let imp = read(&pretty, AuditOptions::default(), Policy::default()).expect("import");
+    assert_eq!(ops(&imp), vec![OpType::CreateVolume]);
+}
+
+#[test]
+fn bad_lines_name_file_line_and_field() {
+    let good = event("2024-01-01T00:00:00Z", "delete", "pods", "x", "");
+    let bad_size = event(
+        "2024-01-01T00:00:01Z",
+        "create",
+        "persistentvolumeclaims",
+        "a",
+        r#","requestObject":{"spec":{"resources":{"requests":{"storage":"ten gigs"}}}}"#,
+    );
+    let bad_time = event("yesterday", "delete", "persistentvolumeclaims", "b", "");
+    let log = format!("{good}\n{{not json\n{bad_size}\n{bad_time}\n[1]\n");
+    let e = read(&log, AuditOptions::default(), Policy::default()).expect_err("bad");
+    assert!(
+        e.to_string().starts_with("audit.log:2: line: not JSON"),
+        "{e}"
+    );
+    let policy = Policy {
+        skip_bad: true,
+        keep_first: 10,
+    };
+    let imp = read(&log, AuditOptions::default(), policy).expect("skip");
+    let located: Vec<String> = imp
+        .report
+        .first_skipped
+        .iter()
+        .map(|b| format!("{}:{}", b.line, b.field))
+        .collect();
+    assert_eq!(
+        located,
+        [
+            "2:line",
+            "3:requestObject.spec.resources.requests.storage",
+            "4:requestReceivedTimestamp",
+            "5:line"
+        ]
+    );
+    assert_eq!(imp.report.skipped, 4);
+}
+
+fn shared() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/trace-samples/k8s-audit-jsonl");
+    dir.exists().then_some(dir)
+}
+
+#[expect(
+    clippy::print_stderr,
+    reason = "the skip note when ../shared is absent"
+)]
+fn skip() {
+    eprintln!("skipped: ../shared/trace-samples/k8s-audit-jsonl does not exist");
+}
+
+fn import_files(paths: &[PathBuf]) -> AuditCounts {
+    let out = tempfile::NamedTempFile::new().expect("tmp");
+    let o = out.path().to_owned();
+    let (_, counts) = import::audit::import_audit(
+        paths,
+        AuditOptions::default(),
+        Policy::default(),
+        move |h| trace_format::TraceWriter::create(&o, Some(Encoding::Jsonl), &h),
+    )
+    .expect("import");
+    let r = trace_format::check_trace(
+        trace_format::TraceReader::open(out.path()).expect("open"),
+        "out",
+        10,
+        |_| {},
+    )
+    .expect("check");
+    assert_eq!(r.problems, 0);
+    counts
+}
+
+/// Expected counts derived independently with python3 from the files:
+/// `stage == ResponseComplete`, then `responseStatus.code >= 400`; the rest concern no
+/// storage object (the only pod requests are three `list`s).
+#[test]
+fn real_audit2rbac_logs() {
+    let Some(dir) = shared() else { return skip() };
+    let c = import_files(&[dir.join("audit2rbac-demo.log")]);
+    assert_eq!(
+        (c.events, c.other_stage, c.failed, c.unrelated),
+        (37, 0, 11, 26)
+    );
+    assert_eq!(c.written, 0);
+    let c = import_files(&[dir.join("audit2rbac-demo-original-v1beta1.log")]);
+    assert_eq!(
+        (c.events, c.other_stage, c.failed, c.unrelated),
+        (757, 320, 101, 336)
+    );
+    assert_eq!(c.mapped, 0);
+}
+
+/// Falco's single-event captures: one pod create without PVCs, one exec at stage
+/// ResponseStarted, four completed requests on other resources.
+#[test]
+fn real_falco_events() {
+    let Some(dir) = shared() else { return skip() };
+    let mut files: Vec<PathBuf> = fs_err::read_dir(dir.join("falco"))
+        .expect("falco/")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    let c = import_files(&files);
+    assert_eq!(c.events, 6);
+    assert_eq!(c.other_stage, 1);
+    assert_eq!(c.pods_without_pvcs, 1);
+    assert_eq!(c.unrelated, 4);
+    assert_eq!(c.written, 0);
+}

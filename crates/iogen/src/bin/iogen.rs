@@ -1,0 +1,366 @@
+//! `iogen`: the standalone I/O generator (also a pod entrypoint). Thin: parses arguments,
+//! calls the library, prints a table to stdout and JSON with `--json`.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use iogen::{
+    Arrival, BlockSize, BlockSizeShare, EngineChoice, EngineOptions, Load, Pattern, PhaseSpec, Rate, ReplayOptions, Stop,
+    SuiteOptions, parse_phase_snippet, parse_size,
+};
+use trace_format::{Op, TraceReader};
+
+#[derive(Parser)]
+#[command(name = "iogen", version, about = "io_uring I/O generator with coordinated-omission-safe latency")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one fio-style job.
+    Run(RunArgs),
+    /// Run io_phase profiles: a trace file's `io_phase` events, or one YAML/JSON snippet.
+    Phase(PhaseArgs),
+    /// Replay a trace's `io` events at their original timing.
+    Replay(ReplayArgs),
+    /// The storage summary suite (random/sequential IOPS, bandwidth, latency, mixed).
+    Suite(SuiteArgs),
+}
+
+#[derive(Args)]
+struct EngineArgs {
+    /// I/O engine.
+    #[arg(long, value_enum, default_value = "auto")]
+    engine: EngineArg,
+    /// Kernel submission polling thread (SQPOLL).
+    #[arg(long)]
+    sqpoll: bool,
+    /// Completion polling (IOPOLL; needs --direct and a polled device).
+    #[arg(long)]
+    iopoll: bool,
+    /// Write an HdrHistogram interval log here.
+    #[arg(long)]
+    interval_log: Option<PathBuf>,
+    /// Interval length of the interval log.
+    #[arg(long, default_value = "1s", value_parser = parse_dur)]
+    interval: Duration,
+    /// Random seed.
+    #[arg(long, default_value_t = 0x106e_2e9e)]
+    seed: u64,
+    /// Write the JSON summary to this file (`-` = stdout, replacing the table).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Also write the merged histograms (HdrHistogram log) to this file.
+    #[arg(long)]
+    histograms: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EngineArg {
+    Auto,
+    #[value(name = "io_uring")]
+    IoUring,
+    Sync,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Rw {
+    Randread,
+    Randwrite,
+    Read,
+    Write,
+    Randrw,
+    Rw,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// File or block device.
+    #[arg(long)]
+    target: PathBuf,
+    #[arg(long, value_enum, default_value = "randread")]
+    rw: Rw,
+    /// Read share for randrw/rw, percent.
+    #[arg(long, default_value_t = 50)]
+    rwmixread: u8,
+    /// Block size (`4k`), or a mix `4k:8,64k:2` (size:weight).
+    #[arg(long, default_value = "4k")]
+    bs: String,
+    /// Region (file size) to use; the whole target when absent.
+    #[arg(long, value_parser = parse_size_arg)]
+    size: Option<u64>,
+    /// Closed loop: requests in flight per job.
+    #[arg(long, conflicts_with = "rate")]
+    iodepth: Option<u32>,
+    /// Open loop: total I/Os per second.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Poisson arrivals (default: evenly spaced).
+    #[arg(long, requires = "rate")]
+    poisson: bool,
+    /// Open loop: most I/Os in flight per job.
+    #[arg(long, default_value_t = 256)]
+    max_inflight: u32,
+    /// Run time (`30s`).
+    #[arg(long, value_parser = parse_dur)]
+    runtime: Option<Duration>,
+    /// Stop after this many bytes.
+    #[arg(long, value_parser = parse_size_arg)]
+    bytes: Option<u64>,
+    /// Stop after this many I/Os.
+    #[arg(long)]
+    ios: Option<u64>,
+    #[arg(long)]
+    direct: bool,
+    /// Write verifiable blocks and check them on read.
+    #[arg(long)]
+    verify: bool,
+    /// Verify generation map: loaded if present, saved at the end.
+    #[arg(long)]
+    verify_state: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    jobs: u32,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Args)]
+struct PhaseArgs {
+    /// A trace file, or an io_phase snippet such as
+    /// `{pattern: random, read_pct: 100, block_size: 4Ki, load: {depth: 8}, duration: 5s}`.
+    phase: String,
+    /// `PATH` for every volume, or `volume=PATH` (repeatable).
+    #[arg(long, required = true)]
+    target: Vec<String>,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// Trace file.
+    trace: PathBuf,
+    /// `volume=PATH` (repeatable).
+    #[arg(long, required = true)]
+    target: Vec<String>,
+    /// Time scale: 2 replays twice as fast.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// Ignore timing: issue as fast as possible.
+    #[arg(long)]
+    no_stall: bool,
+    #[arg(long)]
+    direct: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Args)]
+struct SuiteArgs {
+    #[arg(long)]
+    target: PathBuf,
+    #[arg(long, default_value = "1g", value_parser = parse_size_arg)]
+    size: u64,
+    /// Run time of each test.
+    #[arg(long, default_value = "10s", value_parser = parse_dur)]
+    runtime: Duration,
+    /// Use the page cache (default: O_DIRECT).
+    #[arg(long)]
+    buffered: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let t2 = if t.chars().all(|c| c.is_ascii_digit()) { format!("{t}s") } else { t.to_owned() };
+    trace_format::units::parse_duration(&t2).map(Duration::from_nanos).map_err(|e| e.to_string())
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+fn parse_bs(s: &str) -> Result<BlockSize> {
+    if !s.contains(':') && !s.contains(',') {
+        return Ok(BlockSize::Fixed(parse_size(s)?));
+    }
+    let mut mix = Vec::new();
+    for part in s.split(',') {
+        let (size, weight) = part.split_once(':').unwrap_or((part, "1"));
+        mix.push(BlockSizeShare { size: parse_size(size)?, weight: weight.parse().with_context(|| format!("weight {weight:?}"))? });
+    }
+    Ok(BlockSize::Mix(mix))
+}
+
+impl EngineArgs {
+    fn options(&self) -> EngineOptions {
+        EngineOptions {
+            engine: match self.engine {
+                EngineArg::Auto => EngineChoice::Auto,
+                EngineArg::IoUring => EngineChoice::IoUring,
+                EngineArg::Sync => EngineChoice::Sync,
+            },
+            sqpoll: self.sqpoll,
+            iopoll: self.iopoll,
+            interval_log: self.interval_log.clone(),
+            interval: self.interval,
+            seed: self.seed,
+            ..EngineOptions::default()
+        }
+    }
+
+    /// Prints `table` unless JSON goes to stdout; writes JSON where asked.
+    fn emit(&self, table: &str, json: &serde_json::Value) -> Result<()> {
+        match &self.json {
+            Some(p) if p == Path::new("-") => println!("{}", serde_json::to_string_pretty(json)?),
+            Some(p) => {
+                print!("{table}");
+                fs_err::write(p, serde_json::to_string_pretty(json)? + "\n")?;
+            }
+            None => print!("{table}"),
+        }
+        Ok(())
+    }
+}
+
+fn signal_stop() -> Result<Stop> {
+    let stop = Stop::new();
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.flag()).context("installing signal handler")?;
+    }
+    Ok(stop)
+}
+
+fn run(a: &RunArgs, stop: &Stop) -> Result<()> {
+    let (pattern, read_pct) = match a.rw {
+        Rw::Randread => (Pattern::Random, 100),
+        Rw::Randwrite => (Pattern::Random, 0),
+        Rw::Read => (Pattern::Sequential, 100),
+        Rw::Write => (Pattern::Sequential, 0),
+        Rw::Randrw => (Pattern::Random, a.rwmixread),
+        Rw::Rw => (Pattern::Sequential, a.rwmixread),
+    };
+    let load = match (a.iodepth, a.rate) {
+        (_, Some(iops)) => Load::Rate(Rate { iops, arrival: if a.poisson { Arrival::Poisson } else { Arrival::Uniform } }),
+        (d, None) => Load::Depth(d.unwrap_or(1)),
+    };
+    let spec = PhaseSpec {
+        pattern,
+        read_pct,
+        block_size: parse_bs(&a.bs)?,
+        load,
+        duration: a.runtime,
+        bytes: a.bytes,
+        region: a.size,
+        jobs: a.jobs,
+        direct: a.direct,
+        verify: a.verify,
+        ios: a.ios,
+        max_inflight: a.max_inflight,
+        verify_state: a.verify_state.clone(),
+    };
+    run_spec(&spec, &a.target, &a.engine, stop)
+}
+
+fn run_spec(spec: &PhaseSpec, target: &Path, e: &EngineArgs, stop: &Stop) -> Result<()> {
+    let r = iogen::run_phase(spec, target, &e.options(), stop)?;
+    if let Some(h) = &e.histograms {
+        iogen::write_histograms(h, &r.histograms)?;
+    }
+    e.emit(&iogen::render_phase(&r.summary), &serde_json::to_value(&r.summary)?)?;
+    if r.summary.verify.as_ref().is_some_and(|v| v.mismatches > 0) {
+        bail!("verify found {} bad blocks", r.summary.verify.as_ref().map_or(0, |v| v.mismatches));
+    }
+    Ok(())
+}
+
+fn targets(list: &[String]) -> (Option<PathBuf>, BTreeMap<String, PathBuf>) {
+    let mut all = None;
+    let mut map = BTreeMap::new();
+    for t in list {
+        match t.split_once('=') {
+            Some((v, p)) => {
+                map.insert(v.to_owned(), PathBuf::from(p));
+            }
+            None => all = Some(PathBuf::from(t)),
+        }
+    }
+    (all, map)
+}
+
+fn phase(a: &PhaseArgs, stop: &Stop) -> Result<()> {
+    let (all, map) = targets(&a.target);
+    let phases = if Path::new(&a.phase).is_file() {
+        let mut v = Vec::new();
+        for ev in TraceReader::open(&a.phase)?.events() {
+            if let Op::IoPhase(p) = ev?.op {
+                v.push(p);
+            }
+        }
+        v
+    } else {
+        vec![parse_phase_snippet(&a.phase)?]
+    };
+    if phases.is_empty() {
+        bail!("{} has no io_phase events", a.phase);
+    }
+    for p in phases {
+        let Some(target) = map.get(p.volume.as_str()).or(all.as_ref()) else {
+            bail!("no --target for volume {}", p.volume);
+        };
+        if stop.is_requested() {
+            break;
+        }
+        println!("== io_phase {} on {} ({})", p.workload, p.volume, target.display());
+        run_spec(&PhaseSpec::from_trace(&p), target, &a.engine, stop)?;
+    }
+    Ok(())
+}
+
+fn replay(a: &ReplayArgs, stop: &Stop) -> Result<()> {
+    let (_, map) = targets(&a.target);
+    let ro = ReplayOptions { targets: map, speed: a.speed, no_stall: a.no_stall, direct: a.direct };
+    let r = iogen::replay_trace(&a.trace, &ro, &a.engine.options(), stop)?;
+    let mut table = String::new();
+    let mut json = serde_json::Map::new();
+    for (v, s) in &r.volumes {
+        table.push_str(&format!("== volume {v}\n{}", iogen::render_stream(s)));
+        json.insert(v.clone(), serde_json::to_value(&s.summary)?);
+    }
+    table.push_str(&format!("{} io events on unmapped volumes, {} other events skipped\n", r.unmapped, r.skipped));
+    a.engine.emit(&table, &serde_json::json!({"volumes": json, "unmapped": r.unmapped, "skipped": r.skipped}))
+}
+
+fn suite(a: &SuiteArgs, stop: &Stop) -> Result<()> {
+    let so = SuiteOptions { size: a.size, runtime: a.runtime, direct: !a.buffered };
+    let entries = iogen::run_suite(&a.target, &so, &a.engine.options(), stop)?;
+    let json: Vec<_> = entries
+        .iter()
+        .map(|e| serde_json::json!({"test": e.name, "metric": e.metric, "summary": e.result.summary}))
+        .collect();
+    a.engine.emit(&iogen::render_suite(&entries), &serde_json::Value::Array(json))
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let res = signal_stop().and_then(|stop| match &cli.cmd {
+        Cmd::Run(a) => run(a, &stop),
+        Cmd::Phase(a) => phase(a, &stop),
+        Cmd::Replay(a) => replay(a, &stop),
+        Cmd::Suite(a) => suite(a, &stop),
+    });
+    match res {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("iogen: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The worker loop shared by phases and streams: one backend, one thread, one clock.
+//!
+//! A [`Source`] says what to issue next and when: now (`Ready`), at an absolute deadline
+//! (`At`), nothing until more requests arrive (`Idle`), or never again (`Done`). The loop fills
+//! free slots with ready requests, stamps them with one submission time, and then waits:
+//! blocking in the kernel for a completion when every slot is busy or the source has nothing
+//! timed; with a timeout until ~50 µs before the next deadline, then spinning on the clock
+//! while polling completions so issue lateness stays in microseconds. Completions are stamped
+//! once per reaped batch. A request's intended time comes from its source; closed-loop
+//! requests have none, so their intended time is their submission time.
+
+use std::time::{Duration, Instant};
+
+use trace_format::IoKind;
+
+use crate::backend::Backend;
+use crate::generate::{GenOp, OpGen, Rng, Schedule};
+use crate::ring::RingOp;
+use crate::stats::Recorder;
+use crate::verify::Verifier;
+use crate::{Error, Stop};
+
+/// Spin (instead of sleeping) this close to a deadline.
+const SPIN_NS: u64 = 50_000;
+
+/// One request a source hands out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Item {
+    pub kind: IoKind,
+    pub offset: u64,
+    pub len: u64,
+    /// Intended start, ns from the worker's base; `None` = closed loop.
+    pub intended: Option<u64>,
+}
+
+/// What a source has next.
+pub(crate) enum Next {
+    Ready(Item),
+    At(u64),
+    Idle,
+    Done,
+}
+
+/// A supplier of requests for [`Worker::run`].
+pub(crate) trait Source {
+    /// The next request at time `now` (ns); `busy` tells whether a byte range overlaps
+    /// requests in flight (only consulted in verify mode).
+    fn next(&mut self, now: u64, busy: &dyn Fn(u64, u64) -> bool) -> Next;
+    /// Stop handing out requests (a stop was requested).
+    fn stop(&mut self);
+    /// Nothing is in flight and nothing is due before `timeout` (or ever, if `None`): block
+    /// until then or until new requests arrive.
+    fn idle_wait(&mut self, timeout: Option<Duration>) {
+        if let Some(t) = timeout {
+            std::thread::sleep(t);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct SlotState {
+    kind: Option<IoKind>,
+    offset: u64,
+    len: u64,
+    intended: u64,
+    submitted: u64,
+}
+
+/// One worker: a backend, its slots and what it records.
+pub(crate) struct Worker<'a> {
+    pub backend: Backend,
+    pub rec: Recorder,
+    pub verifier: Option<Verifier<'a>>,
+    slots: Vec<SlotState>,
+    free: Vec<usize>,
+    base: Instant,
+    done: Vec<(usize, i32)>,
+    pushed: Vec<usize>,
+    /// Time of the last completion, ns from the base.
+    pub last_completion: u64,
+}
+
+fn ring_op(k: IoKind) -> RingOp {
+    match k {
+        IoKind::Read => RingOp::Read,
+        IoKind::Write => RingOp::Write,
+        IoKind::Trim => RingOp::Trim,
+        IoKind::Flush => RingOp::Flush,
+    }
+}
+
+impl<'a> Worker<'a> {
+    pub(crate) fn new(mut backend: Backend, rec: Recorder, verifier: Option<Verifier<'a>>, base: Instant) -> Self {
+        let n = backend.slots();
+        // Writes carry incompressible data, not zeros.
+        let mut rng = Rng::new(0xb0f ^ n as u64);
+        for s in 0..n {
+            for w in backend.buf_mut(s).chunks_mut(8) {
+                w.copy_from_slice(&rng.next_u64().to_le_bytes()[..w.len()]);
+            }
+        }
+        Worker {
+            backend,
+            rec,
+            verifier,
+            slots: vec![SlotState::default(); n],
+            free: (0..n).rev().collect(),
+            base,
+            done: Vec::with_capacity(n),
+            pushed: Vec::with_capacity(n),
+            last_completion: 0,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    fn in_flight(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Runs until the source is done (or stopped) and nothing is in flight.
+    /// Returns whether a stop cut the run short.
+    pub(crate) fn run(&mut self, src: &mut dyn Source, stop: &Stop) -> Result<bool, Error> {
+        let mut stopped = false;
+        loop {
+            if !stopped && stop.is_requested() {
+                stopped = true;
+                src.stop();
+            }
+            let now = self.now();
+            self.rec.tick(now);
+            let (mut deadline, mut idle, mut src_done) = (None, false, false);
+            while let Some(&slot) = self.free.last() {
+                let next = {
+                    let v = self.verifier.as_ref();
+                    src.next(now, &|o, l| v.is_some_and(|v| v.is_busy(o, l)))
+                };
+                match next {
+                    Next::Ready(item) => {
+                        self.free.pop();
+                        self.issue(slot, item)?;
+                    }
+                    Next::At(t) => {
+                        deadline = Some(t);
+                        break;
+                    }
+                    Next::Idle => {
+                        idle = true;
+                        break;
+                    }
+                    Next::Done => {
+                        src_done = true;
+                        break;
+                    }
+                }
+            }
+            if !self.pushed.is_empty() {
+                let t = self.now();
+                for &s in &self.pushed {
+                    let st = &mut self.slots[s];
+                    st.submitted = t;
+                    if st.intended == u64::MAX {
+                        st.intended = t;
+                    }
+                }
+                self.pushed.clear();
+            }
+            let in_flight = self.in_flight();
+            if src_done && in_flight == 0 {
+                break;
+            }
+            match deadline {
+                Some(t) => self.wait_until(src, t, in_flight)?,
+                None if idle && in_flight == 0 => src.idle_wait(None),
+                None if idle => self.backend.wait(1, Some(Duration::from_micros(200)), &mut self.done)?,
+                None => self.backend.wait(1, None, &mut self.done)?,
+            }
+            self.complete();
+        }
+        self.rec.flush();
+        Ok(stopped)
+    }
+
+    fn issue(&mut self, slot: usize, item: Item) -> Result<(), Error> {
+        let len32 = u32::try_from(item.len).unwrap_or(u32::MAX);
+        if let Some(v) = &mut self.verifier {
+            match item.kind {
+                IoKind::Write => v.start_write(self.backend.buf_mut(slot), item.offset, item.len),
+                IoKind::Read => v.start_read(item.offset, item.len),
+                IoKind::Trim | IoKind::Flush => {}
+            }
+        }
+        self.backend.push(slot, ring_op(item.kind), item.offset, len32)?;
+        self.slots[slot] = SlotState {
+            kind: Some(item.kind),
+            offset: item.offset,
+            len: item.len,
+            intended: item.intended.unwrap_or(u64::MAX),
+            submitted: 0,
+        };
+        self.pushed.push(slot);
+        Ok(())
+    }
+
+    /// Waits for deadline `t` while reaping completions.
+    fn wait_until(&mut self, src: &mut dyn Source, t: u64, in_flight: usize) -> Result<(), Error> {
+        let now = self.now();
+        if t > now + SPIN_NS {
+            let dt = Duration::from_nanos(t - now - SPIN_NS);
+            if in_flight > 0 {
+                self.backend.wait(1, Some(dt), &mut self.done)?;
+            } else {
+                self.backend.submit()?;
+                src.idle_wait(Some(dt));
+            }
+            return Ok(());
+        }
+        self.backend.submit()?;
+        loop {
+            if in_flight > 0 {
+                self.backend.poll(&mut self.done)?;
+                if !self.done.is_empty() {
+                    self.complete();
+                }
+            }
+            if self.now() >= t {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn complete(&mut self) {
+        if self.done.is_empty() {
+            return;
+        }
+        let t = self.now();
+        self.last_completion = t;
+        for i in 0..self.done.len() {
+            let (slot, res) = self.done[i];
+            let st = self.slots[slot];
+            let Some(kind) = st.kind else { continue };
+            if let Some(v) = &mut self.verifier {
+                let got = usize::try_from(res).unwrap_or(0);
+                match kind {
+                    IoKind::Write => v.end_write(self.backend.buf(slot), st.offset, st.len, got as u64 == st.len),
+                    IoKind::Read => v.end_read(self.backend.buf(slot), st.offset, st.len, got),
+                    IoKind::Trim | IoKind::Flush => {}
+                }
+            }
+            self.rec.record(kind, st.intended, st.submitted, t, res);
+            self.slots[slot].kind = None;
+            self.free.push(slot);
+        }
+        self.done.clear();
+    }
+}
+
+/// Budget and pacing of one job of a phase.
+pub(crate) struct PhaseSource {
+    pub opgen: OpGen,
+    /// Open loop schedule; `None` = closed loop.
+    pub schedule: Option<Schedule>,
+    pub end_ns: Option<u64>,
+    pub max_ios: Option<u64>,
+    pub max_bytes: Option<u64>,
+    pub issued: u64,
+    pub issued_bytes: u64,
+    pub verify: bool,
+    held: Option<GenOp>,
+    stopped: bool,
+}
+
+impl PhaseSource {
+    pub(crate) fn new(opgen: OpGen, schedule: Option<Schedule>, end_ns: Option<u64>, max_ios: Option<u64>, max_bytes: Option<u64>, verify: bool) -> Self {
+        PhaseSource { opgen, schedule, end_ns, max_ios, max_bytes, issued: 0, issued_bytes: 0, verify, held: None, stopped: false }
+    }
+
+    fn exhausted(&self, now: u64) -> bool {
+        self.stopped
+            || self.max_ios.is_some_and(|m| self.issued >= m)
+            || self.max_bytes.is_some_and(|m| self.issued_bytes >= m)
+            || match (&self.schedule, self.end_ns) {
+                (Some(s), Some(end)) => s.peek() >= end,
+                (None, Some(end)) => now >= end,
+                _ => false,
+            }
+    }
+}
+
+impl Source for PhaseSource {
+    fn next(&mut self, now: u64, busy: &dyn Fn(u64, u64) -> bool) -> Next {
+        if self.exhausted(now) {
+            return Next::Done;
+        }
+        let intended = match &self.schedule {
+            Some(s) if s.peek() > now => return Next::At(s.peek()),
+            Some(s) => Some(s.peek()),
+            None => None,
+        };
+        let mut op = self.held.take().unwrap_or_else(|| self.opgen.next_op());
+        if self.verify {
+            let mut tries = 0;
+            while busy(op.offset, op.len) {
+                tries += 1;
+                if tries > 8 {
+                    // Wait for a completion to free the units (the slot stays free).
+                    self.held = Some(op);
+                    return Next::Idle;
+                }
+                op = self.opgen.redraw(op);
+            }
+        }
+        if let Some(s) = &mut self.schedule {
+            s.advance();
+        }
+        self.issued += 1;
+        self.issued_bytes += op.len;
+        Next::Ready(Item { kind: op.kind, offset: op.offset, len: op.len, intended })
+    }
+
+    fn stop(&mut self) {
+        self.stopped = true;
+    }
+}

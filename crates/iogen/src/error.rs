@@ -1,0 +1,52 @@
+//! The crate's error type: one matchable enum, with paths and fields named.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in iogen.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// File I/O on a named path (the message names the path; from `fs-err`).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A phase field is out of range or inconsistent.
+    #[error("invalid phase: {field}: {reason}")]
+    InvalidSpec {
+        /// The offending field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// io_uring could not be set up (and the engine choice forbids the fallback).
+    #[error("io_uring setup failed: {0}")]
+    RingSetup(std::io::Error),
+    /// The operation is not supported here.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The stream's bounded queue is full; retry later.
+    #[error("stream queue is full")]
+    QueueFull,
+    /// The stream's worker has stopped.
+    #[error("stream is closed")]
+    StreamClosed,
+    /// A request does not fit the stream (e.g. longer than its buffers).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// A trace could not be read.
+    #[error(transparent)]
+    Trace(#[from] trace_format::Error),
+    /// A worker thread panicked.
+    #[error("worker thread panicked")]
+    WorkerPanicked,
+    /// A histogram could not be built, merged, encoded or decoded.
+    #[error("histogram: {0}")]
+    Histogram(String),
+    /// The verify generation map file is unreadable or does not fit the phase.
+    #[error("verify state {path}: {reason}")]
+    VerifyState {
+        /// The state file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}

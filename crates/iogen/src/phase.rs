@@ -1,0 +1,302 @@
+//! Running one I/O phase: validate, prepare the target, start one worker thread per job, feed
+//! the interval log, and merge the jobs' results into one [`PhaseResult`].
+
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::FileTypeExt;
+
+use fs_err::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Barrier, OnceLock};
+use std::time::{Duration, Instant};
+
+use trace_format::Load;
+
+use crate::backend::{Backend, BackendConfig, BackendInfo};
+use crate::engine::{PhaseSource, Worker};
+use crate::generate::{OpGen, Rng, Schedule, block_sizes};
+use crate::ring;
+use crate::stats::{CpuTime, EngineInfo, Histograms, IntervalLog, Recorder, Summary};
+use crate::verify::{GenMap, Verifier, VerifySummary};
+use crate::{EngineOptions, Error, PhaseSpec, Stop};
+
+/// The result of a phase: summary, histograms, and whether it was cut short.
+#[derive(Debug, Clone)]
+pub struct PhaseResult {
+    /// The JSON summary.
+    pub summary: Summary,
+    /// Response, service and lateness histograms per kind (merged over jobs).
+    pub histograms: Histograms,
+    /// A stop request ended the phase early.
+    pub partial: bool,
+}
+
+/// Validated phase parameters.
+struct Plan {
+    region: u64,
+    align: u64,
+    max_len: u64,
+    jobs: u32,
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidSpec { field, reason: reason.into() }
+}
+
+fn validate(spec: &PhaseSpec, region: u64) -> Result<Plan, Error> {
+    if spec.read_pct > 100 {
+        return Err(invalid("read_pct", format!("{} is above 100", spec.read_pct)));
+    }
+    if spec.jobs == 0 || spec.jobs > 1024 {
+        return Err(invalid("jobs", format!("{} is not in 1..=1024", spec.jobs)));
+    }
+    let sizes = block_sizes(&spec.block_size);
+    if sizes.is_empty() {
+        return Err(invalid("block_size", "the mix has no entry with a positive weight"));
+    }
+    let min = sizes.iter().map(|s| s.0).min().unwrap_or(0);
+    let max = sizes.iter().map(|s| s.0).max().unwrap_or(0);
+    if min == 0 || max > 64 << 20 {
+        return Err(invalid("block_size", "sizes must be in 1 B ..= 64 MiB"));
+    }
+    if sizes.iter().any(|s| s.0 % min != 0) {
+        return Err(invalid("block_size", format!("every size must be a multiple of the smallest ({min})")));
+    }
+    if (spec.direct || spec.verify) && min % 512 != 0 {
+        return Err(invalid("block_size", format!("{min} is not a multiple of 512 (needed for direct and verify)")));
+    }
+    match &spec.load {
+        Load::Depth(d) if *d == 0 || *d > 4096 => return Err(invalid("load.depth", format!("{d} is not in 1..=4096"))),
+        Load::Rate(r) if !(r.iops.is_finite() && r.iops > 0.0) => {
+            return Err(invalid("load.rate.iops", format!("{} is not a positive rate", r.iops)));
+        }
+        _ => {}
+    }
+    if spec.duration.is_none() && spec.bytes.is_none() && spec.ios.is_none() {
+        return Err(invalid("duration", "one of duration, bytes or ios must bound the phase"));
+    }
+    let region = region / min * min;
+    let per_job = region / u64::from(spec.jobs) / min * min;
+    if per_job < max || (!spec.verify && region < max) {
+        return Err(invalid("region", format!("{region} B is too small for {} job(s) of {max} B blocks", spec.jobs)));
+    }
+    Ok(Plan { region, align: min, max_len: max, jobs: spec.jobs })
+}
+
+/// Opens the target, creating and filling a regular file up to `want` bytes if needed;
+/// returns the usable size.
+fn prepare_target(target: &Path, want: Option<u64>) -> Result<u64, Error> {
+    let mut f = fs_err::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(target)?;
+    let meta = f.metadata()?;
+    if meta.file_type().is_block_device() {
+        return Ok(f.seek(SeekFrom::End(0))?);
+    }
+    let have = meta.len();
+    let Some(want) = want else {
+        return Ok(have);
+    };
+    if have < want {
+        // Lay the file out with real (non-zero, non-repeating) data so reads hit storage.
+        let mut rng = Rng::new(have ^ 0xf111);
+        let mut chunk = vec![0u8; 1 << 20];
+        let mut at = have;
+        while at < want {
+            for w in chunk.chunks_mut(8) {
+                w.copy_from_slice(&rng.next_u64().to_le_bytes());
+            }
+            let n = (want - at).min(chunk.len() as u64) as usize;
+            f.seek(SeekFrom::Start(at))?;
+            f.write_all(&chunk[..n])?;
+            at += n as u64;
+        }
+        f.sync_all()?;
+    }
+    Ok(want)
+}
+
+pub(crate) fn open_target(target: &Path, direct: bool) -> Result<File, Error> {
+    let mut o = fs_err::OpenOptions::new();
+    o.read(true).write(true);
+    if direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    Ok(o.open(target)?.into_parts().0)
+}
+
+struct JobOut {
+    rec: Recorder,
+    info: BackendInfo,
+    verify: Option<VerifySummary>,
+    elapsed: u64,
+    cpu: (Duration, Duration),
+    stopped: bool,
+}
+
+/// Blocking: runs one I/O phase against a file or block device (creates/extends a regular
+/// file to `region` if needed); returns when done or when `stop` is requested (then the
+/// result is marked partial).
+pub fn run_phase(spec: &PhaseSpec, target: &Path, opts: &EngineOptions, stop: &Stop) -> Result<PhaseResult, Error> {
+    let size = prepare_target(target, spec.region)?;
+    if size == 0 {
+        return Err(invalid("region", format!("{} is empty and no region was given", target.display())));
+    }
+    let plan = validate(spec, spec.region.unwrap_or(size).min(size))?;
+    let map = if spec.verify {
+        let m = match &spec.verify_state {
+            Some(p) if p.exists() => GenMap::load(p, plan.align, plan.region)?,
+            _ => GenMap::new(plan.align, plan.region),
+        };
+        Some(m)
+    } else {
+        None
+    };
+    let (iv_tx, iv_rx) = mpsc::channel();
+    let mut ivlog = match &opts.interval_log {
+        Some(p) => Some(IntervalLog::create(p, plan.jobs as usize, opts.interval)?),
+        None => None,
+    };
+    let proc0 = ring::cpu_time(false);
+    let barrier = Barrier::new(plan.jobs as usize);
+    let start: OnceLock<Instant> = OnceLock::new();
+    let results: Vec<Result<JobOut, Error>> = std::thread::scope(|sc| {
+        let mut handles = Vec::new();
+        for j in 0..plan.jobs {
+            let tx = ivlog.as_ref().map(|_| (opts.interval, iv_tx.clone()));
+            let (plan, map, barrier, start) = (&plan, map.as_ref(), &barrier, &start);
+            let h = std::thread::Builder::new()
+                .name(format!("iogen-job-{j}"))
+                .spawn_scoped(sc, move || run_job(spec, plan, j, target, opts, stop, map, tx, barrier, start));
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    stop.request();
+                    return vec![Err(Error::Io(e))];
+                }
+            }
+        }
+        drop(iv_tx);
+        if let Some(log) = &mut ivlog {
+            for msg in iv_rx.iter() {
+                if let Err(e) = log.add(msg) {
+                    stop.request();
+                    return vec![Err(e)];
+                }
+            }
+        }
+        handles.into_iter().map(|h| h.join().unwrap_or(Err(Error::WorkerPanicked))).collect()
+    });
+    if let Some(log) = ivlog {
+        log.finish()?;
+    }
+    let proc1 = ring::cpu_time(false);
+    let mut rec = Recorder::new(None);
+    let mut summary = Summary { target: target.display().to_string(), kernel: ring::kernel_release(), config: Some(spec.clone()), ..Default::default() };
+    let (mut user, mut sys, mut elapsed, mut partial) = (Duration::ZERO, Duration::ZERO, 0u64, false);
+    let mut verify: Option<VerifySummary> = None;
+    for r in results {
+        let j = r?;
+        rec.merge(&j.rec)?;
+        user += j.cpu.0;
+        sys += j.cpu.1;
+        elapsed = elapsed.max(j.elapsed);
+        partial |= j.stopped;
+        if summary.engine.engine.is_empty() {
+            summary.engine = EngineInfo { engine: j.info.engine.to_owned(), flags: j.info.flags, notes: j.info.notes };
+        }
+        if let Some(v) = j.verify {
+            verify.get_or_insert_with(|| VerifySummary { unit: v.unit, ..Default::default() }).merge(&v);
+        }
+    }
+    if let (Some(m), Some(p)) = (&map, &spec.verify_state) {
+        m.save(p)?;
+    }
+    let elapsed = Duration::from_nanos(elapsed);
+    rec.summarize(&mut summary, elapsed);
+    summary.partial = partial;
+    summary.verify = verify;
+    if let Load::Rate(r) = &spec.load {
+        summary.intended_iops = Some(r.iops);
+        let window = spec.duration.unwrap_or(elapsed).as_secs_f64().max(1e-9);
+        summary.offered_iops = Some((summary.ios + summary.errors) as f64 / window);
+    }
+    let ios = (summary.ios + summary.errors).max(1) as f64;
+    summary.cpu = CpuTime {
+        user_s: user.as_secs_f64(),
+        sys_s: sys.as_secs_f64(),
+        per_io_us: (user + sys).as_secs_f64() * 1e6 / ios,
+        process_user_s: proc1.0.saturating_sub(proc0.0).as_secs_f64(),
+        process_sys_s: proc1.1.saturating_sub(proc0.1).as_secs_f64(),
+    };
+    Ok(PhaseResult { summary, histograms: rec.hists, partial })
+}
+
+/// `total` split over `jobs`: job `j`'s share.
+fn share(total: u64, jobs: u32, j: u32) -> u64 {
+    let (q, r) = (total / u64::from(jobs), total % u64::from(jobs));
+    q + u64::from(u64::from(j) < r)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_job(
+    spec: &PhaseSpec,
+    plan: &Plan,
+    j: u32,
+    target: &Path,
+    opts: &EngineOptions,
+    stop: &Stop,
+    map: Option<&GenMap>,
+    iv: Option<(Duration, mpsc::Sender<crate::stats::IntervalMsg>)>,
+    barrier: &Barrier,
+    start: &OnceLock<Instant>,
+) -> Result<JobOut, Error> {
+    ring::tight_timer_slack();
+    let seed = opts.seed ^ (u64::from(j) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    // Verify jobs own disjoint slices; otherwise every job uses the whole region.
+    let (start_off, len) = if spec.verify {
+        let per = plan.region / u64::from(plan.jobs) / plan.align * plan.align;
+        (per * u64::from(j), per)
+    } else {
+        (0, plan.region)
+    };
+    let opgen = OpGen::new(spec.pattern, spec.read_pct, &spec.block_size, start_off, len, plan.align, seed);
+    let (slots, schedule) = match &spec.load {
+        Load::Depth(d) => (*d as usize, None),
+        Load::Rate(r) => {
+            let phase = f64::from(j) / f64::from(plan.jobs);
+            let s = Schedule::new(r.arrival, r.iops / f64::from(plan.jobs), phase, seed ^ 0xa77);
+            (spec.max_inflight.max(1) as usize, Some(s))
+        }
+    };
+    let open_loop = schedule.is_some();
+    let cfg = BackendConfig { slots, buf_len: plan.max_len as usize, defer_taskrun: !open_loop };
+    let backend = open_target(target, spec.direct).and_then(|f| Backend::open(f, &cfg, opts));
+    // Every job reaches the barrier, even on error, so the others are not left waiting.
+    barrier.wait();
+    let backend = backend?;
+    let base = *start.get_or_init(Instant::now);
+    let info = backend.info();
+    let mut src = PhaseSource::new(
+        opgen,
+        schedule,
+        spec.duration.map(|d| d.as_nanos() as u64),
+        spec.ios.map(|n| share(n, plan.jobs, j)),
+        spec.bytes.map(|n| share(n, plan.jobs, j)),
+        spec.verify,
+    );
+    let verifier = map.map(Verifier::new);
+    let mut w = Worker::new(backend, Recorder::new(iv), verifier, base);
+    let run = w.run(&mut src, stop);
+    let Worker { backend, rec, verifier, last_completion, .. } = w;
+    let pool_cpu = backend.finish();
+    let stopped = run?;
+    let me = ring::cpu_time(true);
+    Ok(JobOut {
+        rec,
+        info,
+        verify: verifier.map(|v| v.summary),
+        elapsed: last_completion,
+        cpu: (me.0 + pool_cpu.0, me.1 + pool_cpu.1),
+        stopped,
+    })
+}

@@ -1,0 +1,423 @@
+//! The io_uring wrapper and the few raw system calls iogen needs: the only module with
+//! `unsafe`.
+//!
+//! [`Ring`] owns everything the kernel may touch while a request is in flight: the ring, the
+//! file (registered as fixed file 0) and one page-aligned buffer per slot (registered as fixed
+//! buffers). Slots are the only handle callers get: a slot is marked in flight from `push`
+//! until its completion is reaped, the safe buffer accessors refuse in-flight slots, and `Drop`
+//! waits for every in-flight request before the buffers are freed (or leaks them if it cannot).
+//!
+//! Setup follows fio's `t/io_uring`: ask for the wanted flags and, on `EINVAL`, retry without
+//! them one at a time; registered buffers and files fall back to plain ones when registration
+//! fails. [`RingFlags::names`] reports what actually ran.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
+use std::time::Duration;
+
+use io_uring::{IoUring, opcode, squeue, types};
+
+/// Alignment of every I/O buffer (enough for O_DIRECT on any device).
+pub(crate) const ALIGN: usize = 4096;
+
+/// A zeroed heap buffer aligned to [`ALIGN`], freed on drop.
+pub(crate) struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the buffer is the unique owner of its allocation (like `Vec<u8>`), so moving it to
+// another thread moves that ownership.
+unsafe impl Send for AlignedBuf {}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes (rounded up to a whole number of [`ALIGN`] pages).
+    pub(crate) fn new(len: usize) -> Self {
+        let len = len.max(1).div_ceil(ALIGN) * ALIGN;
+        let layout = Self::layout(len);
+        // SAFETY: the layout has a non-zero size; the allocation is owned by the returned
+        // `AlignedBuf` and freed with the same layout in `Drop`.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            handle_alloc_error(layout)
+        };
+        Self { ptr, len }
+    }
+
+    fn layout(len: usize) -> Layout {
+        Layout::from_size_align(len, ALIGN).unwrap_or_else(|_| handle_alloc_error(Layout::new::<u8>()))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        // SAFETY: `self` owns `len` initialised (zeroed) bytes at `ptr` for its whole life.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout, freed once.
+        unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+    }
+}
+
+/// The setup flags a ring asks for, and after setup, the ones it runs with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RingFlags {
+    pub sqpoll: bool,
+    pub iopoll: bool,
+    pub single_issuer: bool,
+    pub coop_taskrun: bool,
+    pub defer_taskrun: bool,
+    pub fixed_buffers: bool,
+    pub fixed_files: bool,
+}
+
+impl RingFlags {
+    /// Names of the enabled flags, in a fixed order.
+    pub(crate) fn names(&self) -> Vec<String> {
+        [
+            (self.sqpoll, "sqpoll"),
+            (self.iopoll, "iopoll"),
+            (self.single_issuer, "single_issuer"),
+            (self.coop_taskrun, "coop_taskrun"),
+            (self.defer_taskrun, "defer_taskrun"),
+            (self.fixed_buffers, "fixed_buffers"),
+            (self.fixed_files, "fixed_files"),
+        ]
+        .into_iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, n)| n.to_owned())
+        .collect()
+    }
+
+    /// Drops the first still-enabled setup flag, in fio's retry order; false if none is left.
+    fn drop_one(&mut self) -> Option<&'static str> {
+        let order: [(&mut bool, &'static str); 5] = [
+            (&mut self.sqpoll, "sqpoll"),
+            (&mut self.iopoll, "iopoll"),
+            (&mut self.defer_taskrun, "defer_taskrun"),
+            (&mut self.single_issuer, "single_issuer"),
+            (&mut self.coop_taskrun, "coop_taskrun"),
+        ];
+        for (flag, name) in order {
+            if *flag {
+                *flag = false;
+                return Some(name);
+            }
+        }
+        None
+    }
+}
+
+/// What a slot's request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RingOp {
+    Read,
+    Write,
+    /// Punch a hole (discard) in the byte range.
+    Trim,
+    /// fdatasync.
+    Flush,
+}
+
+/// One io_uring instance with its file and buffers. Not `Send`: it lives and dies on the
+/// thread that built it (single-issuer rings require that).
+pub(crate) struct Ring {
+    // Field order matters: the ring is dropped (closed) before the buffers are freed.
+    ring: IoUring,
+    bufs: Vec<AlignedBuf>,
+    in_flight: Vec<bool>,
+    n_in_flight: usize,
+    file: File,
+    flags: RingFlags,
+    /// Setup flags dropped on EINVAL and registrations that failed, for the report.
+    pub(crate) dropped: Vec<String>,
+    ext_arg: bool,
+}
+
+impl Ring {
+    /// Builds a ring of `slots` entries with one `buf_len` buffer per slot over `file`.
+    pub(crate) fn new(file: File, slots: usize, buf_len: usize, want: RingFlags) -> io::Result<Ring> {
+        let slots = slots.clamp(1, 4096);
+        let entries = u32::try_from(slots.next_power_of_two()).unwrap_or(4096);
+        let mut flags = want;
+        let mut dropped = Vec::new();
+        let ring = loop {
+            let mut b = IoUring::builder();
+            b.setup_cqsize(entries * 2);
+            if flags.sqpoll {
+                b.setup_sqpoll(1000);
+            }
+            if flags.iopoll {
+                b.setup_iopoll();
+            }
+            if flags.single_issuer {
+                b.setup_single_issuer();
+            }
+            if flags.coop_taskrun {
+                b.setup_coop_taskrun();
+            }
+            if flags.defer_taskrun {
+                b.setup_defer_taskrun();
+            }
+            match b.build(entries) {
+                Ok(r) => break r,
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => match flags.drop_one() {
+                    Some(name) => dropped.push(format!("{name}: EINVAL")),
+                    None => return Err(e),
+                },
+                Err(e) => return Err(e),
+            }
+        };
+        let bufs: Vec<AlignedBuf> = (0..slots).map(|_| AlignedBuf::new(buf_len)).collect();
+        let iovecs: Vec<libc::iovec> = bufs
+            .iter()
+            .map(|b| libc::iovec { iov_base: b.ptr.as_ptr().cast(), iov_len: b.len })
+            .collect();
+        flags.fixed_buffers = want.fixed_buffers
+            && slots <= usize::from(u16::MAX)
+            // SAFETY: every iovec points into a buffer owned by `bufs`, which moves into the
+            // returned `Ring` (heap allocations do not move) and outlives the ring: `ring` is
+            // declared first and so dropped (unregistered and closed) before `bufs` is freed.
+            && match unsafe { ring.submitter().register_buffers(&iovecs) } {
+                Ok(()) => true,
+                Err(e) => {
+                    dropped.push(format!("fixed_buffers: {e}"));
+                    false
+                }
+            };
+        flags.fixed_files = want.fixed_files
+            && match ring.submitter().register_files(&[file.as_raw_fd()]) {
+                Ok(()) => true,
+                Err(e) => {
+                    dropped.push(format!("fixed_files: {e}"));
+                    false
+                }
+            };
+        let ext_arg = ring.params().is_feature_ext_arg();
+        Ok(Ring {
+            ring,
+            in_flight: vec![false; slots],
+            bufs,
+            n_in_flight: 0,
+            file,
+            flags,
+            dropped,
+            ext_arg,
+        })
+    }
+
+    pub(crate) fn flags(&self) -> RingFlags {
+        self.flags
+    }
+
+    pub(crate) fn slots(&self) -> usize {
+        self.bufs.len()
+    }
+
+    pub(crate) fn buf_len(&self) -> usize {
+        self.bufs.first().map_or(0, AlignedBuf::len)
+    }
+
+    /// The buffer of a slot that is not in flight.
+    pub(crate) fn buf(&self, slot: usize) -> &[u8] {
+        assert!(!self.in_flight[slot], "buffer of in-flight slot {slot}");
+        self.bufs[slot].as_slice()
+    }
+
+    /// The buffer of a slot that is not in flight, for filling.
+    pub(crate) fn buf_mut(&mut self, slot: usize) -> &mut [u8] {
+        assert!(!self.in_flight[slot], "buffer of in-flight slot {slot}");
+        self.bufs[slot].as_mut_slice()
+    }
+
+    /// Queues a request on a free slot (submitted by the next `submit`/`wait`).
+    pub(crate) fn push(&mut self, slot: usize, op: RingOp, offset: u64, len: u32) -> io::Result<()> {
+        assert!(!self.in_flight[slot], "slot {slot} is already in flight");
+        let len = match op {
+            RingOp::Read | RingOp::Write => len.min(u32::try_from(self.bufs[slot].len).unwrap_or(u32::MAX)),
+            RingOp::Trim | RingOp::Flush => len,
+        };
+        let ptr = self.bufs[slot].ptr.as_ptr();
+        let idx = slot as u16;
+        macro_rules! build {
+            ($fd:expr) => {
+                match op {
+                    RingOp::Read if self.flags.fixed_buffers => {
+                        opcode::ReadFixed::new($fd, ptr, len, idx).offset(offset).build()
+                    }
+                    RingOp::Read => opcode::Read::new($fd, ptr, len).offset(offset).build(),
+                    RingOp::Write if self.flags.fixed_buffers => {
+                        opcode::WriteFixed::new($fd, ptr, len, idx).offset(offset).build()
+                    }
+                    RingOp::Write => opcode::Write::new($fd, ptr, len).offset(offset).build(),
+                    RingOp::Trim => opcode::Fallocate::new($fd, u64::from(len))
+                        .offset(offset)
+                        .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
+                        .build(),
+                    RingOp::Flush => opcode::Fsync::new($fd)
+                        .flags(types::FsyncFlags::DATASYNC)
+                        .build(),
+                }
+            };
+        }
+        let entry: squeue::Entry = if self.flags.fixed_files {
+            build!(types::Fixed(0))
+        } else {
+            build!(types::Fd(self.file.as_raw_fd()))
+        }
+        .user_data(slot as u64);
+        loop {
+            // SAFETY: the entry's buffer is `self.bufs[slot]`, owned by this `Ring`; the slot is
+            // marked in flight below, so the safe accessors refuse it until its completion is
+            // reaped, and `Drop` waits for all in-flight slots before freeing the buffers. The
+            // file it names is `self.file` (or fixed file 0 registered from it), owned likewise.
+            let pushed = unsafe { self.ring.submission().push(&entry) };
+            if pushed.is_ok() {
+                break;
+            }
+            self.ring.submit()?;
+        }
+        self.in_flight[slot] = true;
+        self.n_in_flight += 1;
+        Ok(())
+    }
+
+    /// Submits queued requests without waiting.
+    pub(crate) fn submit(&mut self) -> io::Result<()> {
+        if !self.ring.submission().is_empty() {
+            self.ring.submit()?;
+        }
+        Ok(())
+    }
+
+    /// Submits queued requests, waits for at least `min` completions (at most `timeout`), and
+    /// appends every available completion as `(slot, result)`.
+    pub(crate) fn wait(
+        &mut self,
+        min: usize,
+        timeout: Option<Duration>,
+        out: &mut Vec<(usize, i32)>,
+    ) -> io::Result<()> {
+        let min = min.min(self.n_in_flight);
+        let r = match timeout {
+            _ if min == 0 && !self.flags.defer_taskrun => self.submit().map(|()| 0),
+            Some(t) if self.ext_arg => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(min.max(1), &args)
+            }
+            Some(t) => {
+                self.submit()?;
+                std::thread::sleep(t.min(Duration::from_micros(20)));
+                Ok(0)
+            }
+            None => self.ring.submit_and_wait(min),
+        };
+        match r {
+            Ok(_) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY)) => {}
+            Err(e) => return Err(e),
+        }
+        self.reap(out);
+        Ok(())
+    }
+
+    /// Appends completions already in the completion queue (no system call unless the ring
+    /// defers its task work, which only an enter runs).
+    pub(crate) fn poll(&mut self, out: &mut Vec<(usize, i32)>) -> io::Result<()> {
+        if self.flags.defer_taskrun && self.n_in_flight > 0 {
+            return self.wait(1, Some(Duration::ZERO), out);
+        }
+        self.submit()?;
+        self.reap(out);
+        Ok(())
+    }
+
+    fn reap(&mut self, out: &mut Vec<(usize, i32)>) {
+        for cqe in self.ring.completion() {
+            let slot = cqe.user_data() as usize;
+            if let Some(f) = self.in_flight.get_mut(slot) {
+                if *f {
+                    *f = false;
+                    self.n_in_flight -= 1;
+                    out.push((slot, cqe.result()));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        let mut sink = Vec::new();
+        while self.n_in_flight > 0 {
+            if self.wait(1, None, &mut sink).is_err() {
+                // The kernel may still write into the buffers: never free them.
+                std::mem::forget(std::mem::take(&mut self.bufs));
+                return;
+            }
+            sink.clear();
+        }
+    }
+}
+
+/// Deallocates (punches a hole in) a byte range, keeping the file size.
+pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let (Ok(off), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    // SAFETY: plain system call on a descriptor owned by `file`, no pointers involved.
+    let r = unsafe {
+        libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, off, len)
+    };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// User and system CPU time of the calling thread (`who = RUSAGE_THREAD`) or process.
+pub(crate) fn cpu_time(thread: bool) -> (Duration, Duration) {
+    let who = if thread { libc::RUSAGE_THREAD } else { libc::RUSAGE_SELF };
+    // SAFETY: `rusage` is plain old data; zeroed is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable `rusage` owned by this stack frame.
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+        return (Duration::ZERO, Duration::ZERO);
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// The running kernel's release string (`uname -r`).
+pub(crate) fn kernel_release() -> String {
+    // SAFETY: `utsname` is plain old data; zeroed is a valid value.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable `utsname` owned by this stack frame.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return "unknown".to_owned();
+    }
+    let bytes: Vec<u8> = u.release.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Sets the calling thread's timer slack to 1 ns so short sleeps wake on time.
+pub(crate) fn tight_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and affects only this thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}

@@ -1,0 +1,255 @@
+//! Streamed single requests (a trace's `io` events) against one target, on a dedicated thread
+//! and ring.
+//!
+//! Submitters push requests with their intended start into a bounded queue (a full queue is
+//! [`Error::QueueFull`], never a block, so a replay loop cannot be stalled by the data path);
+//! the worker keeps them ordered by intended time and issues each at its time, or at once when
+//! it is already late, charging the delay to its response time. `finish` waits for the queue
+//! to drain after every submitter is dropped.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use trace_format::IoKind;
+
+use crate::backend::{Backend, BackendConfig};
+use crate::engine::{Item, Next, Source, Worker};
+use crate::phase::open_target;
+use crate::ring;
+use crate::stats::{CpuTime, EngineInfo, Histograms, Recorder, Summary, kind_index};
+use crate::{EngineOptions, Error, Stop};
+
+/// Capacity of a stream's request queue.
+pub const STREAM_QUEUE: usize = 16 * 1024;
+
+/// One request of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoRequest {
+    /// Read, write, trim or flush.
+    pub kind: IoKind,
+    /// Byte offset (ignored for flush).
+    pub offset: u64,
+    /// Length in bytes (ignored for flush).
+    pub len: u64,
+    /// When the request should start.
+    pub intended: Instant,
+}
+
+/// The sending side of a stream: cheap to clone, usable from any thread.
+#[derive(Debug, Clone)]
+pub struct IoSubmitter {
+    tx: SyncSender<IoRequest>,
+}
+
+impl IoSubmitter {
+    /// Queues a request without blocking: [`Error::QueueFull`] when the queue is full,
+    /// [`Error::StreamClosed`] when the worker has stopped.
+    pub fn submit(&self, r: IoRequest) -> Result<(), Error> {
+        self.tx.try_send(r).map_err(|e| match e {
+            TrySendError::Full(_) => Error::QueueFull,
+            TrySendError::Disconnected(_) => Error::StreamClosed,
+        })
+    }
+}
+
+/// The worker side of a stream.
+#[derive(Debug)]
+pub struct StreamHandle {
+    thread: JoinHandle<Result<StreamResult, Error>>,
+    stop: Stop,
+}
+
+impl StreamHandle {
+    /// Waits until every submitter is dropped and all queued and in-flight I/O completed.
+    /// Call it after dropping your submitters (or after [`StreamHandle::stop`]).
+    pub fn finish(self) -> Result<StreamResult, Error> {
+        self.thread.join().unwrap_or(Err(Error::WorkerPanicked))
+    }
+
+    /// Stops issuing: queued requests are dropped, in-flight ones complete; the result is
+    /// marked partial.
+    pub fn stop(&self) {
+        self.stop.request();
+    }
+}
+
+/// What a stream did.
+#[derive(Debug, Clone)]
+pub struct StreamResult {
+    /// Summary (no phase config; `offered_iops` is the intended rate of the requests).
+    pub summary: Summary,
+    /// Response, service and lateness histograms per kind.
+    pub histograms: Histograms,
+    /// Failed or rejected requests.
+    pub errors: u64,
+}
+
+/// Starts a stream against `target` (which must exist), with its own thread and ring.
+pub fn start_stream(target: &Path, direct: bool, opts: &EngineOptions) -> Result<(IoSubmitter, StreamHandle), Error> {
+    let file = open_target(target, direct)?;
+    let (tx, rx) = mpsc::sync_channel(STREAM_QUEUE);
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let stop = Stop::new();
+    let (opts, stop2, name) = (opts.clone(), stop.clone(), target.display().to_string());
+    let thread = std::thread::Builder::new()
+        .name("iogen-stream".to_owned())
+        .spawn(move || {
+            ring::tight_timer_slack();
+            let cfg = BackendConfig {
+                slots: opts.stream_depth.max(1) as usize,
+                buf_len: opts.stream_max_len.max(512) as usize,
+                defer_taskrun: false,
+            };
+            let backend = match Backend::open(file, &cfg, &opts) {
+                Ok(b) => {
+                    let _ = ready_tx.send(Ok(()));
+                    b
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    let _ = ready_tx.send(Err(e));
+                    return Err(Error::Unsupported(msg));
+                }
+            };
+            run_stream(backend, rx, &stop2, name)
+        })?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok((IoSubmitter { tx }, StreamHandle { thread, stop })),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(thread.join().err().map_or(Error::StreamClosed, |_| Error::WorkerPanicked)),
+    }
+}
+
+fn run_stream(backend: Backend, rx: Receiver<IoRequest>, stop: &Stop, target: String) -> Result<StreamResult, Error> {
+    let base = Instant::now();
+    let info = backend.info();
+    let max_len = backend.buf_len() as u64;
+    let mut src = StreamSource { rx, heap: BinaryHeap::new(), seq: 0, base, closed: false, stopped: false, max_len, rejected: [0; 4], first: None, last: 0, accepted: 0 };
+    let mut w = Worker::new(backend, Recorder::new(None), None, base);
+    let partial = w.run(&mut src, stop)?;
+    let Worker { backend, mut rec, last_completion, .. } = w;
+    let pool = backend.finish();
+    let me = ring::cpu_time(true);
+    for (c, r) in rec.counts.iter_mut().zip(src.rejected) {
+        c.errors += r;
+    }
+    let mut summary = Summary {
+        engine: EngineInfo { engine: info.engine.to_owned(), flags: info.flags, notes: info.notes },
+        target,
+        kernel: ring::kernel_release(),
+        partial,
+        ..Default::default()
+    };
+    let elapsed = Duration::from_nanos(last_completion.saturating_sub(src.first.unwrap_or(0)));
+    rec.summarize(&mut summary, elapsed);
+    if let Some(first) = src.first {
+        let window = (src.last - first) as f64 / 1e9;
+        if window > 0.0 {
+            summary.offered_iops = Some(src.accepted.saturating_sub(1) as f64 / window);
+        }
+    }
+    let (user, sys) = (me.0 + pool.0, me.1 + pool.1);
+    summary.cpu = CpuTime {
+        user_s: user.as_secs_f64(),
+        sys_s: sys.as_secs_f64(),
+        per_io_us: (user + sys).as_secs_f64() * 1e6 / (summary.ios.max(1) as f64),
+        ..Default::default()
+    };
+    let errors = summary.errors;
+    Ok(StreamResult { summary, histograms: rec.hists, errors })
+}
+
+type Pending = Reverse<(u64, u64, u8, u64, u64)>;
+
+struct StreamSource {
+    rx: Receiver<IoRequest>,
+    heap: BinaryHeap<Pending>,
+    seq: u64,
+    base: Instant,
+    closed: bool,
+    stopped: bool,
+    max_len: u64,
+    rejected: [u64; 4],
+    first: Option<u64>,
+    last: u64,
+    accepted: u64,
+}
+
+const KINDS: [IoKind; 4] = [IoKind::Read, IoKind::Write, IoKind::Trim, IoKind::Flush];
+
+impl StreamSource {
+    fn accept(&mut self, r: IoRequest) {
+        let k = kind_index(r.kind);
+        if matches!(r.kind, IoKind::Read | IoKind::Write) && (r.len == 0 || r.len > self.max_len) {
+            self.rejected[k] += 1;
+            return;
+        }
+        let t = r.intended.saturating_duration_since(self.base).as_nanos() as u64;
+        self.first = Some(self.first.map_or(t, |f| f.min(t)));
+        self.last = self.last.max(t);
+        self.accepted += 1;
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, k as u8, r.offset, r.len)));
+    }
+
+    fn drain(&mut self) {
+        for _ in 0..4096 {
+            match self.rx.try_recv() {
+                Ok(r) => self.accept(r),
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    self.closed = true;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Source for StreamSource {
+    fn next(&mut self, now: u64, _busy: &dyn Fn(u64, u64) -> bool) -> Next {
+        if self.stopped {
+            return Next::Done;
+        }
+        if !self.closed {
+            self.drain();
+        }
+        match self.heap.peek() {
+            Some(Reverse((t, ..))) if *t > now => Next::At(*t),
+            Some(_) => {
+                let Some(Reverse((t, _, k, offset, len))) = self.heap.pop() else { return Next::Idle };
+                Next::Ready(Item { kind: KINDS[usize::from(k)], offset, len, intended: Some(t) })
+            }
+            None if self.closed => Next::Done,
+            None => Next::Idle,
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stopped = true;
+        self.heap.clear();
+    }
+
+    fn idle_wait(&mut self, timeout: Option<Duration>) {
+        if self.closed {
+            if let Some(t) = timeout {
+                std::thread::sleep(t);
+            }
+            return;
+        }
+        let r = match timeout {
+            // Wake now and then to notice a stop request.
+            None => self.rx.recv_timeout(Duration::from_millis(50)),
+            Some(t) => self.rx.recv_timeout(t),
+        };
+        match r {
+            Ok(req) => self.accept(req),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => self.closed = true,
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! I/O on local volumes: `io_phase` runs iogen on its own OS thread against the volume's
+//! target (stoppable by detach/abort through its `iogen::Stop`), writing
+//! `RUNDIR/io/<event id>.json` (iogen's summary) and `<event id>.hlog` (its interval log,
+//! 200 ms intervals). Each interval is classified by whether a snapshot was in flight during
+//! it, and the two halves are reported to the engine's I/O split. Single `io` events are one
+//! pread/pwrite/fsync each on the same target.
+
+use std::fmt::Write as _;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use replay::provider::IoReport;
+use replay::{OpCtx, ProviderError};
+use trace_format::{Event, Io, IoKind, IoPhase};
+
+use crate::LocalProvider;
+use crate::ops::{io_target, register_io};
+use crate::sys::io_err;
+
+/// The data file I/O runs against on a file-system volume.
+pub const DATA_FILE: &str = "cnsreplay-io.dat";
+
+/// Interval length of the per-phase interval log.
+const INTERVAL: Duration = Duration::from_millis(200);
+
+/// Makes sure a file target exists and is at least `len` bytes (sparse).
+fn ensure_file(target: &Path, len: u64) -> Result<(), ProviderError> {
+    if target.starts_with("/dev") {
+        return Ok(());
+    }
+    let f = fs_err::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(target)
+        .map_err(io_err)?;
+    if f.metadata().map_err(io_err)?.len() < len {
+        f.set_len(len).map_err(io_err)?;
+    }
+    Ok(())
+}
+
+/// Size of the data file on a volume of `size` bytes: room for file-system metadata.
+fn data_len(size: u64, region: Option<u64>) -> u64 {
+    region.unwrap_or(size / 4 * 3).min(size / 4 * 3).max(1 << 20) & !0xFFFF
+}
+
+fn volume_size(p: &LocalProvider, name: &trace_format::Name) -> u64 {
+    p.state()
+        .volumes
+        .get(name)
+        .map_or(1 << 30, |v| v.lock().map_or(1 << 30, |g| g.size))
+}
+
+pub(crate) async fn io_phase(
+    p: &LocalProvider,
+    ev: &Event,
+    ph: &IoPhase,
+    ctx: Arc<OpCtx>,
+) -> Result<(), ProviderError> {
+    let target = io_target(p, &ph.volume)?;
+    let len = data_len(volume_size(p, &ph.volume), ph.region);
+    ensure_file(&target, len)?;
+    let stop = iogen::Stop::new();
+    register_io(p, &ph.workload, &stop)?;
+    let io_dir = p.run()?.run_dir.join("io");
+    let log = io_dir.join(format!("{}.hlog", ev.id));
+    let opts = iogen::EngineOptions {
+        engine: p.config.io_engine,
+        interval_log: Some(log.clone()),
+        interval: INTERVAL,
+        seed: ev.id,
+        ..iogen::EngineOptions::default()
+    };
+    let mut spec = iogen::PhaseSpec::from_trace(ph);
+    if !target.starts_with("/dev") {
+        spec.region = Some(spec.region.unwrap_or(len).min(len));
+    }
+    let start_ns = ctx.now_ns();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("cnsreplay-iogen".into())
+        .spawn(move || {
+            let _ = tx.send(iogen::run_phase(&spec, &target, &opts, &stop));
+        })
+        .map_err(io_err)?;
+    let res = rx
+        .await
+        .map_err(|_| ProviderError::new("panic", "the iogen thread ended without a result"))?
+        .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
+    ctx.phase(if res.partial { "io-stopped" } else { "io-done" });
+    let summary = serde_json::to_vec_pretty(&res.summary).map_err(|e| io_err(e.into()))?;
+    fs_err::write(io_dir.join(format!("{}.json", ev.id)), summary).map_err(io_err)?;
+    if let Ok(split) = split_by_snapshot(&log, start_ns, &ctx) {
+        ctx.report_io(split);
+    }
+    Ok(())
+}
+
+/// Splits an iogen interval log by whether a snapshot was in flight during each interval and
+/// sums the response histograms of every kind on each side.
+fn split_by_snapshot(log: &Path, start_ns: u64, ctx: &OpCtx) -> Result<IoReport, ProviderError> {
+    let text = fs_err::read_to_string(log).map_err(io_err)?;
+    let (mut with, mut without) = (String::new(), String::new());
+    for line in text.lines() {
+        if line.starts_with('#') || line.starts_with('"') {
+            let _ = writeln!(with, "{line}");
+            let _ = writeln!(without, "{line}");
+            continue;
+        }
+        let body = match line.strip_prefix("Tag=") {
+            Some(rest) => {
+                let Some((tag, body)) = rest.split_once(',') else {
+                    continue;
+                };
+                if !tag.ends_with(".response") {
+                    continue;
+                }
+                body
+            }
+            None => continue,
+        };
+        let mut f = body.split(',');
+        let (Some(Ok(start)), Some(Ok(len))) = (
+            f.next().map(str::parse::<f64>),
+            f.next().map(str::parse::<f64>),
+        ) else {
+            continue;
+        };
+        let s = start_ns + (start * 1e9) as u64;
+        let e = s + (len * 1e9) as u64;
+        let out = if ctx.snapshots().overlaps(s, e) {
+            &mut with
+        } else {
+            &mut without
+        };
+        let _ = writeln!(out, "{line}");
+    }
+    let read = |text: &str, suffix: &str| -> Result<hdrhistogram::Histogram<u64>, ProviderError> {
+        let tmp = log.with_extension(suffix);
+        fs_err::write(&tmp, text).map_err(io_err)?;
+        let h = iogen::read_histograms(&tmp);
+        let _ = fs_err::remove_file(&tmp);
+        let h = h.map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
+        let mut sum = hdrhistogram::Histogram::<u64>::new(3)
+            .map_err(|e| ProviderError::new("io_failed", format!("{e:?}")))?;
+        for (_, k) in h.iter() {
+            sum.add(&k.response)
+                .map_err(|e| ProviderError::new("io_failed", format!("{e:?}")))?;
+        }
+        Ok(sum)
+    };
+    Ok(IoReport {
+        with_snapshot: read(&with, "with.tmp")?,
+        without_snapshot: read(&without, "without.tmp")?,
+    })
+}
+
+pub(crate) async fn single_io(
+    p: &LocalProvider,
+    io: &Io,
+    ctx: Arc<OpCtx>,
+) -> Result<(), ProviderError> {
+    let target = io_target(p, &io.volume)?;
+    let len = data_len(volume_size(p, &io.volume), None);
+    let io = io.clone();
+    crate::blocking(move || {
+        ensure_file(&target, len)?;
+        let f = fs_err::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&target)
+            .map_err(io_err)?;
+        let off = if len > io.len {
+            io.offset % (len - io.len)
+        } else {
+            0
+        };
+        let n = usize::try_from(io.len).unwrap_or(usize::MAX).min(64 << 20);
+        match io.kind {
+            IoKind::Read => {
+                let mut buf = vec![0u8; n];
+                f.file().read_at(&mut buf, off).map_err(io_err)?;
+            }
+            IoKind::Write => {
+                let buf = vec![0xA5u8; n];
+                f.file().write_all_at(&buf, off).map_err(io_err)?;
+            }
+            IoKind::Flush => f.file().sync_data().map_err(io_err)?,
+            IoKind::Trim => {
+                return Err(ProviderError::new(
+                    "unsupported",
+                    "trim is not supported by the local provider",
+                ));
+            }
+        }
+        ctx.phase("io");
+        Ok(())
+    })
+    .await
+}

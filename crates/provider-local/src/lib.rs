@@ -1,0 +1,285 @@
+//! The `local` provider: real storage work on this machine, no cluster.
+//!
+//! As root, a volume is an image file formatted with mkfs.ext4 (create = allocate + mkfs),
+//! attached as a loop device and mounted (attach = losetup + mount); a snapshot is a reflink
+//! copy of the image where the run directory's file system supports FICLONE, else a full copy
+//! (each snapshot records which in its phase name); restore/clone copy the same way; resize
+//! grows the file, `losetup -c` and resize2fs; detach unmounts and detaches the loop; delete
+//! removes the file. Without root, volumes are plain directories holding one data file, with a
+//! notice saying so. Everything lives under `RUNDIR/objects/`, and every object is in the
+//! run's ledger before it exists, so cleanup removes exactly the run's objects.
+//!
+//! Nodes are only labels here: `cordon_node` marks one, `drain_node` reschedules its
+//! workloads, and `reschedule` is detach + attach of the workload's volumes (its I/O is
+//! stopped, like a pod that is moved). `io_phase` runs iogen on the volume — on a file-system
+//! volume the target is one data file, `cnsreplay-io.dat`, on its mount; on a block volume the
+//! loop device — and its results go to `RUNDIR/io/`.
+
+mod io;
+mod ops;
+pub mod sys;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use replay::ledger::LedgerEntry;
+use replay::provider::CleanupReport;
+use replay::{OpCtx, Provider, ProviderError, RunInfo};
+use serde::{Deserialize, Serialize};
+use trace_format::{Event, Name};
+
+/// How volumes are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Loop devices when root, directories otherwise.
+    Auto,
+    /// Image + mkfs.ext4 + loop device + mount (needs root).
+    Loop,
+    /// Plain directories.
+    Dir,
+}
+
+/// The local provider's configuration (recorded in the manifest).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LocalConfig {
+    /// Requested mode.
+    pub mode: Mode,
+    /// Largest volume actually allocated; bigger requests are capped (the image is sparse,
+    /// but mkfs and copies scale with it). 0 = no cap.
+    pub max_volume_bytes: u64,
+    /// iogen engine options for `io_phase`.
+    pub io_engine: iogen::EngineChoice,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Auto,
+            max_volume_bytes: 0,
+            io_engine: iogen::EngineChoice::Auto,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Volume {
+    pub(crate) image: PathBuf,
+    pub(crate) size: u64,
+    pub(crate) block: bool,
+    /// Loop device and mount point while attached.
+    pub(crate) loop_dev: Option<String>,
+    pub(crate) mount: Option<PathBuf>,
+    pub(crate) users: u32,
+}
+
+#[derive(Debug)]
+pub(crate) struct Snap {
+    pub(crate) image: PathBuf,
+    pub(crate) size: u64,
+    pub(crate) block: bool,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Workload {
+    pub(crate) volumes: Vec<Name>,
+    pub(crate) node: Option<Name>,
+    pub(crate) io: Vec<iogen::Stop>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) volumes: HashMap<Name, Arc<Mutex<Volume>>>,
+    pub(crate) snapshots: HashMap<Name, Arc<Snap>>,
+    pub(crate) workloads: HashMap<Name, Workload>,
+    pub(crate) cordoned: Vec<Name>,
+}
+
+/// The local provider.
+#[derive(Debug)]
+pub struct LocalProvider {
+    pub(crate) config: LocalConfig,
+    pub(crate) run: OnceLock<RunInfo>,
+    pub(crate) loop_mode: OnceLock<bool>,
+    pub(crate) state: Mutex<State>,
+    pub(crate) seq: AtomicU64,
+}
+
+impl LocalProvider {
+    /// A provider with this configuration.
+    pub fn new(config: LocalConfig) -> Self {
+        Self {
+            config,
+            run: OnceLock::new(),
+            loop_mode: OnceLock::new(),
+            state: Mutex::new(State::default()),
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    /// Rebuilds the provider from the configuration a manifest recorded.
+    pub fn from_config(v: &serde_json::Value) -> Result<Self, serde_json::Error> {
+        Ok(Self::new(serde_json::from_value(v.clone())?))
+    }
+
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn run(&self) -> Result<&RunInfo, ProviderError> {
+        self.run
+            .get()
+            .ok_or_else(|| ProviderError::new("not_prepared", "prepare was not called"))
+    }
+
+    pub(crate) fn objects(&self) -> Result<PathBuf, ProviderError> {
+        Ok(self.run()?.run_dir.join("objects"))
+    }
+
+    pub(crate) fn loop_mode(&self) -> bool {
+        self.loop_mode.get().copied().unwrap_or(false)
+    }
+}
+
+/// Runs blocking work off the async workers.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ProviderError> + Send + 'static,
+) -> Result<T, ProviderError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ProviderError::new("panic", e.to_string()))?
+}
+
+impl Provider for LocalProvider {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(&self.config).unwrap_or_default()
+    }
+
+    fn prepare(&self, run: &RunInfo) -> Result<Vec<String>, ProviderError> {
+        let root = sys::is_root();
+        let mut notices = Vec::new();
+        let loop_mode = match self.config.mode {
+            Mode::Loop if !root => {
+                return Err(ProviderError::new(
+                    "not_root",
+                    "mode loop needs root (loop devices, mount)",
+                ));
+            }
+            Mode::Loop => true,
+            Mode::Dir => false,
+            Mode::Auto => {
+                if !root {
+                    notices.push(
+                        "local: not running as root, so volumes are plain directories (no \
+                         mkfs, loop devices or mounts); control-op latencies are not those of \
+                         real block volumes"
+                            .to_owned(),
+                    );
+                }
+                root
+            }
+        };
+        let _ = self.loop_mode.set(loop_mode);
+        let _ = self.run.set(run.clone());
+        let objects = run.run_dir.join("objects");
+        run_ledger_dir(run, &objects)?;
+        Ok(notices)
+    }
+
+    async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
+        ops::execute(self, ev, ctx).await
+    }
+
+    fn cleanup(&self, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
+        cleanup(run, leftovers)
+    }
+}
+
+fn run_ledger_dir(run: &RunInfo, objects: &std::path::Path) -> Result<(), ProviderError> {
+    // The objects directory is itself a ledger entry, so cleanup removes it last.
+    let ledger = replay::Ledger::open(&run.run_dir).map_err(sys::io_err)?;
+    ledger
+        .intend(
+            "dir",
+            sys::path_str(objects)?,
+            serde_json::Value::Null,
+        )
+        .map_err(sys::io_err)?;
+    fs_err::create_dir_all(objects.join("mnt")).map_err(sys::io_err)?;
+    Ok(())
+}
+
+/// Removes the ledger's leftovers, newest first, touching only paths inside the run
+/// directory: mounts (unmount), loop devices backed by a ledger image (`losetup -j`), files
+/// and directories. Returns what happened; entries removed are released in the ledger.
+pub fn cleanup(run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
+    let mut report = CleanupReport::default();
+    let ledger = replay::Ledger::open(&run.run_dir).ok();
+    for e in leftovers.iter().rev() {
+        let p = PathBuf::from(&e.id);
+        if !sys::inside(&run.run_dir, &p) {
+            report
+                .failed
+                .push(format!("{} {}: outside the run directory, not touched", e.kind, e.id));
+            continue;
+        }
+        let r: Result<bool, String> = match e.kind.as_str() {
+            "mount" => {
+                if sys::is_mounted(&p) {
+                    let s = p.to_string_lossy();
+                    sys::cmd("umount", &[&s])
+                        .or_else(|_| sys::cmd("umount", &["-l", &s]))
+                        .map(|_| {
+                            let _ = fs_err::remove_dir(&p);
+                            true
+                        })
+                        .map_err(|e| e.message)
+                } else {
+                    let _ = fs_err::remove_dir(&p);
+                    Ok(false)
+                }
+            }
+            "loop" => {
+                let devs = sys::loops_of(&p);
+                let mut err = None;
+                for d in &devs {
+                    if let Err(e) = sys::cmd("losetup", &["-d", d]) {
+                        err = Some(e.message);
+                    }
+                }
+                err.map_or(Ok(!devs.is_empty()), Err)
+            }
+            "file" | "image" => match fs_err::remove_file(&p) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e.to_string()),
+            },
+            "dir" => match fs_err::remove_dir_all(&p) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e.to_string()),
+            },
+            other => Err(format!("unknown ledger kind {other:?}")),
+        };
+        match r {
+            Ok(removed) => {
+                if removed {
+                    report.removed += 1;
+                } else {
+                    report.already_gone += 1;
+                }
+                if let Some(l) = &ledger {
+                    let _ = l.release(&e.kind, &e.id);
+                }
+            }
+            Err(msg) => report.failed.push(format!("{} {}: {msg}", e.kind, e.id)),
+        }
+    }
+    report
+}

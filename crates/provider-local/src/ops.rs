@@ -1,0 +1,494 @@
+//! The local provider's operations. Blocking work (commands, copies) runs on tokio's
+//! blocking pool; the state lock is never held across it.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use replay::{OpCtx, ProviderError};
+use serde_json::json;
+use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
+
+use crate::sys::{self, cmd, io_err, path_str};
+use crate::{LocalProvider, Snap, Volume, Workload, blocking};
+
+fn missing(what: &str, name: &str) -> ProviderError {
+    ProviderError::new("not_found", format!("{what} {name:?} does not exist"))
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+impl LocalProvider {
+    fn unique(&self, prefix: &str, name: &str) -> String {
+        format!(
+            "{prefix}-{}-{}",
+            sanitize(name),
+            self.seq.fetch_add(1, Relaxed)
+        )
+    }
+
+    fn capped(&self, size: u64) -> u64 {
+        match self.config.max_volume_bytes {
+            0 => size,
+            cap => size.min(cap),
+        }
+    }
+
+    fn volume(&self, name: &Name) -> Result<Arc<Mutex<Volume>>, ProviderError> {
+        self.state()
+            .volumes
+            .get(name)
+            .cloned()
+            .ok_or_else(|| missing("volume", name))
+    }
+}
+
+fn lock(v: &Mutex<Volume>) -> std::sync::MutexGuard<'_, Volume> {
+    v.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) async fn execute(
+    p: &LocalProvider,
+    ev: Arc<Event>,
+    ctx: Arc<OpCtx>,
+) -> Result<(), ProviderError> {
+    match &ev.op {
+        Op::CreateVolume(c) => {
+            let header = &p.run()?.header;
+            let block = c.volume_mode.or(header.defaults.volume_mode) == Some(VolumeMode::Block);
+            let source = match &c.source {
+                None => None,
+                Some(VolumeSource::Snapshot(s)) => {
+                    let snap = p
+                        .state()
+                        .snapshots
+                        .get(s)
+                        .cloned()
+                        .ok_or_else(|| missing("snapshot", s))?;
+                    Some((snap.image.clone(), snap.size, snap.block))
+                }
+                Some(VolumeSource::Volume(v)) => {
+                    let vol = p.volume(v)?;
+                    let g = lock(&vol);
+                    Some((g.image.clone(), g.size, g.block))
+                }
+            };
+            let size = p.capped(match (c.size, &source) {
+                (None, Some((_, s, _))) => *s,
+                (s, _) => header.defaults.volume_size(s),
+            });
+            let block = source.as_ref().map_or(block, |s| s.2);
+            let loop_mode = p.loop_mode();
+            let image = p
+                .objects()?
+                .join(p.unique("vol", &c.volume))
+                .with_extension(if loop_mode { "img" } else { "d" });
+            let vol = Volume {
+                image: image.clone(),
+                size,
+                block,
+                loop_dev: None,
+                mount: None,
+                users: 0,
+            };
+            let ctx2 = ctx.clone();
+            blocking(move || create_image(&ctx2, &image, size, block, loop_mode, source)).await?;
+            p.state()
+                .volumes
+                .insert(c.volume.clone(), Arc::new(Mutex::new(vol)));
+            Ok(())
+        }
+        Op::DeleteVolume(v) => {
+            let vol = p.volume(&v.volume)?;
+            let loop_mode = p.loop_mode();
+            let ctx2 = ctx.clone();
+            let vol2 = vol.clone();
+            blocking(move || {
+                let mut g = lock(&vol2);
+                if g.users > 0 {
+                    return Err(ProviderError::new(
+                        "still_attached",
+                        "volume is mounted by a workload",
+                    ));
+                }
+                detach_volume(&ctx2, &mut g)?;
+                remove_image(&ctx2, &g.image, loop_mode)
+            })
+            .await?;
+            p.state().volumes.remove(&v.volume);
+            Ok(())
+        }
+        Op::Attach(a) => {
+            let vols = a
+                .volumes
+                .iter()
+                .map(|n| p.volume(n))
+                .collect::<Result<Vec<_>, _>>()?;
+            let loop_mode = p.loop_mode();
+            let mnt = p.objects()?.join("mnt");
+            let ctx2 = ctx.clone();
+            let names: Vec<String> = a.volumes.iter().map(|n| sanitize(n)).collect();
+            let seq = p.seq.fetch_add(1, Relaxed);
+            blocking(move || {
+                for (vol, name) in vols.iter().zip(names) {
+                    let mut g = lock(vol);
+                    if loop_mode && g.loop_dev.is_none() {
+                        attach_volume(&ctx2, &mut g, &mnt.join(format!("{name}-{seq}")))?;
+                    }
+                    g.users += 1;
+                }
+                Ok(())
+            })
+            .await?;
+            p.state().workloads.insert(
+                a.workload.clone(),
+                Workload {
+                    volumes: a.volumes.clone(),
+                    node: a.node.clone(),
+                    io: Vec::new(),
+                },
+            );
+            ctx.phase("running");
+            Ok(())
+        }
+        Op::Detach(w) | Op::AbortWorkload(w) => {
+            let wl = p
+                .state()
+                .workloads
+                .remove(&w.workload)
+                .ok_or_else(|| missing("workload", &w.workload))?;
+            for s in &wl.io {
+                s.request();
+            }
+            ctx.phase("io-stopped");
+            release_volumes(p, &ctx, &wl.volumes).await
+        }
+        Op::Reschedule(r) => reschedule(p, &ctx, &r.workload, r.node.clone()).await,
+        Op::CordonNode(n) => {
+            p.state().cordoned.push(n.node.clone());
+            Ok(())
+        }
+        Op::DrainNode(n) => {
+            let on_node: Vec<Name> = {
+                let mut st = p.state();
+                st.cordoned.push(n.node.clone());
+                st.workloads
+                    .iter()
+                    .filter(|(_, w)| w.node.as_ref() == Some(&n.node))
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            };
+            for w in on_node {
+                reschedule(p, &ctx, &w, None).await?;
+            }
+            Ok(())
+        }
+        Op::Snapshot(s) => {
+            let vol = p.volume(&s.volume)?;
+            let image = p.objects()?.join(p.unique("snap", &s.snapshot)).with_extension(
+                if p.loop_mode() { "img" } else { "d" },
+            );
+            let (image2, ctx2, loop_mode) = (image.clone(), ctx.clone(), p.loop_mode());
+            let (size, block) = blocking(move || {
+                let g = lock(&vol);
+                ctx2.ledger()
+                    .intend(if loop_mode { "image" } else { "dir" }, path_str(&image2)?, json!({"snapshot_of": path_str(&g.image)?}))
+                    .map_err(io_err)?;
+                // Freeze a mounted file system so the copy is consistent.
+                let frozen = match &g.mount {
+                    Some(m) => cmd("fsfreeze", &["-f", path_str(m)?]).is_ok(),
+                    None => false,
+                };
+                if frozen {
+                    ctx2.phase("freeze");
+                }
+                let copied = copy_volume(&g.image, &image2, loop_mode);
+                if frozen && let Some(m) = &g.mount {
+                    let _ = cmd("fsfreeze", &["-u", path_str(m)?]);
+                    ctx2.phase("thaw");
+                }
+                ctx2.phase(if copied? { "copy-reflink" } else { "copy-full" });
+                Ok((g.size, g.block))
+            })
+            .await?;
+            p.state()
+                .snapshots
+                .insert(s.snapshot.clone(), Arc::new(Snap { image, size, block }));
+            Ok(())
+        }
+        Op::DeleteSnapshot(s) => {
+            let snap = p
+                .state()
+                .snapshots
+                .remove(&s.snapshot)
+                .ok_or_else(|| missing("snapshot", &s.snapshot))?;
+            let loop_mode = p.loop_mode();
+            blocking(move || remove_image(&ctx, &snap.image, loop_mode)).await
+        }
+        Op::Resize(r) => {
+            let vol = p.volume(&r.volume)?;
+            let size = p.capped(r.size);
+            let loop_mode = p.loop_mode();
+            blocking(move || {
+                let mut g = lock(&vol);
+                if size <= g.size {
+                    g.size = size.max(g.size);
+                    ctx.phase("no-op");
+                    return Ok(());
+                }
+                if loop_mode {
+                    fs_err::OpenOptions::new()
+                        .write(true)
+                        .open(&g.image)
+                        .and_then(|f| f.set_len(size))
+                        .map_err(io_err)?;
+                    ctx.phase("grow-file");
+                    match (&g.loop_dev, g.block) {
+                        (Some(dev), block) => {
+                            cmd("losetup", &["-c", dev])?;
+                            ctx.phase("losetup-c");
+                            if !block {
+                                cmd("resize2fs", &[dev])?;
+                                ctx.phase("resize2fs");
+                            }
+                        }
+                        (None, false) => {
+                            sys::grow_offline(&g.image)?;
+                            ctx.phase("resize2fs");
+                        }
+                        (None, true) => {}
+                    }
+                }
+                g.size = size;
+                Ok(())
+            })
+            .await
+        }
+        Op::IoPhase(ph) => crate::io::io_phase(p, &ev, ph, ctx).await,
+        Op::Io(io) => crate::io::single_io(p, io, ctx).await,
+        Op::Marker(_) => Ok(()),
+    }
+}
+
+async fn release_volumes(
+    p: &LocalProvider,
+    ctx: &Arc<OpCtx>,
+    names: &[Name],
+) -> Result<(), ProviderError> {
+    let vols: Vec<_> = names.iter().filter_map(|n| p.volume(n).ok()).collect();
+    let ctx2 = ctx.clone();
+    blocking(move || {
+        for v in vols {
+            let mut g = lock(&v);
+            g.users = g.users.saturating_sub(1);
+            if g.users == 0 {
+                detach_volume(&ctx2, &mut g)?;
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+async fn reschedule(
+    p: &LocalProvider,
+    ctx: &Arc<OpCtx>,
+    workload: &Name,
+    node: Option<Name>,
+) -> Result<(), ProviderError> {
+    let (volumes, stops) = {
+        let mut st = p.state();
+        let wl = st
+            .workloads
+            .get_mut(workload)
+            .ok_or_else(|| missing("workload", workload))?;
+        wl.node = node;
+        (wl.volumes.clone(), std::mem::take(&mut wl.io))
+    };
+    for s in &stops {
+        s.request();
+    }
+    release_volumes(p, ctx, &volumes).await?;
+    ctx.phase("detached");
+    let vols = volumes
+        .iter()
+        .map(|n| p.volume(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let loop_mode = p.loop_mode();
+    let mnt = p.objects()?.join("mnt");
+    let seq = p.seq.fetch_add(1, Relaxed);
+    let ctx2 = ctx.clone();
+    let names: Vec<String> = volumes.iter().map(|n| sanitize(n)).collect();
+    blocking(move || {
+        for (vol, name) in vols.iter().zip(names) {
+            let mut g = lock(vol);
+            if loop_mode && g.loop_dev.is_none() {
+                attach_volume(&ctx2, &mut g, &mnt.join(format!("{name}-{seq}")))?;
+            }
+            g.users += 1;
+        }
+        Ok(())
+    })
+    .await?;
+    ctx.phase("running");
+    Ok(())
+}
+
+fn create_image(
+    ctx: &OpCtx,
+    image: &Path,
+    size: u64,
+    block: bool,
+    loop_mode: bool,
+    source: Option<(PathBuf, u64, bool)>,
+) -> Result<(), ProviderError> {
+    let kind = if loop_mode { "image" } else { "dir" };
+    ctx.ledger()
+        .intend(kind, path_str(image)?, json!({"size": size}))
+        .map_err(io_err)?;
+    if let Some((src, src_size, _)) = source {
+        let reflink = copy_volume(&src, image, loop_mode)?;
+        ctx.phase(if reflink { "copy-reflink" } else { "copy-full" });
+        if loop_mode && size > src_size {
+            fs_err::OpenOptions::new()
+                .write(true)
+                .open(image)
+                .and_then(|f| f.set_len(size))
+                .map_err(io_err)?;
+            if !block {
+                sys::grow_offline(image)?;
+            }
+            ctx.phase("resize2fs");
+        }
+        return Ok(());
+    }
+    if loop_mode {
+        let f = fs_err::File::create(image).map_err(io_err)?;
+        f.set_len(size).map_err(io_err)?;
+        ctx.phase("allocate");
+        if !block {
+            cmd("mkfs.ext4", &["-q", "-F", path_str(image)?])?;
+            ctx.phase("mkfs");
+        }
+    } else {
+        fs_err::create_dir_all(image).map_err(io_err)?;
+        let f = fs_err::File::create(image.join(crate::io::DATA_FILE)).map_err(io_err)?;
+        f.set_len(size).map_err(io_err)?;
+        ctx.phase("allocate");
+    }
+    Ok(())
+}
+
+fn copy_volume(src: &Path, dst: &Path, loop_mode: bool) -> Result<bool, ProviderError> {
+    if loop_mode {
+        sys::copy_image(src, dst)
+    } else {
+        fs_err::create_dir_all(dst).map_err(io_err)?;
+        sys::copy_image(&src.join(crate::io::DATA_FILE), &dst.join(crate::io::DATA_FILE))
+    }
+}
+
+fn remove_image(ctx: &OpCtx, image: &Path, loop_mode: bool) -> Result<(), ProviderError> {
+    if loop_mode {
+        fs_err::remove_file(image).map_err(io_err)?;
+        ctx.ledger().release("image", path_str(image)?).map_err(io_err)
+    } else {
+        fs_err::remove_dir_all(image).map_err(io_err)?;
+        ctx.ledger().release("dir", path_str(image)?).map_err(io_err)
+    }
+}
+
+fn attach_volume(ctx: &OpCtx, g: &mut Volume, mount: &Path) -> Result<(), ProviderError> {
+    let img = path_str(&g.image)?.to_owned();
+    // The ledger names the loop device by its backing file: the device number is only known
+    // once it exists, and `losetup -j` finds it again after a crash.
+    ctx.ledger()
+        .intend("loop", &img, serde_json::Value::Null)
+        .map_err(io_err)?;
+    let dev = cmd("losetup", &["--find", "--show", &img])?;
+    g.loop_dev = Some(dev.clone());
+    ctx.phase("losetup");
+    if !g.block {
+        let m = path_str(mount)?;
+        ctx.ledger()
+            .intend("mount", m, json!({"device": dev}))
+            .map_err(io_err)?;
+        fs_err::create_dir_all(mount).map_err(io_err)?;
+        cmd("mount", &[&dev, m])?;
+        g.mount = Some(mount.to_owned());
+        ctx.phase("mount");
+    }
+    Ok(())
+}
+
+fn detach_volume(ctx: &OpCtx, g: &mut Volume) -> Result<(), ProviderError> {
+    if let Some(m) = g.mount.take() {
+        let ms = path_str(&m)?.to_owned();
+        // I/O threads of a stopped workload may take a moment to close their files.
+        let mut last = Ok(String::new());
+        for _ in 0..50 {
+            last = cmd("umount", &[&ms]);
+            if last.is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        if let Err(e) = last {
+            g.mount = Some(m);
+            return Err(e);
+        }
+        let _ = fs_err::remove_dir(&m);
+        ctx.ledger().release("mount", &ms).map_err(io_err)?;
+        ctx.phase("umount");
+    }
+    if let Some(dev) = g.loop_dev.take() {
+        cmd("losetup", &["-d", &dev])?;
+        ctx.ledger()
+            .release("loop", path_str(&g.image)?)
+            .map_err(io_err)?;
+        ctx.phase("losetup-d");
+    }
+    Ok(())
+}
+
+/// The I/O target of a volume: the data file on its mount or in its directory, or the loop
+/// device of a block volume.
+pub(crate) fn io_target(p: &LocalProvider, name: &Name) -> Result<PathBuf, ProviderError> {
+    let vol = p.volume(name)?;
+    let g = lock(&vol);
+    if !p.loop_mode() {
+        return Ok(g.image.join(crate::io::DATA_FILE));
+    }
+    match (&g.mount, &g.loop_dev) {
+        (Some(m), _) => Ok(m.join(crate::io::DATA_FILE)),
+        (None, Some(dev)) => Ok(PathBuf::from(dev)),
+        (None, None) => Err(ProviderError::new(
+            "not_attached",
+            format!("volume {name:?} is not attached"),
+        )),
+    }
+}
+
+/// Registers a running I/O unit with its workload so detach/abort can stop it.
+pub(crate) fn register_io(
+    p: &LocalProvider,
+    workload: &Name,
+    stop: &iogen::Stop,
+) -> Result<(), ProviderError> {
+    p.state()
+        .workloads
+        .get_mut(workload)
+        .map(|w| w.io.push(stop.clone()))
+        .ok_or_else(|| missing("workload", workload))
+}

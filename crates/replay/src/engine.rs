@@ -1,0 +1,511 @@
+//! The engine: one timing thread dispatching events at absolute deadlines onto a tokio
+//! multi-thread runtime, where each event waits for its dependencies and a concurrency slot,
+//! runs on the provider under an optional timeout, and sends its record to the sink thread.
+//!
+//! Shutdown (signal, `--fail-fast`, or a trace read error) stops dispatching, gives in-flight
+//! operations `grace` to finish, cancels the rest (recorded as `cancelled`), drops the runtime
+//! (which waits for blocking provider work still running), then removes every object the
+//! ledger says the run still owns, and writes the summary and final manifest.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Semaphore, watch};
+use trace_format::{CreateVolume, Event, Op, OpType, TraceReader};
+
+use crate::Error;
+use crate::deps::{Deps, Key, Plan, State, wait_all};
+use crate::ledger::Ledger;
+use crate::live::Live;
+use crate::precise::wait_until;
+use crate::provider::{OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline, ns_since};
+use crate::record::{CompletionState, EventRecord, Outcome, Summary};
+use crate::rundir::{HostInfo, Manifest, ProviderInfo, RunDir, TraceInfo, sha256_file};
+use crate::sink::{Done, Sink};
+
+/// Engine options (recorded in the manifest).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// Replay speed: event `at` is dispatched at origin + at / speed.
+    pub speed: f64,
+    /// Maximum operations of a type running at the provider at once.
+    pub concurrency: BTreeMap<OpType, usize>,
+    /// Per op type timeout of the provider call, ns.
+    pub timeouts: BTreeMap<OpType, u64>,
+    /// Stop dispatching at the first failed event.
+    pub fail_fast: bool,
+    /// After a stop, how long in-flight operations may still finish, ns.
+    pub grace_ns: u64,
+    /// Seed of random choices (recorded; providers take theirs from their config).
+    pub seed: u64,
+    /// tokio worker threads.
+    pub workers: usize,
+    /// Program name and version for the manifest.
+    pub tool: String,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            speed: 1.0,
+            concurrency: BTreeMap::new(),
+            timeouts: BTreeMap::new(),
+            fail_fast: false,
+            grace_ns: 30_000_000_000,
+            seed: 0,
+            workers: 2,
+            tool: format!("cnsreplay {}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+/// Stops a run from outside (signal handlers, tests) and exposes its live counters.
+#[derive(Debug, Clone, Default)]
+pub struct RunControl {
+    stop: Arc<AtomicBool>,
+    reason: Arc<Mutex<Option<String>>>,
+    live: Arc<Live>,
+}
+
+impl RunControl {
+    /// A fresh control.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The stop flag, for `signal_hook::flag::register` (a set flag without a reason reads
+    /// as "interrupted by a signal").
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Requests a stop; the first reason given wins.
+    pub fn request_stop(&self, reason: impl Into<String>) {
+        let mut r = self.reason.lock().unwrap_or_else(PoisonError::into_inner);
+        if r.is_none() {
+            *r = Some(reason.into());
+        }
+        self.stop.store(true, SeqCst);
+    }
+
+    /// Whether a stop was requested.
+    pub fn is_stopped(&self) -> bool {
+        self.stop.load(SeqCst)
+    }
+
+    /// Live counters.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.clone()
+    }
+
+    fn reason(&self) -> String {
+        self.reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| "interrupted by a signal".to_owned())
+    }
+}
+
+/// What a finished run returns.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The final manifest.
+    pub manifest: Manifest,
+    /// The summary (also in `summary.json`).
+    pub summary: Summary,
+}
+
+struct Shared<P> {
+    provider: Arc<P>,
+    origin: Instant,
+    ledger: Arc<Ledger>,
+    snapshots: Arc<SnapshotTimeline>,
+    done: mpsc::Sender<Done>,
+    live: Arc<Live>,
+    cancel: watch::Receiver<bool>,
+    sems: HashMap<OpType, Arc<Semaphore>>,
+    timeouts: HashMap<OpType, Duration>,
+    fail_fast: bool,
+    control: RunControl,
+}
+
+impl<P> Shared<P> {
+    fn now(&self) -> u64 {
+        ns_since(self.origin, Instant::now())
+    }
+}
+
+type Failure = (String, String);
+
+fn fail(class: &str, msg: impl Into<String>) -> Failure {
+    (class.to_owned(), msg.into())
+}
+
+async fn cancelled(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|c| *c).await;
+}
+
+async fn execute_event<P: Provider>(
+    sh: Arc<Shared<P>>,
+    ev: Arc<Event>,
+    plan: Plan,
+    intended: u64,
+    dispatched: u64,
+) {
+    let op = ev.op.op_type();
+    let t0 = sh.now();
+    let ctx = Arc::new(OpCtx::new(
+        sh.origin,
+        ev.id,
+        sh.ledger.clone(),
+        sh.snapshots.clone(),
+    ));
+    let (mut dep_wait, mut queue, mut started) = (0, 0, t0);
+    let mut snap_idx = None;
+    let mark = sh.snapshots.mark();
+    let result: Result<(), Failure> = async {
+        if !plan.waits.is_empty() {
+            let r = tokio::select! {
+                r = wait_all(plan.waits) => r.map_err(|m| fail("dependency_failed", m)),
+                () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while waiting for a dependency")),
+            };
+            dep_wait = sh.now() - t0;
+            r?;
+        }
+        let _permit = match sh.sems.get(&op) {
+            Some(sem) => {
+                let q0 = sh.now();
+                let p = tokio::select! {
+                    p = sem.clone().acquire_owned() => p.map_err(|_| fail("cancelled", "semaphore closed")),
+                    () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while queued")),
+                };
+                queue = sh.now() - q0;
+                Some(p?)
+            }
+            None => None,
+        };
+        started = sh.now();
+        if op == OpType::Marker {
+            return Ok(());
+        }
+        if op == OpType::Snapshot {
+            snap_idx = Some(sh.snapshots.begin(started));
+        }
+        let call = sh.provider.execute(ev.clone(), ctx.clone());
+        let timed = async {
+            match sh.timeouts.get(&op) {
+                Some(&d) => match tokio::time::timeout(d, call).await {
+                    Ok(r) => r,
+                    Err(_) => Err(ProviderError::new("timeout", format!("no completion within {d:?}"))),
+                },
+                None => call.await,
+            }
+        };
+        tokio::select! {
+            r = timed => r.map_err(|e| (e.class, e.message)),
+            () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped after the grace period")),
+        }
+    }
+    .await;
+    let completed = sh.now();
+    if let Some(i) = snap_idx {
+        sh.snapshots.end(i, completed);
+    }
+    let state = if result.is_ok() { State::Ok } else { State::Failed };
+    for tx in plan.creates {
+        let _ = tx.send(state);
+    }
+    let (phases, io) = ctx.take();
+    let (outcome, error_class, error) = match result {
+        Ok(()) => (Outcome::Ok, None, None),
+        Err((c, m)) => (Outcome::Error, Some(c), Some(m)),
+    };
+    let mut record = EventRecord {
+        id: ev.id,
+        op,
+        intended,
+        dispatched,
+        started,
+        completed,
+        outcome,
+        error_class,
+        error,
+        phases,
+        dep_wait,
+        queue,
+        response: 0,
+        service: 0,
+        lateness: 0,
+        during_snapshot: matches!(op, OpType::Io | OpType::IoPhase)
+            && sh.snapshots.overlapped_since(mark),
+    };
+    record.derive();
+    if outcome == Outcome::Error {
+        sh.live.failed.fetch_add(1, Relaxed);
+        if sh.fail_fast {
+            sh.control.request_stop(format!(
+                "fail-fast: event {} ({op}) failed: {}",
+                ev.id,
+                record.error_class.as_deref().unwrap_or("error")
+            ));
+        }
+    }
+    let _ = sh.done.send(Done { record, io });
+    sh.live.done.fetch_add(1, SeqCst);
+}
+
+fn intended_ns(at: u64, speed: f64) -> u64 {
+    if speed == 1.0 {
+        at
+    } else {
+        (at as f64 / speed) as u64
+    }
+}
+
+/// Replays the trace at `trace` against `provider`, writing the run directory `run_dir`
+/// (which must not exist or be empty). Blocks until the run has finished and been cleaned up.
+pub fn run<P: Provider>(
+    trace: &Path,
+    run_dir: &Path,
+    provider: Arc<P>,
+    opts: &RunOptions,
+    control: &RunControl,
+) -> Result<RunOutcome, Error> {
+    if !(opts.speed.is_finite() && opts.speed > 0.0) {
+        return Err(Error::Options(format!("speed must be > 0, got {}", opts.speed)));
+    }
+    if opts.concurrency.values().any(|&n| n == 0) {
+        return Err(Error::Options("a concurrency limit must be at least 1".into()));
+    }
+    let sha256 = sha256_file(trace)?;
+    let reader = TraceReader::open(trace)?;
+    let rd = RunDir::create(run_dir)?;
+    let abs_dir = fs_err::canonicalize(run_dir)?;
+    let header = reader.header().clone();
+    let started_wall = jiff::Timestamp::now();
+    let info = RunInfo {
+        run_dir: abs_dir,
+        run_id: format!(
+            "{}-{}",
+            started_wall.as_millisecond(),
+            std::process::id()
+        ),
+        header: header.clone(),
+    };
+    let mut manifest = Manifest {
+        tool: opts.tool.clone(),
+        run_id: info.run_id.clone(),
+        trace: TraceInfo {
+            path: trace.display().to_string(),
+            sha256,
+            header: header.clone(),
+        },
+        options: serde_json::to_value(opts).unwrap_or_default(),
+        seed: opts.seed,
+        host: HostInfo::current(),
+        provider: ProviderInfo {
+            name: provider.name().to_owned(),
+            config: provider.config(),
+        },
+        started: started_wall,
+        finished: None,
+        state: CompletionState::Running,
+        reason: None,
+        pid: std::process::id(),
+    };
+    rd.write_manifest(&manifest)?;
+    let ledger = Arc::new(Ledger::open(rd.path())?);
+    let notices = provider.prepare(&info).map_err(|source| Error::Provider {
+        provider: provider.name().to_owned(),
+        source,
+    })?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(opts.workers.max(1))
+        .enable_time()
+        .thread_name("cnsreplay-worker")
+        .build()?;
+    let snapshots = Arc::new(SnapshotTimeline::default());
+    let mut deps = Deps::default();
+
+    // Volumes that exist before the trace starts are created before the clock starts.
+    for (i, v) in header.volumes.iter().enumerate() {
+        let ev = Arc::new(Event {
+            at: 0,
+            id: u64::MAX - i as u64,
+            tenant: None,
+            observed: None,
+            op: Op::CreateVolume(CreateVolume {
+                volume: v.name.clone(),
+                size: v.size,
+                storage_class: v.storage_class.clone(),
+                access_mode: v.access_mode,
+                volume_mode: v.volume_mode,
+                source: None,
+            }),
+        });
+        let ctx = Arc::new(OpCtx::new(
+            Instant::now(),
+            ev.id,
+            ledger.clone(),
+            snapshots.clone(),
+        ));
+        rt.block_on(provider.execute(ev, ctx))
+            .map_err(|source| Error::Provider {
+                provider: provider.name().to_owned(),
+                source,
+            })?;
+        deps.exists(Key::Volume(v.name.clone()));
+    }
+
+    let origin = Instant::now();
+    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    let sink = Sink::create(rd.path(), origin, SystemTime::now())?;
+    let sink_thread = std::thread::Builder::new()
+        .name("cnsreplay-sink".into())
+        .spawn(move || sink.run(&done_rx))?;
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let live = control.live();
+    let shared = Arc::new(Shared {
+        provider: provider.clone(),
+        origin,
+        ledger: ledger.clone(),
+        snapshots,
+        done: done_tx,
+        live: live.clone(),
+        cancel: cancel_rx,
+        sems: opts
+            .concurrency
+            .iter()
+            .map(|(&op, &n)| (op, Arc::new(Semaphore::new(n))))
+            .collect(),
+        timeouts: opts
+            .timeouts
+            .iter()
+            .map(|(&op, &ns)| (op, Duration::from_nanos(ns)))
+            .collect(),
+        fail_fast: opts.fail_fast,
+        control: control.clone(),
+    });
+
+    // The reader decodes ahead of the timing thread so decoding never delays a dispatch.
+    let (ev_tx, ev_rx) = mpsc::sync_channel::<Result<Event, trace_format::Error>>(1 << 14);
+    let stop = control.stop_flag();
+    let reader_stop = stop.clone();
+    let reader_thread = std::thread::Builder::new()
+        .name("cnsreplay-reader".into())
+        .spawn(move || {
+            for item in reader.events() {
+                let is_err = item.is_err();
+                if ev_tx.send(item).is_err() || is_err || reader_stop.load(Relaxed) {
+                    break;
+                }
+            }
+        })?;
+
+    // The timing loop.
+    let handle = rt.handle().clone();
+    while let Ok(item) = ev_rx.recv() {
+        let ev = match item {
+            Ok(ev) => ev,
+            Err(e) => {
+                control.request_stop(format!("trace read error: {e}"));
+                break;
+            }
+        };
+        let intended = intended_ns(ev.at, opts.speed);
+        let deadline = origin + Duration::from_nanos(intended);
+        if !wait_until(deadline, || stop.load(Relaxed)) {
+            break;
+        }
+        let dispatched = ns_since(origin, Instant::now());
+        let plan = deps.plan(&ev.op);
+        let lateness = dispatched.saturating_sub(intended);
+        live.dispatched.fetch_add(1, SeqCst);
+        if lateness > 1_000_000 {
+            live.late.fetch_add(1, Relaxed);
+        }
+        live.worst_lag_ns.fetch_max(lateness, Relaxed);
+        handle.spawn(execute_event(
+            shared.clone(),
+            Arc::new(ev),
+            plan,
+            intended,
+            dispatched,
+        ));
+    }
+    drop(ev_rx);
+    let _ = reader_thread.join();
+    drop(shared);
+
+    // Drain: everything in flight finishes; after a stop, only within the grace period.
+    let mut grace_end: Option<Instant> = None;
+    while live.in_flight() > 0 {
+        if control.is_stopped() && grace_end.is_none() {
+            grace_end = Some(Instant::now() + Duration::from_nanos(opts.grace_ns));
+        }
+        if grace_end.is_some_and(|g| Instant::now() >= g) {
+            let _ = cancel_tx.send(true);
+            let hard = Instant::now() + Duration::from_secs(5);
+            while live.in_flight() > 0 && Instant::now() < hard {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Dropping the runtime waits for blocking provider work still running, so nothing is
+    // created behind cleanup's back.
+    drop(rt);
+    let stopped = control.is_stopped();
+
+    // Whatever the run still owns goes now: leftovers of an interrupted run, or objects the
+    // trace never deleted.
+    let leftovers = ledger.live()?;
+    let cleanup = if leftovers.is_empty() {
+        crate::provider::CleanupReport::default()
+    } else {
+        provider.cleanup(&info, &leftovers)
+    };
+    let sunk = sink_thread
+        .join()
+        .map_err(|_| std::io::Error::other("the record sink thread panicked"))??;
+    let wall = sunk.last_completed as f64 / 1e9;
+    let summary = Summary {
+        state: if stopped {
+            CompletionState::Interrupted
+        } else {
+            CompletionState::Complete
+        },
+        reason: stopped.then(|| control.reason()),
+        provider: provider.name().to_owned(),
+        speed: opts.speed,
+        dispatched: sunk.dispatched,
+        ok: sunk.ok,
+        failed: sunk.failed,
+        errors: sunk.errors,
+        wall_seconds: wall,
+        ops_per_second: if wall > 0.0 {
+            sunk.dispatched as f64 / wall
+        } else {
+            0.0
+        },
+        lateness: sunk.lateness,
+        ops: sunk.ops,
+        io: sunk.io,
+        cleaned_up: cleanup.removed,
+        cleanup_failures: cleanup.failed,
+        notices,
+    };
+    rd.write_summary(&summary)?;
+    manifest.state = summary.state;
+    manifest.reason.clone_from(&summary.reason);
+    manifest.finished = Some(jiff::Timestamp::now());
+    rd.write_manifest(&manifest)?;
+    live.finished.store(true, SeqCst);
+    Ok(RunOutcome { manifest, summary })
+}

@@ -1,0 +1,144 @@
+//! The ledger: every object a run creates, written (and flushed to disk) *before* it is
+//! created, and released after it is deleted. A crash therefore leaves a ledger naming every
+//! possible leftover, and `cnsreplay cleanup` removes exactly those and nothing else.
+//!
+//! Format (`RUNDIR/ledger.jsonl`, one JSON object per line):
+//! `{"op":"create","kind":"image","id":"/run/objects/vol-db-0.img","detail":{…}}` and
+//! `{"op":"release","kind":"image","id":"…"}`. A torn last line (crash mid-write) is ignored.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+/// One object the run owns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// Provider-defined kind, e.g. `image`, `loop`, `mount`, `dir`, `pvc`.
+    pub kind: String,
+    /// Identifier unique within the kind (a path, a device, a namespaced name).
+    pub id: String,
+    /// Anything the provider needs to delete it (e.g. the loop device's backing file).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub detail: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Line {
+    op: LineOp,
+    #[serde(flatten)]
+    entry: LedgerEntry,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum LineOp {
+    Create,
+    Release,
+}
+
+/// The append-only ledger file of a run.
+#[derive(Debug)]
+pub struct Ledger {
+    path: PathBuf,
+    file: Mutex<Option<fs_err::File>>,
+}
+
+impl Ledger {
+    /// The ledger file inside a run directory.
+    pub fn path_in(run_dir: &Path) -> PathBuf {
+        run_dir.join("ledger.jsonl")
+    }
+
+    /// Opens (creating or appending) the ledger of `run_dir`.
+    pub fn open(run_dir: &Path) -> std::io::Result<Self> {
+        let path = Self::path_in(run_dir);
+        let file = fs_err::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
+        Ok(Self {
+            path,
+            file: Mutex::new(Some(file)),
+        })
+    }
+
+    /// A ledger that records nothing (providers that create nothing, tests).
+    pub fn disabled() -> Self {
+        Self {
+            path: PathBuf::new(),
+            file: Mutex::new(None),
+        }
+    }
+
+    fn append(&self, op: LineOp, entry: LedgerEntry) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(&Line { op, entry }).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let mut guard = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = guard.as_mut() {
+            f.write_all(&line)?;
+            if op == LineOp::Create {
+                // The entry must be on disk before the object exists.
+                f.sync_data()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that the run is about to create an object. Call *before* creating it.
+    pub fn intend(&self, kind: &str, id: &str, detail: serde_json::Value) -> std::io::Result<()> {
+        self.append(
+            LineOp::Create,
+            LedgerEntry {
+                kind: kind.to_owned(),
+                id: id.to_owned(),
+                detail,
+            },
+        )
+    }
+
+    /// Records that an object is gone. Call *after* deleting it.
+    pub fn release(&self, kind: &str, id: &str) -> std::io::Result<()> {
+        self.append(
+            LineOp::Release,
+            LedgerEntry {
+                kind: kind.to_owned(),
+                id: id.to_owned(),
+                detail: serde_json::Value::Null,
+            },
+        )
+    }
+
+    /// The objects created and not released, oldest first.
+    pub fn live(&self) -> std::io::Result<Vec<LedgerEntry>> {
+        if self.path.as_os_str().is_empty() {
+            return Ok(Vec::new());
+        }
+        read_live(&self.path)
+    }
+}
+
+/// Reads a ledger file: the objects created and not released, oldest first. A missing file
+/// is an empty ledger; an unparsable line (a torn write) is skipped.
+pub fn read_live(path: &Path) -> std::io::Result<Vec<LedgerEntry>> {
+    let text = match fs_err::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut live: Vec<LedgerEntry> = Vec::new();
+    for line in text.lines() {
+        let Ok(l) = serde_json::from_str::<Line>(line) else {
+            continue;
+        };
+        match l.op {
+            LineOp::Create => {
+                live.retain(|e| !(e.kind == l.entry.kind && e.id == l.entry.id));
+                live.push(l.entry);
+            }
+            LineOp::Release => live.retain(|e| !(e.kind == l.entry.kind && e.id == l.entry.id)),
+        }
+    }
+    Ok(live)
+}

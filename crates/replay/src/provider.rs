@@ -1,0 +1,249 @@
+//! The provider trait: what a storage backend implements to be replayed against.
+//!
+//! Shaped for Kubernetes as much as for this machine: an operation is an async call that may
+//! pass through named phases (`format`, `mount`; `bound`, `attached`, `running`) which it
+//! reports through [`OpCtx::phase`]; every object it creates is first written to the run's
+//! [`Ledger`] (a Kubernetes provider also labels the object with [`RunInfo::owner_label`]), so
+//! [`Provider::cleanup`] can list and delete exactly the run-owned objects and nothing else,
+//! even after a crash.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use trace_format::{Event, Header};
+
+use crate::ledger::{Ledger, LedgerEntry};
+use crate::record::Phase;
+
+/// A failed provider operation: a stable class (counted in the summary) and a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{class}: {message}")]
+pub struct ProviderError {
+    /// Stable, snake_case error class, e.g. `command_failed`, `not_found`, `io`, `unsupported`.
+    pub class: String,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+impl ProviderError {
+    /// An error of class `class`.
+    pub fn new(class: &str, message: impl Into<String>) -> Self {
+        Self {
+            class: class.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What a provider knows about the run it serves.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Unique run id (also the ownership label value).
+    pub run_id: String,
+    /// Trace header (defaults for sizes, classes, …).
+    pub header: Header,
+}
+
+impl RunInfo {
+    /// The ownership label every object of this run carries (`key=value`).
+    pub fn owner_label(&self) -> String {
+        format!("cnsreplay.io/run={}", self.run_id)
+    }
+}
+
+/// Times when snapshot operations were in flight, so I/O can be split by whether a snapshot
+/// was running alongside it. Times are ns since the run origin.
+#[derive(Debug, Default)]
+pub struct SnapshotTimeline {
+    windows: Mutex<Vec<(u64, Option<u64>)>>,
+    active: AtomicU64,
+    started: AtomicU64,
+}
+
+/// A point to compare against with [`SnapshotTimeline::overlapped_since`].
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotMark {
+    active: u64,
+    started: u64,
+}
+
+impl SnapshotTimeline {
+    /// A snapshot started at `t`; returns its index for [`SnapshotTimeline::end`].
+    pub fn begin(&self, t: u64) -> usize {
+        let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        self.active.fetch_add(1, SeqCst);
+        self.started.fetch_add(1, SeqCst);
+        w.push((t, None));
+        w.len() - 1
+    }
+
+    /// The snapshot `idx` ended at `t`.
+    pub fn end(&self, idx: usize, t: u64) {
+        let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = w.get_mut(idx) {
+            slot.1 = Some(t);
+            self.active.fetch_sub(1, SeqCst);
+        }
+    }
+
+    /// Now, for a later [`SnapshotTimeline::overlapped_since`].
+    pub fn mark(&self) -> SnapshotMark {
+        SnapshotMark {
+            active: self.active.load(SeqCst),
+            started: self.started.load(SeqCst),
+        }
+    }
+
+    /// Whether a snapshot was in flight at some point between `mark` and now: one was active
+    /// then, or one has started since. O(1), for per-request use.
+    pub fn overlapped_since(&self, mark: SnapshotMark) -> bool {
+        mark.active > 0 || self.started.load(SeqCst) > mark.started
+    }
+
+    /// Whether any snapshot was in flight at some point of `[start, end]`.
+    pub fn overlaps(&self, start: u64, end: u64) -> bool {
+        let w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        w.iter()
+            .any(|&(s, e)| s <= end && e.is_none_or(|e| e >= start))
+    }
+}
+
+/// Per-operation context handed to [`Provider::execute`].
+#[derive(Debug)]
+pub struct OpCtx {
+    origin: Instant,
+    phases: Mutex<Vec<Phase>>,
+    ledger: Arc<Ledger>,
+    snapshots: Arc<SnapshotTimeline>,
+    io: Mutex<Vec<IoReport>>,
+    /// Trace id of the event.
+    pub event_id: u64,
+}
+
+/// I/O latencies a provider measured for an `io`/`io_phase` event, already split by whether a
+/// snapshot was in flight (see [`SnapshotTimeline`]).
+#[derive(Debug, Clone)]
+pub struct IoReport {
+    /// Latencies (ns) of requests with no snapshot in flight.
+    pub without_snapshot: hdrhistogram::Histogram<u64>,
+    /// Latencies (ns) of requests with a snapshot in flight.
+    pub with_snapshot: hdrhistogram::Histogram<u64>,
+}
+
+impl OpCtx {
+    /// A context for event `event_id` of a run started at `origin`.
+    pub fn new(
+        origin: Instant,
+        event_id: u64,
+        ledger: Arc<Ledger>,
+        snapshots: Arc<SnapshotTimeline>,
+    ) -> Self {
+        Self {
+            origin,
+            phases: Mutex::new(Vec::new()),
+            ledger,
+            snapshots,
+            io: Mutex::new(Vec::new()),
+            event_id,
+        }
+    }
+
+    /// Nanoseconds since the run origin.
+    pub fn now_ns(&self) -> u64 {
+        ns_since(self.origin, Instant::now())
+    }
+
+    /// The run origin.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// Marks the end of phase `name` now.
+    pub fn phase(&self, name: &str) {
+        let at = self.now_ns();
+        self.phases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Phase {
+                name: name.to_owned(),
+                at,
+            });
+    }
+
+    /// The run's ledger: write every object to it *before* creating it.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// When snapshots were in flight.
+    pub fn snapshots(&self) -> &SnapshotTimeline {
+        &self.snapshots
+    }
+
+    /// Adds measured I/O latencies to the run's I/O split.
+    pub fn report_io(&self, r: IoReport) {
+        self.io
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(r);
+    }
+
+    pub(crate) fn take(&self) -> (Vec<Phase>, Vec<IoReport>) {
+        (
+            std::mem::take(&mut *self.phases.lock().unwrap_or_else(PoisonError::into_inner)),
+            std::mem::take(&mut *self.io.lock().unwrap_or_else(PoisonError::into_inner)),
+        )
+    }
+}
+
+/// Nanoseconds from `origin` to `t` (0 when `t` is earlier).
+pub fn ns_since(origin: Instant, t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// What cleanup did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CleanupReport {
+    /// Ledger entries removed.
+    pub removed: u64,
+    /// Ledger entries that were already gone.
+    pub already_gone: u64,
+    /// Entries that could not be removed, with the reason.
+    pub failed: Vec<String>,
+}
+
+/// A storage backend the engine replays against.
+///
+/// `execute` is called on a tokio multi-thread runtime once per event (after the event's
+/// dependencies completed and a concurrency slot was free); blocking work belongs in
+/// `tokio::task::spawn_blocking` or the provider's own threads. A provider must be able to
+/// serve many operations at once.
+pub trait Provider: Send + Sync + 'static {
+    /// Short name (`sim`, `local`, …), recorded in the manifest.
+    fn name(&self) -> &'static str;
+
+    /// The provider's configuration as recorded in the manifest (enough to rebuild it for
+    /// `cleanup`).
+    fn config(&self) -> serde_json::Value;
+
+    /// Called once before the clock starts. Returns notices to show the user (e.g. a fallback).
+    fn prepare(&self, run: &RunInfo) -> Result<Vec<String>, ProviderError>;
+
+    /// Performs one event's operation. Markers are never passed here.
+    fn execute(
+        &self,
+        ev: Arc<Event>,
+        ctx: Arc<OpCtx>,
+    ) -> impl Future<Output = Result<(), ProviderError>> + Send;
+
+    /// Removes the run-owned objects named by `leftovers` (ledger entries created and not
+    /// released, oldest first) and only those. Blocking; idempotent.
+    fn cleanup(&self, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport;
+}

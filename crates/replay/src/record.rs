@@ -1,0 +1,208 @@
+//! What a run records: one [`EventRecord`] per dispatched event (`events.jsonl`), and the
+//! [`Summary`] (`summary.json`, also `run --json`). All instants are nanoseconds since the run
+//! origin (the `Instant` the timing thread started from); durations are nanoseconds.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use trace_format::OpType;
+
+/// A provider-reported phase: its name and when it ended (ns since origin).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Phase {
+    /// Phase name, e.g. `allocate`, `mkfs`, `losetup`, `mount`.
+    pub name: String,
+    /// When the phase ended, ns since the run origin.
+    pub at: u64,
+}
+
+/// How an event ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The operation succeeded.
+    Ok,
+    /// The operation failed; see `error_class`.
+    Error,
+}
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Trace event id.
+    pub id: u64,
+    /// Operation type.
+    pub op: OpType,
+    /// Intended time: origin + `at` / speed.
+    pub intended: u64,
+    /// When the timing thread handed the event over.
+    pub dispatched: u64,
+    /// When the provider call began (after dependency wait and queueing).
+    pub started: u64,
+    /// When the operation completed (or failed).
+    pub completed: u64,
+    /// Outcome.
+    pub outcome: Outcome,
+    /// Error class when failed: `timeout`, `dependency_failed`, `cancelled`, or the
+    /// provider's class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_class: Option<String>,
+    /// Error message when failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Provider phases, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<Phase>,
+    /// Time waiting for the operations that create the objects this one uses.
+    pub dep_wait: u64,
+    /// Time waiting for a concurrency slot of its op type.
+    pub queue: u64,
+    /// completed − intended.
+    pub response: u64,
+    /// completed − started: the provider's own time.
+    pub service: u64,
+    /// dispatched − intended.
+    pub lateness: u64,
+    /// A snapshot operation was in flight at some point while this operation ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub during_snapshot: bool,
+}
+
+impl EventRecord {
+    /// Fills the derived fields from the instants.
+    pub fn derive(&mut self) {
+        self.response = self.completed.saturating_sub(self.intended);
+        self.service = self.completed.saturating_sub(self.started);
+        self.lateness = self.dispatched.saturating_sub(self.intended);
+    }
+}
+
+/// Completion state of a run (manifest and summary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum CompletionState {
+    /// The run is in progress (or crashed without a trace: see `crashed-detected`).
+    Running,
+    /// Every event was dispatched and finished.
+    Complete,
+    /// Stopped early (signal or `--fail-fast`); results are a valid prefix.
+    Interrupted,
+    /// A later command found the run `running` with its process gone.
+    CrashedDetected,
+}
+
+/// Latency percentiles in nanoseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Percentiles {
+    /// Number of values.
+    pub count: u64,
+    /// Minimum.
+    pub min: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Maximum.
+    pub max: u64,
+}
+
+impl Percentiles {
+    /// Percentiles of a histogram (all zero when empty).
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Self::default();
+        }
+        Self {
+            count: h.len(),
+            min: h.min(),
+            mean: h.mean(),
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// Per op type results.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct OpSummary {
+    /// Events dispatched.
+    pub count: u64,
+    /// Succeeded.
+    pub ok: u64,
+    /// Failed (any class).
+    pub failed: u64,
+    /// Response time (completed − intended), all outcomes.
+    pub response: Percentiles,
+    /// Service time (completed − started).
+    pub service: Percentiles,
+    /// Dispatch lateness (dispatched − intended).
+    pub lateness: Percentiles,
+    /// Dependency wait of the events that waited.
+    pub dep_wait: Percentiles,
+    /// Queue time of the events that queued.
+    pub queue: Percentiles,
+}
+
+/// I/O latency split by whether a snapshot was in flight.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct IoSplit {
+    /// I/O with no snapshot in flight.
+    pub without_snapshot: Percentiles,
+    /// I/O with a snapshot in flight.
+    pub with_snapshot: Percentiles,
+}
+
+/// The run summary (`summary.json`; `cnsreplay run --json` prints it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Summary {
+    /// Completion state.
+    pub state: CompletionState,
+    /// Why the run stopped early, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Provider name.
+    pub provider: String,
+    /// Replay speed factor.
+    pub speed: f64,
+    /// Events dispatched.
+    pub dispatched: u64,
+    /// Events that succeeded.
+    pub ok: u64,
+    /// Events that failed.
+    pub failed: u64,
+    /// Failures per error class.
+    pub errors: BTreeMap<String, u64>,
+    /// Wall time from origin to the last completion, seconds.
+    pub wall_seconds: f64,
+    /// Completions per second of wall time.
+    pub ops_per_second: f64,
+    /// Dispatch lateness over all events.
+    pub lateness: Percentiles,
+    /// Per operation type, keyed by its name.
+    pub ops: BTreeMap<String, OpSummary>,
+    /// I/O latency with and without a snapshot in flight (`io` events and iogen phases).
+    pub io: IoSplit,
+    /// Objects removed at the end because the run still owned them.
+    pub cleaned_up: u64,
+    /// Objects cleanup could not remove (they are still in the ledger).
+    pub cleanup_failures: Vec<String>,
+    /// Notices from the provider (e.g. a fallback it took).
+    pub notices: Vec<String>,
+}

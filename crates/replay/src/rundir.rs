@@ -1,0 +1,201 @@
+//! The run directory: everything a run leaves behind, and all that analysis reads.
+//!
+//! `manifest.json` is rewritten atomically (temporary file + rename) at start and at the end,
+//! so it is always valid JSON; its `state` goes `running` → `complete` | `interrupted`, and a
+//! later command that finds `running` with the recorded process gone marks it
+//! `crashed-detected`. The layout is documented in `docs/run-dir.md`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use trace_format::Header;
+
+use crate::Error;
+use crate::record::{CompletionState, Summary};
+
+/// The trace a run replayed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceInfo {
+    /// Path as given.
+    pub path: String,
+    /// SHA-256 of the file, hex.
+    pub sha256: String,
+    /// Its header.
+    pub header: Header,
+}
+
+/// The machine the run ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostInfo {
+    /// Host name.
+    pub hostname: String,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// CPUs available to the process.
+    pub cpus: usize,
+}
+
+impl HostInfo {
+    /// This machine.
+    pub fn current() -> Self {
+        let read = |p: &str| {
+            fs_err::read_to_string(p)
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default()
+        };
+        Self {
+            hostname: read("/proc/sys/kernel/hostname"),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        }
+    }
+}
+
+/// The provider and its configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderInfo {
+    /// Provider name.
+    pub name: String,
+    /// Its configuration (rebuilds it for `cleanup`).
+    pub config: serde_json::Value,
+}
+
+/// `manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Program and version, e.g. `cnsreplay 0.1.0`.
+    pub tool: String,
+    /// Unique id of this run.
+    pub run_id: String,
+    /// The trace.
+    pub trace: TraceInfo,
+    /// Engine options as given.
+    pub options: serde_json::Value,
+    /// Seed of every random choice (sim latencies).
+    pub seed: u64,
+    /// The machine.
+    pub host: HostInfo,
+    /// The provider.
+    pub provider: ProviderInfo,
+    /// Wall-clock start.
+    pub started: jiff::Timestamp,
+    /// Wall-clock end, once finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<jiff::Timestamp>,
+    /// Completion state.
+    pub state: CompletionState,
+    /// Why it stopped early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Process id of the run (for crash detection).
+    pub pid: u32,
+}
+
+/// A run directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    path: PathBuf,
+}
+
+impl RunDir {
+    /// Creates a new run directory; it must not exist or be empty.
+    pub fn create(path: &Path) -> Result<Self, Error> {
+        if path.exists() && fs_err::read_dir(path)?.next().is_some() {
+            return Err(Error::RunDirNotEmpty(path.to_owned()));
+        }
+        fs_err::create_dir_all(path.join("io"))?;
+        fs_err::create_dir_all(path.join("histograms"))?;
+        Ok(Self {
+            path: path.to_owned(),
+        })
+    }
+
+    /// An existing run directory.
+    pub fn open(path: &Path) -> Self {
+        Self {
+            path: path.to_owned(),
+        }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `manifest.json` atomically.
+    pub fn write_manifest(&self, m: &Manifest) -> Result<(), Error> {
+        write_json_atomic(&self.path.join("manifest.json"), m)
+    }
+
+    /// Writes `summary.json` atomically.
+    pub fn write_summary(&self, s: &Summary) -> Result<(), Error> {
+        write_json_atomic(&self.path.join("summary.json"), s)
+    }
+
+    /// Reads `manifest.json`.
+    pub fn manifest(&self) -> Result<Manifest, Error> {
+        read_json(&self.path.join("manifest.json"))
+    }
+
+    /// Reads `summary.json`.
+    pub fn summary(&self) -> Result<Summary, Error> {
+        read_json(&self.path.join("summary.json"))
+    }
+
+    /// Reads the manifest and, if it says `running` but its process is gone, marks it
+    /// `crashed-detected` (rewriting the file). Returns the manifest as it now stands.
+    pub fn detect_crash(&self) -> Result<Manifest, Error> {
+        let mut m = self.manifest()?;
+        if m.state == CompletionState::Running && !process_alive(m.pid) {
+            m.state = CompletionState::CrashedDetected;
+            m.reason = Some(format!(
+                "process {} ended without finishing the run",
+                m.pid
+            ));
+            self.write_manifest(&m)?;
+        }
+        Ok(m)
+    }
+}
+
+/// Whether a process with this pid exists (Linux: `/proc/PID`).
+pub fn process_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn write_json_atomic<T: Serialize>(path: &Path, v: &T) -> Result<(), Error> {
+    let tmp = path.with_extension("json.tmp");
+    let mut text = serde_json::to_vec_pretty(v).map_err(|source| Error::Json {
+        file: path.to_owned(),
+        source,
+    })?;
+    text.push(b'\n');
+    fs_err::write(&tmp, &text)?;
+    fs_err::rename(&tmp, path)?;
+    Ok(())
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, Error> {
+    let text = fs_err::read(path)?;
+    serde_json::from_slice(&text).map_err(|source| Error::Json {
+        file: path.to_owned(),
+        source,
+    })
+}
+
+/// SHA-256 of a file, hex.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut f = fs_err::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}

@@ -1,0 +1,408 @@
+//! The `sim` provider: no data, no objects. Each operation takes a latency drawn from a
+//! per-op-type distribution (constant, uniform, exponential, lognormal), and injected stalls
+//! freeze every operation in flight or arriving while they last. It exists to test the engine
+//! itself, at millions of events.
+//!
+//! Latencies are served by one timer thread (a deadline heap with the same sleep-then-spin
+//! wait as the timing thread), not tokio's millisecond timer, so a 200 µs operation takes
+//! 200 µs. Each draw is a hash of the seed and the event id, so a run's latencies do not
+//! depend on thread scheduling.
+//!
+//! A stall `[t0, t0 + d)` (times from the run origin) stops all progress: an operation that
+//! starts at `s` with service `l` and overlaps the stall completes at
+//! `s + l + (t0 + d − max(s, t0))`, i.e. it resumes where it was when the stall ends.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Deserializer, Serialize};
+use tokio::sync::oneshot;
+use trace_format::{Event, OpType};
+
+use crate::Error;
+use crate::ledger::LedgerEntry;
+use crate::precise::SPIN_WINDOW;
+use crate::provider::{CleanupReport, OpCtx, Provider, ProviderError, RunInfo};
+
+/// A duration in ns; YAML accepts an integer or a string such as `"250ms"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Dur(pub u64);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Dur(n)),
+            Raw::S(s) => trace_format::units::parse_duration(&s)
+                .map(Dur)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// A latency distribution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Latency {
+    /// Always `value`.
+    Constant {
+        /// The latency.
+        value: Dur,
+    },
+    /// Uniform in `[min, max]`.
+    Uniform {
+        /// Lower bound.
+        min: Dur,
+        /// Upper bound.
+        max: Dur,
+    },
+    /// Exponential with this mean.
+    Exponential {
+        /// Mean.
+        mean: Dur,
+    },
+    /// Lognormal: `median · e^(sigma·Z)`.
+    Lognormal {
+        /// Median.
+        median: Dur,
+        /// Shape (standard deviation of the log).
+        sigma: f64,
+    },
+}
+
+impl Latency {
+    /// Parses the flag form `constant:1ms`, `uniform:1ms:5ms`, `exponential:10ms`,
+    /// `lognormal:50ms:0.5`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let d = |i: usize| -> Result<Dur, String> {
+            let p = parts
+                .get(i)
+                .ok_or_else(|| format!("{s:?}: missing field {i}"))?;
+            trace_format::units::parse_duration(p)
+                .map(Dur)
+                .map_err(|e| format!("{s:?}: {e}"))
+        };
+        let l = match parts[0] {
+            "constant" if parts.len() == 2 => Latency::Constant { value: d(1)? },
+            "uniform" if parts.len() == 3 => Latency::Uniform {
+                min: d(1)?,
+                max: d(2)?,
+            },
+            "exponential" if parts.len() == 2 => Latency::Exponential { mean: d(1)? },
+            "lognormal" if parts.len() == 3 => Latency::Lognormal {
+                median: d(1)?,
+                sigma: parts[2]
+                    .parse()
+                    .map_err(|e| format!("{s:?}: sigma: {e}"))?,
+            },
+            _ => {
+                return Err(format!(
+                    "{s:?}: expected constant:D, uniform:MIN:MAX, exponential:MEAN or \
+                     lognormal:MEDIAN:SIGMA"
+                ));
+            }
+        };
+        l.check().map_err(|e| format!("{s:?}: {e}"))?;
+        Ok(l)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match self {
+            Latency::Uniform { min, max } if min.0 > max.0 => Err("min is above max".into()),
+            Latency::Lognormal { sigma, .. } if !(sigma.is_finite() && *sigma >= 0.0) => {
+                Err("sigma must be finite and ≥ 0".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A draw from two independent uniforms in (0, 1).
+    fn sample(&self, u1: f64, u2: f64) -> u64 {
+        let v = match self {
+            Latency::Constant { value } => return value.0,
+            Latency::Uniform { min, max } => min.0 as f64 + u1 * (max.0 - min.0) as f64,
+            Latency::Exponential { mean } => -(mean.0 as f64) * (1.0 - u1).ln(),
+            Latency::Lognormal { median, sigma } => {
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                median.0 as f64 * (sigma * z).exp()
+            }
+        };
+        v.clamp(0.0, 3.6e12) as u64
+    }
+}
+
+/// An injected stall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stall {
+    /// Start, from the run origin.
+    pub at: Dur,
+    /// Length.
+    pub duration: Dur,
+}
+
+impl Stall {
+    /// Parses the flag form `AT+DURATION`, e.g. `10s+2s`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (a, d) = s
+            .split_once('+')
+            .ok_or_else(|| format!("{s:?}: expected AT+DURATION, e.g. 10s+2s"))?;
+        let p = |x: &str| {
+            trace_format::units::parse_duration(x)
+                .map(Dur)
+                .map_err(|e| format!("{s:?}: {e}"))
+        };
+        Ok(Stall {
+            at: p(a)?,
+            duration: p(d)?,
+        })
+    }
+}
+
+fn default_latency() -> Latency {
+    Latency::Constant { value: Dur(0) }
+}
+
+/// The sim configuration (YAML via `--sim-config`, or flags).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// Seed of the latency draws.
+    #[serde(default)]
+    pub seed: u64,
+    /// Latency of op types not listed in `ops`.
+    #[serde(default = "default_latency")]
+    pub default: Latency,
+    /// Latency per op type (by name, e.g. `create_volume`).
+    #[serde(default)]
+    pub ops: BTreeMap<OpType, Latency>,
+    /// Probability (0–1) that an op of the type fails with class `sim_injected`.
+    #[serde(default)]
+    pub errors: BTreeMap<OpType, f64>,
+    /// Injected stalls.
+    #[serde(default)]
+    pub stalls: Vec<Stall>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            default: default_latency(),
+            ops: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            stalls: Vec::new(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Reads a YAML configuration file.
+    pub fn from_file(path: &Path) -> Result<Self, Error> {
+        let text = fs_err::read_to_string(path)?;
+        Self::from_yaml(&text, &path.display().to_string())
+    }
+
+    /// Parses YAML; `file` names it in errors.
+    pub fn from_yaml(text: &str, file: &str) -> Result<Self, Error> {
+        let c: SimConfig = serde_saphyr::from_str(text).map_err(|e| Error::SimConfig {
+            file: file.to_owned(),
+            message: e.to_string(),
+        })?;
+        c.check(file)?;
+        Ok(c)
+    }
+
+    /// Checks distributions and probabilities.
+    pub fn check(&self, file: &str) -> Result<(), Error> {
+        let bad = |message: String| Error::SimConfig {
+            file: file.to_owned(),
+            message,
+        };
+        self.default
+            .check()
+            .map_err(|e| bad(format!("default: {e}")))?;
+        for (op, l) in &self.ops {
+            l.check().map_err(|e| bad(format!("ops.{op}: {e}")))?;
+        }
+        for (op, p) in &self.errors {
+            if !(0.0..=1.0).contains(p) {
+                return Err(bad(format!("errors.{op}: {p} is not a probability in [0, 1]")));
+            }
+        }
+        Ok(())
+    }
+
+    /// When an op starting at `start` with service `service` completes, with the stalls.
+    pub fn completion(&self, start: u64, service: u64) -> u64 {
+        let mut end = start.saturating_add(service);
+        let mut stalls = self.stalls.clone();
+        stalls.sort_by_key(|s| s.at.0);
+        for s in stalls {
+            let (t0, t1) = (s.at.0, s.at.0.saturating_add(s.duration.0));
+            if start < t1 && end > t0 {
+                end = end.saturating_add(t1 - start.max(t0));
+            }
+        }
+        end
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn unit(x: u64) -> f64 {
+    // 53 random bits into (0, 1).
+    ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+}
+
+type TimerEntry = (Instant, oneshot::Sender<()>);
+
+/// The sim provider.
+#[derive(Debug)]
+pub struct SimProvider {
+    config: SimConfig,
+    timer: mpsc::Sender<TimerEntry>,
+}
+
+impl SimProvider {
+    /// A sim provider with this configuration; starts its timer thread.
+    pub fn new(config: SimConfig) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::channel::<TimerEntry>();
+        std::thread::Builder::new()
+            .name("cnsreplay-sim-timer".into())
+            .spawn(move || timer_loop(&rx))?;
+        Ok(Self { config, timer: tx })
+    }
+
+    fn draw(&self, ev: &Event) -> (u64, bool) {
+        let op = ev.op.op_type();
+        let h1 = splitmix(self.config.seed ^ splitmix(ev.id));
+        let h2 = splitmix(h1);
+        let h3 = splitmix(h2);
+        let lat = self.config.ops.get(&op).unwrap_or(&self.config.default);
+        let fails = self
+            .config
+            .errors
+            .get(&op)
+            .is_some_and(|&p| unit(h3) < p);
+        (lat.sample(unit(h1), unit(h2)), fails)
+    }
+}
+
+#[derive(Default)]
+struct Timers {
+    heap: BinaryHeap<Reverse<(Instant, u64)>>,
+    waiting: HashMap<u64, oneshot::Sender<()>>,
+    seq: u64,
+}
+
+impl Timers {
+    fn push(&mut self, (t, tx): TimerEntry) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq)));
+        self.waiting.insert(self.seq, tx);
+    }
+
+    fn fire_due(&mut self, now: Instant) {
+        while let Some(&Reverse((t, id))) = self.heap.peek() {
+            if t > now {
+                break;
+            }
+            self.heap.pop();
+            if let Some(tx) = self.waiting.remove(&id) {
+                let _ = tx.send(());
+            }
+        }
+    }
+
+    fn next(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((t, _))| *t)
+    }
+}
+
+fn timer_loop(rx: &mpsc::Receiver<TimerEntry>) {
+    let mut heap = Timers::default();
+    let mut open = true;
+    loop {
+        while open {
+            match rx.try_recv() {
+                Ok(e) => heap.push(e),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => open = false,
+            }
+        }
+        let now = Instant::now();
+        heap.fire_due(now);
+        let next = heap.next();
+        if !open && next.is_none() {
+            return;
+        }
+        let wait = next.map_or(Duration::from_millis(50), |t| {
+            t.saturating_duration_since(Instant::now())
+        });
+        if !open {
+            std::thread::sleep(wait.saturating_sub(SPIN_WINDOW));
+        } else if wait > SPIN_WINDOW {
+            match rx.recv_timeout(wait - SPIN_WINDOW) {
+                Ok(e) => heap.push(e),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => open = false,
+            }
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Provider for SimProvider {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(&self.config).unwrap_or_default()
+    }
+
+    fn prepare(&self, _run: &RunInfo) -> Result<Vec<String>, ProviderError> {
+        Ok(Vec::new())
+    }
+
+    async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
+        let (service, fails) = self.draw(&ev);
+        let start = ctx.now_ns();
+        let end = self.config.completion(start, service);
+        let (tx, rx) = oneshot::channel();
+        self.timer
+            .send((ctx.origin() + Duration::from_nanos(end), tx))
+            .map_err(|_| ProviderError::new("sim_stopped", "the sim timer thread is gone"))?;
+        rx.await
+            .map_err(|_| ProviderError::new("sim_stopped", "the sim timer thread is gone"))?;
+        if fails {
+            return Err(ProviderError::new(
+                "sim_injected",
+                format!("injected failure of {}", ev.op.op_type()),
+            ));
+        }
+        Ok(())
+    }
+
+    fn cleanup(&self, _run: &RunInfo, _leftovers: &[LedgerEntry]) -> CleanupReport {
+        CleanupReport::default()
+    }
+}

@@ -1,0 +1,252 @@
+//! The record sink: one thread that owns `events.jsonl`, the histograms and the interval logs,
+//! so the dispatch and completion paths only send a message. Records are streamed and flushed
+//! every second, so a crash leaves a readable prefix (at most the last, torn line is lost).
+
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime};
+
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use trace_format::OpType;
+
+use crate::provider::IoReport;
+use crate::record::{EventRecord, IoSplit, OpSummary, Outcome, Percentiles};
+
+/// Highest value tracked: one hour in ns. Larger values saturate.
+const MAX_NS: u64 = 3_600_000_000_000;
+
+pub(crate) fn histogram() -> Histogram<u64> {
+    // Three significant digits from 1 ns to an hour: fixed bounds, cannot fail.
+    Histogram::new_with_bounds(1, MAX_NS, 3).expect("constant, valid histogram bounds")
+}
+
+/// A message to the sink.
+pub(crate) struct Done {
+    pub record: EventRecord,
+    pub io: Vec<IoReport>,
+}
+
+#[derive(Default)]
+struct OpHists {
+    count: u64,
+    ok: u64,
+    failed: u64,
+    response: Option<Histogram<u64>>,
+    service: Option<Histogram<u64>>,
+    lateness: Option<Histogram<u64>>,
+    dep_wait: Option<Histogram<u64>>,
+    queue: Option<Histogram<u64>>,
+    interval: Option<[Histogram<u64>; 3]>,
+    log: Option<BufWriter<fs_err::File>>,
+}
+
+fn rec(h: &mut Option<Histogram<u64>>, v: u64) {
+    h.get_or_insert_with(histogram).saturating_record(v);
+}
+
+fn pct(h: Option<&Histogram<u64>>) -> Percentiles {
+    h.map(Percentiles::of).unwrap_or_default()
+}
+
+/// What the sink hands back at the end.
+pub(crate) struct SinkResult {
+    pub ops: BTreeMap<String, OpSummary>,
+    pub errors: BTreeMap<String, u64>,
+    pub lateness: Percentiles,
+    pub io: IoSplit,
+    pub dispatched: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub last_completed: u64,
+}
+
+pub(crate) struct Sink {
+    run_dir: PathBuf,
+    events: BufWriter<fs_err::File>,
+    ops: BTreeMap<OpType, OpHists>,
+    errors: BTreeMap<String, u64>,
+    lateness: Histogram<u64>,
+    io_with: Histogram<u64>,
+    io_without: Histogram<u64>,
+    last_completed: u64,
+    start_wall: SystemTime,
+    interval_start: Duration,
+    origin: Instant,
+}
+
+impl Sink {
+    pub fn create(
+        run_dir: &Path,
+        origin: Instant,
+        start_wall: SystemTime,
+    ) -> std::io::Result<Self> {
+        fs_err::create_dir_all(run_dir.join("histograms"))?;
+        let events = BufWriter::with_capacity(
+            1 << 20,
+            fs_err::File::create(run_dir.join("events.jsonl"))?,
+        );
+        Ok(Self {
+            run_dir: run_dir.to_owned(),
+            events,
+            ops: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            lateness: histogram(),
+            io_with: histogram(),
+            io_without: histogram(),
+            last_completed: 0,
+            start_wall,
+            interval_start: Duration::ZERO,
+            origin,
+        })
+    }
+
+    /// Consumes records until every sender is gone.
+    pub fn run(mut self, rx: &Receiver<Done>) -> std::io::Result<SinkResult> {
+        let mut last_flush = Instant::now();
+        loop {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(d) => self.add(d)?,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if last_flush.elapsed() >= Duration::from_secs(1) {
+                self.events.flush()?;
+                self.write_intervals()?;
+                last_flush = Instant::now();
+            }
+        }
+        self.events.flush()?;
+        self.write_intervals()?;
+        for h in self.ops.values_mut() {
+            if let Some(l) = h.log.as_mut() {
+                l.flush()?;
+            }
+        }
+        Ok(self.finish())
+    }
+
+    fn add(&mut self, d: Done) -> std::io::Result<()> {
+        let r = d.record;
+        serde_json::to_writer(&mut self.events, &r).map_err(std::io::Error::other)?;
+        self.events.write_all(b"\n")?;
+        self.last_completed = self.last_completed.max(r.completed);
+        self.lateness.saturating_record(r.lateness);
+        let h = self.ops.entry(r.op).or_default();
+        h.count += 1;
+        match r.outcome {
+            Outcome::Ok => h.ok += 1,
+            Outcome::Error => {
+                h.failed += 1;
+                let class = r.error_class.clone().unwrap_or_else(|| "unknown".into());
+                *self.errors.entry(class).or_default() += 1;
+            }
+        }
+        rec(&mut h.response, r.response);
+        rec(&mut h.service, r.service);
+        rec(&mut h.lateness, r.lateness);
+        if r.dep_wait > 0 {
+            rec(&mut h.dep_wait, r.dep_wait);
+        }
+        if r.queue > 0 {
+            rec(&mut h.queue, r.queue);
+        }
+        let iv = h
+            .interval
+            .get_or_insert_with(|| [histogram(), histogram(), histogram()]);
+        iv[0].saturating_record(r.response);
+        iv[1].saturating_record(r.service);
+        iv[2].saturating_record(r.lateness);
+        if r.op == OpType::Io && r.outcome == Outcome::Ok {
+            if r.during_snapshot {
+                self.io_with.saturating_record(r.response);
+            } else {
+                self.io_without.saturating_record(r.response);
+            }
+        }
+        for io in d.io {
+            let _ = self.io_with.add(&io.with_snapshot);
+            let _ = self.io_without.add(&io.without_snapshot);
+        }
+        Ok(())
+    }
+
+    /// Writes the interval histograms gathered since the last call to each op's `.hlog`.
+    fn write_intervals(&mut self) -> std::io::Result<()> {
+        let now = self.origin.elapsed();
+        let start = self.interval_start;
+        let len = now.saturating_sub(start);
+        for (op, h) in &mut self.ops {
+            let Some(iv) = h.interval.as_mut() else {
+                continue;
+            };
+            if iv[0].is_empty() {
+                continue;
+            }
+            if h.log.is_none() {
+                let path = self.run_dir.join("histograms").join(format!("{op}.hlog"));
+                let mut w = BufWriter::new(fs_err::File::create(path)?);
+                let mut ser = V2DeflateSerializer::new();
+                IntervalLogWriterBuilder::new()
+                    .add_comment(&format!(
+                        "cnsreplay {op}: tags response, service, lateness; values in ns; \
+                         timestamps in s since the run origin"
+                    ))
+                    .with_start_time(self.start_wall)
+                    .begin_log_with(&mut w, &mut ser)?;
+                h.log = Some(w);
+            }
+            let Some(w) = h.log.as_mut() else { continue };
+            let mut ser = V2DeflateSerializer::new();
+            let mut log = IntervalLogWriterBuilder::new().begin_log_with(w, &mut ser)?;
+            for (hist, tag) in iv.iter().zip(["response", "service", "lateness"]) {
+                log.write_histogram(hist, start, len, Tag::new(tag))
+                    .map_err(|e| std::io::Error::other(format!("{e}")))?;
+            }
+            for hist in iv.iter_mut() {
+                hist.reset();
+            }
+        }
+        self.interval_start = now;
+        Ok(())
+    }
+
+    fn finish(self) -> SinkResult {
+        let mut ops = BTreeMap::new();
+        let (mut dispatched, mut ok, mut failed) = (0, 0, 0);
+        for (op, h) in &self.ops {
+            dispatched += h.count;
+            ok += h.ok;
+            failed += h.failed;
+            ops.insert(
+                op.name().to_owned(),
+                OpSummary {
+                    count: h.count,
+                    ok: h.ok,
+                    failed: h.failed,
+                    response: pct(h.response.as_ref()),
+                    service: pct(h.service.as_ref()),
+                    lateness: pct(h.lateness.as_ref()),
+                    dep_wait: pct(h.dep_wait.as_ref()),
+                    queue: pct(h.queue.as_ref()),
+                },
+            );
+        }
+        SinkResult {
+            ops,
+            errors: self.errors,
+            lateness: Percentiles::of(&self.lateness),
+            io: IoSplit {
+                without_snapshot: Percentiles::of(&self.io_without),
+                with_snapshot: Percentiles::of(&self.io_with),
+            },
+            dispatched,
+            ok,
+            failed,
+            last_completed: self.last_completed,
+        }
+    }
+}

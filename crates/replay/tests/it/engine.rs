@@ -1,0 +1,198 @@
+//! Dependencies, concurrency caps, timeouts, fail-fast, interruption and the run directory.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use replay::sim::{SimConfig, SimProvider};
+use replay::{CompletionState, Outcome, RunControl, RunDir, RunOptions};
+use trace_format::{Attach, CreateVolume, Op, OpType};
+
+use crate::{MS, cordon, records, run_sim, write_trace};
+
+fn create(v: &str) -> Op {
+    Op::CreateVolume(CreateVolume {
+        volume: v.into(),
+        size: None,
+        storage_class: None,
+        access_mode: None,
+        volume_mode: None,
+        source: None,
+    })
+}
+
+fn attach(w: &str, v: &str) -> Op {
+    Op::Attach(Attach {
+        workload: w.into(),
+        volumes: vec![v.into()],
+        node: None,
+    })
+}
+
+#[test]
+fn dependency_wait_is_recorded_and_latency_counts_from_intended() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let yaml = "ops: {create_volume: {dist: constant, value: 300ms}}\n";
+    let out = run_sim(
+        dir.path(),
+        &[(0, create("v")), (100 * MS, attach("w", "v"))],
+        yaml,
+        &RunOptions::default(),
+    );
+    let recs = records(&dir.path().join("run"));
+    let c = recs.iter().find(|r| r.op == OpType::CreateVolume).expect("create");
+    let a = recs.iter().find(|r| r.op == OpType::Attach).expect("attach");
+    assert!(a.started >= c.completed, "attach started before its volume existed");
+    assert!(a.dep_wait >= 150 * MS, "dep_wait {}", a.dep_wait);
+    assert_eq!(a.response, a.completed - a.intended);
+    assert!(a.response >= a.dep_wait);
+    assert!(a.service < 50 * MS, "service {}", a.service);
+    assert_eq!(out.summary.ops["attach"].dep_wait.count, 1);
+}
+
+#[test]
+fn concurrency_cap_records_queue_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let events: Vec<_> = (0..5).map(|_| (0, cordon("n"))).collect();
+    let opts = RunOptions {
+        concurrency: [(OpType::CordonNode, 1)].into(),
+        ..RunOptions::default()
+    };
+    run_sim(
+        dir.path(),
+        &events,
+        "default: {dist: constant, value: 100ms}\n",
+        &opts,
+    );
+    let mut queue: Vec<u64> = records(&dir.path().join("run")).iter().map(|r| r.queue).collect();
+    queue.sort_unstable();
+    // One at a time: the k-th waits for k services of 100 ms.
+    for (k, q) in queue.iter().enumerate() {
+        let want = k as u64 * 100 * MS;
+        assert!(*q + 5 * MS >= want && *q <= want + 80 * MS, "queue[{k}] = {q}");
+    }
+    for r in records(&dir.path().join("run")) {
+        assert!(r.service >= 100 * MS && r.service < 180 * MS, "service {}", r.service);
+    }
+}
+
+#[test]
+fn timeouts_and_dependency_failures_are_classified_and_counted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = RunOptions {
+        timeouts: [(OpType::CreateVolume, 50 * MS)].into(),
+        ..RunOptions::default()
+    };
+    let out = run_sim(
+        dir.path(),
+        &[(0, create("v")), (10 * MS, attach("w", "v")), (20 * MS, cordon("n"))],
+        "ops: {create_volume: {dist: constant, value: 2s}}\n",
+        &opts,
+    );
+    assert_eq!(out.summary.state, CompletionState::Complete, "errors do not stop the run");
+    assert_eq!(out.summary.errors.get("timeout"), Some(&1));
+    assert_eq!(out.summary.errors.get("dependency_failed"), Some(&1));
+    assert_eq!(out.summary.ok, 1);
+    let recs = records(&dir.path().join("run"));
+    let c = recs.iter().find(|r| r.op == OpType::CreateVolume).expect("create");
+    assert_eq!(c.outcome, Outcome::Error);
+    assert!(c.service < 1_000 * MS, "the timeout cut the call short");
+}
+
+#[test]
+fn fail_fast_stops_the_run_as_interrupted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = RunOptions {
+        fail_fast: true,
+        ..RunOptions::default()
+    };
+    let mut events = vec![(0, cordon("a"))];
+    events.extend((1..50).map(|i| (i * 100 * MS, cordon("b"))));
+    let out = run_sim(
+        dir.path(),
+        &events,
+        "errors: {cordon_node: 1.0}\n",
+        &opts,
+    );
+    assert_eq!(out.summary.state, CompletionState::Interrupted);
+    assert!(out.summary.reason.as_deref().unwrap_or("").starts_with("fail-fast"));
+    assert!(out.summary.dispatched < 50);
+    let m = RunDir::open(&dir.path().join("run")).manifest().expect("manifest");
+    assert_eq!(m.state, CompletionState::Interrupted);
+}
+
+#[test]
+fn manifest_goes_running_complete_and_interrupted_runs_leave_valid_results() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A complete run.
+    let out = run_sim(
+        dir.path(),
+        &[(0, cordon("a")), (MS, cordon("b"))],
+        "{}\n",
+        &RunOptions::default(),
+    );
+    let rd = RunDir::open(&dir.path().join("run"));
+    let m = rd.manifest().expect("manifest");
+    assert_eq!(m.state, CompletionState::Complete);
+    assert!(m.finished.is_some());
+    assert_eq!(m.provider.name, "sim");
+    assert_eq!(m.trace.sha256.len(), 64);
+    assert_eq!(rd.summary().expect("summary"), out.summary);
+    assert!(dir.path().join("run/histograms/cordon_node.hlog").exists());
+
+    // An interrupted one: stopped from outside while running.
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let events: Vec<_> = (0..1000u64).map(|i| (i * 10 * MS, cordon("n"))).collect();
+    let trace = write_trace(dir2.path(), &events);
+    let control = RunControl::new();
+    let c2 = control.clone();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        c2.request_stop("test stop");
+    });
+    let p = Arc::new(SimProvider::new(SimConfig::default()).expect("sim"));
+    let out = replay::run(&trace, &dir2.path().join("run"), p, &RunOptions::default(), &control)
+        .expect("run");
+    stopper.join().expect("stopper");
+    assert_eq!(out.summary.state, CompletionState::Interrupted);
+    assert_eq!(out.summary.reason.as_deref(), Some("test stop"));
+    assert!(out.summary.dispatched > 5 && out.summary.dispatched < 1000);
+    let recs = records(&dir2.path().join("run"));
+    assert_eq!(recs.len() as u64, out.summary.dispatched);
+    let rd = RunDir::open(&dir2.path().join("run"));
+    assert_eq!(rd.manifest().expect("manifest").state, CompletionState::Interrupted);
+
+    // A run whose process vanished is detected as crashed.
+    let mut m = rd.manifest().expect("manifest");
+    m.state = CompletionState::Running;
+    m.pid = u32::MAX - 1;
+    rd.write_manifest(&m).expect("write");
+    assert_eq!(rd.detect_crash().expect("detect").state, CompletionState::CrashedDetected);
+    assert_eq!(rd.manifest().expect("manifest").state, CompletionState::CrashedDetected);
+}
+
+#[test]
+fn a_non_empty_run_directory_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs_err::create_dir_all(dir.path().join("run")).expect("mkdir");
+    fs_err::write(dir.path().join("run/keep"), "x").expect("write");
+    let trace = write_trace(dir.path(), &[(0, cordon("a"))]);
+    let p = Arc::new(SimProvider::new(SimConfig::default()).expect("sim"));
+    let err = replay::run(&trace, &dir.path().join("run"), p, &RunOptions::default(), &RunControl::new())
+        .expect_err("refused");
+    assert!(matches!(err, replay::Error::RunDirNotEmpty(_)));
+    assert!(dir.path().join("run/keep").exists());
+}
+
+proptest::proptest! {
+    /// A stall only ever delays, by at most its length, and only ops that overlap it.
+    #[test]
+    fn stalls_delay_by_at_most_their_length(start in 0u64..10_000, service in 0u64..5_000, at in 0u64..10_000, len in 0u64..5_000) {
+        let cfg = SimConfig { stalls: vec![replay::sim::Stall { at: replay::sim::Dur(at), duration: replay::sim::Dur(len) }], ..SimConfig::default() };
+        let end = cfg.completion(start, service);
+        proptest::prop_assert!(end >= start + service);
+        proptest::prop_assert!(end <= start + service + len);
+        if start >= at + len || start + service <= at {
+            proptest::prop_assert_eq!(end, start + service);
+        }
+    }
+}

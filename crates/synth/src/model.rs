@@ -1,0 +1,766 @@
+//! The workload model: what a user writes in YAML to describe a cluster's churn.
+//!
+//! Every struct denies unknown fields, so a typo is an error naming its line and field path
+//! rather than a silently ignored setting. Durations are written `"90s"`, `"5m"`, `"2d"` or as
+//! a number of seconds; sizes as bytes or quantities (`"1Gi"`); rates as `"100/s"`, `"6/m"`,
+//! `"3/h"`, `"1/d"` or a number per second. The reference is `docs/synth.md`.
+
+use std::path::Path;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+use trace_format::{AccessMode, BlockSize, Load, Pattern, VolumeMode};
+
+use crate::dist::Dist;
+use crate::error::Error;
+
+/// A workload model.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    /// Free text, copied into the trace's provenance.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// How long to generate after the warm-up (default 1 h).
+    #[serde(default = "one_hour", deserialize_with = "dur_de")]
+    pub duration: u64,
+    /// Seed used when the command line gives none (default 0).
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Start from a populated cluster in steady state (default) or from an empty one.
+    #[serde(default)]
+    pub start: Start,
+    /// Spread the initial population's attaches over this long before the steady state
+    /// begins (default 0: all at t = 0).
+    #[serde(default, deserialize_with = "dur_de")]
+    pub warmup: u64,
+    /// What happens to objects still alive at the end.
+    #[serde(default)]
+    pub end: End,
+    /// Hosts, containers per host, tenants and node names.
+    #[serde(default)]
+    pub cluster: Cluster,
+    /// Container lifetime distribution (or `preset: NAME`).
+    pub lifetime: Dist,
+    /// How containers arrive (default: replacement, keeping every slot busy).
+    #[serde(default)]
+    pub arrivals: Arrivals,
+    /// Solve the cluster size for an operation rate (Little's law); the command line's
+    /// `--target` overrides it.
+    #[serde(default)]
+    pub target: Option<Target>,
+    /// Persistent volumes of containers (none when absent).
+    #[serde(default)]
+    pub volumes: Option<Volumes>,
+    /// Snapshot policies.
+    #[serde(default)]
+    pub snapshots: Vec<SnapshotPolicy>,
+    /// Restores of random live snapshots into new volumes.
+    #[serde(default)]
+    pub restores: Option<Derived>,
+    /// Clones of random live volumes into new volumes.
+    #[serde(default)]
+    pub clones: Option<Derived>,
+    /// I/O run by each container on its volumes.
+    #[serde(default)]
+    pub io: Option<Io>,
+    /// Failure injection at cluster-wide rates.
+    #[serde(default)]
+    pub failures: Failures,
+    /// Node drains at given times.
+    #[serde(default)]
+    pub drains: Vec<Drain>,
+}
+
+fn one_hour() -> u64 {
+    3_600_000_000_000
+}
+
+/// How the trace starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Start {
+    /// Containers already alive, with residual lifetimes from the equilibrium distribution.
+    #[default]
+    SteadyState,
+    /// No container alive at t = 0.
+    Empty,
+}
+
+/// What happens at the end of the trace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum End {
+    /// Objects alive at the end stay (cleaning up is the replayer's business).
+    #[default]
+    Leave,
+    /// At the end, detach every running container and delete the volumes and snapshots
+    /// the trace created.
+    CleanUp,
+}
+
+/// The cluster.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    /// Number of hosts (nodes).
+    #[serde(default = "one")]
+    pub hosts: u32,
+    /// Containers per host: the slots kept busy by `replacement` arrivals.
+    #[serde(default = "one_count")]
+    pub containers_per_host: Count,
+    /// Node names are this prefix and a zero-padded index (default `node-`).
+    #[serde(default = "node_prefix")]
+    pub node_prefix: String,
+    /// Pin workloads to their node in `attach` (default true).
+    #[serde(default = "yes")]
+    pub pin_nodes: bool,
+    /// Tenants (namespaces) with shares of the containers; events carry no tenant when empty.
+    #[serde(default)]
+    pub tenants: Vec<Tenant>,
+    /// Workload names are this prefix and a sequence number (default `pod-`).
+    #[serde(default = "pod_prefix")]
+    pub workload_prefix: String,
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Self {
+            hosts: 1,
+            containers_per_host: Count::Fixed(1),
+            node_prefix: node_prefix(),
+            pin_nodes: true,
+            tenants: Vec::new(),
+            workload_prefix: pod_prefix(),
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+fn one_count() -> Count {
+    Count::Fixed(1)
+}
+fn yes() -> bool {
+    true
+}
+fn node_prefix() -> String {
+    "node-".into()
+}
+fn pod_prefix() -> String {
+    "pod-".into()
+}
+
+/// A tenant and its share of containers.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tenant {
+    /// Namespace name.
+    pub name: String,
+    /// Relative share.
+    pub share: f64,
+}
+
+/// A whole number drawn per host or per container.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Count {
+    /// Always this many.
+    Fixed(u32),
+    /// A weighted choice.
+    Weighted(Vec<Weighted<u32>>),
+    /// Poisson with this mean: `{poisson: 2.5}`.
+    Poisson {
+        /// The mean.
+        poisson: f64,
+    },
+    /// A preset: `{preset: containers-per-host-2019}`.
+    Preset {
+        /// The preset's name.
+        preset: String,
+    },
+}
+
+/// One weighted alternative.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weighted<T> {
+    /// The value.
+    pub value: T,
+    /// Relative weight.
+    pub weight: f64,
+}
+
+/// One value, or a weighted choice among several.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Choice<T> {
+    /// Always this value.
+    One(T),
+    /// A weighted choice.
+    Weighted(Vec<Weighted<T>>),
+}
+
+/// How containers arrive.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Arrivals {
+    /// Keep every slot (hosts × containers per host) busy: a container that ends is replaced
+    /// at once on the same host.
+    #[default]
+    Replacement,
+    /// Poisson arrivals at a rate, placed on a uniformly chosen host.
+    Poisson {
+        /// Containers per second.
+        rate: Rate,
+    },
+    /// Renewal arrivals with gamma inter-arrival times of the given coefficient of variation
+    /// (1 is Poisson; above 1 is bursty).
+    Renewal {
+        /// Containers per second.
+        rate: Rate,
+        /// Coefficient of variation of the inter-arrival times.
+        cv: f64,
+    },
+    /// A Poisson process whose rate changes over time (sampled by thinning).
+    Varying(Profile),
+    /// Groups of containers started at the same instant (the seed's Experiment 1).
+    Batches(Vec<Batch>),
+}
+
+/// A time-varying arrival rate.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Profile {
+    /// Piecewise constant: each step's rate holds from its `at` to the next step.
+    Steps(Vec<Step>),
+    /// Linear from `from` at t = 0 to `to` at `over`, then flat.
+    Ramp {
+        /// Rate at the start.
+        from: Rate,
+        /// Rate at `over` and after.
+        to: Rate,
+        /// Length of the ramp.
+        #[serde(deserialize_with = "dur_de")]
+        over: u64,
+    },
+    /// `mean · (1 + amplitude · cos(2π (t − peak) / period))`.
+    Diurnal {
+        /// Mean rate.
+        mean: Rate,
+        /// Relative amplitude in [0, 1].
+        amplitude: f64,
+        /// Period (default 1 day).
+        #[serde(default = "one_day", deserialize_with = "dur_de")]
+        period: u64,
+        /// Time of the peak within the period (default 14 h).
+        #[serde(default = "two_pm", deserialize_with = "dur_de")]
+        peak: u64,
+    },
+}
+
+fn one_day() -> u64 {
+    86_400_000_000_000
+}
+fn two_pm() -> u64 {
+    14 * 3_600_000_000_000
+}
+
+/// One step of a piecewise-constant rate.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// From when.
+    #[serde(deserialize_with = "dur_de")]
+    pub at: u64,
+    /// Containers per second.
+    pub rate: Rate,
+}
+
+/// A group of containers started together.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Batch {
+    /// When.
+    #[serde(deserialize_with = "dur_de")]
+    pub at: u64,
+    /// How many containers.
+    pub count: u32,
+}
+
+/// A target operation rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Target {
+    /// The operation.
+    pub op: TargetOp,
+    /// Operations per second.
+    pub rate: f64,
+}
+
+/// Operations whose rate can be targeted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetOp {
+    /// `attach` (one per container).
+    Attach,
+    /// `detach` (one per container).
+    Detach,
+    /// `create_volume` of container volumes.
+    Create,
+    /// `delete_volume` of container volumes.
+    Delete,
+    /// `snapshot` from per-volume policies.
+    Snapshot,
+}
+
+impl TargetOp {
+    /// The name used on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TargetOp::Attach => "attach",
+            TargetOp::Detach => "detach",
+            TargetOp::Create => "create",
+            TargetOp::Delete => "delete",
+            TargetOp::Snapshot => "snapshot",
+        }
+    }
+}
+
+impl std::str::FromStr for Target {
+    type Err = String;
+    /// Parses `attach=100/s`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (op, rate) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{s:?}: write OP=RATE, e.g. attach=100/s"))?;
+        let op = match op.trim() {
+            "attach" => TargetOp::Attach,
+            "detach" => TargetOp::Detach,
+            "create" | "create_volume" => TargetOp::Create,
+            "delete" | "delete_volume" => TargetOp::Delete,
+            "snapshot" => TargetOp::Snapshot,
+            other => {
+                return Err(format!(
+                    "unknown operation {other:?}; use attach, detach, create, delete or snapshot"
+                ));
+            }
+        };
+        Ok(Target {
+            op,
+            rate: parse_rate(rate)?,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+/// An event rate, per second.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rate(pub f64);
+
+/// Parses `"100/s"`, `"6/m"`, `"3/h"`, `"1/d"` or a plain number per second.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let s = s.trim();
+    let (num, per) = match s.split_once('/') {
+        Some((n, u)) => (n.trim(), u.trim()),
+        None => (s, "s"),
+    };
+    let div = match per {
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => return Err(format!("{s:?}: the unit of a rate is /s, /m, /h or /d")),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a rate (examples: 100/s, 6/m, 0.5)"))?;
+    if !(n.is_finite() && n >= 0.0) {
+        return Err(format!("{s:?}: a rate must be a number ≥ 0"));
+    }
+    Ok(n / div)
+}
+
+struct RateV;
+impl Visitor<'_> for RateV {
+    type Value = Rate;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a rate such as \"100/s\", \"6/m\" or a number per second")
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
+        if v.is_finite() && v >= 0.0 {
+            Ok(Rate(v))
+        } else {
+            Err(E::custom(format!("a rate must be ≥ 0, not {v}")))
+        }
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
+        Ok(Rate(v as f64))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
+        self.visit_f64(v as f64)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Rate, E> {
+        parse_rate(v).map(Rate).map_err(E::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(RateV)
+    }
+}
+
+/// A byte quantity (`4096`, `"1Gi"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Bytes(pub u64);
+
+struct BytesV;
+impl Visitor<'_> for BytesV {
+    type Value = Bytes;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a size in bytes or a quantity such as \"1Gi\"")
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Bytes, E> {
+        Ok(Bytes(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Bytes, E> {
+        u64::try_from(v)
+            .map(Bytes)
+            .map_err(|_| E::custom("a size must not be negative"))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Bytes, E> {
+        trace_format::units::parse_bytes(v)
+            .map(Bytes)
+            .map_err(E::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(BytesV)
+    }
+}
+
+/// Container volumes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Volumes {
+    /// Share of containers that get volumes (default 1).
+    #[serde(default = "one_f")]
+    pub share: f64,
+    /// Volumes per container that gets any (default 1).
+    #[serde(default = "one_count")]
+    pub per_container: Count,
+    /// Size of new volumes (default 1Gi).
+    #[serde(default = "one_gib")]
+    pub size: Choice<Bytes>,
+    /// Storage class of new volumes (the cluster default when absent).
+    #[serde(default)]
+    pub storage_class: Option<Choice<String>>,
+    /// Access mode of new volumes (ReadWriteOnce when absent).
+    #[serde(default)]
+    pub access_mode: Option<Choice<AccessMode>>,
+    /// Volume mode of new volumes.
+    #[serde(default)]
+    pub volume_mode: Option<VolumeMode>,
+    /// Reuse of pre-existing volumes instead of creating new ones.
+    #[serde(default)]
+    pub reuse: Option<Reuse>,
+    /// Delay between a container's detach and the deletion of its volumes (default 0).
+    #[serde(default, deserialize_with = "dur_de")]
+    pub delete_after: u64,
+}
+
+fn one_f() -> f64 {
+    1.0
+}
+fn one_gib() -> Choice<Bytes> {
+    Choice::One(Bytes(1 << 30))
+}
+
+/// A pool of pre-existing volumes (declared in the trace header) that containers reuse.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reuse {
+    /// Share of a container's volumes taken from the pool (a new one is created when no pool
+    /// volume is free).
+    pub share: f64,
+    /// Pool size.
+    pub pool: u32,
+    /// Pool volume names are this prefix and an index (default `pool-`).
+    #[serde(default = "pool_prefix")]
+    pub prefix: String,
+}
+
+fn pool_prefix() -> String {
+    "pool-".into()
+}
+
+/// A snapshot policy.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum SnapshotPolicy {
+    /// One snapshot every `every`, cycling over a set of volumes (the seed's Experiment 2).
+    RoundRobin(RoundRobin),
+    /// Each container volume is snapshotted on its own schedule.
+    PerVolume(PerVolume),
+}
+
+/// Round-robin snapshots.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoundRobin {
+    /// Interval between snapshots.
+    #[serde(deserialize_with = "dur_de")]
+    pub every: u64,
+    /// Time of the first snapshot (default: one interval after the start).
+    #[serde(default, deserialize_with = "dur_opt_de")]
+    pub from: Option<u64>,
+    /// Stop after this many snapshots.
+    #[serde(default)]
+    pub count: Option<u32>,
+    /// Which volumes: live container volumes (default) or the reuse pool.
+    #[serde(default)]
+    pub over: Over,
+    /// Cycle over at most this many of them (the oldest first).
+    #[serde(default)]
+    pub volumes: Option<u32>,
+    /// Keep at most this many snapshots of this policy; older ones are deleted.
+    #[serde(default)]
+    pub retain: Option<u32>,
+    /// Snapshot class (the cluster default when absent).
+    #[serde(default)]
+    pub class: Option<String>,
+}
+
+/// The volume set of a round-robin policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Over {
+    /// Live container volumes, in creation order.
+    #[default]
+    Live,
+    /// The pre-existing pool.
+    Pool,
+}
+
+/// Per-volume snapshots.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerVolume {
+    /// Mean interval between snapshots of one volume.
+    #[serde(deserialize_with = "dur_de")]
+    pub every: u64,
+    /// Periodic (default) or Poisson.
+    #[serde(default)]
+    pub process: Process,
+    /// Keep at most this many snapshots per volume; older ones are deleted.
+    #[serde(default)]
+    pub retain: Option<u32>,
+    /// Snapshot class.
+    #[serde(default)]
+    pub class: Option<String>,
+}
+
+/// A point process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Process {
+    /// Fixed intervals.
+    #[default]
+    Periodic,
+    /// Exponential intervals.
+    Poisson,
+}
+
+/// Volumes derived from others (restores, clones) at a rate, deleted after `keep`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Derived {
+    /// Cluster-wide rate.
+    pub rate: Rate,
+    /// How long the new volume lives (default 5 min).
+    #[serde(default = "five_min", deserialize_with = "dur_de")]
+    pub keep: u64,
+}
+
+fn five_min() -> u64 {
+    300_000_000_000
+}
+
+/// Per-container I/O.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Io {
+    /// Share of containers with volumes that run I/O (default 1).
+    #[serde(default = "one_f")]
+    pub share: f64,
+    /// Delay after attach before the first phase (default 0).
+    #[serde(default, deserialize_with = "dur_de")]
+    pub delay: u64,
+    /// Phases run one after another on every volume of the container.
+    pub phases: Vec<Phase>,
+}
+
+/// One `io_phase` template.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Phase {
+    /// Access pattern.
+    pub pattern: Pattern,
+    /// Share of reads in percent.
+    pub read_pct: u8,
+    /// Block size, fixed or a mix.
+    pub block_size: BlockSize,
+    /// Queue depth or rate.
+    pub load: Load,
+    /// Length; until the container ends when absent (only the last phase).
+    #[serde(default, deserialize_with = "dur_opt_de")]
+    pub duration: Option<u64>,
+    /// Stop after this many bytes.
+    #[serde(default)]
+    pub bytes: Option<Bytes>,
+    /// Region from offset 0 (the whole volume when absent).
+    #[serde(default)]
+    pub region: Option<Bytes>,
+    /// Parallel jobs (default 1).
+    #[serde(default = "one")]
+    pub jobs: u32,
+    /// O_DIRECT.
+    #[serde(default)]
+    pub direct: bool,
+    /// Write and verify checksummed blocks.
+    #[serde(default)]
+    pub verify: bool,
+}
+
+/// Failure injection: each a cluster-wide Poisson rate acting on a random live object.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failures {
+    /// Grow a random live container volume.
+    #[serde(default)]
+    pub resize: Option<ResizeSpec>,
+    /// Kill a random running container (`abort_workload` instead of its `detach`).
+    #[serde(default)]
+    pub abort: Option<RateOnly>,
+    /// Move a random running container to another node.
+    #[serde(default)]
+    pub reschedule: Option<RateOnly>,
+}
+
+/// Resizes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeSpec {
+    /// Cluster-wide rate.
+    pub rate: Rate,
+    /// New size = old size × factor, rounded up to a MiB (default 2).
+    #[serde(default = "two")]
+    pub factor: f64,
+}
+
+fn two() -> f64 {
+    2.0
+}
+
+/// Just a rate.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateOnly {
+    /// Cluster-wide rate.
+    pub rate: Rate,
+}
+
+/// A node drain.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Drain {
+    /// When (from the end of the warm-up).
+    #[serde(deserialize_with = "dur_de")]
+    pub at: u64,
+    /// Node name, e.g. `node-03`.
+    pub node: String,
+}
+
+struct Nanos;
+impl Visitor<'_> for Nanos {
+    type Value = u64;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a duration such as \"90s\", \"5m\", \"2d\" or a number of seconds")
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+        v.checked_mul(1_000_000_000)
+            .ok_or_else(|| E::custom("duration overflows"))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+        let v = u64::try_from(v).map_err(|_| E::custom("a duration must not be negative"))?;
+        self.visit_u64(v)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
+        if (0.0..1.8e10).contains(&v) {
+            Ok((v * 1e9).round() as u64)
+        } else {
+            Err(E::custom(format!("{v} is not a duration in seconds")))
+        }
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+        trace_format::units::parse_duration(v).map_err(E::custom)
+    }
+}
+
+fn dur_de<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    d.deserialize_any(Nanos)
+}
+
+fn dur_opt_de<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    d.deserialize_any(Nanos).map(Some)
+}
+
+impl Model {
+    /// Reads a model file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let text = fs_err::read_to_string(path)?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses model text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Self, Error> {
+        let mut path = String::new();
+        let res = serde_saphyr::with_deserializer_from_str(text, |de| {
+            serde_path_to_error::deserialize::<_, Model>(de).map_err(|e| {
+                path = e.path().to_string();
+                e.into_inner()
+            })
+        });
+        res.map_err(|e| Error::Model {
+            file: file.to_owned(),
+            line: e.location().map(|l| l.line()).filter(|l| *l > 0),
+            path: if path == "." { String::new() } else { path },
+            message: strip_location(&e.to_string()),
+        })
+    }
+}
+
+/// serde-saphyr writes `error: line L column C: message`; the location is reported apart.
+fn strip_location(msg: &str) -> String {
+    let first = msg.lines().next().unwrap_or(msg);
+    let rest = first.strip_prefix("error: ").unwrap_or(first);
+    if rest.starts_with("line ")
+        && let Some((_, m)) = rest.split_once(": ")
+    {
+        return m.to_owned();
+    }
+    match rest.rfind(" at line ") {
+        Some(i) => rest[..i].to_owned(),
+        None => rest.to_owned(),
+    }
+}
