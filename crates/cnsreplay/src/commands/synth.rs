@@ -15,7 +15,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use schemars::JsonSchema;
 use serde::Serialize;
 use synth::data::Objects;
-use synth::{Derivation, FitReport, Model, Options, Plan, Target};
+use synth::{Derivation, FitReport, Model, Observation, Options, Plan, Target};
 use trace_format::{Encoding, TraceWriter};
 
 use crate::cli::EncodingArg;
@@ -90,7 +90,8 @@ pub struct GenArgs {
 /// `synth fit`.
 #[derive(Debug, Args)]
 pub struct FitArgs {
-    /// A CSV (`lifetime_s[,censored]` header) or a trace (.yaml, .jsonl, .cnsbin).
+    /// A CSV (`lifetime_s[,censored]` header), a pod lifecycle CSV (header naming
+    /// `creation_time` and `deletion_time`), or a trace (.yaml, .jsonl, .cnsbin).
     pub data: PathBuf,
     /// From a trace, fit workload (attach → detach) or volume (create → delete) lifetimes.
     #[arg(long, value_enum, default_value_t = ObjectsArg::Workloads)]
@@ -316,29 +317,72 @@ fn write_derivation(d: &Derivation, out: &mut dyn Write) -> std::io::Result<()> 
     writeln!(out)
 }
 
-fn is_csv(path: &Path) -> anyhow::Result<bool> {
-    if path.extension().is_some_and(|e| e == "csv") {
-        return Ok(true);
+/// What `synth fit` was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DataKind {
+    /// `lifetime_s[,censored]`.
+    LifetimeCsv,
+    /// A pod lifecycle CSV: a header naming `creation_time` and `deletion_time`.
+    PodCsv,
+    /// A trace.
+    Trace,
+}
+
+fn data_kind(path: &Path) -> anyhow::Result<DataKind> {
+    let is_csv_name = path.extension().is_some_and(|e| e == "csv");
+    if !is_csv_name && Encoding::from_path(path).is_some() {
+        return Ok(DataKind::Trace);
     }
-    if Encoding::from_path(path).is_some() {
-        return Ok(false);
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(fs_err::File::open(path)?),
+        &mut first,
+    )?;
+    let first = first.trim_start();
+    if first.starts_with("lifetime_s") {
+        return Ok(DataKind::LifetimeCsv);
     }
-    let mut head = [0u8; 64];
-    let n = std::io::Read::read(&mut fs_err::File::open(path)?, &mut head)?;
-    Ok(String::from_utf8_lossy(&head[..n])
-        .trim_start()
-        .starts_with("lifetime_s"))
+    let cols: Vec<&str> = first.trim_end().split(',').map(str::trim).collect();
+    if cols.contains(&"creation_time") && cols.contains(&"deletion_time") {
+        return Ok(DataKind::PodCsv);
+    }
+    // Other CSVs go to the lifetime reader, whose error names the line.
+    Ok(if is_csv_name {
+        DataKind::LifetimeCsv
+    } else {
+        DataKind::Trace
+    })
+}
+
+/// Lifetimes from a pod lifecycle CSV (strict: the first bad row is the error).
+fn pod_observations(path: &Path) -> anyhow::Result<Vec<Observation>> {
+    let (pods, _) = import::pods::read_lifetimes(path, &import::Policy::default())?;
+    Ok(pods
+        .iter()
+        .map(|p| Observation {
+            value_s: p.duration_ns as f64 / 1e9,
+            censored: p.censored,
+        })
+        .collect())
 }
 
 fn fit(a: &FitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let obs = if is_csv(&a.data)? {
-        synth::data::read_csv(&a.data)
-    } else {
-        let objects = match a.objects {
-            ObjectsArg::Workloads => Objects::Workloads,
-            ObjectsArg::Volumes => Objects::Volumes,
-        };
-        synth::data::read_trace(&a.data, objects)
+    let obs = match data_kind(&a.data)? {
+        DataKind::LifetimeCsv => synth::data::read_csv(&a.data),
+        DataKind::PodCsv => match pod_observations(&a.data) {
+            Ok(o) => Ok(o),
+            Err(e) => {
+                tracing::error!("{e:#}");
+                return Ok(ExitCode::from(1));
+            }
+        },
+        DataKind::Trace => {
+            let objects = match a.objects {
+                ObjectsArg::Workloads => Objects::Workloads,
+                ObjectsArg::Volumes => Objects::Volumes,
+            };
+            synth::data::read_trace(&a.data, objects)
+        }
     };
     let obs = match obs {
         Ok(o) => o,

@@ -231,3 +231,70 @@ fn committed_synth_schemas_match() {
         );
     }
 }
+
+/// A pod lifecycle CSV with 300 pods of exponential lives (mean 600 s) and 20 still running
+/// at the end of observation: the fit sees every pod and the 20 censored ones.
+#[test]
+fn synth_fit_reads_a_pod_lifecycle_csv() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("pods.csv");
+    let mut text = String::from("name,qos,pod_phase,creation_time,deletion_time,scheduled_time\n");
+    let end = 100_000u64;
+    // Deterministic exponential quantiles: life = -600 ln(1 - (i + 0.5) / 300).
+    for i in 0..300u64 {
+        let created = i * 300;
+        let life = (-600.0 * (1.0 - (i as f64 + 0.5) / 300.0).ln()).round() as u64;
+        if i < 20 {
+            // Still running when observation ended.
+            text.push_str(&format!(
+                "pod-{i},LS,Running,{},{end},{}\n",
+                end - 10,
+                end - 10
+            ));
+        } else {
+            let deleted = (created + life.max(1)).min(end - 1);
+            text.push_str(&format!(
+                "pod-{i},LS,Succeeded,{created},{deleted},{created}\n"
+            ));
+        }
+    }
+    fs_err::write(&csv, text).expect("write");
+    let o = cnsreplay(&["synth", "fit", "--json", s(&csv)]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["observations"], 300);
+    assert_eq!(v["censored"], 20);
+    // A bad row names the file and line.
+    fs_err::write(&csv, "name,creation_time,deletion_time\np,10,oops\n").expect("write");
+    let o = cnsreplay(&["synth", "fit", s(&csv)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("pods.csv") && err.contains('2'), "{err}");
+}
+
+/// The real Alibaba GPU 2023 pod list (in `../shared`, not in the repo) refits the
+/// `alibaba-k8s-pods` preset (lognormal μ = 6.444, σ = 1.877 ln s) as the best family.
+#[test]
+fn synth_fit_of_the_alibaba_pod_list_recovers_the_preset() {
+    let csv = workspace()
+        .join("../shared/trace-samples/k8s-pod-lifecycle-csv/openb_pod_list_default.csv");
+    if !csv.exists() {
+        eprintln!("skipped: {} is absent", csv.display());
+        return;
+    }
+    let o = cnsreplay(&["synth", "fit", "--json", s(&csv)]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["observations"], 8152);
+    let best = &v["candidates"][0];
+    assert_eq!(best["family"], "lognormal", "{best}");
+    let mu = best["params"]["mu"].as_f64().expect("mu");
+    let sigma = best["params"]["sigma"].as_f64().expect("sigma");
+    assert!((mu - 6.444).abs() < 0.01, "mu {mu}");
+    assert!((sigma - 1.877).abs() < 0.05, "sigma {sigma}");
+}
