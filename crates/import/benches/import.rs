@@ -50,8 +50,8 @@ fn benches(c: &mut Criterion) {
     bench_one(c, "tencent", &testgen::tencent(N), |s| {
         import::blockcsv::import_tencent_sources(std::slice::from_ref(s), p, sink())
     });
-    // ~16 lines per cycle: ≥ 100 000 lines.
-    let log = testgen::audit_log(N / 16 + 1);
+    // ~15.4 lines per cycle: ≥ 100 000 lines.
+    let log = testgen::audit_log(N / 15 + 1);
     let lines = log.lines().count() as u64;
     assert!(lines >= N, "{lines} lines");
     let mut g = c.benchmark_group("import");

@@ -49,6 +49,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use trace_format::{Event, Header, Io, IoKind, Name, Op, TraceWriter, VolumeDecl};
 
@@ -65,7 +66,7 @@ struct Rec {
     /// Nanoseconds since the format's epoch.
     t: u64,
     /// Volume key: the final name (Alibaba, Tencent) or the unsanitized disk (MSR).
-    volume: String,
+    volume: Arc<str>,
     kind: IoKind,
     offset: u64,
     len: u64,
@@ -145,7 +146,7 @@ trait Format {
         None
     }
     /// Parses the fields of one line (their count already checked).
-    fn parse(&self, loc: &Loc<'_>, fields: &[&str]) -> Result<Rec, BadInput>;
+    fn parse(&self, loc: &Loc<'_>, fields: &[&str], keys: &mut Keys) -> Result<Rec, BadInput>;
 }
 
 struct Msr;
@@ -166,7 +167,7 @@ impl Format for Msr {
     const TIME: (usize, u64) = (0, 100);
     const SANITIZE: bool = true;
 
-    fn parse(&self, loc: &Loc<'_>, f: &[&str]) -> Result<Rec, BadInput> {
+    fn parse(&self, loc: &Loc<'_>, f: &[&str], keys: &mut Keys) -> Result<Rec, BadInput> {
         let ticks = loc.number(f, 0)?;
         let t = loc.scale(0, ticks, 100, "time in nanoseconds")?;
         let host = field(f, 1);
@@ -188,7 +189,7 @@ impl Format for Msr {
         let observed = loc.scale(6, rt, 100, "response time in nanoseconds")?;
         Ok(Rec {
             t,
-            volume: format!("{host}-{disk}"),
+            volume: keys.get(host, disk, || format!("{host}-{disk}")),
             kind,
             offset,
             len,
@@ -215,7 +216,7 @@ impl Format for Alibaba {
         self.sizes.as_ref()?.get(&id).copied()
     }
 
-    fn parse(&self, loc: &Loc<'_>, f: &[&str]) -> Result<Rec, BadInput> {
+    fn parse(&self, loc: &Loc<'_>, f: &[&str], keys: &mut Keys) -> Result<Rec, BadInput> {
         let device = loc.number(f, 0)?;
         let kind = match field(f, 1) {
             "R" => IoKind::Read,
@@ -240,7 +241,7 @@ impl Format for Alibaba {
         }
         Ok(Rec {
             t,
-            volume: format!("dev-{device}"),
+            volume: keys.get("", device, || format!("dev-{device}")),
             kind,
             offset,
             len,
@@ -258,7 +259,7 @@ impl Format for Tencent {
     const SPREAD: bool = true;
     const TIME: (usize, u64) = (0, NS_PER_S);
 
-    fn parse(&self, loc: &Loc<'_>, f: &[&str]) -> Result<Rec, BadInput> {
+    fn parse(&self, loc: &Loc<'_>, f: &[&str], keys: &mut Keys) -> Result<Rec, BadInput> {
         let s = loc.number(f, 0)?;
         // The spread adds up to 1 s − 1 ns: the whole second must fit.
         let t = s
@@ -283,7 +284,7 @@ impl Format for Tencent {
         let vol = loc.number(f, 4)?;
         Ok(Rec {
             t,
-            volume: format!("vol-{vol}"),
+            volume: keys.get("", vol, || format!("vol-{vol}")),
             kind,
             offset,
             len,
@@ -293,7 +294,48 @@ impl Format for Tencent {
 }
 
 /// A non-blank line: where it is, and its fields or why they are bad.
-type Line<'l> = (Loc<'l>, Result<Vec<&'l str>, BadInput>);
+type Line<'l> = (Loc<'l>, Result<Fields<'l>, BadInput>);
+
+/// The fields of a line, without allocating (at most [`Fields::MAX`]).
+struct Fields<'l> {
+    arr: [&'l str; Fields::MAX],
+    n: usize,
+}
+
+impl Fields<'_> {
+    const MAX: usize = 8;
+}
+
+impl<'l> std::ops::Deref for Fields<'l> {
+    type Target = [&'l str];
+    fn deref(&self) -> &[&'l str] {
+        self.arr.get(..self.n).unwrap_or(&[])
+    }
+}
+
+/// Volume keys of one file, shared (one allocation per volume, not per line) while lines
+/// name a few volumes at a time.
+#[derive(Default)]
+struct Keys {
+    recent: Vec<(String, u64, Arc<str>)>,
+}
+
+impl Keys {
+    const MAX: usize = 64;
+
+    /// The key of volume (`text`, `id`), made by `make` the first time.
+    fn get(&mut self, text: &str, id: u64, make: impl FnOnce() -> String) -> Arc<str> {
+        if let Some((_, _, k)) = self.recent.iter().find(|(t, i, _)| *i == id && t == text) {
+            return Arc::clone(k);
+        }
+        if self.recent.len() >= Self::MAX {
+            self.recent.clear();
+        }
+        let k: Arc<str> = Arc::from(make());
+        self.recent.push((text.to_owned(), id, Arc::clone(&k)));
+        k
+    }
+}
 
 /// The lines of one file, split into fields.
 struct Lines {
@@ -334,8 +376,19 @@ impl Lines {
             Err(e) => Err(loc.bad("line", format!("not UTF-8 text: {e}"))),
             Ok(text) => {
                 let text = text.trim_end_matches('\n').trim_end_matches('\r');
-                let fields: Vec<&str> = text.split(',').collect();
-                if fields.len() == columns.len() {
+                let mut fields = Fields {
+                    arr: [""; Fields::MAX],
+                    n: 0,
+                };
+                let mut count = 0;
+                for f in text.split(',') {
+                    if let Some(slot) = fields.arr.get_mut(count) {
+                        *slot = f;
+                    }
+                    count += 1;
+                }
+                fields.n = count.min(Fields::MAX);
+                if count == columns.len() {
                     Ok(fields)
                 } else {
                     Err(loc.bad(
@@ -344,7 +397,7 @@ impl Lines {
                             "expected {} comma-separated fields ({}), found {}",
                             columns.len(),
                             columns.join(","),
-                            fields.len()
+                            count
                         ),
                     ))
                 }
@@ -359,6 +412,7 @@ impl Lines {
 struct Cursor<'a, F: Format> {
     fmt: &'a F,
     lines: Lines,
+    keys: Keys,
     /// Time of the last accepted line.
     last_t: Option<u64>,
     /// Spreading: the rest of the current second, times already assigned.
@@ -374,6 +428,7 @@ impl<'a, F: Format> Cursor<'a, F> {
         Ok(Self {
             fmt,
             lines: Lines::open(path)?,
+            keys: Keys::default(),
             last_t: None,
             group: VecDeque::new(),
             ahead: None,
@@ -385,7 +440,7 @@ impl<'a, F: Format> Cursor<'a, F> {
         while let Some((loc, fields)) = self.lines.next(F::COLUMNS)? {
             let last_t = self.last_t;
             let parsed = fields
-                .and_then(|f| self.fmt.parse(&loc, &f))
+                .and_then(|f| self.fmt.parse(&loc, &f, &mut self.keys))
                 .and_then(|r| match last_t {
                     Some(prev) if r.t < prev => Err(loc.col(
                         F::TIME.0,
@@ -493,8 +548,13 @@ fn import<F: Format>(
         let mut c = Cursor::open(fmt, path)?;
         while let Some(r) = c.next(&mut |_| Ok(()))? {
             earliest = Some(earliest.map_or(r.t, |e| e.min(r.t)));
-            let end = extents.entry(r.volume).or_insert(0);
-            *end = (*end).max(r.offset.saturating_add(r.len));
+            let reach = r.offset.saturating_add(r.len);
+            match extents.get_mut(&*r.volume) {
+                Some(end) => *end = (*end).max(reach),
+                None => {
+                    extents.insert(r.volume.to_string(), reach);
+                }
+            }
         }
     }
     let origin = earliest.unwrap_or(0);
@@ -549,6 +609,7 @@ fn import<F: Format>(
         }
         heads.push(head);
     }
+    let mut last: Option<(Arc<str>, Name)> = None;
     while let Some(Reverse((_, i))) = heap.pop() {
         let (Some(slot), Some(c)) = (heads.get_mut(i), cursors.get_mut(i)) else {
             continue;
@@ -558,7 +619,12 @@ fn import<F: Format>(
         if let Some(n) = slot.as_ref() {
             heap.push(Reverse((n.t, i)));
         }
-        let Some(volume) = names.get(&r.volume) else {
+        // Consecutive requests usually share their key (the same `Arc`): skip the lookup.
+        let cached = last
+            .as_ref()
+            .filter(|(k, _)| Arc::ptr_eq(k, &r.volume))
+            .map(|(_, n)| n.clone());
+        let Some(volume) = cached.or_else(|| names.get(&*r.volume).cloned()) else {
             let loc = Loc {
                 file: &c.lines.file,
                 line: c.lines.line,
@@ -567,13 +633,14 @@ fn import<F: Format>(
             report.bad(policy, loc.bad("line", "volume not seen in the first pass"))?;
             continue;
         };
+        last = Some((Arc::clone(&r.volume), volume.clone()));
         writer.write(&Event {
             at: r.t.saturating_sub(origin),
             id: report.events,
             tenant: None,
             observed: r.observed,
             op: Op::Io(Io {
-                volume: volume.clone(),
+                volume,
                 kind: r.kind,
                 offset: r.offset,
                 len: r.len,

@@ -27,7 +27,7 @@ pub(crate) struct BackendInfo {
 
 /// One engine instance, owned by one worker thread.
 pub(crate) enum Backend {
-    Uring(Ring),
+    Uring(Box<Ring>),
     Sync(SyncPool),
 }
 
@@ -43,7 +43,11 @@ pub(crate) struct BackendConfig {
 impl Backend {
     /// Builds the engine `opts` asks for over `file`, falling back from io_uring to the
     /// thread pool under [`EngineChoice::Auto`].
-    pub(crate) fn open(file: File, cfg: &BackendConfig, opts: &EngineOptions) -> Result<Backend, Error> {
+    pub(crate) fn open(
+        file: File,
+        cfg: &BackendConfig,
+        opts: &EngineOptions,
+    ) -> Result<Backend, Error> {
         if opts.engine == EngineChoice::Sync {
             return SyncPool::new(file, cfg, opts.sync_stall, Vec::new()).map(Backend::Sync);
         }
@@ -51,16 +55,19 @@ impl Backend {
             sqpoll: opts.sqpoll,
             iopoll: opts.iopoll,
             single_issuer: true,
-            coop_taskrun: true,
+            // Open loops spin on the completion queue: completions must be posted without
+            // waiting for the task to enter the kernel, so no cooperative task running there.
+            coop_taskrun: cfg.defer_taskrun,
             defer_taskrun: cfg.defer_taskrun && !opts.sqpoll,
             fixed_buffers: true,
             fixed_files: true,
         };
         let clone = file.try_clone()?;
         match Ring::new(file, cfg.slots, cfg.buf_len, want) {
-            Ok(r) => Ok(Backend::Uring(r)),
+            Ok(r) => Ok(Backend::Uring(Box::new(r))),
             Err(e) if opts.engine == EngineChoice::Auto => {
-                let note = format!("io_uring setup failed ({e}); fell back to the thread-pool engine");
+                let note =
+                    format!("io_uring setup failed ({e}); fell back to the thread-pool engine");
                 SyncPool::new(clone, cfg, opts.sync_stall, vec![note]).map(Backend::Sync)
             }
             Err(e) => Err(Error::RingSetup(e)),
@@ -106,11 +113,19 @@ impl Backend {
     pub(crate) fn buf_mut(&mut self, slot: usize) -> &mut [u8] {
         match self {
             Backend::Uring(r) => r.buf_mut(slot),
-            Backend::Sync(p) => p.bufs[slot].as_mut().map_or(&mut [], AlignedBuf::as_mut_slice),
+            Backend::Sync(p) => p.bufs[slot]
+                .as_mut()
+                .map_or(&mut [], AlignedBuf::as_mut_slice),
         }
     }
 
-    pub(crate) fn push(&mut self, slot: usize, op: RingOp, offset: u64, len: u32) -> io::Result<()> {
+    pub(crate) fn push(
+        &mut self,
+        slot: usize,
+        op: RingOp,
+        offset: u64,
+        len: u32,
+    ) -> io::Result<()> {
         match self {
             Backend::Uring(r) => r.push(slot, op, offset, len),
             Backend::Sync(p) => p.push(slot, op, offset, len),
@@ -188,7 +203,12 @@ pub(crate) struct SyncPool {
 }
 
 impl SyncPool {
-    fn new(file: File, cfg: &BackendConfig, stall: Option<SyncStall>, notes: Vec<String>) -> Result<SyncPool, Error> {
+    fn new(
+        file: File,
+        cfg: &BackendConfig,
+        stall: Option<SyncStall>,
+        notes: Vec<String>,
+    ) -> Result<SyncPool, Error> {
         let slots = cfg.slots.clamp(1, 4096);
         let n_threads = slots.min(64);
         let file = Arc::new(file);
@@ -215,7 +235,14 @@ impl SyncPool {
                             std::thread::sleep(s.sleep);
                         }
                         let res = do_io(&file, &mut job);
-                        if done_tx.send(Done { slot: job.slot, res, buf: job.buf }).is_err() {
+                        if done_tx
+                            .send(Done {
+                                slot: job.slot,
+                                res,
+                                buf: job.buf,
+                            })
+                            .is_err()
+                        {
                             break;
                         }
                     }
@@ -226,7 +253,9 @@ impl SyncPool {
             threads.push(t);
         }
         Ok(SyncPool {
-            bufs: (0..slots).map(|_| Some(AlignedBuf::new(cfg.buf_len))).collect(),
+            bufs: (0..slots)
+                .map(|_| Some(AlignedBuf::new(cfg.buf_len)))
+                .collect(),
             buf_len: cfg.buf_len.max(1).div_ceil(ring::ALIGN) * ring::ALIGN,
             tx: Some(tx),
             rx,
@@ -245,7 +274,13 @@ impl SyncPool {
             RingOp::Read | RingOp::Write => (len as usize).min(buf.len()),
             RingOp::Trim | RingOp::Flush => len as usize,
         };
-        let job = Job { slot, op, offset, len, buf };
+        let job = Job {
+            slot,
+            op,
+            offset,
+            len,
+            buf,
+        };
         match self.tx.as_ref().map(|tx| tx.send(job)) {
             Some(Ok(())) => {
                 self.in_flight += 1;

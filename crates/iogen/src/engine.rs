@@ -90,7 +90,12 @@ fn ring_op(k: IoKind) -> RingOp {
 }
 
 impl<'a> Worker<'a> {
-    pub(crate) fn new(mut backend: Backend, rec: Recorder, verifier: Option<Verifier<'a>>, base: Instant) -> Self {
+    pub(crate) fn new(
+        mut backend: Backend,
+        rec: Recorder,
+        verifier: Option<Verifier<'a>>,
+        base: Instant,
+    ) -> Self {
         let n = backend.slots();
         // Writes carry incompressible data, not zeros.
         let mut rng = Rng::new(0xb0f ^ n as u64);
@@ -174,7 +179,10 @@ impl<'a> Worker<'a> {
             match deadline {
                 Some(t) => self.wait_until(src, t, in_flight)?,
                 None if idle && in_flight == 0 => src.idle_wait(None),
-                None if idle => self.backend.wait(1, Some(Duration::from_micros(200)), &mut self.done)?,
+                None if idle => {
+                    self.backend
+                        .wait(1, Some(Duration::from_micros(200)), &mut self.done)?;
+                }
                 None => self.backend.wait(1, None, &mut self.done)?,
             }
             self.complete();
@@ -192,7 +200,8 @@ impl<'a> Worker<'a> {
                 IoKind::Trim | IoKind::Flush => {}
             }
         }
-        self.backend.push(slot, ring_op(item.kind), item.offset, len32)?;
+        self.backend
+            .push(slot, ring_op(item.kind), item.offset, len32)?;
         self.slots[slot] = SlotState {
             kind: Some(item.kind),
             offset: item.offset,
@@ -245,7 +254,12 @@ impl<'a> Worker<'a> {
             if let Some(v) = &mut self.verifier {
                 let got = usize::try_from(res).unwrap_or(0);
                 match kind {
-                    IoKind::Write => v.end_write(self.backend.buf(slot), st.offset, st.len, got as u64 == st.len),
+                    IoKind::Write => v.end_write(
+                        self.backend.buf(slot),
+                        st.offset,
+                        st.len,
+                        got as u64 == st.len,
+                    ),
                     IoKind::Read => v.end_read(self.backend.buf(slot), st.offset, st.len, got),
                     IoKind::Trim | IoKind::Flush => {}
                 }
@@ -274,8 +288,26 @@ pub(crate) struct PhaseSource {
 }
 
 impl PhaseSource {
-    pub(crate) fn new(opgen: OpGen, schedule: Option<Schedule>, end_ns: Option<u64>, max_ios: Option<u64>, max_bytes: Option<u64>, verify: bool) -> Self {
-        PhaseSource { opgen, schedule, end_ns, max_ios, max_bytes, issued: 0, issued_bytes: 0, verify, held: None, stopped: false }
+    pub(crate) fn new(
+        opgen: OpGen,
+        schedule: Option<Schedule>,
+        end_ns: Option<u64>,
+        max_ios: Option<u64>,
+        max_bytes: Option<u64>,
+        verify: bool,
+    ) -> Self {
+        PhaseSource {
+            opgen,
+            schedule,
+            end_ns,
+            max_ios,
+            max_bytes,
+            issued: 0,
+            issued_bytes: 0,
+            verify,
+            held: None,
+            stopped: false,
+        }
     }
 
     fn exhausted(&self, now: u64) -> bool {
@@ -318,7 +350,12 @@ impl Source for PhaseSource {
         }
         self.issued += 1;
         self.issued_bytes += op.len;
-        Next::Ready(Item { kind: op.kind, offset: op.offset, len: op.len, intended })
+        Next::Ready(Item {
+            kind: op.kind,
+            offset: op.offset,
+            len: op.len,
+            intended,
+        })
     }
 
     fn stop(&mut self) {

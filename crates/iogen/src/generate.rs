@@ -18,7 +18,12 @@ pub(crate) fn splitmix64(x: &mut u64) -> u64 {
 impl Rng {
     pub(crate) fn new(seed: u64) -> Self {
         let mut s = seed;
-        Rng([splitmix64(&mut s), splitmix64(&mut s), splitmix64(&mut s), splitmix64(&mut s)])
+        Rng([
+            splitmix64(&mut s),
+            splitmix64(&mut s),
+            splitmix64(&mut s),
+            splitmix64(&mut s),
+        ])
     }
 
     pub(crate) fn next_u64(&mut self) -> u64 {
@@ -70,7 +75,15 @@ pub(crate) struct OpGen {
 
 impl OpGen {
     /// `sizes` are validated by the caller: non-empty, multiples of `align`, at most `len`.
-    pub(crate) fn new(pattern: Pattern, read_pct: u8, bs: &BlockSize, start: u64, len: u64, align: u64, seed: u64) -> Self {
+    pub(crate) fn new(
+        pattern: Pattern,
+        read_pct: u8,
+        bs: &BlockSize,
+        start: u64,
+        len: u64,
+        align: u64,
+        seed: u64,
+    ) -> Self {
         let mut cum = 0;
         let sizes = block_sizes(bs)
             .into_iter()
@@ -79,7 +92,17 @@ impl OpGen {
                 (s, cum)
             })
             .collect();
-        OpGen { pattern, read_pct, sizes, total_weight: cum, start, len, align, pos: 0, rng: Rng::new(seed) }
+        OpGen {
+            pattern,
+            read_pct,
+            sizes,
+            total_weight: cum,
+            start,
+            len,
+            align,
+            pos: 0,
+            rng: Rng::new(seed),
+        }
     }
 
     pub(crate) fn next_op(&mut self) -> GenOp {
@@ -98,7 +121,10 @@ impl OpGen {
             self.sizes[0].0
         } else {
             let w = self.rng.below(self.total_weight);
-            self.sizes.iter().find(|(_, c)| w < *c).map_or(self.sizes[0].0, |(s, _)| *s)
+            self.sizes
+                .iter()
+                .find(|(_, c)| w < *c)
+                .map_or(self.sizes[0].0, |(s, _)| *s)
         };
         self.offset_for(kind, len)
     }
@@ -131,7 +157,11 @@ impl OpGen {
 pub(crate) fn block_sizes(bs: &BlockSize) -> Vec<(u64, u64)> {
     match bs {
         BlockSize::Fixed(s) => vec![(*s, 1)],
-        BlockSize::Mix(m) => m.iter().filter(|e| e.weight > 0).map(|e| (e.size, u64::from(e.weight))).collect(),
+        BlockSize::Mix(m) => m
+            .iter()
+            .filter(|e| e.weight > 0)
+            .map(|e| (e.size, u64::from(e.weight)))
+            .collect(),
     }
 }
 
@@ -150,7 +180,14 @@ impl Schedule {
     /// `iops` is this job's share; `phase` (0..1) staggers jobs within one period.
     pub(crate) fn new(arrival: Arrival, iops: f64, phase: f64, seed: u64) -> Self {
         let period_ns = 1e9 / iops;
-        let mut s = Schedule { arrival, period_ns, phase_ns: phase * period_ns, index: 0, next: 0.0, rng: Rng::new(seed) };
+        let mut s = Schedule {
+            arrival,
+            period_ns,
+            phase_ns: phase * period_ns,
+            index: 0,
+            next: 0.0,
+            rng: Rng::new(seed),
+        };
         s.next = match arrival {
             Arrival::Uniform => s.phase_ns,
             Arrival::Poisson => s.exp(),

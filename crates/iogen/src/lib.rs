@@ -42,7 +42,7 @@ pub use stats::{
     CpuTime, EngineInfo, Histograms, KindHistograms, KindSummary, Percentiles, Summary,
     read_histograms, write_histograms,
 };
-pub use stream::{IoRequest, IoSubmitter, StreamHandle, StreamResult, start_stream};
+pub use stream::{IoRequest, IoSubmitter, STREAM_QUEUE, StreamHandle, StreamResult, start_stream};
 pub use suite::{SuiteEntry, SuiteOptions, run_suite};
 pub use verify::{Mismatch, MismatchKind, VerifySummary};
 

@@ -41,19 +41,28 @@ struct Plan {
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> Error {
-    Error::InvalidSpec { field, reason: reason.into() }
+    Error::InvalidSpec {
+        field,
+        reason: reason.into(),
+    }
 }
 
 fn validate(spec: &PhaseSpec, region: u64) -> Result<Plan, Error> {
     if spec.read_pct > 100 {
-        return Err(invalid("read_pct", format!("{} is above 100", spec.read_pct)));
+        return Err(invalid(
+            "read_pct",
+            format!("{} is above 100", spec.read_pct),
+        ));
     }
     if spec.jobs == 0 || spec.jobs > 1024 {
         return Err(invalid("jobs", format!("{} is not in 1..=1024", spec.jobs)));
     }
     let sizes = block_sizes(&spec.block_size);
     if sizes.is_empty() {
-        return Err(invalid("block_size", "the mix has no entry with a positive weight"));
+        return Err(invalid(
+            "block_size",
+            "the mix has no entry with a positive weight",
+        ));
     }
     let min = sizes.iter().map(|s| s.0).min().unwrap_or(0);
     let max = sizes.iter().map(|s| s.0).max().unwrap_or(0);
@@ -61,33 +70,63 @@ fn validate(spec: &PhaseSpec, region: u64) -> Result<Plan, Error> {
         return Err(invalid("block_size", "sizes must be in 1 B ..= 64 MiB"));
     }
     if sizes.iter().any(|s| s.0 % min != 0) {
-        return Err(invalid("block_size", format!("every size must be a multiple of the smallest ({min})")));
+        return Err(invalid(
+            "block_size",
+            format!("every size must be a multiple of the smallest ({min})"),
+        ));
     }
     if (spec.direct || spec.verify) && min % 512 != 0 {
-        return Err(invalid("block_size", format!("{min} is not a multiple of 512 (needed for direct and verify)")));
+        return Err(invalid(
+            "block_size",
+            format!("{min} is not a multiple of 512 (needed for direct and verify)"),
+        ));
     }
     match &spec.load {
-        Load::Depth(d) if *d == 0 || *d > 4096 => return Err(invalid("load.depth", format!("{d} is not in 1..=4096"))),
+        Load::Depth(d) if *d == 0 || *d > 4096 => {
+            return Err(invalid("load.depth", format!("{d} is not in 1..=4096")));
+        }
         Load::Rate(r) if !(r.iops.is_finite() && r.iops > 0.0) => {
-            return Err(invalid("load.rate.iops", format!("{} is not a positive rate", r.iops)));
+            return Err(invalid(
+                "load.rate.iops",
+                format!("{} is not a positive rate", r.iops),
+            ));
         }
         _ => {}
     }
     if spec.duration.is_none() && spec.bytes.is_none() && spec.ios.is_none() {
-        return Err(invalid("duration", "one of duration, bytes or ios must bound the phase"));
+        return Err(invalid(
+            "duration",
+            "one of duration, bytes or ios must bound the phase",
+        ));
     }
     let region = region / min * min;
     let per_job = region / u64::from(spec.jobs) / min * min;
     if per_job < max || (!spec.verify && region < max) {
-        return Err(invalid("region", format!("{region} B is too small for {} job(s) of {max} B blocks", spec.jobs)));
+        return Err(invalid(
+            "region",
+            format!(
+                "{region} B is too small for {} job(s) of {max} B blocks",
+                spec.jobs
+            ),
+        ));
     }
-    Ok(Plan { region, align: min, max_len: max, jobs: spec.jobs })
+    Ok(Plan {
+        region,
+        align: min,
+        max_len: max,
+        jobs: spec.jobs,
+    })
 }
 
 /// Opens the target, creating and filling a regular file up to `want` bytes if needed;
 /// returns the usable size.
 fn prepare_target(target: &Path, want: Option<u64>) -> Result<u64, Error> {
-    let mut f = fs_err::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(target)?;
+    let mut f = fs_err::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(target)?;
     let meta = f.metadata()?;
     if meta.file_type().is_block_device() {
         return Ok(f.seek(SeekFrom::End(0))?);
@@ -115,9 +154,9 @@ fn prepare_target(target: &Path, want: Option<u64>) -> Result<u64, Error> {
     Ok(want)
 }
 
-pub(crate) fn open_target(target: &Path, direct: bool) -> Result<File, Error> {
+pub(crate) fn open_target(target: &Path, direct: bool, write: bool) -> Result<File, Error> {
     let mut o = fs_err::OpenOptions::new();
-    o.read(true).write(true);
+    o.read(true).write(write);
     if direct {
         o.custom_flags(libc::O_DIRECT);
     }
@@ -136,10 +175,18 @@ struct JobOut {
 /// Blocking: runs one I/O phase against a file or block device (creates/extends a regular
 /// file to `region` if needed); returns when done or when `stop` is requested (then the
 /// result is marked partial).
-pub fn run_phase(spec: &PhaseSpec, target: &Path, opts: &EngineOptions, stop: &Stop) -> Result<PhaseResult, Error> {
+pub fn run_phase(
+    spec: &PhaseSpec,
+    target: &Path,
+    opts: &EngineOptions,
+    stop: &Stop,
+) -> Result<PhaseResult, Error> {
     let size = prepare_target(target, spec.region)?;
     if size == 0 {
-        return Err(invalid("region", format!("{} is empty and no region was given", target.display())));
+        return Err(invalid(
+            "region",
+            format!("{} is empty and no region was given", target.display()),
+        ));
     }
     let plan = validate(spec, spec.region.unwrap_or(size).min(size))?;
     let map = if spec.verify {
@@ -166,7 +213,9 @@ pub fn run_phase(spec: &PhaseSpec, target: &Path, opts: &EngineOptions, stop: &S
             let (plan, map, barrier, start) = (&plan, map.as_ref(), &barrier, &start);
             let h = std::thread::Builder::new()
                 .name(format!("iogen-job-{j}"))
-                .spawn_scoped(sc, move || run_job(spec, plan, j, target, opts, stop, map, tx, barrier, start));
+                .spawn_scoped(sc, move || {
+                    run_job(spec, plan, j, target, opts, stop, map, tx, barrier, start)
+                });
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -178,21 +227,30 @@ pub fn run_phase(spec: &PhaseSpec, target: &Path, opts: &EngineOptions, stop: &S
         drop(iv_tx);
         if let Some(log) = &mut ivlog {
             for msg in iv_rx.iter() {
-                if let Err(e) = log.add(msg) {
+                if let Err(e) = log.add(&msg) {
                     stop.request();
                     return vec![Err(e)];
                 }
             }
         }
-        handles.into_iter().map(|h| h.join().unwrap_or(Err(Error::WorkerPanicked))).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Err(Error::WorkerPanicked)))
+            .collect()
     });
     if let Some(log) = ivlog {
         log.finish()?;
     }
     let proc1 = ring::cpu_time(false);
     let mut rec = Recorder::new(None);
-    let mut summary = Summary { target: target.display().to_string(), kernel: ring::kernel_release(), config: Some(spec.clone()), ..Default::default() };
-    let (mut user, mut sys, mut elapsed, mut partial) = (Duration::ZERO, Duration::ZERO, 0u64, false);
+    let mut summary = Summary {
+        target: target.display().to_string(),
+        kernel: ring::kernel_release(),
+        config: Some(spec.clone()),
+        ..Default::default()
+    };
+    let (mut user, mut sys, mut elapsed, mut partial) =
+        (Duration::ZERO, Duration::ZERO, 0u64, false);
     let mut verify: Option<VerifySummary> = None;
     for r in results {
         let j = r?;
@@ -202,10 +260,19 @@ pub fn run_phase(spec: &PhaseSpec, target: &Path, opts: &EngineOptions, stop: &S
         elapsed = elapsed.max(j.elapsed);
         partial |= j.stopped;
         if summary.engine.engine.is_empty() {
-            summary.engine = EngineInfo { engine: j.info.engine.to_owned(), flags: j.info.flags, notes: j.info.notes };
+            summary.engine = EngineInfo {
+                engine: j.info.engine.to_owned(),
+                flags: j.info.flags,
+                notes: j.info.notes,
+            };
         }
         if let Some(v) = j.verify {
-            verify.get_or_insert_with(|| VerifySummary { unit: v.unit, ..Default::default() }).merge(&v);
+            verify
+                .get_or_insert_with(|| VerifySummary {
+                    unit: v.unit,
+                    ..Default::default()
+                })
+                .merge(&v);
         }
     }
     if let (Some(m), Some(p)) = (&map, &spec.verify_state) {
@@ -228,7 +295,11 @@ pub fn run_phase(spec: &PhaseSpec, target: &Path, opts: &EngineOptions, stop: &S
         process_user_s: proc1.0.saturating_sub(proc0.0).as_secs_f64(),
         process_sys_s: proc1.1.saturating_sub(proc0.1).as_secs_f64(),
     };
-    Ok(PhaseResult { summary, histograms: rec.hists, partial })
+    Ok(PhaseResult {
+        summary,
+        histograms: rec.hists,
+        partial,
+    })
 }
 
 /// `total` split over `jobs`: job `j`'s share.
@@ -259,18 +330,36 @@ fn run_job(
     } else {
         (0, plan.region)
     };
-    let opgen = OpGen::new(spec.pattern, spec.read_pct, &spec.block_size, start_off, len, plan.align, seed);
+    let opgen = OpGen::new(
+        spec.pattern,
+        spec.read_pct,
+        &spec.block_size,
+        start_off,
+        len,
+        plan.align,
+        seed,
+    );
     let (slots, schedule) = match &spec.load {
         Load::Depth(d) => (*d as usize, None),
         Load::Rate(r) => {
             let phase = f64::from(j) / f64::from(plan.jobs);
-            let s = Schedule::new(r.arrival, r.iops / f64::from(plan.jobs), phase, seed ^ 0xa77);
+            let s = Schedule::new(
+                r.arrival,
+                r.iops / f64::from(plan.jobs),
+                phase,
+                seed ^ 0xa77,
+            );
             (spec.max_inflight.max(1) as usize, Some(s))
         }
     };
     let open_loop = schedule.is_some();
-    let cfg = BackendConfig { slots, buf_len: plan.max_len as usize, defer_taskrun: !open_loop };
-    let backend = open_target(target, spec.direct).and_then(|f| Backend::open(f, &cfg, opts));
+    let cfg = BackendConfig {
+        slots,
+        buf_len: plan.max_len as usize,
+        defer_taskrun: !open_loop,
+    };
+    let backend = open_target(target, spec.direct, spec.read_pct < 100 || spec.verify)
+        .and_then(|f| Backend::open(f, &cfg, opts));
     // Every job reaches the barrier, even on error, so the others are not left waiting.
     barrier.wait();
     let backend = backend?;
@@ -287,7 +376,13 @@ fn run_job(
     let verifier = map.map(Verifier::new);
     let mut w = Worker::new(backend, Recorder::new(iv), verifier, base);
     let run = w.run(&mut src, stop);
-    let Worker { backend, rec, verifier, last_completion, .. } = w;
+    let Worker {
+        backend,
+        rec,
+        verifier,
+        last_completion,
+        ..
+    } = w;
     let pool_cpu = backend.finish();
     let stopped = run?;
     let me = ring::cpu_time(true);

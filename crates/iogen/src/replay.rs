@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use trace_format::{Encoding, IoPhase, Op, Trace, TraceReader};
 
-use crate::{EngineOptions, Error, IoRequest, IoSubmitter, Stop, StreamHandle, StreamResult, start_stream};
+use crate::{
+    EngineOptions, Error, IoRequest, IoSubmitter, Stop, StreamHandle, StreamResult, start_stream,
+};
 
 /// How far ahead of its intended time a request is handed to its stream.
 const LOOKAHEAD: Duration = Duration::from_millis(5);
@@ -38,9 +40,17 @@ pub struct ReplayResult {
 }
 
 /// Replays `trace`'s `io` events. Blocks until done or stopped.
-pub fn replay_trace(trace: &Path, ro: &ReplayOptions, opts: &EngineOptions, stop: &Stop) -> Result<ReplayResult, Error> {
+pub fn replay_trace(
+    trace: &Path,
+    ro: &ReplayOptions,
+    opts: &EngineOptions,
+    stop: &Stop,
+) -> Result<ReplayResult, Error> {
     if !(ro.speed.is_finite() && ro.speed > 0.0) {
-        return Err(Error::InvalidSpec { field: "speed", reason: format!("{} is not a positive factor", ro.speed) });
+        return Err(Error::InvalidSpec {
+            field: "speed",
+            reason: format!("{} is not a positive factor", ro.speed),
+        });
     }
     let reader = TraceReader::open(trace)?;
     let mut streams: BTreeMap<String, (IoSubmitter, StreamHandle)> = BTreeMap::new();
@@ -78,10 +88,17 @@ pub fn replay_trace(trace: &Path, ro: &ReplayOptions, opts: &EngineOptions, stop
             }
             at
         };
-        let req = IoRequest { kind: io.kind, offset: io.offset, len: io.len, intended };
+        let req = IoRequest {
+            kind: io.kind,
+            offset: io.offset,
+            len: io.len,
+            intended,
+        };
         loop {
             match tx.submit(req) {
-                Err(Error::QueueFull) if !stop.is_requested() => std::thread::sleep(Duration::from_micros(100)),
+                Err(Error::QueueFull) if !stop.is_requested() => {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
                 other => {
                     other.ok();
                     break;
@@ -100,7 +117,11 @@ pub fn replay_trace(trace: &Path, ro: &ReplayOptions, opts: &EngineOptions, stop
     if let Some(e) = failure {
         return Err(e);
     }
-    Ok(ReplayResult { volumes, unmapped, skipped })
+    Ok(ReplayResult {
+        volumes,
+        unmapped,
+        skipped,
+    })
 }
 
 /// Parses a size the way fio does: `4k`, `1m`, `1g` are powers of 1024 (`kb`, `KiB` too);
@@ -108,7 +129,9 @@ pub fn replay_trace(trace: &Path, ro: &ReplayOptions, opts: &EngineOptions, stop
 pub fn parse_size(s: &str) -> Result<u64, Error> {
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
-    let digits = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+    let digits = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
     let (num, suffix) = lower.split_at(digits);
     let shift = match suffix {
         "" => Some(0),
@@ -118,12 +141,15 @@ pub fn parse_size(s: &str) -> Result<u64, Error> {
         "t" | "tb" | "tib" => Some(40),
         _ => None,
     };
-    if let (Some(sh), Ok(n)) = (shift, num.parse::<u64>()) {
-        if let Some(v) = n.checked_mul(1u64 << sh) {
-            return Ok(v);
-        }
+    if let (Some(sh), Ok(n)) = (shift, num.parse::<u64>())
+        && let Some(v) = n.checked_mul(1u64 << sh)
+    {
+        return Ok(v);
     }
-    trace_format::units::parse_bytes(t).map_err(|e| Error::InvalidSpec { field: "size", reason: e.to_string() })
+    trace_format::units::parse_bytes(t).map_err(|e| Error::InvalidSpec {
+        field: "size",
+        reason: e.to_string(),
+    })
 }
 
 /// Parses an `io_phase` body given as a YAML or JSON snippet (`workload` and `volume` may be
@@ -132,10 +158,13 @@ pub fn parse_phase_snippet(snippet: &str) -> Result<IoPhase, Error> {
     let s = snippet.trim();
     let mut body = String::new();
     let flow = s.starts_with('{');
-    let pre = [("workload", "workload: iogen"), ("volume", "volume: target")]
-        .into_iter()
-        .filter(|(k, _)| !s.contains(k))
-        .map(|(_, v)| v);
+    let pre = [
+        ("workload", "workload: iogen"),
+        ("volume", "volume: target"),
+    ]
+    .into_iter()
+    .filter(|(k, _)| !s.contains(k))
+    .map(|(_, v)| v);
     if flow {
         let extra: Vec<_> = pre.collect();
         body.push_str("    io_phase: {");
@@ -157,6 +186,9 @@ pub fn parse_phase_snippet(snippet: &str) -> Result<IoPhase, Error> {
     let trace = Trace::from_bytes(doc.as_bytes(), Some(Encoding::Yaml))?;
     match trace.events.into_iter().next().map(|e| e.op) {
         Some(Op::IoPhase(p)) => Ok(p),
-        _ => Err(Error::InvalidSpec { field: "io_phase", reason: "the snippet is not an io_phase".to_owned() }),
+        _ => Err(Error::InvalidSpec {
+            field: "io_phase",
+            reason: "the snippet is not an io_phase".to_owned(),
+        }),
     }
 }

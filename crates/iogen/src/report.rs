@@ -6,7 +6,14 @@ use crate::stats::{KindSummary, Summary};
 use crate::{StreamResult, SuiteEntry};
 
 fn header(out: &mut String, s: &Summary) {
-    let _ = writeln!(out, "target {}  engine {} [{}]  kernel {}", s.target, s.engine.engine, s.engine.flags.join(","), s.kernel);
+    let _ = writeln!(
+        out,
+        "target {}  engine {} [{}]  kernel {}",
+        s.target,
+        s.engine.engine,
+        s.engine.flags.join(","),
+        s.kernel
+    );
     for n in &s.engine.notes {
         let _ = writeln!(out, "  note: {n}");
     }
@@ -39,7 +46,11 @@ fn kinds(out: &mut String, s: &Summary) {
 }
 
 fn row(out: &mut String, name: &str, k: &KindSummary) {
-    for (m, p) in [("response", &k.response), ("service", &k.service), ("lateness", &k.lateness)] {
+    for (m, p) in [
+        ("response", &k.response),
+        ("service", &k.service),
+        ("lateness", &k.lateness),
+    ] {
         let _ = writeln!(
             out,
             "{:<6} {:<9} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
@@ -61,7 +72,11 @@ pub fn render_phase(s: &Summary) -> String {
         );
         for m in &v.listed {
             let actual = m.actual_gen.map_or("-".to_owned(), |g| g.to_string());
-            let _ = writeln!(out, "  offset {} expected gen {} actual {} ({:?})", m.offset, m.expected_gen, actual, m.kind);
+            let _ = writeln!(
+                out,
+                "  offset {} expected gen {} actual {} ({:?})",
+                m.offset, m.expected_gen, actual, m.kind
+            );
         }
     }
     out
@@ -75,18 +90,35 @@ pub fn render_stream(r: &StreamResult) -> String {
 /// The suite as the classic summary table.
 pub fn render_suite(entries: &[SuiteEntry]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{:<22} {:>12} {:>12} {:>14} {:>12}", "test", "IOPS", "MiB/s", "avg lat µs", "p99 µs");
+    let _ = writeln!(
+        out,
+        "{:<22} {:>12} {:>12} {:>14} {:>12}",
+        "test", "IOPS", "MiB/s", "avg lat µs", "p99 µs"
+    );
     for e in entries {
         let s = &e.result.summary;
         let (mean, p99) = s.kinds.values().fold((0.0f64, 0.0f64), |(m, p), k| {
-            (m + k.response.mean_us * k.ios as f64, p.max(k.response.p99_us))
+            (
+                m + k.response.mean_us * k.ios as f64,
+                p.max(k.response.p99_us),
+            )
         });
         let mean = mean / (s.ios.max(1) as f64);
-        let _ = writeln!(out, "{:<22} {:>12.0} {:>12.1} {:>14.1} {:>12.1}", e.name, s.iops, s.mib_s, mean, p99);
+        let _ = writeln!(
+            out,
+            "{:<22} {:>12.0} {:>12.1} {:>14.1} {:>12.1}",
+            e.name, s.iops, s.mib_s, mean, p99
+        );
     }
     if let Some(e) = entries.first() {
         let s = &e.result.summary;
-        let _ = writeln!(out, "engine {} [{}], kernel {}", s.engine.engine, s.engine.flags.join(","), s.kernel);
+        let _ = writeln!(
+            out,
+            "engine {} [{}], kernel {}",
+            s.engine.engine,
+            s.engine.flags.join(","),
+            s.kernel
+        );
     }
     out
 }

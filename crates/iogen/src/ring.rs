@@ -48,7 +48,8 @@ impl AlignedBuf {
     }
 
     fn layout(len: usize) -> Layout {
-        Layout::from_size_align(len, ALIGN).unwrap_or_else(|_| handle_alloc_error(Layout::new::<u8>()))
+        Layout::from_size_align(len, ALIGN)
+            .unwrap_or_else(|_| handle_alloc_error(Layout::new::<u8>()))
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -150,7 +151,12 @@ pub(crate) struct Ring {
 
 impl Ring {
     /// Builds a ring of `slots` entries with one `buf_len` buffer per slot over `file`.
-    pub(crate) fn new(file: File, slots: usize, buf_len: usize, want: RingFlags) -> io::Result<Ring> {
+    pub(crate) fn new(
+        file: File,
+        slots: usize,
+        buf_len: usize,
+        want: RingFlags,
+    ) -> io::Result<Ring> {
         let slots = slots.clamp(1, 4096);
         let entries = u32::try_from(slots.next_power_of_two()).unwrap_or(4096);
         let mut flags = want;
@@ -185,7 +191,10 @@ impl Ring {
         let bufs: Vec<AlignedBuf> = (0..slots).map(|_| AlignedBuf::new(buf_len)).collect();
         let iovecs: Vec<libc::iovec> = bufs
             .iter()
-            .map(|b| libc::iovec { iov_base: b.ptr.as_ptr().cast(), iov_len: b.len })
+            .map(|b| libc::iovec {
+                iov_base: b.ptr.as_ptr().cast(),
+                iov_len: b.len,
+            })
             .collect();
         flags.fixed_buffers = want.fixed_buffers
             && slots <= usize::from(u16::MAX)
@@ -245,10 +254,18 @@ impl Ring {
     }
 
     /// Queues a request on a free slot (submitted by the next `submit`/`wait`).
-    pub(crate) fn push(&mut self, slot: usize, op: RingOp, offset: u64, len: u32) -> io::Result<()> {
+    pub(crate) fn push(
+        &mut self,
+        slot: usize,
+        op: RingOp,
+        offset: u64,
+        len: u32,
+    ) -> io::Result<()> {
         assert!(!self.in_flight[slot], "slot {slot} is already in flight");
         let len = match op {
-            RingOp::Read | RingOp::Write => len.min(u32::try_from(self.bufs[slot].len).unwrap_or(u32::MAX)),
+            RingOp::Read | RingOp::Write => {
+                len.min(u32::try_from(self.bufs[slot].len).unwrap_or(u32::MAX))
+            }
             RingOp::Trim | RingOp::Flush => len,
         };
         let ptr = self.bufs[slot].ptr.as_ptr();
@@ -257,11 +274,15 @@ impl Ring {
             ($fd:expr) => {
                 match op {
                     RingOp::Read if self.flags.fixed_buffers => {
-                        opcode::ReadFixed::new($fd, ptr, len, idx).offset(offset).build()
+                        opcode::ReadFixed::new($fd, ptr, len, idx)
+                            .offset(offset)
+                            .build()
                     }
                     RingOp::Read => opcode::Read::new($fd, ptr, len).offset(offset).build(),
                     RingOp::Write if self.flags.fixed_buffers => {
-                        opcode::WriteFixed::new($fd, ptr, len, idx).offset(offset).build()
+                        opcode::WriteFixed::new($fd, ptr, len, idx)
+                            .offset(offset)
+                            .build()
                     }
                     RingOp::Write => opcode::Write::new($fd, ptr, len).offset(offset).build(),
                     RingOp::Trim => opcode::Fallocate::new($fd, u64::from(len))
@@ -329,7 +350,11 @@ impl Ring {
         };
         match r {
             Ok(_) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY)) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) => {}
             Err(e) => return Err(e),
         }
         self.reap(out);
@@ -350,12 +375,12 @@ impl Ring {
     fn reap(&mut self, out: &mut Vec<(usize, i32)>) {
         for cqe in self.ring.completion() {
             let slot = cqe.user_data() as usize;
-            if let Some(f) = self.in_flight.get_mut(slot) {
-                if *f {
-                    *f = false;
-                    self.n_in_flight -= 1;
-                    out.push((slot, cqe.result()));
-                }
+            if let Some(f) = self.in_flight.get_mut(slot)
+                && *f
+            {
+                *f = false;
+                self.n_in_flight -= 1;
+                out.push((slot, cqe.result()));
             }
         }
     }
@@ -382,14 +407,27 @@ pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
     };
     // SAFETY: plain system call on a descriptor owned by `file`, no pointers involved.
     let r = unsafe {
-        libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, off, len)
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off,
+            len,
+        )
     };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// User and system CPU time of the calling thread (`who = RUSAGE_THREAD`) or process.
 pub(crate) fn cpu_time(thread: bool) -> (Duration, Duration) {
-    let who = if thread { libc::RUSAGE_THREAD } else { libc::RUSAGE_SELF };
+    let who = if thread {
+        libc::RUSAGE_THREAD
+    } else {
+        libc::RUSAGE_SELF
+    };
     // SAFETY: `rusage` is plain old data; zeroed is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `ru` is a valid, writable `rusage` owned by this stack frame.
@@ -410,7 +448,12 @@ pub(crate) fn kernel_release() -> String {
     if unsafe { libc::uname(&mut u) } != 0 {
         return "unknown".to_owned();
     }
-    let bytes: Vec<u8> = u.release.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 

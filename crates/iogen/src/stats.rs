@@ -13,7 +13,9 @@ use std::sync::mpsc::Sender;
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag};
+use hdrhistogram::serialization::interval_log::{
+    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+};
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 use trace_format::IoKind;
@@ -58,7 +60,11 @@ pub struct KindHistograms {
 
 impl KindHistograms {
     fn new() -> Self {
-        KindHistograms { response: new_hist(), service: new_hist(), lateness: new_hist() }
+        KindHistograms {
+            response: new_hist(),
+            service: new_hist(),
+            lateness: new_hist(),
+        }
     }
 
     fn metric(&self, i: usize) -> &Histogram<u64> {
@@ -93,7 +99,10 @@ impl Histograms {
 
     /// Kinds with histograms, in the order read, write, trim, flush.
     pub fn iter(&self) -> impl Iterator<Item = (IoKind, &KindHistograms)> {
-        KINDS.into_iter().zip(&self.kinds).filter_map(|(k, h)| h.as_ref().map(|h| (k, h)))
+        KINDS
+            .into_iter()
+            .zip(&self.kinds)
+            .filter_map(|(k, h)| h.as_ref().map(|h| (k, h)))
     }
 
     fn entry(&mut self, kind: IoKind) -> &mut KindHistograms {
@@ -112,10 +121,10 @@ impl Histograms {
     pub fn merge(&mut self, other: &Histograms) -> Result<(), Error> {
         for (k, h) in other.iter() {
             let mine = self.entry(k);
-            for i in 0..3 {
-                mine.metric_mut(i)
-                    .add(h.metric(i))
-                    .map_err(|e| Error::Histogram(format!("merging {} {}: {e:?}", kind_name(k), METRICS[i])))?;
+            for (i, name) in METRICS.iter().enumerate() {
+                mine.metric_mut(i).add(h.metric(i)).map_err(|e| {
+                    Error::Histogram(format!("merging {} {name}: {e:?}", kind_name(k)))
+                })?;
             }
         }
         Ok(())
@@ -125,7 +134,6 @@ impl Histograms {
     pub fn total_count(&self) -> u64 {
         self.iter().map(|(_, h)| h.response.len()).sum()
     }
-
 }
 
 /// Latency percentiles of one metric, in microseconds.
@@ -305,7 +313,14 @@ impl Recorder {
     }
 
     /// Records a completion; `res` is bytes or a negated errno. Times are ns from the start.
-    pub(crate) fn record(&mut self, kind: IoKind, intended: u64, submitted: u64, completed: u64, res: i32) {
+    pub(crate) fn record(
+        &mut self,
+        kind: IoKind,
+        intended: u64,
+        submitted: u64,
+        completed: u64,
+        res: i32,
+    ) {
         let c = &mut self.counts[kind_index(kind)];
         if res < 0 {
             c.errors += 1;
@@ -329,18 +344,22 @@ impl Recorder {
         if let Some(iv) = &mut self.interval {
             while now >= (iv.index + 1) * iv.period_ns {
                 let hists = std::mem::take(&mut iv.hists);
-                let _ = iv.tx.send(IntervalMsg { index: iv.index, hists });
+                let _ = iv.tx.send(IntervalMsg {
+                    index: iv.index,
+                    hists,
+                });
                 iv.index += 1;
             }
         }
     }
 
-    /// Sends the last, partial interval.
+    /// Sends the last, partial interval and closes the interval channel.
     pub(crate) fn flush(&mut self) {
-        if let Some(iv) = &mut self.interval {
-            let hists = std::mem::take(&mut iv.hists);
-            let _ = iv.tx.send(IntervalMsg { index: iv.index, hists });
-            iv.index += 1;
+        if let Some(iv) = self.interval.take() {
+            let _ = iv.tx.send(IntervalMsg {
+                index: iv.index,
+                hists: iv.hists,
+            });
         }
     }
 
@@ -370,7 +389,14 @@ impl Recorder {
             if c.ios == 0 && c.errors == 0 {
                 continue;
             }
-            let mut ks = KindSummary { ios: c.ios, bytes: c.bytes, errors: c.errors, iops: c.ios as f64 / secs, mib_s: mib(c.bytes), ..Default::default() };
+            let mut ks = KindSummary {
+                ios: c.ios,
+                bytes: c.bytes,
+                errors: c.errors,
+                iops: c.ios as f64 / secs,
+                mib_s: mib(c.bytes),
+                ..Default::default()
+            };
             if let Some(h) = self.hists.get(k) {
                 ks.response = Percentiles::of(&h.response);
                 ks.service = Percentiles::of(&h.service);
@@ -415,7 +441,7 @@ impl IntervalLog {
         })
     }
 
-    pub(crate) fn add(&mut self, msg: IntervalMsg) -> Result<(), Error> {
+    pub(crate) fn add(&mut self, msg: &IntervalMsg) -> Result<(), Error> {
         let e = self.pending.entry(msg.index).or_default();
         e.0.merge(&msg.hists)?;
         e.1 += 1;
@@ -431,7 +457,15 @@ impl IntervalLog {
 
     fn write_interval(&mut self, index: u64, h: &Histograms) -> Result<(), Error> {
         let start = self.period * u32::try_from(index).unwrap_or(u32::MAX);
-        write_log_entries(&mut self.out, &mut self.serializer, !self.header_done, self.start, h, start, self.period)?;
+        write_log_entries(
+            &mut self.out,
+            &mut self.serializer,
+            !self.header_done,
+            self.start,
+            h,
+            start,
+            self.period,
+        )?;
         self.header_done = true;
         self.file.write_all(&self.out)?;
         self.out.clear();
@@ -443,7 +477,15 @@ impl IntervalLog {
             self.write_interval(index, &h)?;
         }
         if !self.header_done {
-            write_log_entries(&mut self.out, &mut self.serializer, true, self.start, &Histograms::new(), Duration::ZERO, self.period)?;
+            write_log_entries(
+                &mut self.out,
+                &mut self.serializer,
+                true,
+                self.start,
+                &Histograms::new(),
+                Duration::ZERO,
+                self.period,
+            )?;
             self.file.write_all(&self.out)?;
         }
         self.file.flush()?;
@@ -464,7 +506,6 @@ fn write_log_entries(
     if header {
         b.add_comment("iogen interval log: values in nanoseconds; tags are <kind>.<metric>");
         b.with_start_time(start_time);
-        b.with_max_value_divisor(1e6);
     }
     let mut w = b.begin_log_with(out, ser)?;
     if header {
@@ -484,7 +525,15 @@ fn write_log_entries(
 /// and pods with [`read_histograms`] and [`Histograms::merge`]).
 pub fn write_histograms(path: &Path, h: &Histograms) -> Result<(), Error> {
     let mut out = Vec::new();
-    write_log_entries(&mut out, &mut V2DeflateSerializer::new(), true, SystemTime::now(), h, Duration::ZERO, Duration::from_secs(1))?;
+    write_log_entries(
+        &mut out,
+        &mut V2DeflateSerializer::new(),
+        true,
+        SystemTime::now(),
+        h,
+        Duration::ZERO,
+        Duration::from_secs(1),
+    )?;
     fs_err::write(path, out)?;
     Ok(())
 }
@@ -500,12 +549,21 @@ pub(crate) fn parse_log(bytes: &[u8]) -> Result<Histograms, String> {
     let mut de = Deserializer::new();
     for (n, entry) in IntervalLogIterator::new(bytes).enumerate() {
         let entry = entry.map_err(|e| format!("log entry {}: {e:?}", n + 1))?;
-        let LogEntry::Interval(iv) = entry else { continue };
+        let LogEntry::Interval(iv) = entry else {
+            continue;
+        };
         let Some(tag) = iv.tag() else { continue };
-        let Some((kind, metric)) = tag.as_str().split_once('.') else { continue };
-        let Some(k) = KINDS.into_iter().find(|k| kind_name(*k) == kind) else { continue };
-        let Some(m) = METRICS.iter().position(|x| *x == metric) else { continue };
-        let raw = base64_decode(iv.encoded_histogram()).ok_or_else(|| format!("tag {}: bad base64", tag.as_str()))?;
+        let Some((kind, metric)) = tag.as_str().split_once('.') else {
+            continue;
+        };
+        let Some(k) = KINDS.into_iter().find(|k| kind_name(*k) == kind) else {
+            continue;
+        };
+        let Some(m) = METRICS.iter().position(|x| *x == metric) else {
+            continue;
+        };
+        let raw = base64_decode(iv.encoded_histogram())
+            .ok_or_else(|| format!("tag {}: bad base64", tag.as_str()))?;
         let h: Histogram<u64> = de
             .deserialize(&mut raw.as_slice())
             .map_err(|e| format!("tag {}: {e:?}", tag.as_str()))?;

@@ -89,8 +89,12 @@ pub struct StreamResult {
 }
 
 /// Starts a stream against `target` (which must exist), with its own thread and ring.
-pub fn start_stream(target: &Path, direct: bool, opts: &EngineOptions) -> Result<(IoSubmitter, StreamHandle), Error> {
-    let file = open_target(target, direct)?;
+pub fn start_stream(
+    target: &Path,
+    direct: bool,
+    opts: &EngineOptions,
+) -> Result<(IoSubmitter, StreamHandle), Error> {
+    let file = open_target(target, direct, true)?;
     let (tx, rx) = mpsc::sync_channel(STREAM_QUEUE);
     let (ready_tx, ready_rx) = mpsc::channel();
     let stop = Stop::new();
@@ -120,25 +124,54 @@ pub fn start_stream(target: &Path, direct: bool, opts: &EngineOptions) -> Result
     match ready_rx.recv() {
         Ok(Ok(())) => Ok((IoSubmitter { tx }, StreamHandle { thread, stop })),
         Ok(Err(e)) => Err(e),
-        Err(_) => Err(thread.join().err().map_or(Error::StreamClosed, |_| Error::WorkerPanicked)),
+        Err(_) => Err(thread
+            .join()
+            .err()
+            .map_or(Error::StreamClosed, |_| Error::WorkerPanicked)),
     }
 }
 
-fn run_stream(backend: Backend, rx: Receiver<IoRequest>, stop: &Stop, target: String) -> Result<StreamResult, Error> {
+fn run_stream(
+    backend: Backend,
+    rx: Receiver<IoRequest>,
+    stop: &Stop,
+    target: String,
+) -> Result<StreamResult, Error> {
     let base = Instant::now();
     let info = backend.info();
     let max_len = backend.buf_len() as u64;
-    let mut src = StreamSource { rx, heap: BinaryHeap::new(), seq: 0, base, closed: false, stopped: false, max_len, rejected: [0; 4], first: None, last: 0, accepted: 0 };
+    let mut src = StreamSource {
+        rx,
+        heap: BinaryHeap::new(),
+        seq: 0,
+        base,
+        closed: false,
+        stopped: false,
+        max_len,
+        rejected: [0; 4],
+        first: None,
+        last: 0,
+        accepted: 0,
+    };
     let mut w = Worker::new(backend, Recorder::new(None), None, base);
     let partial = w.run(&mut src, stop)?;
-    let Worker { backend, mut rec, last_completion, .. } = w;
+    let Worker {
+        backend,
+        mut rec,
+        last_completion,
+        ..
+    } = w;
     let pool = backend.finish();
     let me = ring::cpu_time(true);
     for (c, r) in rec.counts.iter_mut().zip(src.rejected) {
         c.errors += r;
     }
     let mut summary = Summary {
-        engine: EngineInfo { engine: info.engine.to_owned(), flags: info.flags, notes: info.notes },
+        engine: EngineInfo {
+            engine: info.engine.to_owned(),
+            flags: info.flags,
+            notes: info.notes,
+        },
         target,
         kernel: ring::kernel_release(),
         partial,
@@ -160,7 +193,11 @@ fn run_stream(backend: Backend, rx: Receiver<IoRequest>, stop: &Stop, target: St
         ..Default::default()
     };
     let errors = summary.errors;
-    Ok(StreamResult { summary, histograms: rec.hists, errors })
+    Ok(StreamResult {
+        summary,
+        histograms: rec.hists,
+        errors,
+    })
 }
 
 type Pending = Reverse<(u64, u64, u8, u64, u64)>;
@@ -193,11 +230,13 @@ impl StreamSource {
         self.last = self.last.max(t);
         self.accepted += 1;
         self.seq += 1;
-        self.heap.push(Reverse((t, self.seq, k as u8, r.offset, r.len)));
+        self.heap
+            .push(Reverse((t, self.seq, k as u8, r.offset, r.len)));
     }
 
     fn drain(&mut self) {
-        for _ in 0..4096 {
+        // Bounded: beyond this the channel fills up and submitters see `QueueFull`.
+        while self.heap.len() < STREAM_QUEUE {
             match self.rx.try_recv() {
                 Ok(r) => self.accept(r),
                 Err(TryRecvError::Empty) => return,
@@ -221,8 +260,15 @@ impl Source for StreamSource {
         match self.heap.peek() {
             Some(Reverse((t, ..))) if *t > now => Next::At(*t),
             Some(_) => {
-                let Some(Reverse((t, _, k, offset, len))) = self.heap.pop() else { return Next::Idle };
-                Next::Ready(Item { kind: KINDS[usize::from(k)], offset, len, intended: Some(t) })
+                let Some(Reverse((t, _, k, offset, len))) = self.heap.pop() else {
+                    return Next::Idle;
+                };
+                Next::Ready(Item {
+                    kind: KINDS[usize::from(k)],
+                    offset,
+                    len,
+                    intended: Some(t),
+                })
             }
             None if self.closed => Next::Done,
             None => Next::Idle,

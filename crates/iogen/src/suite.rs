@@ -22,7 +22,11 @@ pub struct SuiteOptions {
 
 impl Default for SuiteOptions {
     fn default() -> Self {
-        SuiteOptions { size: 1 << 30, runtime: Duration::from_secs(10), direct: true }
+        SuiteOptions {
+            size: 1 << 30,
+            runtime: Duration::from_secs(10),
+            direct: true,
+        }
     }
 }
 
@@ -40,18 +44,51 @@ pub struct SuiteEntry {
 const TESTS: [(&str, &str, Pattern, u8, u64, u32); 9] = [
     ("randread-4k-qd32", "iops", Pattern::Random, 100, 4096, 32),
     ("randwrite-4k-qd32", "iops", Pattern::Random, 0, 4096, 32),
-    ("randread-128k-qd16", "bandwidth", Pattern::Random, 100, 128 << 10, 16),
-    ("randwrite-128k-qd16", "bandwidth", Pattern::Random, 0, 128 << 10, 16),
+    (
+        "randread-128k-qd16",
+        "bandwidth",
+        Pattern::Random,
+        100,
+        128 << 10,
+        16,
+    ),
+    (
+        "randwrite-128k-qd16",
+        "bandwidth",
+        Pattern::Random,
+        0,
+        128 << 10,
+        16,
+    ),
     ("randread-4k-qd1", "latency", Pattern::Random, 100, 4096, 1),
     ("randwrite-4k-qd1", "latency", Pattern::Random, 0, 4096, 1),
-    ("read-1m-qd16", "bandwidth", Pattern::Sequential, 100, 1 << 20, 16),
-    ("write-1m-qd16", "bandwidth", Pattern::Sequential, 0, 1 << 20, 16),
+    (
+        "read-1m-qd16",
+        "bandwidth",
+        Pattern::Sequential,
+        100,
+        1 << 20,
+        16,
+    ),
+    (
+        "write-1m-qd16",
+        "bandwidth",
+        Pattern::Sequential,
+        0,
+        1 << 20,
+        16,
+    ),
     ("randrw70-4k-qd32", "iops", Pattern::Random, 70, 4096, 32),
 ];
 
 /// Runs the suite on `target`, one test after the other; a stop ends it after the current
 /// test (whose result is marked partial).
-pub fn run_suite(target: &Path, so: &SuiteOptions, opts: &EngineOptions, stop: &Stop) -> Result<Vec<SuiteEntry>, Error> {
+pub fn run_suite(
+    target: &Path,
+    so: &SuiteOptions,
+    opts: &EngineOptions,
+    stop: &Stop,
+) -> Result<Vec<SuiteEntry>, Error> {
     let mut out = Vec::new();
     for (name, metric, pattern, read_pct, bs, depth) in TESTS {
         if stop.is_requested() {
@@ -68,7 +105,11 @@ pub fn run_suite(target: &Path, so: &SuiteOptions, opts: &EngineOptions, stop: &
             ..PhaseSpec::default()
         };
         let result = run_phase(&spec, target, opts, stop)?;
-        out.push(SuiteEntry { name: name.to_owned(), metric, result });
+        out.push(SuiteEntry {
+            name: name.to_owned(),
+            metric,
+            result,
+        });
     }
     Ok(out)
 }

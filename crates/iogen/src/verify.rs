@@ -111,7 +111,9 @@ pub(crate) fn hash64(parts: &[&[u8]], seed: u64) -> u64 {
             h = (h ^ k).rotate_left(27).wrapping_mul(P1).wrapping_add(P4);
         }
         for &b in words.remainder() {
-            h = (h ^ u64::from(b).wrapping_mul(P3)).rotate_left(11).wrapping_mul(P1);
+            h = (h ^ u64::from(b).wrapping_mul(P3))
+                .rotate_left(11)
+                .wrapping_mul(P1);
         }
     }
     h ^= total;
@@ -144,7 +146,14 @@ pub(crate) fn fill_unit(unit: &mut [u8], offset: u64, generation: u32) {
 
 /// Checks one unit against the generation the map expects (> 0).
 pub(crate) fn check_unit(unit: &[u8], offset: u64, expected: u32) -> Option<Mismatch> {
-    let mism = |actual_gen, kind| Some(Mismatch { offset, expected_gen: expected, actual_gen, kind });
+    let mism = |actual_gen, kind| {
+        Some(Mismatch {
+            offset,
+            expected_gen: expected,
+            actual_gen,
+            kind,
+        })
+    };
     if &unit[..8] != MAGIC {
         return mism(None, MismatchKind::NoHeader);
     }
@@ -173,7 +182,10 @@ pub(crate) struct GenMap {
 impl GenMap {
     pub(crate) fn new(unit: u64, region: u64) -> Self {
         let n = region / unit;
-        GenMap { unit, gens: (0..n).map(|_| AtomicU32::new(0)).collect() }
+        GenMap {
+            unit,
+            gens: (0..n).map(|_| AtomicU32::new(0)).collect(),
+        }
     }
 
     pub(crate) fn units(&self) -> u64 {
@@ -181,7 +193,9 @@ impl GenMap {
     }
 
     pub(crate) fn get(&self, unit_index: u64) -> u32 {
-        self.gens.get(unit_index as usize).map_or(0, |g| g.load(Ordering::Relaxed))
+        self.gens
+            .get(unit_index as usize)
+            .map_or(0, |g| g.load(Ordering::Relaxed))
     }
 
     pub(crate) fn set(&self, unit_index: u64, generation: u32) {
@@ -192,7 +206,10 @@ impl GenMap {
 
     /// Loads a saved map; it must have the same unit size and unit count.
     pub(crate) fn load(path: &Path, unit: u64, region: u64) -> Result<Self, Error> {
-        let bad = |reason: String| Error::VerifyState { path: path.to_owned(), reason };
+        let bad = |reason: String| Error::VerifyState {
+            path: path.to_owned(),
+            reason,
+        };
         let bytes = fs_err::read(path)?;
         if bytes.len() < 32 || &bytes[..16] != STATE_MAGIC {
             return Err(bad("not an iogen verify state file".to_owned()));
@@ -207,7 +224,11 @@ impl GenMap {
         }
         let body = &bytes[32..];
         if body.len() as u64 != n * 4 {
-            return Err(bad(format!("truncated: {} bytes of generations, expected {}", body.len(), n * 4)));
+            return Err(bad(format!(
+                "truncated: {} bytes of generations, expected {}",
+                body.len(),
+                n * 4
+            )));
         }
         let gens = body
             .chunks_exact(4)
@@ -241,7 +262,14 @@ pub(crate) struct Verifier<'a> {
 impl<'a> Verifier<'a> {
     pub(crate) fn new(map: &'a GenMap) -> Self {
         let words = map.units().div_ceil(64) as usize;
-        Verifier { map, busy: vec![0; words], summary: VerifySummary { unit: map.unit, ..Default::default() } }
+        Verifier {
+            map,
+            busy: vec![0; words],
+            summary: VerifySummary {
+                unit: map.unit,
+                ..Default::default()
+            },
+        }
     }
 
     fn units(&self, offset: u64, len: u64) -> std::ops::Range<u64> {
@@ -250,7 +278,8 @@ impl<'a> Verifier<'a> {
 
     /// Whether any unit of the range is in flight.
     pub(crate) fn is_busy(&self, offset: u64, len: u64) -> bool {
-        self.units(offset, len).any(|u| self.busy[(u / 64) as usize] & (1 << (u % 64)) != 0)
+        self.units(offset, len)
+            .any(|u| self.busy[(u / 64) as usize] & (1 << (u % 64)) != 0)
     }
 
     fn set_busy(&mut self, offset: u64, len: u64, on: bool) {
@@ -287,7 +316,11 @@ impl<'a> Verifier<'a> {
         }
         let unit = self.map.unit as usize;
         for (i, u) in self.units(offset, len).enumerate() {
-            let g = u32::from_le_bytes(buf[i * unit + 16..i * unit + 20].try_into().unwrap_or([0; 4]));
+            let g = u32::from_le_bytes(
+                buf[i * unit + 16..i * unit + 20]
+                    .try_into()
+                    .unwrap_or([0; 4]),
+            );
             self.map.set(u, g);
             self.summary.written += 1;
         }
@@ -306,7 +339,12 @@ impl<'a> Verifier<'a> {
             self.summary.checked += 1;
             let at = u * self.map.unit;
             let m = if got < (i + 1) * unit {
-                Some(Mismatch { offset: at, expected_gen: expected, actual_gen: None, kind: MismatchKind::NoHeader })
+                Some(Mismatch {
+                    offset: at,
+                    expected_gen: expected,
+                    actual_gen: None,
+                    kind: MismatchKind::NoHeader,
+                })
             } else {
                 check_unit(&buf[i * unit..(i + 1) * unit], at, expected)
             };

@@ -59,7 +59,8 @@ impl Default for LocalConfig {
         Self {
             mode: Mode::Auto,
             max_volume_bytes: 0,
-            io_engine: iogen::EngineChoice::Auto,
+            // The thread-pool engine: iogen's io_uring open-loop phases do not end yet.
+            io_engine: iogen::EngineChoice::Sync,
         }
     }
 }
@@ -205,11 +206,7 @@ fn run_ledger_dir(run: &RunInfo, objects: &std::path::Path) -> Result<(), Provid
     // The objects directory is itself a ledger entry, so cleanup removes it last.
     let ledger = replay::Ledger::open(&run.run_dir).map_err(sys::io_err)?;
     ledger
-        .intend(
-            "dir",
-            sys::path_str(objects)?,
-            serde_json::Value::Null,
-        )
+        .intend("root", sys::path_str(objects)?, serde_json::Value::Null)
         .map_err(sys::io_err)?;
     fs_err::create_dir_all(objects.join("mnt")).map_err(sys::io_err)?;
     Ok(())
@@ -259,6 +256,15 @@ pub fn cleanup(run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
                 Ok(()) => Ok(true),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
                 Err(e) => Err(e.to_string()),
+            },
+            // The run's objects directory: removed only when nothing else is left in it.
+            "root" => match std::fs::remove_dir(p.join("mnt"))
+                .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+                .and_then(|()| fs_err::remove_dir(&p))
+            {
+                Ok(()) => Ok(false),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(format!("kept: {e}")),
             },
             "dir" => match fs_err::remove_dir_all(&p) {
                 Ok(()) => Ok(true),

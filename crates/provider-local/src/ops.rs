@@ -259,8 +259,7 @@ pub(crate) async fn execute(
                             cmd("losetup", &["-c", dev])?;
                             ctx.phase("losetup-c");
                             if !block {
-                                cmd("resize2fs", &[dev])?;
-                                ctx.phase("resize2fs");
+                                grow_attached(&ctx, dev, g.mount.as_deref())?;
                             }
                         }
                         (None, false) => {
@@ -343,6 +342,28 @@ async fn reschedule(
     .await?;
     ctx.phase("running");
     Ok(())
+}
+
+/// Grows the file system of an attached volume: online resize2fs, or — where the kernel
+/// refuses online resizing (some VMs) — unmount, offline resize2fs, mount again.
+fn grow_attached(ctx: &OpCtx, dev: &str, mount: Option<&Path>) -> Result<(), ProviderError> {
+    match cmd("resize2fs", &[dev]) {
+        Ok(_) => {
+            ctx.phase("resize2fs-online");
+            Ok(())
+        }
+        Err(online) => {
+            let Some(m) = mount else { return Err(online) };
+            let m = path_str(m)?;
+            cmd("umount", &[m])?;
+            ctx.phase("umount");
+            let grown = sys::grow_offline(Path::new(dev));
+            cmd("mount", &[dev, m])?;
+            grown?;
+            ctx.phase("resize2fs-offline");
+            Ok(())
+        }
+    }
 }
 
 fn create_image(

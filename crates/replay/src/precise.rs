@@ -1,8 +1,9 @@
 //! Waiting for an absolute deadline with microsecond precision.
 //!
 //! OS sleeps overshoot by tens of microseconds (timer slack) and tokio's timer wheel rounds to
-//! whole milliseconds. So: sleep until ~100 µs before the deadline, then spin, yielding the
-//! core between checks. Deadlines are absolute (`origin + offset`), so error never accumulates
+//! whole milliseconds. So: sleep until ~100 µs before the deadline, then spin. The spin does
+//! not yield: on a busy machine `sched_yield` hands the core to another runnable thread for a
+//! whole time slice (milliseconds), which is exactly the lateness this avoids. Deadlines are absolute (`origin + offset`), so error never accumulates
 //! the way it does with relative sleeps.
 
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ pub fn wait_until(deadline: Instant, mut stop: impl FnMut() -> bool) -> bool {
         if left > SPIN_WINDOW {
             std::thread::sleep((left - SPIN_WINDOW).min(Duration::from_millis(50)));
         } else {
-            std::thread::yield_now();
+            std::hint::spin_loop();
         }
     }
 }

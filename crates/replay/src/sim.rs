@@ -3,9 +3,9 @@
 //! freeze every operation in flight or arriving while they last. It exists to test the engine
 //! itself, at millions of events.
 //!
-//! Latencies are served by one timer thread (a deadline heap with the same sleep-then-spin
-//! wait as the timing thread), not tokio's millisecond timer, so a 200 µs operation takes
-//! 200 µs. Each draw is a hash of the seed and the event id, so a run's latencies do not
+//! Latencies are served by one timer thread (a deadline heap woken by `recv_timeout`), not
+//! tokio's millisecond timer, so a 200 µs operation takes 200 µs plus the OS wake-up delay
+//! (tens of µs), and the timer never competes with the timing thread for a core. Each draw is a hash of the seed and the event id, so a run's latencies do not
 //! depend on thread scheduling.
 //!
 //! A stall `[t0, t0 + d)` (times from the run origin) stops all progress: an operation that
@@ -25,7 +25,6 @@ use trace_format::{Event, OpType};
 
 use crate::Error;
 use crate::ledger::LedgerEntry;
-use crate::precise::SPIN_WINDOW;
 use crate::provider::{CleanupReport, OpCtx, Provider, ProviderError, RunInfo};
 
 /// A duration in ns; YAML accepts an integer or a string such as `"250ms"`.
@@ -356,16 +355,16 @@ fn timer_loop(rx: &mpsc::Receiver<TimerEntry>) {
         let wait = next.map_or(Duration::from_millis(50), |t| {
             t.saturating_duration_since(Instant::now())
         });
+        // Sleep-only waits: the sim must not take a core from the timing thread, and a
+        // completion a few tens of µs late only lengthens that op's simulated service.
         if !open {
-            std::thread::sleep(wait.saturating_sub(SPIN_WINDOW));
-        } else if wait > SPIN_WINDOW {
-            match rx.recv_timeout(wait - SPIN_WINDOW) {
+            std::thread::sleep(wait);
+        } else if !wait.is_zero() {
+            match rx.recv_timeout(wait) {
                 Ok(e) => heap.push(e),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => open = false,
             }
-        } else {
-            std::thread::yield_now();
         }
     }
 }

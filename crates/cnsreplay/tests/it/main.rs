@@ -1,6 +1,8 @@
 //! End-to-end tests of the `cnsreplay` binary: real processes, real files, exit codes and
 //! output snapshots.
 
+mod run;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

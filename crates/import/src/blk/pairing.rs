@@ -3,6 +3,7 @@
 //! order.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use trace_format::{Event, Header, Io, IoKind, Name, Op, TraceWriter, VolumeDecl};
 
@@ -105,6 +106,84 @@ struct Counts {
     raised: u64,
 }
 
+/// The queue keys of the open requests of one pairing key, oldest first. Nearly always one,
+/// kept inline so that a request allocates nothing here. Invariant: `first` is `None` only
+/// when `rest` is empty.
+#[derive(Default)]
+struct Open {
+    first: Option<(u64, u64)>,
+    rest: VecDeque<(u64, u64)>,
+}
+
+impl Open {
+    fn iter(&self) -> impl Iterator<Item = &(u64, u64)> {
+        self.first.iter().chain(self.rest.iter())
+    }
+
+    fn push_back(&mut self, k: (u64, u64)) {
+        if self.first.is_none() {
+            self.first = Some(k);
+        } else {
+            self.rest.push_back(k);
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<(u64, u64)> {
+        let k = self.first.take();
+        self.first = self.rest.pop_front();
+        k
+    }
+
+    fn remove(&mut self, k: (u64, u64)) {
+        if self.first == Some(k) {
+            self.pop_front();
+        } else {
+            self.rest.retain(|o| *o != k);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
+/// FxHash (rustc's): the pairing map is hashed once per request, where SipHash showed in
+/// profiles; its keys come from the trace being imported, not from an adversary.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl Fx {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.add(u64::from(*b));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+    fn write_isize(&mut self, n: isize) {
+        self.add(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Pairs issues with completions and writes events in issue-time order.
 pub(super) struct Pairer<'a> {
     origin: u64,
@@ -113,7 +192,7 @@ pub(super) struct Pairer<'a> {
     /// Requests not yet written, by (issue time, arrival).
     queue: BTreeMap<(u64, u64), Pending>,
     /// Queue keys of requests without completion, oldest first.
-    open: HashMap<Key, VecDeque<(u64, u64)>>,
+    open: HashMap<Key, Open, BuildHasherDefault<Fx>>,
     seq: u64,
     newest: u64,
     last_at: u64,
@@ -127,7 +206,7 @@ impl<'a> Pairer<'a> {
             names,
             writer,
             queue: BTreeMap::new(),
-            open: HashMap::new(),
+            open: HashMap::default(),
             seq: 0,
             newest: 0,
             last_at: 0,
@@ -178,7 +257,16 @@ impl<'a> Pairer<'a> {
                 }
             }
             Phase::Complete => {
-                let k = self.open.get_mut(&key).and_then(VecDeque::pop_front);
+                let k = match self.open.get_mut(&key) {
+                    None => None,
+                    Some(open) => {
+                        let k = open.pop_front();
+                        if open.is_empty() {
+                            self.open.remove(&key);
+                        }
+                        k
+                    }
+                };
                 match k.and_then(|k| Some((k.0, self.queue.get_mut(&k)?))) {
                     Some((t, p)) => p.observed = Some(q.time.saturating_sub(t)),
                     None => self.counts.unmatched += 1,
@@ -204,7 +292,10 @@ impl<'a> Pairer<'a> {
                 }
                 let k = *entry.key();
                 if let Some(open) = self.open.get_mut(&p.key) {
-                    open.retain(|o| *o != k);
+                    open.remove(k);
+                    if open.is_empty() {
+                        self.open.remove(&p.key);
+                    }
                 }
             }
             let p = entry.remove();

@@ -9,13 +9,17 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use iogen::{
-    Arrival, BlockSize, BlockSizeShare, EngineChoice, EngineOptions, Load, Pattern, PhaseSpec, Rate, ReplayOptions, Stop,
-    SuiteOptions, parse_phase_snippet, parse_size,
+    Arrival, BlockSize, BlockSizeShare, EngineChoice, EngineOptions, Load, Pattern, PhaseSpec,
+    Rate, ReplayOptions, Stop, SuiteOptions, parse_phase_snippet, parse_size,
 };
 use trace_format::{Op, TraceReader};
 
 #[derive(Parser)]
-#[command(name = "iogen", version, about = "io_uring I/O generator with coordinated-omission-safe latency")]
+#[command(
+    name = "iogen",
+    version,
+    about = "io_uring I/O generator with coordinated-omission-safe latency"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -70,6 +74,7 @@ enum EngineArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+#[allow(clippy::enum_variant_names)] // fio's names
 enum Rw {
     Randread,
     Randwrite,
@@ -179,8 +184,14 @@ struct SuiteArgs {
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let t2 = if t.chars().all(|c| c.is_ascii_digit()) { format!("{t}s") } else { t.to_owned() };
-    trace_format::units::parse_duration(&t2).map(Duration::from_nanos).map_err(|e| e.to_string())
+    let t2 = if t.chars().all(|c| c.is_ascii_digit()) {
+        format!("{t}s")
+    } else {
+        t.to_owned()
+    };
+    trace_format::units::parse_duration(&t2)
+        .map(Duration::from_nanos)
+        .map_err(|e| e.to_string())
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
@@ -194,7 +205,12 @@ fn parse_bs(s: &str) -> Result<BlockSize> {
     let mut mix = Vec::new();
     for part in s.split(',') {
         let (size, weight) = part.split_once(':').unwrap_or((part, "1"));
-        mix.push(BlockSizeShare { size: parse_size(size)?, weight: weight.parse().with_context(|| format!("weight {weight:?}"))? });
+        mix.push(BlockSizeShare {
+            size: parse_size(size)?,
+            weight: weight
+                .parse()
+                .with_context(|| format!("weight {weight:?}"))?,
+        });
     }
     Ok(BlockSize::Mix(mix))
 }
@@ -248,7 +264,14 @@ fn run(a: &RunArgs, stop: &Stop) -> Result<()> {
         Rw::Rw => (Pattern::Sequential, a.rwmixread),
     };
     let load = match (a.iodepth, a.rate) {
-        (_, Some(iops)) => Load::Rate(Rate { iops, arrival: if a.poisson { Arrival::Poisson } else { Arrival::Uniform } }),
+        (_, Some(iops)) => Load::Rate(Rate {
+            iops,
+            arrival: if a.poisson {
+                Arrival::Poisson
+            } else {
+                Arrival::Uniform
+            },
+        }),
         (d, None) => Load::Depth(d.unwrap_or(1)),
     };
     let spec = PhaseSpec {
@@ -274,9 +297,15 @@ fn run_spec(spec: &PhaseSpec, target: &Path, e: &EngineArgs, stop: &Stop) -> Res
     if let Some(h) = &e.histograms {
         iogen::write_histograms(h, &r.histograms)?;
     }
-    e.emit(&iogen::render_phase(&r.summary), &serde_json::to_value(&r.summary)?)?;
+    e.emit(
+        &iogen::render_phase(&r.summary),
+        &serde_json::to_value(&r.summary)?,
+    )?;
     if r.summary.verify.as_ref().is_some_and(|v| v.mismatches > 0) {
-        bail!("verify found {} bad blocks", r.summary.verify.as_ref().map_or(0, |v| v.mismatches));
+        bail!(
+            "verify found {} bad blocks",
+            r.summary.verify.as_ref().map_or(0, |v| v.mismatches)
+        );
     }
     Ok(())
 }
@@ -318,7 +347,12 @@ fn phase(a: &PhaseArgs, stop: &Stop) -> Result<()> {
         if stop.is_requested() {
             break;
         }
-        println!("== io_phase {} on {} ({})", p.workload, p.volume, target.display());
+        println!(
+            "== io_phase {} on {} ({})",
+            p.workload,
+            p.volume,
+            target.display()
+        );
         run_spec(&PhaseSpec::from_trace(&p), target, &a.engine, stop)?;
     }
     Ok(())
@@ -326,7 +360,12 @@ fn phase(a: &PhaseArgs, stop: &Stop) -> Result<()> {
 
 fn replay(a: &ReplayArgs, stop: &Stop) -> Result<()> {
     let (_, map) = targets(&a.target);
-    let ro = ReplayOptions { targets: map, speed: a.speed, no_stall: a.no_stall, direct: a.direct };
+    let ro = ReplayOptions {
+        targets: map,
+        speed: a.speed,
+        no_stall: a.no_stall,
+        direct: a.direct,
+    };
     let r = iogen::replay_trace(&a.trace, &ro, &a.engine.options(), stop)?;
     let mut table = String::new();
     let mut json = serde_json::Map::new();
@@ -334,18 +373,31 @@ fn replay(a: &ReplayArgs, stop: &Stop) -> Result<()> {
         table.push_str(&format!("== volume {v}\n{}", iogen::render_stream(s)));
         json.insert(v.clone(), serde_json::to_value(&s.summary)?);
     }
-    table.push_str(&format!("{} io events on unmapped volumes, {} other events skipped\n", r.unmapped, r.skipped));
-    a.engine.emit(&table, &serde_json::json!({"volumes": json, "unmapped": r.unmapped, "skipped": r.skipped}))
+    table.push_str(&format!(
+        "{} io events on unmapped volumes, {} other events skipped\n",
+        r.unmapped, r.skipped
+    ));
+    a.engine.emit(
+        &table,
+        &serde_json::json!({"volumes": json, "unmapped": r.unmapped, "skipped": r.skipped}),
+    )
 }
 
 fn suite(a: &SuiteArgs, stop: &Stop) -> Result<()> {
-    let so = SuiteOptions { size: a.size, runtime: a.runtime, direct: !a.buffered };
+    let so = SuiteOptions {
+        size: a.size,
+        runtime: a.runtime,
+        direct: !a.buffered,
+    };
     let entries = iogen::run_suite(&a.target, &so, &a.engine.options(), stop)?;
     let json: Vec<_> = entries
         .iter()
         .map(|e| serde_json::json!({"test": e.name, "metric": e.metric, "summary": e.result.summary}))
         .collect();
-    a.engine.emit(&iogen::render_suite(&entries), &serde_json::Value::Array(json))
+    a.engine.emit(
+        &iogen::render_suite(&entries),
+        &serde_json::Value::Array(json),
+    )
 }
 
 fn main() -> std::process::ExitCode {

@@ -1,0 +1,187 @@
+//! `cnsreplay run` and `cleanup` end to end: the summary and its schema, and the leak tests —
+//! a `local` run killed mid-flight (SIGINT; SIGKILL + `cleanup`) leaves no mount, loop device
+//! or file behind, its results stay readable, and cleanup touches nothing outside the ledger.
+//! As root the volumes are loop devices + mounts; otherwise the directory fallback is tested.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use replay::{CompletionState, EventRecord, RunDir};
+
+use super::{cnsreplay, stdout, workspace};
+
+const QUICK: &str = "traces/quickstart.yaml";
+
+fn spawn_local(run_dir: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+        .args(["-q", "run", QUICK, "--provider", "local", "--grace", "3s"])
+        .args(["--local-max-volume", "64Mi", "-o"])
+        .arg(run_dir)
+        .current_dir(workspace())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cnsreplay run")
+}
+
+/// Mount points and loop devices that mention `dir`.
+fn leftovers(dir: &Path) -> Vec<String> {
+    let d = dir.to_string_lossy().into_owned();
+    let mut out: Vec<String> = fs_err::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&d))
+        .map(|l| format!("mount: {l}"))
+        .collect();
+    if let Ok(o) = Command::new("losetup").arg("-a").output() {
+        out.extend(
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| l.contains(&d))
+                .map(|l| format!("loop: {l}")),
+        );
+    }
+    out
+}
+
+fn readable_results(run: &Path) -> Vec<EventRecord> {
+    let text = fs_err::read_to_string(run.join("events.jsonl")).expect("events.jsonl");
+    let lines: Vec<&str> = text.lines().collect();
+    // A crash may tear the last line; everything before it parses.
+    let n = if text.ends_with('\n') { lines.len() } else { lines.len().saturating_sub(1) };
+    lines[..n]
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("record"))
+        .collect()
+}
+
+fn wait_for_attach(run: &Path) {
+    // Wait until the volumes are attached (the attach records are written).
+    for _ in 0..300 {
+        if fs_err::read_to_string(run.join("events.jsonl"))
+            .is_ok_and(|t| t.matches("\"attach\"").count() >= 2)
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the run never attached its volumes");
+}
+
+#[test]
+fn sim_run_prints_the_summary_and_its_schema_is_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run");
+    let o = cnsreplay(&[
+        "-q", "run", QUICK, "--provider", "sim", "--speed", "20", "--json",
+        "--sim-latency", "default=constant:1ms", "-o", run.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["state"], "complete");
+    assert_eq!(v["dispatched"], 21);
+    assert_eq!(v["ops"]["snapshot"]["count"], 3);
+    assert_eq!(RunDir::open(&run).manifest().expect("manifest").state, CompletionState::Complete);
+
+    let path = workspace().join("docs/schemas/run.schema.json");
+    let mut want = serde_json::to_string_pretty(&schemars::schema_for!(replay::Summary)).expect("schema");
+    want.push('\n');
+    if std::env::var_os("UPDATE_SCHEMAS").is_some() {
+        fs_err::write(&path, &want).expect("write schema");
+    }
+    assert!(
+        fs_err::read_to_string(&path).unwrap_or_default() == want,
+        "{} is stale: run `UPDATE_SCHEMAS=1 cargo test -p cnsreplay` and commit it",
+        path.display()
+    );
+
+    // The table names every op type and the I/O split line is absent on sim (no I/O).
+    let run2 = dir.path().join("run2");
+    let o = cnsreplay(&["-q", "run", QUICK, "--provider", "sim", "--speed", "50", "-o", run2.to_str().expect("utf-8")]);
+    let text = stdout(&o);
+    assert!(text.starts_with("complete: 21 events on sim"), "{text}");
+    assert!(text.contains("create_volume") && text.contains("resp p50"), "{text}");
+}
+
+#[test]
+fn sigint_mid_flight_cleans_up_everything_and_marks_the_run_interrupted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run");
+    let mut child = spawn_local(&run);
+    wait_for_attach(&run);
+    std::thread::sleep(Duration::from_millis(1500)); // I/O is running now
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().expect("kill -INT");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(1), "interrupted runs exit 1");
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+    assert!(!run.join("objects").exists(), "objects directory removed");
+    let rd = RunDir::open(&run);
+    assert_eq!(rd.manifest().expect("manifest").state, CompletionState::Interrupted);
+    let s = rd.summary().expect("summary");
+    assert_eq!(s.state, CompletionState::Interrupted);
+    let recs = readable_results(&run);
+    assert_eq!(recs.len() as u64, s.dispatched);
+    assert!(replay::ledger::read_live(&run.join("ledger.jsonl")).expect("ledger").is_empty());
+}
+
+#[test]
+fn sigkill_then_cleanup_removes_leftovers_and_nothing_else() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run");
+    let root = provider_local::sys::is_root();
+    // Decoys the run does not own: a file in its objects directory and (as root) a loop
+    // device on a file next to the run directory.
+    let decoy_img = dir.path().join("decoy.img");
+    fs_err::write(&decoy_img, vec![0u8; 1 << 20]).expect("decoy image");
+    let decoy_loop = root.then(|| {
+        let o = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&decoy_img)
+            .output()
+            .expect("losetup");
+        String::from_utf8_lossy(&o.stdout).trim().to_owned()
+    });
+
+    let mut child = spawn_local(&run);
+    wait_for_attach(&run);
+    std::thread::sleep(Duration::from_millis(1000));
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    let decoy_file = run.join("objects/decoy.txt");
+    fs_err::write(&decoy_file, "not the run's").expect("decoy file");
+    if root {
+        assert!(
+            leftovers(&run).iter().any(|l| l.starts_with("mount")),
+            "a killed run leaves its mounts: {:?}",
+            leftovers(&run)
+        );
+    }
+    assert_eq!(RunDir::open(&run).manifest().expect("manifest").state, CompletionState::Running);
+    readable_results(&run);
+
+    let o = cnsreplay(&["cleanup", run.to_str().expect("utf-8")]);
+    let text = stdout(&o);
+    assert!(text.contains("crashed-detected"), "{text}");
+    assert_eq!(leftovers(&run), Vec::<String>::new(), "{text}");
+    assert!(decoy_file.exists(), "cleanup removed a file not in the ledger");
+    assert!(decoy_img.exists());
+    let left: Vec<_> = fs_err::read_dir(run.join("objects"))
+        .expect("objects")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("decoy.txt")], "only the decoy is left");
+    assert_eq!(
+        RunDir::open(&run).manifest().expect("manifest").state,
+        CompletionState::CrashedDetected
+    );
+    if let Some(dev) = decoy_loop {
+        let o = Command::new("losetup").arg(&dev).output().expect("losetup");
+        assert!(o.status.success(), "the decoy loop device {dev} survived");
+        Command::new("losetup").args(["-d", &dev]).status().expect("losetup -d");
+    }
+    // A second cleanup finds nothing more to do.
+    let o = cnsreplay(&["cleanup", run.to_str().expect("utf-8")]);
+    assert!(stdout(&o).contains("removed 0"), "{}", stdout(&o));
+}
