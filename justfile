@@ -26,3 +26,11 @@ fuzz target="decode_jsonl" seconds="300":
 docs:
     cargo run -q -p cnsreplay -- man --dir target/doc-gen/man
     for s in bash zsh fish; do cargo run -q -p cnsreplay -- completions $s > target/doc-gen/cnsreplay.$s; done
+
+# Local Kubernetes test cluster (etcd, kube-apiserver, controllers, kwok; see testenv/README.md).
+testenv-up:
+    testenv/up.sh
+
+# Stop the processes testenv-up started (`just testenv-down --purge` also removes its state).
+testenv-down *args:
+    testenv/down.sh {{args}}

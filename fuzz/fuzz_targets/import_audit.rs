@@ -13,7 +13,10 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             let Ok(imp) = read_audit(src, AuditOptions { keep_failed }, p) else {
                 continue;
             };
-            let bytes = imp.trace.to_bytes(trace_format::Encoding::Binary).expect("encode");
+            let bytes = imp
+                .trace
+                .to_bytes(trace_format::Encoding::Binary)
+                .expect("encode");
             common::check(&bytes, imp.report.events);
             assert_eq!(imp.counts.ignored() + imp.counts.mapped, imp.counts.events);
         }

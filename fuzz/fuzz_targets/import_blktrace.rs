@@ -6,9 +6,15 @@
 mod common;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let cut = data.first().map_or(0, |b| usize::from(*b) * 48).min(data.len());
+    let cut = data
+        .first()
+        .map_or(0, |b| usize::from(*b) * 48)
+        .min(data.len());
     let (a, b) = data.split_at(cut);
-    let files = [import::Source::bytes("fuzz.blktrace.0", a), import::Source::bytes("fuzz.blktrace.1", b)];
+    let files = [
+        import::Source::bytes("fuzz.blktrace.0", a),
+        import::Source::bytes("fuzz.blktrace.1", b),
+    ];
     for p in common::policies() {
         common::run(|f| import::blk::import_blktrace_sources(&files, p, f));
     }

@@ -57,6 +57,10 @@ pub fn check(bytes: &[u8], events: u64) {
     let reader = TraceReader::from_reader(std::io::Cursor::new(bytes.to_vec()), None, "out")
         .expect("our own output decodes");
     let r = check_trace(reader, "out", 4, |_| {}).expect("our own output reads");
-    assert_eq!(r.problems, 0, "imported trace is invalid: {:?}", r.diagnostics);
+    assert_eq!(
+        r.problems, 0,
+        "imported trace is invalid: {:?}",
+        r.diagnostics
+    );
     assert_eq!(r.events, events, "report and trace disagree");
 }

@@ -28,7 +28,7 @@ fn bench_one(
     g.throughput(Throughput::Elements(events));
     g.sample_size(10);
     g.bench_function(name, |b| {
-        b.iter(|| black_box(import(&src).expect("import")))
+        b.iter(|| black_box(import(&src).expect("import")));
     });
     g.finish();
 }

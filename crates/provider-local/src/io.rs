@@ -44,7 +44,11 @@ fn ensure_file(target: &Path, len: u64) -> Result<(), ProviderError> {
 
 /// Size of the data file on a volume of `size` bytes: room for file-system metadata.
 fn data_len(size: u64, region: Option<u64>) -> u64 {
-    region.unwrap_or(size / 4 * 3).min(size / 4 * 3).max(1 << 20) & !0xFFFF
+    region
+        .unwrap_or(size / 4 * 3)
+        .min(size / 4 * 3)
+        .max(1 << 20)
+        & !0xFFFF
 }
 
 fn volume_size(p: &LocalProvider, name: &trace_format::Name) -> u64 {

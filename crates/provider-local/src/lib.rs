@@ -221,9 +221,10 @@ pub fn cleanup(run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
     for e in leftovers.iter().rev() {
         let p = PathBuf::from(&e.id);
         if !sys::inside(&run.run_dir, &p) {
-            report
-                .failed
-                .push(format!("{} {}: outside the run directory, not touched", e.kind, e.id));
+            report.failed.push(format!(
+                "{} {}: outside the run directory, not touched",
+                e.kind, e.id
+            ));
             continue;
         }
         let r: Result<bool, String> = match e.kind.as_str() {
@@ -259,7 +260,13 @@ pub fn cleanup(run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
             },
             // The run's objects directory: removed only when nothing else is left in it.
             "root" => match std::fs::remove_dir(p.join("mnt"))
-                .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+                .or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                })
                 .and_then(|()| fs_err::remove_dir(&p))
             {
                 Ok(()) => Ok(false),

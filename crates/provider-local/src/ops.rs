@@ -130,27 +130,7 @@ pub(crate) async fn execute(
             Ok(())
         }
         Op::Attach(a) => {
-            let vols = a
-                .volumes
-                .iter()
-                .map(|n| p.volume(n))
-                .collect::<Result<Vec<_>, _>>()?;
-            let loop_mode = p.loop_mode();
-            let mnt = p.objects()?.join("mnt");
-            let ctx2 = ctx.clone();
-            let names: Vec<String> = a.volumes.iter().map(|n| sanitize(n)).collect();
-            let seq = p.seq.fetch_add(1, Relaxed);
-            blocking(move || {
-                for (vol, name) in vols.iter().zip(names) {
-                    let mut g = lock(vol);
-                    if loop_mode && g.loop_dev.is_none() {
-                        attach_volume(&ctx2, &mut g, &mnt.join(format!("{name}-{seq}")))?;
-                    }
-                    g.users += 1;
-                }
-                Ok(())
-            })
-            .await?;
+            attach_all(p, &ctx, &a.volumes).await?;
             p.state().workloads.insert(
                 a.workload.clone(),
                 Workload {
@@ -196,14 +176,19 @@ pub(crate) async fn execute(
         }
         Op::Snapshot(s) => {
             let vol = p.volume(&s.volume)?;
-            let image = p.objects()?.join(p.unique("snap", &s.snapshot)).with_extension(
-                if p.loop_mode() { "img" } else { "d" },
-            );
+            let image = p
+                .objects()?
+                .join(p.unique("snap", &s.snapshot))
+                .with_extension(if p.loop_mode() { "img" } else { "d" });
             let (image2, ctx2, loop_mode) = (image.clone(), ctx.clone(), p.loop_mode());
             let (size, block) = blocking(move || {
                 let g = lock(&vol);
                 ctx2.ledger()
-                    .intend(if loop_mode { "image" } else { "dir" }, path_str(&image2)?, json!({"snapshot_of": path_str(&g.image)?}))
+                    .intend(
+                        if loop_mode { "image" } else { "dir" },
+                        path_str(&image2)?,
+                        json!({"snapshot_of": path_str(&g.image)?}),
+                    )
                     .map_err(io_err)?;
                 // Freeze a mounted file system so the copy is consistent.
                 let frozen = match &g.mount {
@@ -320,26 +305,7 @@ async fn reschedule(
     }
     release_volumes(p, ctx, &volumes).await?;
     ctx.phase("detached");
-    let vols = volumes
-        .iter()
-        .map(|n| p.volume(n))
-        .collect::<Result<Vec<_>, _>>()?;
-    let loop_mode = p.loop_mode();
-    let mnt = p.objects()?.join("mnt");
-    let seq = p.seq.fetch_add(1, Relaxed);
-    let ctx2 = ctx.clone();
-    let names: Vec<String> = volumes.iter().map(|n| sanitize(n)).collect();
-    blocking(move || {
-        for (vol, name) in vols.iter().zip(names) {
-            let mut g = lock(vol);
-            if loop_mode && g.loop_dev.is_none() {
-                attach_volume(&ctx2, &mut g, &mnt.join(format!("{name}-{seq}")))?;
-            }
-            g.users += 1;
-        }
-        Ok(())
-    })
-    .await?;
+    attach_all(p, ctx, &volumes).await?;
     ctx.phase("running");
     Ok(())
 }
@@ -364,6 +330,34 @@ fn grow_attached(ctx: &OpCtx, dev: &str, mount: Option<&Path>) -> Result<(), Pro
             Ok(())
         }
     }
+}
+
+/// Attaches `names` (loop device + mount on first use) and counts one more user of each.
+async fn attach_all(
+    p: &LocalProvider,
+    ctx: &Arc<OpCtx>,
+    names: &[Name],
+) -> Result<(), ProviderError> {
+    let vols = names
+        .iter()
+        .map(|n| p.volume(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let loop_mode = p.loop_mode();
+    let mnt = p.objects()?.join("mnt");
+    let seq = p.seq.fetch_add(1, Relaxed);
+    let ctx2 = ctx.clone();
+    let dirs: Vec<String> = names.iter().map(|n| sanitize(n)).collect();
+    blocking(move || {
+        for (vol, name) in vols.iter().zip(dirs) {
+            let mut g = lock(vol);
+            if loop_mode && g.loop_dev.is_none() {
+                attach_volume(&ctx2, &mut g, &mnt.join(format!("{name}-{seq}")))?;
+            }
+            g.users += 1;
+        }
+        Ok(())
+    })
+    .await
 }
 
 fn create_image(
@@ -416,17 +410,24 @@ fn copy_volume(src: &Path, dst: &Path, loop_mode: bool) -> Result<bool, Provider
         sys::copy_image(src, dst)
     } else {
         fs_err::create_dir_all(dst).map_err(io_err)?;
-        sys::copy_image(&src.join(crate::io::DATA_FILE), &dst.join(crate::io::DATA_FILE))
+        sys::copy_image(
+            &src.join(crate::io::DATA_FILE),
+            &dst.join(crate::io::DATA_FILE),
+        )
     }
 }
 
 fn remove_image(ctx: &OpCtx, image: &Path, loop_mode: bool) -> Result<(), ProviderError> {
     if loop_mode {
         fs_err::remove_file(image).map_err(io_err)?;
-        ctx.ledger().release("image", path_str(image)?).map_err(io_err)
+        ctx.ledger()
+            .release("image", path_str(image)?)
+            .map_err(io_err)
     } else {
         fs_err::remove_dir_all(image).map_err(io_err)?;
-        ctx.ledger().release("dir", path_str(image)?).map_err(io_err)
+        ctx.ledger()
+            .release("dir", path_str(image)?)
+            .map_err(io_err)
     }
 }
 

@@ -9,9 +9,10 @@ use replay::ProviderError;
 
 /// Runs a command; `Err` carries its stderr.
 pub(crate) fn cmd(program: &str, args: &[&str]) -> Result<String, ProviderError> {
-    let out = Command::new(program).args(args).output().map_err(|e| {
-        ProviderError::new("command_failed", format!("cannot run {program}: {e}"))
-    })?;
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| ProviderError::new("command_failed", format!("cannot run {program}: {e}")))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     } else {
@@ -32,6 +33,7 @@ pub(crate) fn path_str(p: &Path) -> Result<&str, ProviderError> {
         .ok_or_else(|| ProviderError::new("io", format!("non-UTF-8 path {}", p.display())))
 }
 
+#[allow(clippy::needless_pass_by_value)] // shaped for `.map_err(io_err)`
 pub(crate) fn io_err(e: std::io::Error) -> ProviderError {
     ProviderError::new("io", e.to_string())
 }
@@ -54,7 +56,12 @@ pub fn loops_of(image: &Path) -> Vec<String> {
         return Vec::new();
     };
     cmd("losetup", &["-n", "-O", "NAME", "-j", p])
-        .map(|s| s.lines().map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()).collect())
+        .map(|s| {
+            s.lines()
+                .map(|l| l.trim().to_owned())
+                .filter(|l| !l.is_empty())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -98,7 +105,10 @@ pub(crate) fn copy_image(src: &Path, dst: &Path) -> Result<bool, ProviderError> 
         return Ok(true);
     }
     let _ = fs_err::remove_file(dst);
-    cmd("cp", &["-a", "--reflink=never", "--sparse=always", "--", s, d])?;
+    cmd(
+        "cp",
+        &["-a", "--reflink=never", "--sparse=always", "--", s, d],
+    )?;
     Ok(false)
 }
 

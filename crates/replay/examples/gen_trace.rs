@@ -2,9 +2,7 @@
 //! (evenly spaced) on 16 pre-existing volumes: single `io` requests, with a snapshot of one
 //! volume every 1000 events, deleted 500 events later. The encoding follows OUT's name.
 
-use trace_format::{
-    Event, Header, Io, IoKind, Op, Snapshot, SnapshotRef, TraceWriter, VolumeDecl,
-};
+use trace_format::{Event, Header, Io, IoKind, Op, Snapshot, SnapshotRef, TraceWriter, VolumeDecl};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -37,7 +35,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }),
             _ => Op::Io(Io {
                 volume: vol.as_str().into(),
-                kind: if i % 3 == 0 { IoKind::Write } else { IoKind::Read },
+                kind: if i % 3 == 0 {
+                    IoKind::Write
+                } else {
+                    IoKind::Read
+                },
                 offset: (i * 4096) % (1 << 29),
                 len: 4096,
             }),

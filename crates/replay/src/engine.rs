@@ -216,7 +216,11 @@ async fn execute_event<P: Provider>(
     if let Some(i) = snap_idx {
         sh.snapshots.end(i, completed);
     }
-    let state = if result.is_ok() { State::Ok } else { State::Failed };
+    let state = if result.is_ok() {
+        State::Ok
+    } else {
+        State::Failed
+    };
     for tx in plan.creates {
         let _ = tx.send(state);
     }
@@ -272,15 +276,20 @@ fn intended_ns(at: u64, speed: f64) -> u64 {
 pub fn run<P: Provider>(
     trace: &Path,
     run_dir: &Path,
-    provider: Arc<P>,
+    provider: &Arc<P>,
     opts: &RunOptions,
     control: &RunControl,
 ) -> Result<RunOutcome, Error> {
     if !(opts.speed.is_finite() && opts.speed > 0.0) {
-        return Err(Error::Options(format!("speed must be > 0, got {}", opts.speed)));
+        return Err(Error::Options(format!(
+            "speed must be > 0, got {}",
+            opts.speed
+        )));
     }
     if opts.concurrency.values().any(|&n| n == 0) {
-        return Err(Error::Options("a concurrency limit must be at least 1".into()));
+        return Err(Error::Options(
+            "a concurrency limit must be at least 1".into(),
+        ));
     }
     let sha256 = sha256_file(trace)?;
     let reader = TraceReader::open(trace)?;
@@ -290,11 +299,7 @@ pub fn run<P: Provider>(
     let started_wall = jiff::Timestamp::now();
     let info = RunInfo {
         run_dir: abs_dir,
-        run_id: format!(
-            "{}-{}",
-            started_wall.as_millisecond(),
-            std::process::id()
-        ),
+        run_id: format!("{}-{}", started_wall.as_millisecond(), std::process::id()),
         header: header.clone(),
     };
     let mut manifest = Manifest {

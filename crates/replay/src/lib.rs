@@ -18,8 +18,8 @@ pub mod precise;
 pub mod provider;
 pub mod record;
 pub mod rundir;
-mod sink;
 pub mod sim;
+mod sink;
 
 pub use engine::{RunControl, RunOptions, RunOutcome, run};
 pub use ledger::{Ledger, LedgerEntry};

@@ -149,10 +149,7 @@ impl RunDir {
         let mut m = self.manifest()?;
         if m.state == CompletionState::Running && !process_alive(m.pid) {
             m.state = CompletionState::CrashedDetected;
-            m.reason = Some(format!(
-                "process {} ended without finishing the run",
-                m.pid
-            ));
+            m.reason = Some(format!("process {} ended without finishing the run", m.pid));
             self.write_manifest(&m)?;
         }
         Ok(m)

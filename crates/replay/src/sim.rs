@@ -101,9 +101,7 @@ impl Latency {
             "exponential" if parts.len() == 2 => Latency::Exponential { mean: d(1)? },
             "lognormal" if parts.len() == 3 => Latency::Lognormal {
                 median: d(1)?,
-                sigma: parts[2]
-                    .parse()
-                    .map_err(|e| format!("{s:?}: sigma: {e}"))?,
+                sigma: parts[2].parse().map_err(|e| format!("{s:?}: sigma: {e}"))?,
             },
             _ => {
                 return Err(format!(
@@ -237,7 +235,9 @@ impl SimConfig {
         }
         for (op, p) in &self.errors {
             if !(0.0..=1.0).contains(p) {
-                return Err(bad(format!("errors.{op}: {p} is not a probability in [0, 1]")));
+                return Err(bad(format!(
+                    "errors.{op}: {p} is not a probability in [0, 1]"
+                )));
             }
         }
         Ok(())
@@ -295,11 +295,7 @@ impl SimProvider {
         let h2 = splitmix(h1);
         let h3 = splitmix(h2);
         let lat = self.config.ops.get(&op).unwrap_or(&self.config.default);
-        let fails = self
-            .config
-            .errors
-            .get(&op)
-            .is_some_and(|&p| unit(h3) < p);
+        let fails = self.config.errors.get(&op).is_some_and(|&p| unit(h3) < p);
         (lat.sample(unit(h1), unit(h2)), fails)
     }
 }

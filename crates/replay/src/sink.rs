@@ -85,10 +85,8 @@ impl Sink {
         start_wall: SystemTime,
     ) -> std::io::Result<Self> {
         fs_err::create_dir_all(run_dir.join("histograms"))?;
-        let events = BufWriter::with_capacity(
-            1 << 20,
-            fs_err::File::create(run_dir.join("events.jsonl"))?,
-        );
+        let events =
+            BufWriter::with_capacity(1 << 20, fs_err::File::create(run_dir.join("events.jsonl"))?);
         Ok(Self {
             run_dir: run_dir.to_owned(),
             events,

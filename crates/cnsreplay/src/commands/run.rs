@@ -15,7 +15,9 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use provider_local::{LocalConfig, LocalProvider, Mode};
 use replay::sim::{Latency, SimConfig, SimProvider, Stall};
-use replay::{CompletionState, Live, Percentiles, Provider, RunControl, RunDir, RunInfo, RunOptions, Summary};
+use replay::{
+    CompletionState, Live, Percentiles, Provider, RunControl, RunDir, RunInfo, RunOptions, Summary,
+};
 use trace_format::OpType;
 use trace_format::units::parse_duration;
 
@@ -224,7 +226,7 @@ fn execute<P: Provider>(a: &RunArgs, provider: P) -> anyhow::Result<Summary> {
         tracing::info!("metrics on http://{bound}/metrics");
     }
     let bar = progress(live.clone());
-    let result = replay::run(&a.trace, &a.output, Arc::new(provider), &opts, &control);
+    let result = replay::run(&a.trace, &a.output, &Arc::new(provider), &opts, &control);
     live.finished.store(true, Relaxed);
     let _ = bar.join();
     let outcome = result.with_context(|| format!("run of {} failed", a.trace.display()))?;
@@ -276,7 +278,17 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
         "{:<16} {:>7} {:>6} | {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
-        "operation", "count", "failed", "resp p50", "p90", "p99", "max", "svc p50", "p90", "p99", "max"
+        "operation",
+        "count",
+        "failed",
+        "resp p50",
+        "p90",
+        "p99",
+        "max",
+        "svc p50",
+        "p90",
+        "p99",
+        "max"
     )?;
     let row = |p: &Percentiles| [p.p50, p.p90, p.p99, p.max].map(ms);
     for (op, o) in &s.ops {

@@ -49,7 +49,11 @@ fn readable_results(run: &Path) -> Vec<EventRecord> {
     let text = fs_err::read_to_string(run.join("events.jsonl")).expect("events.jsonl");
     let lines: Vec<&str> = text.lines().collect();
     // A crash may tear the last line; everything before it parses.
-    let n = if text.ends_with('\n') { lines.len() } else { lines.len().saturating_sub(1) };
+    let n = if text.ends_with('\n') {
+        lines.len()
+    } else {
+        lines.len().saturating_sub(1)
+    };
     lines[..n]
         .iter()
         .map(|l| serde_json::from_str(l).expect("record"))
@@ -74,18 +78,37 @@ fn sim_run_prints_the_summary_and_its_schema_is_committed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let run = dir.path().join("run");
     let o = cnsreplay(&[
-        "-q", "run", QUICK, "--provider", "sim", "--speed", "20", "--json",
-        "--sim-latency", "default=constant:1ms", "-o", run.to_str().expect("utf-8"),
+        "-q",
+        "run",
+        QUICK,
+        "--provider",
+        "sim",
+        "--speed",
+        "20",
+        "--json",
+        "--sim-latency",
+        "default=constant:1ms",
+        "-o",
+        run.to_str().expect("utf-8"),
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["state"], "complete");
     assert_eq!(v["dispatched"], 21);
     assert_eq!(v["ops"]["snapshot"]["count"], 3);
-    assert_eq!(RunDir::open(&run).manifest().expect("manifest").state, CompletionState::Complete);
+    assert_eq!(
+        RunDir::open(&run).manifest().expect("manifest").state,
+        CompletionState::Complete
+    );
 
     let path = workspace().join("docs/schemas/run.schema.json");
-    let mut want = serde_json::to_string_pretty(&schemars::schema_for!(replay::Summary)).expect("schema");
+    let mut want =
+        serde_json::to_string_pretty(&schemars::schema_for!(replay::Summary)).expect("schema");
     want.push('\n');
     if std::env::var_os("UPDATE_SCHEMAS").is_some() {
         fs_err::write(&path, &want).expect("write schema");
@@ -98,10 +121,23 @@ fn sim_run_prints_the_summary_and_its_schema_is_committed() {
 
     // The table names every op type and the I/O split line is absent on sim (no I/O).
     let run2 = dir.path().join("run2");
-    let o = cnsreplay(&["-q", "run", QUICK, "--provider", "sim", "--speed", "50", "-o", run2.to_str().expect("utf-8")]);
+    let o = cnsreplay(&[
+        "-q",
+        "run",
+        QUICK,
+        "--provider",
+        "sim",
+        "--speed",
+        "50",
+        "-o",
+        run2.to_str().expect("utf-8"),
+    ]);
     let text = stdout(&o);
     assert!(text.starts_with("complete: 21 events on sim"), "{text}");
-    assert!(text.contains("create_volume") && text.contains("resp p50"), "{text}");
+    assert!(
+        text.contains("create_volume") && text.contains("resp p50"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -112,18 +148,28 @@ fn sigint_mid_flight_cleans_up_everything_and_marks_the_run_interrupted() {
     wait_for_attach(&run);
     std::thread::sleep(Duration::from_millis(1500)); // I/O is running now
     let pid = child.id().to_string();
-    Command::new("kill").args(["-INT", &pid]).status().expect("kill -INT");
+    Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill -INT");
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(1), "interrupted runs exit 1");
     assert_eq!(leftovers(dir.path()), Vec::<String>::new());
     assert!(!run.join("objects").exists(), "objects directory removed");
     let rd = RunDir::open(&run);
-    assert_eq!(rd.manifest().expect("manifest").state, CompletionState::Interrupted);
+    assert_eq!(
+        rd.manifest().expect("manifest").state,
+        CompletionState::Interrupted
+    );
     let s = rd.summary().expect("summary");
     assert_eq!(s.state, CompletionState::Interrupted);
     let recs = readable_results(&run);
     assert_eq!(recs.len() as u64, s.dispatched);
-    assert!(replay::ledger::read_live(&run.join("ledger.jsonl")).expect("ledger").is_empty());
+    assert!(
+        replay::ledger::read_live(&run.join("ledger.jsonl"))
+            .expect("ledger")
+            .is_empty()
+    );
 }
 
 #[test]
@@ -158,20 +204,30 @@ fn sigkill_then_cleanup_removes_leftovers_and_nothing_else() {
             leftovers(&run)
         );
     }
-    assert_eq!(RunDir::open(&run).manifest().expect("manifest").state, CompletionState::Running);
+    assert_eq!(
+        RunDir::open(&run).manifest().expect("manifest").state,
+        CompletionState::Running
+    );
     readable_results(&run);
 
     let o = cnsreplay(&["cleanup", run.to_str().expect("utf-8")]);
     let text = stdout(&o);
     assert!(text.contains("crashed-detected"), "{text}");
     assert_eq!(leftovers(&run), Vec::<String>::new(), "{text}");
-    assert!(decoy_file.exists(), "cleanup removed a file not in the ledger");
+    assert!(
+        decoy_file.exists(),
+        "cleanup removed a file not in the ledger"
+    );
     assert!(decoy_img.exists());
     let left: Vec<_> = fs_err::read_dir(run.join("objects"))
         .expect("objects")
         .map(|e| e.expect("entry").file_name())
         .collect();
-    assert_eq!(left, vec![std::ffi::OsString::from("decoy.txt")], "only the decoy is left");
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("decoy.txt")],
+        "only the decoy is left"
+    );
     assert_eq!(
         RunDir::open(&run).manifest().expect("manifest").state,
         CompletionState::CrashedDetected
@@ -179,7 +235,10 @@ fn sigkill_then_cleanup_removes_leftovers_and_nothing_else() {
     if let Some(dev) = decoy_loop {
         let o = Command::new("losetup").arg(&dev).output().expect("losetup");
         assert!(o.status.success(), "the decoy loop device {dev} survived");
-        Command::new("losetup").args(["-d", &dev]).status().expect("losetup -d");
+        Command::new("losetup")
+            .args(["-d", &dev])
+            .status()
+            .expect("losetup -d");
     }
     // A second cleanup finds nothing more to do.
     let o = cnsreplay(&["cleanup", run.to_str().expect("utf-8")]);

@@ -21,13 +21,13 @@
 //! `at` is `requestReceivedTimestamp` (v1beta1: `timestamp`) minus the earliest mapped
 //! request's, which becomes the header `origin`; `observed` is `stageTimestamp −
 //! requestReceivedTimestamp`. VolumeAttachment creates are matched to attaches through
-//! PV → PVC bindings and recorded in `provenance.parameters` (see [`map`]).
+//! PV → PVC bindings and recorded in `provenance.parameters` (see `map.rs`).
 //!
 //! **Memory.** Mapped requests (not lines) are held in memory and sorted as a whole, so the
 //! output is in time order whatever the input's disorder; memory grows with the number of
 //! storage requests (about 200 bytes each), not with the log's size.
 //!
-//! **Consistency.** [`map`] replays the requests against the life cycle the trace checker
+//! **Consistency.** `map.rs` replays the requests against the life cycle the trace checker
 //! enforces, so the output always validates: objects used before the log created them become
 //! pre-existing volumes in the header, and requests that contradict the state are dropped and
 //! counted. The full rules are in `docs/import.md`.

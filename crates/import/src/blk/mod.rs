@@ -22,8 +22,9 @@
 //!
 //! **Mapping.** One `io` event per request, at its `D`: `at` = `D` time − the earliest `D`
 //! time, `offset` = sector × 512, `len` = bytes; the kind from the RWBS bits (discard → trim,
-//! write → write, other data → read, flush without data → flush; a `D` with none of them,
-//! RWBS `N`, produces no event). Each device is a volume `dev-<major>-<minor>` declared in
+//! write → write, other data → read; a request without data is a flush when flagged, e.g.
+//! `FN` or a preflush `FWS`, and otherwise produces no event; a request whose sector × 512
+//! + bytes overflows 64 bits produces no event (binary, counted) or is bad input (text)). Each device is a volume `dev-<major>-<minor>` declared in
 //! the header (pass 1: furthest byte rounded up to 1 MiB, at least 1 MiB). A `C` pairs with
 //! the oldest open `D` of the same device, sector (none for requests without data) and kind,
 //! and `observed` is `C − D`. A second `D` of the same device, sector, kind and length while
@@ -36,6 +37,9 @@
 //!
 //! **Fixtures.** [`RawRecord`] and [`write_blktrace_fixture`] write per-CPU files in the
 //! kernel's layout, so tests make synthetic traces that `blkparse` itself reads.
+//!
+//! **Layout.** `binary.rs` (records, per-CPU files, the blktrace importer), `text.rs`
+//! (blkparse lines and importer), `pairing.rs` (extents, header, D/C pairing, both share).
 
 mod binary;
 mod pairing;

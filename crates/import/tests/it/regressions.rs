@@ -126,7 +126,10 @@ fn audit_counts_add_up_with_bad_events() {
     let imp = import::audit::read_audit(
         vec![("a".to_owned(), Cursor::new(log))],
         import::audit::AuditOptions::default(),
-        Policy { skip_bad: true, keep_first: 5 },
+        Policy {
+            skip_bad: true,
+            keep_first: 5,
+        },
     )
     .expect("skip");
     let c = &imp.counts;

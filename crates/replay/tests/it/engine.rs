@@ -39,9 +39,18 @@ fn dependency_wait_is_recorded_and_latency_counts_from_intended() {
         &RunOptions::default(),
     );
     let recs = records(&dir.path().join("run"));
-    let c = recs.iter().find(|r| r.op == OpType::CreateVolume).expect("create");
-    let a = recs.iter().find(|r| r.op == OpType::Attach).expect("attach");
-    assert!(a.started >= c.completed, "attach started before its volume existed");
+    let c = recs
+        .iter()
+        .find(|r| r.op == OpType::CreateVolume)
+        .expect("create");
+    let a = recs
+        .iter()
+        .find(|r| r.op == OpType::Attach)
+        .expect("attach");
+    assert!(
+        a.started >= c.completed,
+        "attach started before its volume existed"
+    );
     assert!(a.dep_wait >= 150 * MS, "dep_wait {}", a.dep_wait);
     assert_eq!(a.response, a.completed - a.intended);
     assert!(a.response >= a.dep_wait);
@@ -63,15 +72,25 @@ fn concurrency_cap_records_queue_time() {
         "default: {dist: constant, value: 100ms}\n",
         &opts,
     );
-    let mut queue: Vec<u64> = records(&dir.path().join("run")).iter().map(|r| r.queue).collect();
+    let mut queue: Vec<u64> = records(&dir.path().join("run"))
+        .iter()
+        .map(|r| r.queue)
+        .collect();
     queue.sort_unstable();
     // One at a time: the k-th waits for k services of 100 ms.
     for (k, q) in queue.iter().enumerate() {
         let want = k as u64 * 100 * MS;
-        assert!(*q + 5 * MS >= want && *q <= want + 80 * MS, "queue[{k}] = {q}");
+        assert!(
+            *q + 5 * MS >= want && *q <= want + 80 * MS,
+            "queue[{k}] = {q}"
+        );
     }
     for r in records(&dir.path().join("run")) {
-        assert!(r.service >= 100 * MS && r.service < 180 * MS, "service {}", r.service);
+        assert!(
+            r.service >= 100 * MS && r.service < 180 * MS,
+            "service {}",
+            r.service
+        );
     }
 }
 
@@ -84,16 +103,27 @@ fn timeouts_and_dependency_failures_are_classified_and_counted() {
     };
     let out = run_sim(
         dir.path(),
-        &[(0, create("v")), (10 * MS, attach("w", "v")), (20 * MS, cordon("n"))],
+        &[
+            (0, create("v")),
+            (10 * MS, attach("w", "v")),
+            (20 * MS, cordon("n")),
+        ],
         "ops: {create_volume: {dist: constant, value: 2s}}\n",
         &opts,
     );
-    assert_eq!(out.summary.state, CompletionState::Complete, "errors do not stop the run");
+    assert_eq!(
+        out.summary.state,
+        CompletionState::Complete,
+        "errors do not stop the run"
+    );
     assert_eq!(out.summary.errors.get("timeout"), Some(&1));
     assert_eq!(out.summary.errors.get("dependency_failed"), Some(&1));
     assert_eq!(out.summary.ok, 1);
     let recs = records(&dir.path().join("run"));
-    let c = recs.iter().find(|r| r.op == OpType::CreateVolume).expect("create");
+    let c = recs
+        .iter()
+        .find(|r| r.op == OpType::CreateVolume)
+        .expect("create");
     assert_eq!(c.outcome, Outcome::Error);
     assert!(c.service < 1_000 * MS, "the timeout cut the call short");
 }
@@ -107,16 +137,19 @@ fn fail_fast_stops_the_run_as_interrupted() {
     };
     let mut events = vec![(0, cordon("a"))];
     events.extend((1..50).map(|i| (i * 100 * MS, cordon("b"))));
-    let out = run_sim(
-        dir.path(),
-        &events,
-        "errors: {cordon_node: 1.0}\n",
-        &opts,
-    );
+    let out = run_sim(dir.path(), &events, "errors: {cordon_node: 1.0}\n", &opts);
     assert_eq!(out.summary.state, CompletionState::Interrupted);
-    assert!(out.summary.reason.as_deref().unwrap_or("").starts_with("fail-fast"));
+    assert!(
+        out.summary
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("fail-fast")
+    );
     assert!(out.summary.dispatched < 50);
-    let m = RunDir::open(&dir.path().join("run")).manifest().expect("manifest");
+    let m = RunDir::open(&dir.path().join("run"))
+        .manifest()
+        .expect("manifest");
     assert_eq!(m.state, CompletionState::Interrupted);
 }
 
@@ -150,8 +183,14 @@ fn manifest_goes_running_complete_and_interrupted_runs_leave_valid_results() {
         c2.request_stop("test stop");
     });
     let p = Arc::new(SimProvider::new(SimConfig::default()).expect("sim"));
-    let out = replay::run(&trace, &dir2.path().join("run"), p, &RunOptions::default(), &control)
-        .expect("run");
+    let out = replay::run(
+        &trace,
+        &dir2.path().join("run"),
+        &p,
+        &RunOptions::default(),
+        &control,
+    )
+    .expect("run");
     stopper.join().expect("stopper");
     assert_eq!(out.summary.state, CompletionState::Interrupted);
     assert_eq!(out.summary.reason.as_deref(), Some("test stop"));
@@ -159,15 +198,24 @@ fn manifest_goes_running_complete_and_interrupted_runs_leave_valid_results() {
     let recs = records(&dir2.path().join("run"));
     assert_eq!(recs.len() as u64, out.summary.dispatched);
     let rd = RunDir::open(&dir2.path().join("run"));
-    assert_eq!(rd.manifest().expect("manifest").state, CompletionState::Interrupted);
+    assert_eq!(
+        rd.manifest().expect("manifest").state,
+        CompletionState::Interrupted
+    );
 
     // A run whose process vanished is detected as crashed.
     let mut m = rd.manifest().expect("manifest");
     m.state = CompletionState::Running;
     m.pid = u32::MAX - 1;
     rd.write_manifest(&m).expect("write");
-    assert_eq!(rd.detect_crash().expect("detect").state, CompletionState::CrashedDetected);
-    assert_eq!(rd.manifest().expect("manifest").state, CompletionState::CrashedDetected);
+    assert_eq!(
+        rd.detect_crash().expect("detect").state,
+        CompletionState::CrashedDetected
+    );
+    assert_eq!(
+        rd.manifest().expect("manifest").state,
+        CompletionState::CrashedDetected
+    );
 }
 
 #[test]
@@ -177,8 +225,14 @@ fn a_non_empty_run_directory_is_refused() {
     fs_err::write(dir.path().join("run/keep"), "x").expect("write");
     let trace = write_trace(dir.path(), &[(0, cordon("a"))]);
     let p = Arc::new(SimProvider::new(SimConfig::default()).expect("sim"));
-    let err = replay::run(&trace, &dir.path().join("run"), p, &RunOptions::default(), &RunControl::new())
-        .expect_err("refused");
+    let err = replay::run(
+        &trace,
+        &dir.path().join("run"),
+        &p,
+        &RunOptions::default(),
+        &RunControl::new(),
+    )
+    .expect_err("refused");
     assert!(matches!(err, replay::Error::RunDirNotEmpty(_)));
     assert!(dir.path().join("run/keep").exists());
 }

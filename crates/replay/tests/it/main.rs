@@ -14,7 +14,8 @@ use trace_format::{Encoding, Event, Header, Op, TraceWriter};
 /// Writes `events` as a JSON Lines trace in `dir`.
 pub fn write_trace(dir: &Path, events: &[(u64, Op)]) -> PathBuf {
     let path = dir.join("trace.jsonl");
-    let mut w = TraceWriter::create(&path, Some(Encoding::Jsonl), &Header::default()).expect("create");
+    let mut w =
+        TraceWriter::create(&path, Some(Encoding::Jsonl), &Header::default()).expect("create");
     for (i, (at, op)) in events.iter().enumerate() {
         w.write(&Event {
             at: *at,
@@ -34,7 +35,7 @@ pub fn run_sim(dir: &Path, events: &[(u64, Op)], yaml: &str, opts: &RunOptions) 
     let trace = write_trace(dir, events);
     let cfg = SimConfig::from_yaml(yaml, "test").expect("sim config");
     let p = Arc::new(SimProvider::new(cfg).expect("sim"));
-    replay::run(&trace, &dir.join("run"), p, opts, &RunControl::new()).expect("run")
+    replay::run(&trace, &dir.join("run"), &p, opts, &RunControl::new()).expect("run")
 }
 
 /// The records of a run directory, in completion order.

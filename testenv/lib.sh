@@ -1,0 +1,79 @@
+# Shared by build.sh, up.sh, down.sh and smoke.sh (sourced, not run).
+# Defines where the binaries and the state live and the binary table.
+
+TESTENV_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TESTENV_CACHE=${TESTENV_CACHE:-$HOME/.cache/cnsreplay/testenv}
+TESTENV_DIR=${TESTENV_DIR:-$TESTENV_CACHE/run}
+
+# name  wrapper-module  package
+# (every wrapper in testenv/go pins its versions in go.mod and go.sum)
+TESTENV_BINARIES="
+etcd                    etcd        go.etcd.io/etcd/server/v3
+kube-apiserver          kube        k8s.io/kubernetes/cmd/kube-apiserver
+kube-controller-manager kube        k8s.io/kubernetes/cmd/kube-controller-manager
+kube-scheduler          kube        k8s.io/kubernetes/cmd/kube-scheduler
+kubectl                 kube        k8s.io/kubernetes/cmd/kubectl
+kwok                    kwok        sigs.k8s.io/kwok/cmd/kwok
+csi-provisioner         provisioner github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
+csi-attacher            attacher    github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
+csi-resizer             resizer     github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
+csi-snapshotter         snapshotter github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
+snapshot-controller     snapshotter github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
+"
+
+# The version key: Kubernetes version plus a hash of every wrapper's go.mod and go.sum, the
+# binary table and the Go version. Any change to a pinned version gives a new cache folder.
+testenv_version_key() {
+	local h
+	h=$(cd "$TESTENV_SRC/go" && {
+		cat */go.mod */go.sum
+		echo "$TESTENV_BINARIES"
+		go env GOVERSION GOOS GOARCH
+	} | sha256sum | cut -c1-12)
+	echo "k8s-v1.36.3-$h"
+}
+
+testenv_bin_dir() {
+	echo "$TESTENV_CACHE/$(testenv_version_key)/bin"
+}
+
+# The wrapper module holding the CRDs of the VolumeSnapshot API (client/v8 v8.7.0).
+testenv_snapshot_crd_dir() {
+	local d
+	d=$(cd "$TESTENV_SRC/go/snapshotter" &&
+		go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)
+	echo "$d/config/crd"
+}
+
+testenv_log() {
+	printf '[testenv %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
+}
+
+testenv_die() {
+	testenv_log "error: $*"
+	exit 1
+}
+
+# The state dir's record of one started process: "<pid> <binary path>" in pids/<name>.pid.
+testenv_pid_alive() { # pidfile -> 0 when the recorded process still runs the recorded binary
+	local pid exe arg0
+	read -r pid exe <"$1" || return 1
+	[ -r "/proc/$pid/cmdline" ] || return 1
+	arg0=$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1)
+	[ "$arg0" = "$exe" ]
+}
+
+# Resident memory of every recorded process, one line each, then the total (MiB).
+testenv_rss() {
+	local f name pid exe kb total=0
+	for f in "$TESTENV_DIR"/pids/*.pid; do
+		[ -e "$f" ] || continue
+		testenv_pid_alive "$f" || continue
+		name=$(basename "$f" .pid)
+		read -r pid exe <"$f"
+		kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
+		total=$((total + kb))
+		printf '  %-24s %6d MiB\n' "$name" $((kb / 1024))
+	done
+	printf '  %-24s %6d MiB\n' total $((total / 1024))
+}
