@@ -1,4 +1,88 @@
-//! Run analysis: summaries, run-to-run regression verdicts, capacity planning and reports.
-//! polars lives here and only here.
+//! Run analysis: summaries, run-to-run regression verdicts with bootstrap confidence
+//! intervals, capacity planning over speed sweeps, per-tenant QoS attribution, a self-contained
+//! HTML report with inline SVG figures, and CSV export. polars lives here and only here.
 //!
-//! This crate is not written yet; its issue in the tracker describes what it will hold.
+//! Everything reads a run directory (`docs/run-dir.md`). `events.jsonl` is scanned in blocks
+//! by a few threads into order-independent accumulators (HdrHistograms, counters, time buckets),
+//! so a 10 M-event run is summarised in constant memory; [`frame`] turns records into polars
+//! DataFrames (whole runs for small inputs, fixed-size batches for export).
+//! The design and the statistics are described in `docs/analyze.md`.
+
+pub mod capacity;
+pub mod compare;
+pub mod frame;
+pub mod hist;
+pub mod load;
+pub mod qos;
+pub mod report;
+pub mod summary;
+mod svg;
+
+pub use capacity::{CapacityReport, Slo, capacity};
+pub use compare::{CompareOptions, CompareReport, Thresholds, Verdict, compare};
+pub use load::{Rec, Run};
+pub use qos::{QosReport, QosSpec, qos};
+pub use summary::{RunStats, RunSummary, SummaryReport};
+
+use std::path::PathBuf;
+
+/// Errors of the analysis.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read or written (the message names it).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A line of `events.jsonl` is malformed.
+    #[error("{file}:{line}: {message}")]
+    Record {
+        /// The file.
+        file: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong, with the field.
+        message: String,
+    },
+    /// The directory is not a run directory, or its manifest is unreadable.
+    #[error("{path}: not a readable run directory: {source}")]
+    NotARun {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: replay::Error,
+    },
+    /// The trace could not be read.
+    #[error(transparent)]
+    Trace(#[from] trace_format::Error),
+    /// polars failed (building a frame or writing CSV).
+    #[error("polars: {0}")]
+    Polars(#[from] polars::error::PolarsError),
+    /// `compare` was given runs of different traces without `--by-op-type`.
+    #[error(
+        "the runs replayed different traces ({base} sha256 {base_sha}, {new} sha256 {new_sha}); \
+         compare them by op type only (--by-op-type) if that is what you mean"
+    )]
+    TraceMismatch {
+        /// Base run.
+        base: PathBuf,
+        /// Its trace hash.
+        base_sha: String,
+        /// New run.
+        new: PathBuf,
+        /// Its trace hash.
+        new_sha: String,
+    },
+    /// An SLO, threshold or option is malformed.
+    #[error("{0}")]
+    Invalid(String),
+    /// A configuration file (QoS) is malformed.
+    #[error("{file}: {message}")]
+    Config {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong, with the field.
+        message: String,
+    },
+}
+
+/// Result alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

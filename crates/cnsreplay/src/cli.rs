@@ -38,6 +38,10 @@ pub enum Command {
     Cleanup(crate::commands::run::CleanupArgs),
     /// Generate a trace from a workload model (`synth MODEL -o OUT`), or fit lifetimes (`synth fit`).
     Synth(crate::commands::synth::SynthArgs),
+    /// Replay a trace at several speeds or rates into SWEEPDIR/<speed>/ (for `analyze capacity`).
+    Sweep(crate::commands::sweep::SweepArgs),
+    /// Analyze run directories: summary, compare, capacity, qos, report, export.
+    Analyze(crate::commands::analyze::AnalyzeArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// Print the man page (roff), or write one page per command into a directory.

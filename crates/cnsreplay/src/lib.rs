@@ -32,6 +32,8 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Command::Run(a) => commands::run::run(&a, out),
         Command::Cleanup(a) => commands::run::cleanup(&a, out),
         Command::Synth(a) => commands::synth::run(&a, out),
+        Command::Sweep(a) => commands::sweep::run(&a, out),
+        Command::Analyze(a) => commands::analyze::run(&a, out),
         Command::Completions(a) => commands::meta::completions(&a, out),
         Command::Man(a) => commands::meta::man(&a, out),
         Command::JsonSchema(a) => commands::meta::json_schema(&a, out),

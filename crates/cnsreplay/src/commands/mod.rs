@@ -1,9 +1,11 @@
 //! One module per command.
 
+pub mod analyze;
 pub(crate) mod convert;
 pub mod meta;
 pub(crate) mod run;
 pub(crate) mod stats;
+pub mod sweep;
 pub(crate) mod synth;
 pub(crate) mod validate;
 

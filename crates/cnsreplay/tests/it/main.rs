@@ -1,6 +1,7 @@
 //! End-to-end tests of the `cnsreplay` binary: real processes, real files, exit codes and
 //! output snapshots.
 
+mod analyze;
 mod run;
 
 use std::path::{Path, PathBuf};

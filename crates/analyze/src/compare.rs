@@ -1,0 +1,328 @@
+//! `analyze compare BASE NEW`: per op type and metric (p50, p99, mean response time, error
+//! rate) the change from BASE to NEW with a seeded bootstrap 95% confidence interval, and a
+//! verdict against per-metric thresholds.
+//!
+//! Latency metrics report the *relative* change (new/base − 1); the error rate the *absolute*
+//! change in the failed fraction. Each of `resamples` (default 1000) replicates resamples both
+//! runs independently (Poisson bootstrap over histogram bins, [`crate::hist`]) and recomputes
+//! the change; the CI is the 2.5th–97.5th percentile of the replicates. A row is a
+//! **regression** when the change exceeds its threshold *and* the CI lies entirely above zero,
+//! an **improvement** when it is below −threshold with the CI entirely below zero, and
+//! otherwise **no significant change**: significant and material, both.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hist::{Rng, bins, mean, quantile, resample, sorted_pct};
+use crate::load::Run;
+use crate::summary::{OpAcc, RunStats};
+use crate::{Error, Result};
+
+/// The compared metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Median response time.
+    P50,
+    /// 99th percentile response time.
+    P99,
+    /// Mean response time.
+    Mean,
+    /// Failed fraction of events.
+    ErrorRate,
+}
+
+impl Metric {
+    /// All metrics, in table order.
+    pub const ALL: [Metric; 4] = [Metric::P50, Metric::P99, Metric::Mean, Metric::ErrorRate];
+
+    /// Its name (`p50`, `p99`, `mean`, `error_rate`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::P50 => "p50",
+            Metric::P99 => "p99",
+            Metric::Mean => "mean",
+            Metric::ErrorRate => "error_rate",
+        }
+    }
+}
+
+/// Thresholds: the smallest change that counts, per metric (relative for latencies, absolute
+/// fraction for the error rate).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Thresholds {
+    /// p50, relative (0.05 = 5%).
+    pub p50: f64,
+    /// p99, relative.
+    pub p99: f64,
+    /// Mean, relative.
+    pub mean: f64,
+    /// Error rate, absolute (0.01 = one percentage point).
+    pub error_rate: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self {
+            p50: 0.05,
+            p99: 0.10,
+            mean: 0.05,
+            error_rate: 0.01,
+        }
+    }
+}
+
+impl Thresholds {
+    /// The threshold of a metric.
+    pub fn of(&self, m: Metric) -> f64 {
+        match m {
+            Metric::P50 => self.p50,
+            Metric::P99 => self.p99,
+            Metric::Mean => self.mean,
+            Metric::ErrorRate => self.error_rate,
+        }
+    }
+
+    /// Applies `METRIC=VALUE` (`p99=10%`, `mean=0.05`, `error_rate=1%`; `all=…` sets every
+    /// metric).
+    pub fn set(&mut self, spec: &str) -> Result<()> {
+        let bad = |m: &str| Error::Invalid(format!("--threshold {spec:?}: {m}"));
+        let (k, v) = spec
+            .split_once('=')
+            .ok_or_else(|| bad("expected METRIC=VALUE, e.g. p99=10%"))?;
+        let v = match v.strip_suffix('%') {
+            Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
+            None => v.trim().parse::<f64>(),
+        }
+        .map_err(|e| bad(&format!("value: {e}")))?;
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(bad("value must be ≥ 0"));
+        }
+        match k.trim() {
+            "p50" => self.p50 = v,
+            "p99" => self.p99 = v,
+            "mean" => self.mean = v,
+            "error_rate" | "errors" => self.error_rate = v,
+            "all" => {
+                *self = Self {
+                    p50: v,
+                    p99: v,
+                    mean: v,
+                    error_rate: v,
+                }
+            }
+            other => {
+                return Err(bad(&format!(
+                    "unknown metric {other:?}; expected p50, p99, mean, error_rate or all"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Options of a comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CompareOptions {
+    /// Allow runs of different traces (compare op types only).
+    pub by_op_type: bool,
+    /// Thresholds.
+    pub thresholds: Thresholds,
+    /// Bootstrap resamples.
+    pub resamples: u32,
+    /// Bootstrap seed.
+    pub seed: u64,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        Self {
+            by_op_type: false,
+            thresholds: Thresholds::default(),
+            resamples: 1000,
+            seed: 0x00C0_FFEE,
+        }
+    }
+}
+
+/// The verdict of one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Worse beyond the threshold, CI above zero.
+    Regression,
+    /// Better beyond the threshold, CI below zero.
+    Improvement,
+    /// Neither.
+    NoChange,
+}
+
+/// One op type and metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Row {
+    /// Op type.
+    pub op: String,
+    /// Metric.
+    pub metric: Metric,
+    /// Base value (ns, or a fraction for the error rate).
+    pub base: f64,
+    /// New value.
+    pub new: f64,
+    /// Change: relative for latencies, absolute for the error rate.
+    pub change: f64,
+    /// 95% CI of the change, low end.
+    pub ci_low: f64,
+    /// 95% CI of the change, high end.
+    pub ci_high: f64,
+    /// Threshold applied.
+    pub threshold: f64,
+    /// Verdict.
+    pub verdict: Verdict,
+    /// Events in base and new.
+    pub n: (u64, u64),
+}
+
+/// `analyze compare --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CompareReport {
+    /// Base run directory.
+    pub base: String,
+    /// New run directory.
+    pub new: String,
+    /// Whether both runs replayed the same trace (same SHA-256).
+    pub same_trace: bool,
+    /// Options used.
+    pub options: CompareOptions,
+    /// Rows, by op type then metric.
+    pub rows: Vec<Row>,
+    /// Op types present in only one run.
+    pub unmatched: Vec<String>,
+    /// Rows with a regression.
+    pub regressions: usize,
+    /// Rows with an improvement.
+    pub improvements: usize,
+}
+
+/// Compares two run directories.
+pub fn compare(base: &Path, new: &Path, opts: &CompareOptions) -> Result<CompareReport> {
+    let (b, n) = (Run::open(base)?, Run::open(new)?);
+    let same_trace = b.manifest.trace.sha256 == n.manifest.trace.sha256;
+    if !same_trace && !opts.by_op_type {
+        return Err(Error::TraceMismatch {
+            base: base.to_owned(),
+            base_sha: b.manifest.trace.sha256,
+            new: new.to_owned(),
+            new_sha: n.manifest.trace.sha256,
+        });
+    }
+    let (bs, ns) = (RunStats::of(&b)?, RunStats::of(&n)?);
+    Ok(compare_stats(base, new, &bs, &ns, same_trace, opts))
+}
+
+/// Compares two scanned runs.
+pub fn compare_stats(
+    base: &Path,
+    new: &Path,
+    bs: &RunStats,
+    ns: &RunStats,
+    same_trace: bool,
+    opts: &CompareOptions,
+) -> CompareReport {
+    let mut rows = Vec::new();
+    let mut unmatched = Vec::new();
+    let ops: std::collections::BTreeSet<_> = bs.ops.keys().chain(ns.ops.keys()).collect();
+    for op in ops {
+        let (Some(a), Some(b)) = (bs.ops.get(op), ns.ops.get(op)) else {
+            unmatched.push(op.name().to_owned());
+            continue;
+        };
+        // A seed per op type, so adding an op type does not change the others' CIs.
+        let mut rng = Rng::new(opts.seed ^ (*op as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for m in Metric::ALL {
+            rows.push(row(op.name(), m, a, b, opts, &mut rng));
+        }
+    }
+    let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
+    CompareReport {
+        base: base.display().to_string(),
+        new: new.display().to_string(),
+        same_trace,
+        options: opts.clone(),
+        regressions: count(Verdict::Regression),
+        improvements: count(Verdict::Improvement),
+        rows,
+        unmatched,
+    }
+}
+
+fn latency_stat(m: Metric, bins: &[(f64, f64)]) -> f64 {
+    match m {
+        Metric::P50 => quantile(bins, 0.5),
+        Metric::P99 => quantile(bins, 0.99),
+        _ => mean(bins),
+    }
+}
+
+fn rel(base: f64, new: f64) -> f64 {
+    if base > 0.0 { new / base - 1.0 } else { 0.0 }
+}
+
+fn row(op: &str, m: Metric, a: &OpAcc, b: &OpAcc, opts: &CompareOptions, rng: &mut Rng) -> Row {
+    let resamples = opts.resamples.max(1) as usize;
+    let mut reps = Vec::with_capacity(resamples);
+    let (base, new, change) = if m == Metric::ErrorRate {
+        let rate = |x: &OpAcc| x.failed as f64 / x.count.max(1) as f64;
+        let draw = |x: &OpAcc, rng: &mut Rng| {
+            let f = rng.poisson(x.failed as f64);
+            let o = rng.poisson((x.count - x.failed) as f64);
+            if f + o > 0.0 { f / (f + o) } else { 0.0 }
+        };
+        for _ in 0..resamples {
+            let ra = draw(a, rng);
+            reps.push(draw(b, rng) - ra);
+        }
+        (rate(a), rate(b), rate(b) - rate(a))
+    } else {
+        let ba = a.response.as_ref().map(bins).unwrap_or_default();
+        let bb = b.response.as_ref().map(bins).unwrap_or_default();
+        let whole = |v: &[(f64, u64)]| v.iter().map(|&(x, c)| (x, c as f64)).collect::<Vec<_>>();
+        let (base, new) = (latency_stat(m, &whole(&ba)), latency_stat(m, &whole(&bb)));
+        let (mut wa, mut wb) = (Vec::new(), Vec::new());
+        for _ in 0..resamples {
+            resample(&ba, rng, &mut wa);
+            resample(&bb, rng, &mut wb);
+            reps.push(rel(latency_stat(m, &wa), latency_stat(m, &wb)));
+        }
+        (base, new, rel(base, new))
+    };
+    reps.sort_by(f64::total_cmp);
+    let (ci_low, ci_high) = (sorted_pct(&reps, 2.5), sorted_pct(&reps, 97.5));
+    let threshold = opts.thresholds.of(m);
+    let verdict = if change > threshold && ci_low > 0.0 {
+        Verdict::Regression
+    } else if change < -threshold && ci_high < 0.0 {
+        Verdict::Improvement
+    } else {
+        Verdict::NoChange
+    };
+    Row {
+        op: op.to_owned(),
+        metric: m,
+        base,
+        new,
+        change,
+        ci_low,
+        ci_high,
+        threshold,
+        verdict,
+        n: (a.count, b.count),
+    }
+}
+

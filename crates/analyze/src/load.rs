@@ -1,0 +1,272 @@
+//! Opening a run directory and scanning `events.jsonl`.
+//!
+//! The scan reads the file in 16 MiB blocks, cuts each block at line ends into one part per
+//! thread, and parses the parts in parallel into per-thread accumulators that are merged at
+//! the end; accumulators must therefore not depend on record order (histograms, counters,
+//! time buckets). Records are parsed borrowed ([`Rec`]), skipping phases and error messages.
+//! A torn last line (a crash mid-write; no final newline) is ignored, as `docs/run-dir.md`
+//! allows; any other malformed line is an error naming file, line and field.
+
+use std::borrow::Cow;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use replay::{Manifest, Outcome, RunDir};
+use serde::Deserialize;
+use trace_format::OpType;
+
+use crate::{Error, Result};
+
+/// One event record as analysis reads it (`events.jsonl`; phases and messages skipped).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Rec<'a> {
+    /// Trace event id.
+    pub id: u64,
+    /// Operation type.
+    pub op: OpType,
+    /// Intended instant, ns since the run origin.
+    pub intended: u64,
+    /// Dispatch instant.
+    pub dispatched: u64,
+    /// Provider call start.
+    pub started: u64,
+    /// Completion.
+    pub completed: u64,
+    /// Outcome.
+    pub outcome: Outcome,
+    /// Error class of a failure.
+    #[serde(default, borrow)]
+    pub error_class: Option<Cow<'a, str>>,
+    /// Dependency wait, ns.
+    #[serde(default)]
+    pub dep_wait: u64,
+    /// Queue time, ns.
+    #[serde(default)]
+    pub queue: u64,
+    /// completed − intended.
+    pub response: u64,
+    /// completed − started.
+    pub service: u64,
+    /// dispatched − intended.
+    pub lateness: u64,
+    /// A snapshot was in flight while this I/O ran.
+    #[serde(default)]
+    pub during_snapshot: bool,
+}
+
+/// Something a scan feeds records into; must not depend on record order.
+pub trait Accumulator: Send {
+    /// Adds one record.
+    fn add(&mut self, r: &Rec<'_>);
+    /// Merges another accumulator of the same scan.
+    fn merge(&mut self, other: Self);
+}
+
+/// An opened run directory.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The directory.
+    pub path: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+}
+
+const BLOCK: usize = 16 << 20;
+
+impl Run {
+    /// Opens a run directory (reads `manifest.json`).
+    pub fn open(path: &Path) -> Result<Self> {
+        let manifest = RunDir::open(path)
+            .manifest()
+            .map_err(|source| Error::NotARun {
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(Self {
+            path: path.to_owned(),
+            manifest,
+        })
+    }
+
+    /// `events.jsonl`.
+    pub fn events_path(&self) -> PathBuf {
+        self.path.join("events.jsonl")
+    }
+
+    /// The replay speed (manifest `options.speed`, 1 when absent).
+    pub fn speed(&self) -> f64 {
+        self.manifest.options["speed"].as_f64().unwrap_or(1.0)
+    }
+
+    /// The trace this run replayed, if it is still where the manifest says (as given, or
+    /// relative to the run directory's parent) with the same SHA-256.
+    pub fn trace_path(&self) -> Option<PathBuf> {
+        let given = PathBuf::from(&self.manifest.trace.path);
+        let mut candidates = vec![given.clone()];
+        if given.is_relative()
+            && let Some(parent) = self.path.parent()
+        {
+            candidates.push(parent.join(&given));
+        }
+        candidates.into_iter().find(|p| {
+            p.is_file()
+                && replay::rundir::sha256_file(p).is_ok_and(|h| h == self.manifest.trace.sha256)
+        })
+    }
+
+    /// Scans `events.jsonl` into accumulators made by `make`, one per thread, merged.
+    pub fn scan<A: Accumulator>(&self, make: impl Fn() -> A + Sync) -> Result<A> {
+        scan_file(&self.events_path(), make)
+    }
+
+    /// Calls `f` on every record in file (completion) order, on this thread.
+    pub fn for_each(&self, mut f: impl FnMut(&Rec<'_>) -> Result<()>) -> Result<()> {
+        let path = self.events_path();
+        let mut file = fs_err::File::open(&path)?;
+        let mut buf = Vec::with_capacity(BLOCK);
+        let mut line_no = 0u64;
+        loop {
+            let eof = fill(&mut file, &mut buf)?;
+            let end = if eof {
+                buf.len()
+            } else {
+                buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+            };
+            for line in buf[..end].split_inclusive(|&b| b == b'\n') {
+                line_no += 1;
+                if let Some(r) = parse_line(line, &path, line_no)? {
+                    f(&r)?;
+                }
+            }
+            buf.drain(..end);
+            if eof {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Reads until `buf` holds a block or the file ends; returns whether it ended.
+fn fill(file: &mut fs_err::File, buf: &mut Vec<u8>) -> Result<bool> {
+    let want = BLOCK.max(buf.len() + (1 << 20));
+    let start = buf.len();
+    buf.resize(want, 0);
+    let mut filled = start;
+    while filled < want {
+        let n = file.read(&mut buf[filled..])?;
+        if n == 0 {
+            buf.truncate(filled);
+            return Ok(true);
+        }
+        filled += n;
+    }
+    buf.truncate(filled);
+    Ok(false)
+}
+
+/// Parses one line; `None` for a blank line or a torn last line (no `\n`).
+fn parse_line<'a>(line: &'a [u8], path: &Path, line_no: u64) -> Result<Option<Rec<'a>>> {
+    let Some(body) = line.strip_suffix(b"\n") else {
+        return Ok(None);
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    parse_rec(&mut de).map(Some).map_err(|e| Error::Record {
+        file: path.to_owned(),
+        line: line_no,
+        message: e.to_string(),
+    })
+}
+
+fn parse_rec<'a>(
+    de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'a>>,
+) -> std::result::Result<Rec<'a>, serde_json::Error> {
+    let r = Rec::deserialize(&mut *de)?;
+    de.end()?;
+    Ok(r)
+}
+
+/// Parses a part of a block into `acc`; returns its line count or the first error.
+fn parse_part<A: Accumulator>(part: &[u8], acc: &mut A, path: &Path, first_line: u64) -> Result<u64> {
+    let mut n = 0;
+    for line in part.split_inclusive(|&b| b == b'\n') {
+        n += 1;
+        if let Some(r) = parse_line(line, path, first_line + n)? {
+            acc.add(&r);
+        }
+    }
+    Ok(n)
+}
+
+/// Cuts `block` into `k` parts at line ends.
+fn cut(block: &[u8], k: usize) -> Vec<&[u8]> {
+    let mut parts = Vec::with_capacity(k);
+    let mut rest = block;
+    for i in (1..k).rev() {
+        let target = rest.len() / (i + 1);
+        let at = rest[target..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(rest.len(), |p| target + p + 1);
+        let (a, b) = rest.split_at(at);
+        parts.push(a);
+        rest = b;
+    }
+    parts.push(rest);
+    parts
+}
+
+/// Scans a JSON Lines file of records (see [`Run::scan`]).
+pub fn scan_file<A: Accumulator>(path: &Path, make: impl Fn() -> A + Sync) -> Result<A> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, 4);
+    let mut accs: Vec<A> = (0..threads).map(|_| make()).collect();
+    let mut file = fs_err::File::open(path)?;
+    let mut buf = Vec::with_capacity(BLOCK);
+    let mut line_base = 0u64;
+    loop {
+        let eof = fill(&mut file, &mut buf)?;
+        let end = if eof {
+            buf.len()
+        } else {
+            buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+        };
+        let parts = cut(&buf[..end], threads);
+        let counts: Vec<u64> = parts
+            .iter()
+            .map(|p| p.iter().filter(|&&b| b == b'\n').count() as u64)
+            .collect();
+        let results: Vec<Result<u64>> = std::thread::scope(|s| {
+            let mut base = line_base;
+            let handles: Vec<_> = parts
+                .iter()
+                .zip(accs.iter_mut())
+                .zip(&counts)
+                .map(|((part, acc), &c)| {
+                    let first = base;
+                    base += c;
+                    s.spawn(move || parse_part(part, acc, path, first))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(Error::Invalid("scan thread panicked".into()))))
+                .collect()
+        });
+        for r in results {
+            r?;
+        }
+        line_base += counts.iter().sum::<u64>();
+        buf.drain(..end);
+        if eof {
+            break;
+        }
+    }
+    let mut it = accs.into_iter();
+    let mut first = it.next().unwrap_or_else(&make);
+    for a in it {
+        first.merge(a);
+    }
+    Ok(first)
+}

@@ -1,0 +1,429 @@
+//! `analyze report RUN... -o report.html`: one self-contained HTML page (inline SVG, no
+//! scripts, no network) with
+//! - `cdf`: CDF of control-op response time per op type and run (the seed paper's Figure 1),
+//! - `io-timeline-N`: I/O response p50/p99 over time with control operations marked (Figure 2;
+//!   lines at control-op starts, shaded bands while snapshots run), per run with `io` events,
+//! - `rate-N`: intended vs achieved rate over time, per run,
+//! - percentile tables per run.
+//!
+//! Every figure is a `<figure data-figure="NAME" data-points="N">`, N being the points
+//! plotted, so a test (or a person) can check that each rendered with data.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use replay::Percentiles;
+use trace_format::OpType;
+
+use crate::Result;
+use crate::hist::{at, coarse};
+use crate::load::{Accumulator, Rec, Run};
+use crate::summary::{RunStats, RunSummary, summarize};
+use crate::svg::{COLORS, Mark, Plot, Series, esc};
+
+/// Time buckets per timeline figure.
+pub const BUCKETS: u64 = 200;
+/// Control operations marked at most per timeline (evenly thinned beyond).
+pub const MAX_MARKS: usize = 400;
+
+/// A duration in ns, human-readable (`850 ns`, `1.25 µs`, `12.5 ms`, `3.20 s`).
+pub fn fmt_ns(ns: f64) -> String {
+    let (v, u) = if ns >= 1e9 {
+        (ns / 1e9, "s")
+    } else if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if ns >= 1e3 {
+        (ns / 1e3, "µs")
+    } else {
+        return format!("{ns:.0} ns");
+    };
+    if v >= 100.0 {
+        format!("{v:.0} {u}")
+    } else if v >= 10.0 {
+        format!("{v:.1} {u}")
+    } else {
+        format!("{v:.2} {u}")
+    }
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.abs() >= 100.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn fmt_frac(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+fn fmt_s(v: f64) -> String {
+    format!("{} s", fmt_num(v))
+}
+
+struct Timeline {
+    width: u64,
+    io: Vec<Option<Histogram<u64>>>,
+    intended: Vec<u64>,
+    completed: Vec<u64>,
+    control: Vec<(OpType, u64, u64)>,
+}
+
+impl Timeline {
+    fn new(width: u64) -> Self {
+        let n = BUCKETS as usize + 1;
+        Self {
+            width,
+            io: vec![None; n],
+            intended: vec![0; n],
+            completed: vec![0; n],
+            control: Vec::new(),
+        }
+    }
+
+    fn idx(&self, t: u64) -> usize {
+        ((t / self.width) as usize).min(BUCKETS as usize)
+    }
+}
+
+impl Accumulator for Timeline {
+    fn add(&mut self, r: &Rec<'_>) {
+        let (i, c) = (self.idx(r.intended), self.idx(r.completed));
+        self.intended[i] += 1;
+        self.completed[c] += 1;
+        if r.op == OpType::Io {
+            self.io[c]
+                .get_or_insert_with(coarse)
+                .saturating_record(r.response.max(1));
+        } else if r.op.is_control() {
+            self.control.push((r.op, r.started, r.completed));
+        }
+    }
+
+    fn merge(&mut self, o: Self) {
+        for (a, b) in self.io.iter_mut().zip(o.io) {
+            crate::hist::merge(a, b);
+        }
+        for (a, b) in self.intended.iter_mut().zip(o.intended) {
+            *a += b;
+        }
+        for (a, b) in self.completed.iter_mut().zip(o.completed) {
+            *a += b;
+        }
+        self.control.extend(o.control);
+    }
+}
+
+/// A rendered figure.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    /// File-name-safe id (`cdf`, `io-timeline-1`, `rate-1`).
+    pub id: String,
+    /// Caption.
+    pub caption: String,
+    /// Points plotted.
+    pub points: usize,
+    /// The SVG document.
+    pub svg: String,
+}
+
+fn figure(id: String, caption: String, plot: &Plot) -> Figure {
+    Figure {
+        id,
+        caption,
+        points: plot.points(),
+        svg: plot.render(),
+    }
+}
+
+fn cdf_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    let mut qs: Vec<f64> = (0..=100).map(|i| f64::from(i) / 100.0).collect();
+    qs.extend([0.995, 0.999, 0.9999]);
+    qs.sort_by(f64::total_cmp);
+    let mut pts: Vec<(f64, f64)> = qs
+        .iter()
+        .map(|&q| (h.value_at_quantile(q) as f64, q))
+        .collect();
+    pts.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+    pts
+}
+
+fn label(i: usize, n: usize) -> String {
+    if n == 1 { String::new() } else { format!("run {} ", i + 1) }
+}
+
+struct Loaded {
+    run: Run,
+    stats: RunStats,
+    summary: RunSummary,
+    timeline: Timeline,
+}
+
+fn load(path: &Path) -> Result<Loaded> {
+    let run = Run::open(path)?;
+    let stats = RunStats::of(&run)?;
+    let summary = summarize(&run, &stats)?;
+    let total = stats.total();
+    let end = total.completed.1.max(total.intended.1).max(1);
+    let width = end.div_ceil(BUCKETS).max(1);
+    let timeline = run.scan(|| Timeline::new(width))?;
+    Ok(Loaded {
+        run,
+        stats,
+        summary,
+        timeline,
+    })
+}
+
+fn cdf_figure(runs: &[Loaded]) -> Figure {
+    let mut series = Vec::new();
+    for (i, l) in runs.iter().enumerate() {
+        for (op, a) in &l.stats.ops {
+            let Some(h) = a.response.as_ref().filter(|_| op.is_control()) else {
+                continue;
+            };
+            let color = COLORS[(*op as usize) % COLORS.len()].to_owned();
+            series.push(Series {
+                name: format!("{}{op}", label(i, runs.len())),
+                points: cdf_points(h),
+                color,
+                dashed: i % 2 == 1,
+            });
+        }
+    }
+    let plot = Plot {
+        title: "Control-operation response time (CDF)".into(),
+        x_label: "response time (completed − intended), log scale".into(),
+        y_label: "fraction of operations ≤ x".into(),
+        x_log: true,
+        y_log: false,
+        x_fmt: fmt_ns,
+        y_fmt: |v| format!("{v:.1}"),
+        series,
+        marks: Vec::new(),
+        mark_legend: Vec::new(),
+    };
+    figure(
+        "cdf".into(),
+        "CDF of control-operation response time per op type and run (Figure 1 style).".into(),
+        &plot,
+    )
+}
+
+fn marks(t: &Timeline) -> (Vec<Mark>, Vec<(String, String)>) {
+    let mut ctl = t.control.clone();
+    ctl.sort_by_key(|c| c.1);
+    let step = ctl.len().div_ceil(MAX_MARKS).max(1);
+    let mut legend: Vec<(String, String)> = Vec::new();
+    let mut out = Vec::new();
+    for &(op, s, e) in ctl.iter().step_by(step) {
+        let color = COLORS[(op as usize) % COLORS.len()].to_owned();
+        let (x0, x1) = if op == OpType::Snapshot {
+            (s as f64 / 1e9, e as f64 / 1e9)
+        } else {
+            (s as f64 / 1e9, s as f64 / 1e9)
+        };
+        if !legend.iter().any(|(n, _)| n == op.name()) {
+            legend.push((op.name().to_owned(), color.clone()));
+        }
+        out.push(Mark { x0, x1, color });
+    }
+    (out, legend)
+}
+
+fn io_figure(i: usize, l: &Loaded) -> Option<Figure> {
+    let t = &l.timeline;
+    let mid = |b: usize| (b as f64 + 0.5) * t.width as f64 / 1e9;
+    let line = |p: f64| -> Vec<(f64, f64)> {
+        t.io.iter()
+            .enumerate()
+            .filter_map(|(b, h)| h.as_ref().map(|h| (mid(b), at(h, p) as f64)))
+            .collect()
+    };
+    let p50 = line(50.0);
+    if p50.is_empty() {
+        return None;
+    }
+    let (marks, mark_legend) = marks(t);
+    let plot = Plot {
+        title: format!("I/O response time over time — {}", l.run.path.display()),
+        x_label: "time since the run origin".into(),
+        y_label: "I/O response time, log scale".into(),
+        x_log: false,
+        y_log: true,
+        x_fmt: fmt_s,
+        y_fmt: fmt_ns,
+        series: vec![
+            Series {
+                name: "I/O p50".into(),
+                points: p50,
+                color: "#555555".into(),
+                dashed: false,
+            },
+            Series {
+                name: "I/O p99".into(),
+                points: line(99.0),
+                color: "#000000".into(),
+                dashed: true,
+            },
+        ],
+        marks,
+        mark_legend,
+    };
+    Some(figure(
+        format!("io-timeline-{}", i + 1),
+        format!(
+            "I/O response time (p50, p99 per {} bucket) with control operations marked: lines at \
+             their start, shaded while a snapshot runs (Figure 2 style).",
+            fmt_ns(t.width as f64)
+        ),
+        &plot,
+    ))
+}
+
+fn rate_figure(i: usize, l: &Loaded) -> Figure {
+    let t = &l.timeline;
+    let w = t.width as f64 / 1e9;
+    let series = |v: &[u64]| -> Vec<(f64, f64)> {
+        v.iter()
+            .enumerate()
+            .map(|(b, &n)| ((b as f64 + 0.5) * w, n as f64 / w))
+            .collect()
+    };
+    let plot = Plot {
+        title: format!("Intended vs achieved rate — {}", l.run.path.display()),
+        x_label: "time since the run origin".into(),
+        y_label: "events per second".into(),
+        x_log: false,
+        y_log: false,
+        x_fmt: fmt_s,
+        y_fmt: fmt_frac,
+        series: vec![
+            Series {
+                name: "intended".into(),
+                points: series(&t.intended),
+                color: COLORS[0].into(),
+                dashed: false,
+            },
+            Series {
+                name: "achieved".into(),
+                points: series(&t.completed),
+                color: COLORS[1].into(),
+                dashed: true,
+            },
+        ],
+        marks: Vec::new(),
+        mark_legend: Vec::new(),
+    };
+    figure(
+        format!("rate-{}", i + 1),
+        "Events per second by intended instant (intended) and by completion (achieved).".into(),
+        &plot,
+    )
+}
+
+fn pct_cells(p: &Percentiles) -> String {
+    [p.p50, p.p90, p.p99, p.p999, p.max]
+        .iter()
+        .map(|&v| format!("<td>{}</td>", fmt_ns(v as f64)))
+        .collect()
+}
+
+fn table(s: &RunSummary) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<h3>{}</h3><p>run {} · provider {} · speed {} · state {:?} · {} events, {} failed · \
+         intended {:.2}/s, achieved {:.2}/s</p>",
+        esc(&s.run),
+        esc(&s.run_id),
+        esc(&s.provider),
+        s.speed,
+        s.state,
+        s.events,
+        s.failed,
+        s.intended_rate,
+        s.achieved_rate
+    );
+    h.push_str(
+        "<table><tr><th rowspan=2>op</th><th rowspan=2>count</th><th rowspan=2>failed</th>\
+         <th rowspan=2>intended/s</th><th rowspan=2>achieved/s</th>\
+         <th colspan=5>response</th><th colspan=5>service</th><th rowspan=2>lateness p99</th>\
+         <th rowspan=2>dep wait p99</th><th colspan=5>observed</th></tr><tr>",
+    );
+    for _ in 0..3 {
+        h.push_str("<th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>");
+    }
+    h.push_str("</tr>");
+    for (op, o) in &s.ops {
+        let observed = o
+            .observed
+            .as_ref()
+            .map_or_else(|| "<td colspan=5>–</td>".to_owned(), pct_cells);
+        let _ = write!(
+            h,
+            "<tr><td>{op}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td>{}{}<td>{}</td><td>{}</td>{observed}</tr>",
+            o.count,
+            o.failed,
+            o.intended_rate,
+            o.achieved_rate,
+            pct_cells(&o.response),
+            pct_cells(&o.service),
+            fmt_ns(o.lateness.p99 as f64),
+            fmt_ns(o.dep_wait.p99 as f64),
+        );
+    }
+    h.push_str("</table>");
+    h
+}
+
+/// The report: its figures and the HTML page.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Figures, in page order.
+    pub figures: Vec<Figure>,
+    /// The self-contained HTML page.
+    pub html: String,
+}
+
+/// Builds the report of one or more runs.
+pub fn report(runs: &[&Path]) -> Result<Report> {
+    let loaded = runs.iter().map(|p| load(p)).collect::<Result<Vec<_>>>()?;
+    let mut figures = vec![cdf_figure(&loaded)];
+    for (i, l) in loaded.iter().enumerate() {
+        figures.extend(io_figure(i, l));
+        figures.push(rate_figure(i, l));
+    }
+    let mut html = String::from(
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>cnsreplay report</title>\
+         <style>body{font-family:sans-serif;margin:24px;color:#222}figure{margin:16px 0}\
+         table{border-collapse:collapse;font-size:12px;margin-bottom:16px}\
+         td,th{border:1px solid #bbb;padding:2px 6px;text-align:right}th{background:#eee}\
+         td:first-child{text-align:left}figcaption{font-size:12px;color:#444}</style></head><body>\
+         <h1>cnsreplay report</h1>",
+    );
+    let _ = write!(html, "<p>{} run(s): ", loaded.len());
+    for (i, l) in loaded.iter().enumerate() {
+        let _ = write!(html, "run {} = <code>{}</code> ", i + 1, esc(&l.run.path.display().to_string()));
+    }
+    html.push_str("</p><h2>Figures</h2>");
+    for f in &figures {
+        let _ = write!(
+            html,
+            "<figure id=\"fig-{}\" data-figure=\"{}\" data-points=\"{}\">{}<figcaption>{}</figcaption></figure>",
+            f.id,
+            f.id,
+            f.points,
+            f.svg,
+            esc(&f.caption)
+        );
+    }
+    html.push_str("<h2>Percentiles</h2>");
+    for l in &loaded {
+        html.push_str(&table(&l.summary));
+    }
+    html.push_str("</body></html>\n");
+    Ok(Report { figures, html })
+}

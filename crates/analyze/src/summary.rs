@@ -1,0 +1,466 @@
+//! `analyze summary`: per op type counts, errors by class, intended vs achieved rate, response
+//! and service percentiles, lateness, dependency wait and queue time; I/O per unit from
+//! `io/ID.json` (local provider); and, when the trace carried observed latencies (imported
+//! from a recording), the observed percentiles beside the replayed ones.
+//!
+//! Rates: *intended* = (count − 1) / (last − first intended instant of the op type), the rate
+//! the trace offered; *achieved* = (count − 1) / (last − first completion), the rate at which
+//! operations finished. A system that keeps up has the two equal; one that falls behind
+//! spaces its completions by its own service rate, and achieved drops below intended.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use hdrhistogram::Histogram;
+use replay::{CompletionState, Outcome, Percentiles};
+use serde::{Deserialize, Serialize};
+use trace_format::{OpType, TraceReader};
+
+use crate::hist::{self, merge, pct, record};
+use crate::load::{Accumulator, Rec, Run};
+use crate::Result;
+
+/// Accumulated data of one op type.
+#[derive(Debug, Clone, Default)]
+pub struct OpAcc {
+    /// Events.
+    pub count: u64,
+    /// Failed events.
+    pub failed: u64,
+    /// Failures per class.
+    pub errors: BTreeMap<String, u64>,
+    /// Response times.
+    pub response: Option<Histogram<u64>>,
+    /// Service times.
+    pub service: Option<Histogram<u64>>,
+    /// Lateness.
+    pub lateness: Option<Histogram<u64>>,
+    /// Dependency wait of the events that waited.
+    pub dep_wait: Option<Histogram<u64>>,
+    /// Queue time of the events that queued.
+    pub queue: Option<Histogram<u64>>,
+    /// First and last intended instant.
+    pub intended: (u64, u64),
+    /// First and last completion.
+    pub completed: (u64, u64),
+}
+
+impl OpAcc {
+    fn add(&mut self, r: &Rec<'_>) {
+        if self.count == 0 {
+            self.intended = (r.intended, r.intended);
+            self.completed = (r.completed, r.completed);
+        }
+        self.count += 1;
+        self.intended = (self.intended.0.min(r.intended), self.intended.1.max(r.intended));
+        self.completed = (self.completed.0.min(r.completed), self.completed.1.max(r.completed));
+        if r.outcome == Outcome::Error {
+            self.failed += 1;
+            let class = r.error_class.as_deref().unwrap_or("unknown");
+            match self.errors.get_mut(class) {
+                Some(n) => *n += 1,
+                None => {
+                    self.errors.insert(class.to_owned(), 1);
+                }
+            }
+        }
+        record(&mut self.response, r.response);
+        record(&mut self.service, r.service);
+        record(&mut self.lateness, r.lateness);
+        if r.dep_wait > 0 {
+            record(&mut self.dep_wait, r.dep_wait);
+        }
+        if r.queue > 0 {
+            record(&mut self.queue, r.queue);
+        }
+    }
+
+    fn merge(&mut self, o: OpAcc) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = o;
+            return;
+        }
+        self.count += o.count;
+        self.failed += o.failed;
+        for (k, v) in o.errors {
+            *self.errors.entry(k).or_default() += v;
+        }
+        merge(&mut self.response, o.response);
+        merge(&mut self.service, o.service);
+        merge(&mut self.lateness, o.lateness);
+        merge(&mut self.dep_wait, o.dep_wait);
+        merge(&mut self.queue, o.queue);
+        self.intended = (self.intended.0.min(o.intended.0), self.intended.1.max(o.intended.1));
+        self.completed = (self.completed.0.min(o.completed.0), self.completed.1.max(o.completed.1));
+    }
+
+    /// Intended and achieved rate, per second (see the module docs).
+    pub fn rates(&self) -> (f64, f64) {
+        let per_s = |(a, b): (u64, u64)| {
+            if b <= a {
+                0.0
+            } else {
+                (self.count - 1) as f64 / ((b - a) as f64 / 1e9)
+            }
+        };
+        (per_s(self.intended), per_s(self.completed))
+    }
+}
+
+/// Everything a scan of one run gathers: one [`OpAcc`] per op type.
+#[derive(Debug, Clone, Default)]
+pub struct RunStats {
+    /// Per op type, indexed by its tag.
+    pub ops: BTreeMap<OpType, OpAcc>,
+    /// Highest event id seen.
+    pub max_id: u64,
+}
+
+impl Accumulator for RunStats {
+    fn add(&mut self, r: &Rec<'_>) {
+        self.max_id = self.max_id.max(r.id);
+        self.ops.entry(r.op).or_default().add(r);
+    }
+
+    fn merge(&mut self, other: Self) {
+        self.max_id = self.max_id.max(other.max_id);
+        for (op, a) in other.ops {
+            self.ops.entry(op).or_default().merge(a);
+        }
+    }
+}
+
+impl RunStats {
+    /// Scans a run.
+    pub fn of(run: &Run) -> Result<Self> {
+        run.scan(RunStats::default)
+    }
+
+    /// All events together.
+    pub fn total(&self) -> OpAcc {
+        let mut t = OpAcc::default();
+        for a in self.ops.values() {
+            t.merge(a.clone());
+        }
+        t
+    }
+}
+
+/// Per op type results of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct OpReport {
+    /// Events recorded.
+    pub count: u64,
+    /// Succeeded.
+    pub ok: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Failures per error class.
+    pub errors: BTreeMap<String, u64>,
+    /// Events per second of intended time.
+    pub intended_rate: f64,
+    /// Completions per second from the first to the last completion.
+    pub achieved_rate: f64,
+    /// Response time (completed − intended), ns.
+    pub response: Percentiles,
+    /// Service time (completed − started), ns.
+    pub service: Percentiles,
+    /// Dispatch lateness, ns.
+    pub lateness: Percentiles,
+    /// Dependency wait of the events that waited, ns.
+    pub dep_wait: Percentiles,
+    /// Queue time of the events that queued, ns.
+    pub queue: Percentiles,
+    /// Latency observed in the source recording (trace `observed`), when the trace carried it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<Percentiles>,
+}
+
+impl OpReport {
+    /// The report of accumulated data.
+    pub fn of(a: &OpAcc) -> Self {
+        let (intended_rate, achieved_rate) = a.rates();
+        Self {
+            count: a.count,
+            ok: a.count - a.failed,
+            failed: a.failed,
+            errors: a.errors.clone(),
+            intended_rate,
+            achieved_rate,
+            response: pct(a.response.as_ref()),
+            service: pct(a.service.as_ref()),
+            lateness: pct(a.lateness.as_ref()),
+            dep_wait: pct(a.dep_wait.as_ref()),
+            queue: pct(a.queue.as_ref()),
+            observed: None,
+        }
+    }
+}
+
+/// Latency percentiles of one I/O kind of an iogen unit, ns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct IoKindReport {
+    /// I/Os completed.
+    pub ios: u64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// MiB per second.
+    pub mib_s: f64,
+    /// Response time p50, ns.
+    pub p50: u64,
+    /// p90.
+    pub p90: u64,
+    /// p99.
+    pub p99: u64,
+    /// p99.9.
+    pub p999: u64,
+    /// Maximum.
+    pub max: u64,
+}
+
+/// One I/O unit (`io_phase` event) of the local provider, from `io/ID.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct IoUnitReport {
+    /// The `io_phase` event id.
+    pub id: u64,
+    /// I/Os completed.
+    pub ios: u64,
+    /// Failed I/Os.
+    pub errors: u64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// MiB per second.
+    pub mib_s: f64,
+    /// Stopped early (detach or abort).
+    pub partial: bool,
+    /// Per kind (`read`, `write`, …).
+    pub kinds: BTreeMap<String, IoKindReport>,
+}
+
+/// The summary of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RunSummary {
+    /// The run directory.
+    pub run: String,
+    /// Run id.
+    pub run_id: String,
+    /// Trace path as recorded.
+    pub trace: String,
+    /// SHA-256 of the trace.
+    pub trace_sha256: String,
+    /// Provider name.
+    pub provider: String,
+    /// Replay speed.
+    pub speed: f64,
+    /// Completion state.
+    pub state: CompletionState,
+    /// Events recorded.
+    pub events: u64,
+    /// Failed events.
+    pub failed: u64,
+    /// Failures per class, all op types.
+    pub errors: BTreeMap<String, u64>,
+    /// All events: intended rate, per second.
+    pub intended_rate: f64,
+    /// All events: achieved rate, per second.
+    pub achieved_rate: f64,
+    /// Dispatch lateness over all events, ns.
+    pub lateness: Percentiles,
+    /// Per op type.
+    pub ops: BTreeMap<String, OpReport>,
+    /// I/O units (local provider `io_phase` events), by id.
+    pub io_units: Vec<IoUnitReport>,
+    /// Whether observed latencies from the trace are included (`ops.*.observed`).
+    pub observed: bool,
+    /// Remarks (e.g. why observed latencies are missing).
+    pub notes: Vec<String>,
+}
+
+/// `analyze summary --json`: one summary per run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SummaryReport {
+    /// The runs, in the order given.
+    pub runs: Vec<RunSummary>,
+}
+
+/// Summarises one run from its scan.
+pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
+    let total = stats.total();
+    let (intended_rate, achieved_rate) = total.rates();
+    let mut ops: BTreeMap<String, OpReport> = stats
+        .ops
+        .iter()
+        .map(|(op, a)| (op.name().to_owned(), OpReport::of(a)))
+        .collect();
+    let mut notes = Vec::new();
+    let observed = observed_latencies(run, stats.max_id, &mut notes)?;
+    let has_observed = !observed.is_empty();
+    for (op, h) in observed {
+        if let Some(r) = ops.get_mut(op.name()) {
+            r.observed = Some(Percentiles::of(&h));
+        }
+    }
+    Ok(RunSummary {
+        run: run.path.display().to_string(),
+        run_id: run.manifest.run_id.clone(),
+        trace: run.manifest.trace.path.clone(),
+        trace_sha256: run.manifest.trace.sha256.clone(),
+        provider: run.manifest.provider.name.clone(),
+        speed: run.speed(),
+        state: run.manifest.state,
+        events: total.count,
+        failed: total.failed,
+        errors: total.errors.clone(),
+        intended_rate,
+        achieved_rate,
+        lateness: pct(total.lateness.as_ref()),
+        ops,
+        io_units: io_units(&run.path)?,
+        observed: has_observed,
+        notes,
+    })
+}
+
+/// Scans and summarises a run.
+pub fn summary(path: &Path) -> Result<RunSummary> {
+    let run = Run::open(path)?;
+    let stats = RunStats::of(&run)?;
+    summarize(&run, &stats)
+}
+
+/// Observed latencies per op type of trace events with id ≤ `max_id`, read only for imported
+/// traces (`provenance.source_format` set: a synthesized trace carries none).
+fn observed_latencies(
+    run: &Run,
+    max_id: u64,
+    notes: &mut Vec<String>,
+) -> Result<BTreeMap<OpType, Histogram<u64>>> {
+    let mut out = BTreeMap::new();
+    if run.manifest.trace.header.provenance.source_format.is_none() {
+        return Ok(out);
+    }
+    let Some(path) = run.trace_path() else {
+        notes.push(format!(
+            "observed latencies not shown: trace {} not found with sha256 {}",
+            run.manifest.trace.path, run.manifest.trace.sha256
+        ));
+        return Ok(out);
+    };
+    for ev in TraceReader::open(&path)?.events() {
+        let ev = ev?;
+        if ev.id > max_id {
+            break;
+        }
+        if let Some(o) = ev.observed {
+            out.entry(ev.op.op_type())
+                .or_insert_with(hist::latency)
+                .saturating_record(o.max(1));
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Deserialize)]
+struct IogenPct {
+    #[serde(default)]
+    p50_us: f64,
+    #[serde(default)]
+    p90_us: f64,
+    #[serde(default)]
+    p99_us: f64,
+    #[serde(default)]
+    p99_9_us: f64,
+    #[serde(default)]
+    max_us: f64,
+}
+
+#[derive(Deserialize)]
+struct IogenKind {
+    #[serde(default)]
+    ios: u64,
+    #[serde(default)]
+    iops: f64,
+    #[serde(default)]
+    mib_s: f64,
+    response: IogenPct,
+}
+
+#[derive(Deserialize)]
+struct IogenSummary {
+    #[serde(default)]
+    partial: bool,
+    #[serde(default)]
+    ios: u64,
+    #[serde(default)]
+    errors: u64,
+    #[serde(default)]
+    iops: f64,
+    #[serde(default)]
+    mib_s: f64,
+    #[serde(default)]
+    kinds: BTreeMap<String, IogenKind>,
+}
+
+fn ns(us: f64) -> u64 {
+    (us * 1000.0).round() as u64
+}
+
+/// Reads `io/ID.json` of every I/O unit.
+pub fn io_units(run_dir: &Path) -> Result<Vec<IoUnitReport>> {
+    let dir = run_dir.join("io");
+    let mut out = Vec::new();
+    if !dir.is_dir() {
+        return Ok(out);
+    }
+    let mut files: Vec<(u64, PathBuf)> = fs_err::read_dir(&dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| Some((p.file_stem()?.to_str()?.parse().ok()?, p)))
+        .collect();
+    files.sort();
+    for (id, p) in files {
+        let text = fs_err::read(&p)?;
+        let s: IogenSummary = serde_json::from_slice(&text).map_err(|e| crate::Error::Config {
+            file: p.clone(),
+            message: e.to_string(),
+        })?;
+        let kinds = s
+            .kinds
+            .into_iter()
+            .map(|(k, v)| {
+                let r = &v.response;
+                (
+                    k,
+                    IoKindReport {
+                        ios: v.ios,
+                        iops: v.iops,
+                        mib_s: v.mib_s,
+                        p50: ns(r.p50_us),
+                        p90: ns(r.p90_us),
+                        p99: ns(r.p99_us),
+                        p999: ns(r.p99_9_us),
+                        max: ns(r.max_us),
+                    },
+                )
+            })
+            .collect();
+        out.push(IoUnitReport {
+            id,
+            ios: s.ios,
+            errors: s.errors,
+            iops: s.iops,
+            mib_s: s.mib_s,
+            partial: s.partial,
+            kinds,
+        });
+    }
+    Ok(out)
+}

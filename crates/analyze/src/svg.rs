@@ -1,0 +1,296 @@
+//! A minimal SVG line-plot renderer for the report: lines, log or linear axes with ticks,
+//! vertical markers and shaded bands, and a legend. No scripts, no fonts beyond the generic
+//! `sans-serif`, so the output renders the same anywhere without network access.
+
+use std::fmt::Write;
+
+/// Series colours (colour-blind friendly, Okabe–Ito).
+pub const COLORS: [&str; 8] = [
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
+];
+
+/// One line.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// Points `(x, y)`.
+    pub points: Vec<(f64, f64)>,
+    /// Stroke colour.
+    pub color: String,
+    /// Dashed stroke.
+    pub dashed: bool,
+}
+
+/// A vertical marker (`x0 == x1`) or shaded band.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    /// Start.
+    pub x0: f64,
+    /// End.
+    pub x1: f64,
+    /// Colour.
+    pub color: String,
+}
+
+/// An axis value formatter.
+pub type Fmt = fn(f64) -> String;
+
+/// A plot.
+#[derive(Debug, Clone)]
+pub struct Plot {
+    /// Title.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// Log-scaled X.
+    pub x_log: bool,
+    /// Log-scaled Y.
+    pub y_log: bool,
+    /// X tick formatter.
+    pub x_fmt: Fmt,
+    /// Y tick formatter.
+    pub y_fmt: Fmt,
+    /// Lines.
+    pub series: Vec<Series>,
+    /// Markers and bands.
+    pub marks: Vec<Mark>,
+    /// Legend entries for the marks: text and colour.
+    pub mark_legend: Vec<(String, String)>,
+}
+
+const W: f64 = 760.0;
+const H: f64 = 360.0;
+const L: f64 = 72.0;
+const R: f64 = 190.0;
+const T: f64 = 34.0;
+const B: f64 = 46.0;
+
+/// Escapes text for XML.
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+struct Axis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+}
+
+impl Axis {
+    fn new(vals: impl Iterator<Item = f64>, log: bool, zero: bool) -> Self {
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for v in vals.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+        if !lo.is_finite() {
+            (lo, hi) = (if log { 1.0 } else { 0.0 }, 1.0);
+        }
+        if log {
+            lo = 10f64.powf(lo.log10().floor());
+            hi = 10f64.powf(hi.log10().ceil());
+            if hi <= lo {
+                hi = lo * 10.0;
+            }
+        } else {
+            if zero {
+                lo = lo.min(0.0);
+            }
+            if hi <= lo {
+                hi = lo + 1.0;
+            }
+            let step = nice_step((hi - lo) / 5.0);
+            lo = (lo / step).floor() * step;
+            hi = (hi / step).ceil() * step;
+        }
+        Self { lo, hi, log }
+    }
+
+    /// 0–1 position of `v`.
+    fn frac(&self, v: f64) -> f64 {
+        let f = if self.log {
+            (v.max(self.lo).log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        };
+        f.clamp(0.0, 1.0)
+    }
+
+    fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            let (a, b) = (self.lo.log10().round() as i32, self.hi.log10().round() as i32);
+            let every = ((b - a) / 8).max(1);
+            (a..=b).step_by(every as usize).map(|e| 10f64.powi(e)).collect()
+        } else {
+            let step = nice_step((self.hi - self.lo) / 5.0);
+            let mut v = self.lo;
+            let mut out = Vec::new();
+            while v <= self.hi + step * 1e-9 {
+                out.push(v);
+                v += step;
+            }
+            out
+        }
+    }
+}
+
+fn nice_step(raw: f64) -> f64 {
+    if raw <= 0.0 || !raw.is_finite() {
+        return 1.0;
+    }
+    let mag = 10f64.powf(raw.log10().floor());
+    let n = raw / mag;
+    let m = if n <= 1.0 {
+        1.0
+    } else if n <= 2.0 {
+        2.0
+    } else if n <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    m * mag
+}
+
+impl Plot {
+    /// Data points plotted (lines only).
+    pub fn points(&self) -> usize {
+        self.series.iter().map(|s| s.points.len()).sum()
+    }
+
+    /// The SVG document.
+    pub fn render(&self) -> String {
+        let xs = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .chain(self.marks.iter().flat_map(|m| [m.x0, m.x1]));
+        let x = Axis::new(xs, self.x_log, !self.x_log);
+        let y = Axis::new(
+            self.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+            self.y_log,
+            !self.y_log,
+        );
+        let (pw, ph) = (W - L - R, H - T - B);
+        let px = |v: f64| L + x.frac(v) * pw;
+        let py = |v: f64| T + (1.0 - y.frac(v)) * ph;
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"#
+        );
+        let _ = write!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="20" font-size="14" font-weight="bold">{}</text>"#,
+            L,
+            esc(&self.title)
+        );
+        for m in &self.marks {
+            let (a, b) = (px(m.x0), px(m.x1));
+            if (b - a).abs() < 1.0 {
+                let _ = write!(
+                    s,
+                    r#"<line x1="{a:.1}" y1="{T}" x2="{a:.1}" y2="{:.1}" stroke="{}" stroke-opacity="0.6" stroke-width="1"/>"#,
+                    T + ph,
+                    m.color
+                );
+            } else {
+                let _ = write!(
+                    s,
+                    r#"<rect x="{a:.1}" y="{T}" width="{:.1}" height="{ph:.1}" fill="{}" fill-opacity="0.15"/>"#,
+                    b - a,
+                    m.color
+                );
+            }
+        }
+        for t in x.ticks() {
+            let p = px(t);
+            let _ = write!(
+                s,
+                r##"<line x1="{p:.1}" y1="{T}" x2="{p:.1}" y2="{:.1}" stroke="#ddd"/><text x="{p:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+                T + ph,
+                T + ph + 15.0,
+                esc(&(self.x_fmt)(t))
+            );
+        }
+        for t in y.ticks() {
+            let p = py(t);
+            let _ = write!(
+                s,
+                r##"<line x1="{L}" y1="{p:.1}" x2="{:.1}" y2="{p:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                L + pw,
+                L - 5.0,
+                p + 4.0,
+                esc(&(self.y_fmt)(t))
+            );
+        }
+        let _ = write!(
+            s,
+            r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>"##
+        );
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            L + pw / 2.0,
+            H - 8.0,
+            esc(&self.x_label)
+        );
+        let _ = write!(
+            s,
+            r#"<text transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            T + ph / 2.0,
+            esc(&self.y_label)
+        );
+        for se in &self.series {
+            let pts: Vec<String> = se
+                .points
+                .iter()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .map(|&(a, b)| format!("{:.1},{:.1}", px(a), py(b)))
+                .collect();
+            let dash = if se.dashed { r#" stroke-dasharray="5 3""# } else { "" };
+            let _ = write!(
+                s,
+                r#"<polyline fill="none" stroke="{}" stroke-width="1.8"{dash} points="{}"/>"#,
+                se.color,
+                pts.join(" ")
+            );
+        }
+        let mut ly = T + 8.0;
+        let lx = L + pw + 12.0;
+        let entries = self
+            .series
+            .iter()
+            .map(|se| (se.name.clone(), se.color.clone(), true))
+            .chain(self.mark_legend.iter().map(|(n, c)| (n.clone(), c.clone(), false)));
+        for (name, color, line) in entries {
+            if line {
+                let _ = write!(
+                    s,
+                    r#"<line x1="{lx}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="2.5"/>"#,
+                    lx + 18.0
+                );
+            } else {
+                let _ = write!(
+                    s,
+                    r#"<rect x="{lx}" y="{:.1}" width="18" height="8" fill="{color}" fill-opacity="0.4"/>"#,
+                    ly - 4.0
+                );
+            }
+            let _ = write!(
+                s,
+                r#"<text x="{:.1}" y="{:.1}">{}</text>"#,
+                lx + 24.0,
+                ly + 4.0,
+                esc(&name)
+            );
+            ly += 16.0;
+        }
+        s.push_str("</svg>");
+        s
+    }
+}

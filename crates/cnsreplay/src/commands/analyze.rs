@@ -1,0 +1,474 @@
+//! `cnsreplay analyze …`: summaries, run-to-run comparison (exit 1 on a regression), capacity
+//! from a sweep, per-tenant QoS, the HTML report and CSV export. The `analyze` library returns
+//! data; this module prints it as tables or JSON (schemas `docs/schemas/analyze-*.schema.json`,
+//! printed by the hidden `analyze schema WHICH`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use analyze::compare::{Metric, Row};
+use analyze::report::fmt_ns;
+use analyze::summary::{RunSummary, SummaryReport, summary};
+use analyze::{CapacityReport, CompareOptions, CompareReport, QosReport, QosSpec, Slo, Verdict};
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use serde::Serialize;
+
+/// `analyze`.
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: AnalyzeCommand,
+}
+
+/// `analyze` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum AnalyzeCommand {
+    /// Per op type: counts, errors, rates, response/service percentiles, lateness, dependency
+    /// wait; I/O per unit; replayed vs observed latency when the trace carried it.
+    Summary(SummaryArgs),
+    /// Compare two runs per op type (p50, p99, mean, error rate) with bootstrap 95% CIs;
+    /// exits 1 when any row is a regression.
+    Compare(CompareArgs),
+    /// The highest rate of a sweep (`cnsreplay sweep`) that meets the SLOs, and the knee.
+    Capacity(CapacityArgs),
+    /// Per-tenant I/O latency targets per window, attributed to control operations in flight.
+    Qos(QosArgs),
+    /// A self-contained HTML report with figures and percentile tables.
+    Report(ReportArgs),
+    /// Export the event records (CSV).
+    Export(ExportArgs),
+    /// Print the JSON Schema of an `analyze … --json` output.
+    #[command(hide = true)]
+    Schema {
+        /// Which output.
+        #[arg(value_enum)]
+        which: AnalyzeSchema,
+    },
+}
+
+/// Outputs with a JSON Schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AnalyzeSchema {
+    /// `analyze summary --json`.
+    Summary,
+    /// `analyze compare --json`.
+    Compare,
+    /// `analyze capacity --json`.
+    Capacity,
+    /// `analyze qos --json`.
+    Qos,
+}
+
+/// `analyze summary`.
+#[derive(Debug, Args)]
+pub struct SummaryArgs {
+    /// Run directories.
+    #[arg(required = true, num_args = 1..)]
+    pub runs: Vec<PathBuf>,
+    /// Print JSON (schema: docs/schemas/analyze-summary.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `analyze compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline run directory.
+    pub base: PathBuf,
+    /// The run to judge.
+    pub new: PathBuf,
+    /// Allow runs of different traces: compare op types only.
+    #[arg(long)]
+    pub by_op_type: bool,
+    /// Smallest change that counts, `METRIC=VALUE` (p50, p99, mean: relative, e.g. `p99=10%`;
+    /// error_rate: absolute fraction, e.g. `error_rate=1%`; `all=…`). Repeatable.
+    #[arg(long, value_name = "METRIC=VALUE")]
+    pub threshold: Vec<String>,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = 1000)]
+    pub resamples: u32,
+    /// Bootstrap seed.
+    #[arg(long, default_value_t = 0x00C0_FFEE)]
+    pub seed: u64,
+    /// Print JSON (schema: docs/schemas/analyze-compare.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `analyze capacity`.
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// The sweep directory (`cnsreplay sweep -o SWEEPDIR`).
+    pub sweep: PathBuf,
+    /// An SLO, `OP[.METRIC].PCT=LIMIT`, e.g. `attach.p99=30s`, `io.p99.9=10ms` (repeatable).
+    #[arg(long, required = true, value_name = "SLO")]
+    pub slo: Vec<String>,
+    /// Print JSON (schema: docs/schemas/analyze-capacity.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `analyze qos`.
+#[derive(Debug, Args)]
+pub struct QosArgs {
+    /// The run directory.
+    pub run: PathBuf,
+    /// Per-tenant targets (YAML; see docs/analyze.md).
+    #[arg(long, value_name = "FILE")]
+    pub slo_file: PathBuf,
+    /// Print JSON (schema: docs/schemas/analyze-qos.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `analyze report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run directories.
+    #[arg(required = true, num_args = 1..)]
+    pub runs: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(short, long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// Also write each figure as `DIR/<figure>.svg`.
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
+}
+
+/// `analyze export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The run directory.
+    pub run: PathBuf,
+    /// Write the records as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: PathBuf,
+}
+
+fn json<T: Serialize>(v: &T, out: &mut dyn Write) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+pub(crate) fn run(a: &AnalyzeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match &a.command {
+        AnalyzeCommand::Summary(a) => run_summary(a, out),
+        AnalyzeCommand::Compare(a) => run_compare(a, out),
+        AnalyzeCommand::Capacity(a) => run_capacity(a, out),
+        AnalyzeCommand::Qos(a) => run_qos(a, out),
+        AnalyzeCommand::Report(a) => run_report(a, out),
+        AnalyzeCommand::Export(a) => {
+            let n = analyze::frame::export_csv_file(&a.run, &a.csv)
+                .with_context(|| format!("export of {}", a.run.display()))?;
+            writeln!(out, "{n} records → {}", a.csv.display())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        AnalyzeCommand::Schema { which } => {
+            out.write_all(schema_text(*which).as_bytes())?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The JSON Schema of an `analyze` output, pretty-printed with a final newline.
+pub fn schema_text(which: AnalyzeSchema) -> String {
+    let schema = match which {
+        AnalyzeSchema::Summary => schemars::schema_for!(SummaryReport),
+        AnalyzeSchema::Compare => schemars::schema_for!(CompareReport),
+        AnalyzeSchema::Capacity => schemars::schema_for!(CapacityReport),
+        AnalyzeSchema::Qos => schemars::schema_for!(QosReport),
+    };
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+fn run_summary(a: &SummaryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let runs = a
+        .runs
+        .iter()
+        .map(|r| summary(r).with_context(|| format!("summary of {}", r.display())))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if a.json {
+        json(&SummaryReport { runs }, out)?;
+    } else {
+        for (i, s) in runs.iter().enumerate() {
+            if i > 0 {
+                writeln!(out)?;
+            }
+            write_summary(s, out)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}: {} events on {} at speed {} ({:?}), {} failed; intended {:.2}/s, achieved {:.2}/s; \
+         lateness p99 {}",
+        s.run,
+        s.events,
+        s.provider,
+        s.speed,
+        s.state,
+        s.failed,
+        s.intended_rate,
+        s.achieved_rate,
+        fmt_ns(s.lateness.p99 as f64)
+    )?;
+    writeln!(
+        out,
+        "{:<16} {:>8} {:>6} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+        "operation", "count", "failed", "int/s", "ach/s", "resp p50", "p90", "p99", "p99.9",
+        "max", "svc p50", "p99", "late p99", "dep p99"
+    )?;
+    for (op, o) in &s.ops {
+        let f = |v: u64| fmt_ns(v as f64);
+        writeln!(
+            out,
+            "{op:<16} {:>8} {:>6} {:>9.2} {:>9.2} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+            o.count,
+            o.failed,
+            o.intended_rate,
+            o.achieved_rate,
+            f(o.response.p50),
+            f(o.response.p90),
+            f(o.response.p99),
+            f(o.response.p999),
+            f(o.response.max),
+            f(o.service.p50),
+            f(o.service.p99),
+            f(o.lateness.p99),
+            f(o.dep_wait.p99)
+        )?;
+        if let Some(ob) = &o.observed {
+            writeln!(
+                out,
+                "{:<16} {:>8} {:>6} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} |",
+                "  observed",
+                ob.count,
+                "",
+                "",
+                "",
+                f(ob.p50),
+                f(ob.p90),
+                f(ob.p99),
+                f(ob.p999),
+                f(ob.max)
+            )?;
+        }
+    }
+    if !s.errors.is_empty() {
+        let errs: Vec<String> = s.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        writeln!(out, "errors: {}", errs.join(", "))?;
+    }
+    for u in &s.io_units {
+        let kinds: Vec<String> = u
+            .kinds
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k} {:.0} IOPS {:.1} MiB/s p50 {} p99 {} p99.9 {}",
+                    v.iops,
+                    v.mib_s,
+                    fmt_ns(v.p50 as f64),
+                    fmt_ns(v.p99 as f64),
+                    fmt_ns(v.p999 as f64)
+                )
+            })
+            .collect();
+        writeln!(
+            out,
+            "io unit {}: {:.0} IOPS, {:.1} MiB/s, {} I/Os, {} errors{}; {}",
+            u.id,
+            u.iops,
+            u.mib_s,
+            u.ios,
+            u.errors,
+            if u.partial { " (partial)" } else { "" },
+            kinds.join("; ")
+        )?;
+    }
+    for n in &s.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    Ok(())
+}
+
+fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let mut opts = CompareOptions {
+        by_op_type: a.by_op_type,
+        resamples: a.resamples,
+        seed: a.seed,
+        ..CompareOptions::default()
+    };
+    for t in &a.threshold {
+        opts.thresholds.set(t)?;
+    }
+    let r = analyze::compare(&a.base, &a.new, &opts)?;
+    if a.json {
+        json(&r, out)?;
+    } else {
+        write_compare(&r, out)?;
+    }
+    Ok(if r.regressions > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn show(m: Metric, v: f64) -> String {
+    if m == Metric::ErrorRate {
+        format!("{:.2}%", v * 100.0)
+    } else {
+        fmt_ns(v)
+    }
+}
+
+fn change(r: &Row, v: f64) -> String {
+    if r.metric == Metric::ErrorRate {
+        format!("{:+.2}pp", v * 100.0)
+    } else {
+        format!("{:+.1}%", v * 100.0)
+    }
+}
+
+fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "base {} → new {}{}; 95% CIs from {} bootstrap resamples (seed {})",
+        r.base,
+        r.new,
+        if r.same_trace { "" } else { " (different traces: by op type)" },
+        r.options.resamples,
+        r.options.seed
+    )?;
+    writeln!(
+        out,
+        "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>9}  verdict",
+        "operation", "metric", "base", "new", "change", "95% CI", "threshold"
+    )?;
+    for row in &r.rows {
+        let verdict = match row.verdict {
+            Verdict::Regression => "REGRESSION",
+            Verdict::Improvement => "improvement",
+            Verdict::NoChange => "no significant change",
+        };
+        writeln!(
+            out,
+            "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>9}  {verdict}",
+            row.op,
+            row.metric.name(),
+            show(row.metric, row.base),
+            show(row.metric, row.new),
+            change(row, row.change),
+            format!("[{}, {}]", change(row, row.ci_low), change(row, row.ci_high)),
+            change(row, row.threshold).trim_start_matches('+'),
+        )?;
+    }
+    if !r.unmatched.is_empty() {
+        writeln!(out, "in one run only: {}", r.unmatched.join(", "))?;
+    }
+    writeln!(
+        out,
+        "{} regression(s), {} improvement(s)",
+        r.regressions, r.improvements
+    )
+}
+
+fn run_capacity(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let slos = a
+        .slo
+        .iter()
+        .map(|s| Slo::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let r = analyze::capacity(&a.sweep, &slos)?;
+    if a.json {
+        json(&r, out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "{:>8} {:>12} {:>12}  {}",
+        "speed",
+        "intended/s",
+        "achieved/s",
+        slos.iter().map(|s| format!("{:>18}", s.spec)).collect::<String>()
+    )?;
+    for p in &r.points {
+        let vals: String = p
+            .slos
+            .iter()
+            .map(|v| {
+                let t = v.value_ns.map_or("–".to_owned(), |x| fmt_ns(x as f64));
+                format!("{:>18}", format!("{t}{}", if v.met { "" } else { " ✗" }))
+            })
+            .collect();
+        writeln!(
+            out,
+            "{:>8} {:>12.2} {:>12.2}  {vals}",
+            p.speed, p.intended_rate, p.achieved_rate
+        )?;
+    }
+    writeln!(out, "{}", r.answer)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let spec = QosSpec::from_file(&a.slo_file)?;
+    let r = analyze::qos(&a.run, &spec)?;
+    if a.json {
+        json(&r, out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "{}: {} windows of {}",
+        r.run,
+        r.windows,
+        fmt_ns(r.window_ns as f64)
+    )?;
+    for t in &r.targets {
+        writeln!(out, "{}", t.sentence)?;
+        for v in t.violations.iter().take(20) {
+            writeln!(
+                out,
+                "  [{}, {}) {} over {} I/Os; in flight: {}",
+                fmt_ns(v.start_ns as f64),
+                fmt_ns(v.end_ns as f64),
+                fmt_ns(v.value_ns as f64),
+                v.ios,
+                if v.in_flight.is_empty() { "nothing".to_owned() } else { v.in_flight.join(", ") }
+            )?;
+        }
+        if t.violations.len() > 20 {
+            writeln!(out, "  … {} more", t.violations.len() - 20)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_report(a: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let runs: Vec<&Path> = a.runs.iter().map(PathBuf::as_path).collect();
+    let r = analyze::report::report(&runs)?;
+    fs_err::write(&a.output, &r.html)?;
+    if let Some(dir) = &a.svg {
+        fs_err::create_dir_all(dir)?;
+        for f in &r.figures {
+            fs_err::write(dir.join(format!("{}.svg", f.id)), &f.svg)?;
+        }
+    }
+    let figs: Vec<String> = r
+        .figures
+        .iter()
+        .map(|f| format!("{} ({} points)", f.id, f.points))
+        .collect();
+    writeln!(out, "{} → {}", figs.join(", "), a.output.display())?;
+    Ok(ExitCode::SUCCESS)
+}
