@@ -59,7 +59,7 @@ testenv_pid_alive() { # pidfile -> 0 when the recorded process still runs the re
 	local pid exe arg0
 	read -r pid exe <"$1" || return 1
 	[ -r "/proc/$pid/cmdline" ] || return 1
-	arg0=$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1)
+	arg0=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1)
 	[ "$arg0" = "$exe" ]
 }
 

@@ -8,8 +8,9 @@
 #   testenv/smoke.sh OUT.jsonl [--storage-only]
 #
 # --storage-only keeps only the audit events on storage objects (PVCs, PVs, pods,
-# VolumeAttachments, VolumeSnapshots, StorageClasses, CSINodes) and drops reads (get, list,
-# watch): the form of testenv/fixtures/audit-local.jsonl.
+# VolumeAttachments, VolumeSnapshot(Content)s, StorageClasses, CSINodes) and on the smoke
+# namespace and its objects, reads and all stages included: the form of
+# testenv/fixtures/audit-local.jsonl (the full log is mostly the cluster's own bootstrap).
 # TESTENV_SMOKE_KEEP=1 leaves the cluster running afterwards.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -35,7 +36,11 @@ step() { # description command...: run, print how long it took
 	testenv_log "$(printf '%-28s %6d ms' "$what" $(((t1 - t0) / 1000000)))"
 }
 # `kubectl wait` for a jsonpath value or deletion; 60 s is far above what any step takes.
-until_is() { k wait --timeout=60s "--for=jsonpath=$2" "$1"; }
+until_is() { # jsonpath=value kubectl-args...
+	local want=$1
+	shift
+	k wait --timeout=60s "--for=jsonpath=$want" "$@"
+}
 until_gone() { k wait --timeout=60s --for=delete "$@"; }
 
 apply() { k apply -f - >/dev/null; }
@@ -64,8 +69,7 @@ spec:
   persistentVolumeReclaimPolicy: Retain
   hostPath: {path: /tmp/cnsreplay-smoke-pv}
 EOF
-testenv_log "waiting for the default service account of $NS"
-until k -n "$NS" get serviceaccount default >/dev/null 2>&1; do sleep 0.2; done
+step "serviceaccount/default" k wait --timeout=60s --for=create -n "$NS" serviceaccount/default
 
 apply <<EOF
 apiVersion: v1
@@ -78,7 +82,7 @@ spec:
   accessModes: [ReadWriteOnce]
   resources: {requests: {storage: 1Gi}}
 EOF
-step "pvc/data Bound" until_is -n "$NS" '{.status.phase}=Bound' pvc/data
+step "pvc/data Bound" until_is '{.status.phase}=Bound' -n "$NS" pvc/data
 
 apply <<EOF
 apiVersion: v1
@@ -96,7 +100,7 @@ spec:
   - name: data
     persistentVolumeClaim: {claimName: data}
 EOF
-step "pod/app Running" until_is -n "$NS" '{.status.phase}=Running' pod/app
+step "pod/app Running" until_is '{.status.phase}=Running' -n "$NS" pod/app
 testenv_log "pod/app on node $(k -n "$NS" get pod app -o jsonpath='{.spec.nodeName}')"
 
 apply <<EOF
@@ -127,9 +131,10 @@ testenv_log "resident memory after the smoke workload:"
 testenv_rss >&2
 mkdir -p "$(dirname "$out")"
 if $storage_only; then
-	jq -c 'select((.verb | IN("get", "list", "watch") | not) and (.objectRef.resource | IN(
-		"persistentvolumeclaims", "persistentvolumes", "pods", "volumeattachments",
-		"volumesnapshots", "volumesnapshotcontents", "storageclasses", "csinodes")))' \
+	jq -c --arg ns "$NS" 'select((.objectRef.resource | IN("persistentvolumeclaims",
+		"persistentvolumes", "pods", "volumeattachments", "volumesnapshots",
+		"volumesnapshotcontents", "storageclasses", "csinodes"))
+		or .objectRef.namespace == $ns or .objectRef.name == $ns)' \
 		"$TESTENV_AUDIT_LOG" >"$out"
 else
 	cp "$TESTENV_AUDIT_LOG" "$out"

@@ -43,6 +43,7 @@ if [ -d "$TESTENV_DIR" ]; then
 	rm -rf "$TESTENV_DIR"
 fi
 mkdir -p "$TESTENV_DIR"/{pki,pids,logs,etcd,kwok}
+chmod 700 "$TESTENV_DIR/etcd"
 touch "$TESTENV_DIR/$MARKER"
 S=$TESTENV_DIR
 P=$S/pki
@@ -155,6 +156,7 @@ trap 'rc=$?; [ "$rc" = 0 ] || cleanup_on_error' EXIT
 start() { # name args...: start $BIN/name in its own session, record "<pid> <binary>"
 	local name=$1
 	shift
+	[ -x "$BIN/$name" ] || testenv_die "missing $BIN/$name (run testenv/build.sh)"
 	setsid "$BIN/$name" "$@" </dev/null >"$S/logs/$name.log" 2>&1 &
 	echo "$! $BIN/$name" >"$S/pids/$name.pid"
 	echo "$name" >>"$S/pids/order"
@@ -276,6 +278,9 @@ all_nodes_ready() {
 }
 wait_for "$NODES nodes Ready" all_nodes_ready
 wait_for "default service account" k -n default get serviceaccount default
+for f in "$S"/pids/*.pid; do
+	testenv_pid_alive "$f" || testenv_die "$(basename "$f" .pid) exited; see $S/logs"
+done
 trap - EXIT
 testenv_log "ready: $NODES nodes, start to ready $(since "$t_procs") s (with certificates $(since "$t_start") s)"
 testenv_rss >&2

@@ -59,8 +59,8 @@ impl Default for LocalConfig {
         Self {
             mode: Mode::Auto,
             max_volume_bytes: 0,
-            // The thread-pool engine: iogen's io_uring open-loop phases do not end yet.
-            io_engine: iogen::EngineChoice::Sync,
+            // io_uring where the kernel allows it, else iogen falls back to its thread pool.
+            io_engine: iogen::EngineChoice::Auto,
         }
     }
 }

@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# Start the local Kubernetes test cluster: etcd, kube-apiserver (audit log on),
+# kube-controller-manager, kube-scheduler, kwok with N fake nodes, the VolumeSnapshot CRDs and
+# snapshot-controller; the CSI sidecars too when TESTENV_CSI_SOCKET names a CSI driver socket.
+# Every process binds 127.0.0.1; their PIDs, logs, certificates and data live in the state dir.
+#
+# Environment (all optional):
+#   TESTENV_DIR            state dir (default $HOME/.cache/cnsreplay/testenv/run); wiped on start
+#   TESTENV_NODES          number of fake nodes (default 3)
+#   TESTENV_APISERVER_PORT secure port of kube-apiserver (default 6443, or a free port if taken)
+#   TESTENV_QPS/BURST      client rate limits of the controllers and sidecars (default 200/400)
+#   TESTENV_CSI_DRIVER     CSI driver name for CSINode objects and topology (csi.cnsreplay.dev)
+#   TESTENV_CSI_SOCKET     path of a CSI driver's unix socket: start the four CSI sidecars
+#   TESTENV_TIMEOUT        seconds to wait for readiness (default 120)
+#
+# Afterwards: `. $TESTENV_DIR/testenv.env` sets KUBECONFIG, PATH (kubectl) and TESTENV_*.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+NODES=${TESTENV_NODES:-3}
+QPS=${TESTENV_QPS:-200}
+BURST=${TESTENV_BURST:-400}
+DRIVER=${TESTENV_CSI_DRIVER:-csi.cnsreplay.dev}
+TIMEOUT=${TESTENV_TIMEOUT:-120}
+TOPOLOGY_KEY="topology.$DRIVER/node"
+MARKER=.cnsreplay-testenv
+
+BIN=$HOME/.cache/cnsreplay/testenv/k8s-v1.36.3-0644fe1d2d0d/bin.partial
+for b in etcd kube-apiserver kubectl kwok; do
+	[ -x "$BIN/$b" ] || testenv_die "missing $BIN/$b (run testenv/build.sh)"
+done
+
+# --- state dir -------------------------------------------------------------------------------
+if [ -d "$TESTENV_DIR" ]; then
+	for f in "$TESTENV_DIR"/pids/*.pid; do
+		if [ -e "$f" ] && testenv_pid_alive "$f"; then
+			testenv_die "already running ($f); run testenv/down.sh first"
+		fi
+	done
+	if [ -n "$(ls -A "$TESTENV_DIR")" ] && [ ! -e "$TESTENV_DIR/$MARKER" ]; then
+		testenv_die "$TESTENV_DIR is not empty and not a testenv state dir; refusing to wipe it"
+	fi
+	rm -rf "$TESTENV_DIR"
+fi
+mkdir -p "$TESTENV_DIR"/{pki,pids,logs,etcd,kwok}
+chmod 700 "$TESTENV_DIR/etcd"
+touch "$TESTENV_DIR/$MARKER"
+S=$TESTENV_DIR
+P=$S/pki
+t_start=$(date +%s.%N)
+
+free_port() { # preferred port, or one the kernel picks when it is taken
+	python3 - "$1" <<'PY'
+import socket, sys
+for port in (int(sys.argv[1]), 0):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    print(s.getsockname()[1])
+    break
+PY
+}
+ETCD_PORT=$(free_port 0)
+ETCD_PEER_PORT=$(free_port 0)
+API_PORT=$(free_port "${TESTENV_APISERVER_PORT:-6443}")
+KWOK_PORT=$(free_port 0)
+SERVER=https://127.0.0.1:$API_PORT
+
+# --- certificates (self-signed CA, EC P-256 keys) -------------------------------------------
+ssl() { openssl "$@" 2>>"$S/logs/openssl.log"; }
+newkey() { ssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$P/$1.key"; }
+newkey ca
+ssl req -x509 -new -key "$P/ca.key" -subj "/CN=cnsreplay-testenv-ca" -days 3650 \
+	-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+	-out "$P/ca.crt"
+cert() { # name subject extendedKeyUsage [subjectAltName]
+	newkey "$1"
+	ssl req -new -key "$P/$1.key" -subj "$2" -out "$P/$1.csr"
+	{
+		echo "keyUsage=critical,digitalSignature,keyEncipherment"
+		echo "extendedKeyUsage=$3"
+		[ -z "${4:-}" ] || echo "subjectAltName=$4"
+	} >"$P/$1.ext"
+	ssl x509 -req -in "$P/$1.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
+		-days 3650 -extfile "$P/$1.ext" -out "$P/$1.crt"
+	rm -f "$P/$1.csr" "$P/$1.ext"
+}
+cert apiserver "/CN=kube-apiserver" serverAuth \
+	"IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+newkey sa
+ssl pkey -in "$P/sa.key" -pubout -out "$P/sa.pub"
+
+kubeconfig() { # name (pki/<name>.crt and .key) -> <name>.kubeconfig
+	cat >"$S/$1.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: testenv
+  cluster:
+    server: $SERVER
+    certificate-authority: $P/ca.crt
+users:
+- name: $1
+  user:
+    client-certificate: $P/$1.crt
+    client-key: $P/$1.key
+contexts:
+- name: testenv
+  context: {cluster: testenv, user: $1}
+current-context: testenv
+EOF
+}
+# One client identity per component, so the audit log says who did what.
+client() { # name subject
+	cert "$1" "$2" clientAuth
+	kubeconfig "$1"
+}
+client admin "/O=system:masters/CN=cnsreplay-admin"
+client kube-controller-manager "/CN=system:kube-controller-manager"
+client kube-scheduler "/CN=system:kube-scheduler"
+for c in kwok snapshot-controller csi-provisioner csi-attacher csi-resizer csi-snapshotter; do
+	client "$c" "/O=system:masters/CN=$c"
+done
+mv "$S/admin.kubeconfig" "$S/kubeconfig"
+ADMIN_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+echo "$ADMIN_TOKEN" >"$S/admin.token"
+echo "$ADMIN_TOKEN,cnsreplay-admin-token,cnsreplay-admin-token,\"system:masters\"" >"$P/tokens.csv"
+chmod 600 "$S/admin.token" "$P/tokens.csv" "$P"/*.key
+
+cat >"$S/testenv.env" <<EOF
+# Written by testenv/up.sh: source it to use the local test cluster.
+export TESTENV_DIR=$S
+export TESTENV_BIN=$BIN
+export TESTENV_SERVER=$SERVER
+export TESTENV_CA=$P/ca.crt
+export TESTENV_ADMIN_TOKEN_FILE=$S/admin.token
+export TESTENV_AUDIT_LOG=$S/logs/audit.jsonl
+export TESTENV_CSI_DRIVER=$DRIVER
+export TESTENV_TOPOLOGY_KEY=$TOPOLOGY_KEY
+export TESTENV_NODES=$NODES
+export TESTENV_QPS=$QPS
+export TESTENV_BURST=$BURST
+export KUBECONFIG=$S/kubeconfig
+export PATH=$BIN:\$PATH
+EOF
+
+# --- processes -------------------------------------------------------------------------------
+cleanup_on_error() {
+	testenv_log "start failed; stopping what was started (logs stay in $S/logs)"
+	"$TESTENV_SRC/down.sh" || true
+}
+trap 'rc=$?; [ "$rc" = 0 ] || cleanup_on_error' EXIT
+
+start() { # name args...: start $BIN/name in its own session, record "<pid> <binary>"
+	local name=$1
+	shift
+	[ -x "$BIN/$name" ] || testenv_die "missing $BIN/$name (run testenv/build.sh)"
+	setsid "$BIN/$name" "$@" </dev/null >"$S/logs/$name.log" 2>&1 &
+	echo "$! $BIN/$name" >"$S/pids/$name.pid"
+	echo "$name" >>"$S/pids/order"
+	testenv_log "started $name (pid $!)"
+}
+wait_for() { # description command...: retry until it succeeds or TIMEOUT
+	local what=$1 deadline=$(($(date +%s) + TIMEOUT))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		for f in "$S"/pids/*.pid; do
+			testenv_pid_alive "$f" || {
+				tail -n 20 "$S/logs/$(basename "$f" .pid).log" >&2
+				testenv_die "$(basename "$f" .pid) exited while waiting for $what"
+			}
+		done
+		[ "$(date +%s)" -lt "$deadline" ] || testenv_die "timed out after ${TIMEOUT}s waiting for $what"
+		sleep 0.2
+	done
+}
+since() { awk -v t0="$1" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }'; }
+k() { "$BIN/kubectl" --kubeconfig "$S/kubeconfig" "$@"; }
+curl_api() { curl -sf --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" "$SERVER$1"; }
+
+t_procs=$(date +%s.%N)
+start etcd --name=testenv --data-dir="$S/etcd" --log-level=warn \
+	--listen-client-urls="http://127.0.0.1:$ETCD_PORT" \
+	--advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+	--listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+	--initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+	--initial-cluster="testenv=http://127.0.0.1:$ETCD_PEER_PORT"
+wait_for etcd curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+
+start kube-apiserver \
+	--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
+	--etcd-servers="http://127.0.0.1:$ETCD_PORT" --cert-dir="$P" \
+	--tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
+	--client-ca-file="$P/ca.crt" --token-auth-file="$P/tokens.csv" \
+	--service-account-issuer=https://kubernetes.default.svc.cluster.local \
+	--service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
+	--service-cluster-ip-range=10.96.0.0/16 --authorization-mode=RBAC --allow-privileged=true \
+	--audit-policy-file="$TESTENV_SRC/audit-policy.yaml" --audit-log-format=json \
+	--audit-log-path="$S/logs/audit.jsonl" --audit-log-maxsize=0 --audit-log-maxbackup=0
+wait_for "kube-apiserver /readyz" curl_api /readyz
+testenv_log "kube-apiserver ready at $SERVER after $(since "$t_procs") s"
+
+start kube-controller-manager --kubeconfig="$S/kube-controller-manager.kubeconfig" \
+	--bind-address=127.0.0.1 --secure-port=0 --leader-elect=false \
+	--use-service-account-credentials=true --service-account-private-key-file="$P/sa.key" \
+	--root-ca-file="$P/ca.crt" --service-cluster-ip-range=10.96.0.0/16 \
+	--kube-api-qps="$QPS" --kube-api-burst="$BURST"
+start kube-scheduler --kubeconfig="$S/kube-scheduler.kubeconfig" \
+	--bind-address=127.0.0.1 --secure-port=0 --leader-elect=false \
+	--kube-api-qps="$QPS" --kube-api-burst="$BURST"
+kwok_config=$(printf '%s,' "$TESTENV_SRC"/kwok/*.yaml)
+start kwok --kubeconfig="$S/kwok.kubeconfig" --config="${kwok_config%,}" \
+	--manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+	--node-lease-duration-seconds=40 --cidr=10.0.0.1/16 --node-ip=127.0.0.1 \
+	--server-address="127.0.0.1:$KWOK_PORT"
+
+# Fake nodes with what kubelet would set for volumes, and their CSINode objects.
+{
+	for i in $(seq 1 "$NODES"); do
+		n=testenv-node-$i
+		cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: $n
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+    volumes.kubernetes.io/controller-managed-attach-detach: "true"
+  labels:
+    kubernetes.io/hostname: $n
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+    $TOPOLOGY_KEY: $n
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata:
+  name: $n
+spec:
+  drivers:
+  - name: $DRIVER
+    nodeID: $n
+    topologyKeys: ["$TOPOLOGY_KEY"]
+EOF
+	done
+} >"$S/nodes.yaml"
+k apply -f "$S/nodes.yaml" >/dev/null
+
+crds=$(testenv_snapshot_crd_dir)
+for r in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
+	k apply -f "$crds/snapshot.storage.k8s.io_$r.yaml" >/dev/null
+done
+wait_for "VolumeSnapshot CRDs" k wait --for=condition=Established --timeout=5s \
+	crd/volumesnapshotclasses.snapshot.storage.k8s.io \
+	crd/volumesnapshotcontents.snapshot.storage.k8s.io \
+	crd/volumesnapshots.snapshot.storage.k8s.io
+
+if [ -n "${TESTENV_CSI_SOCKET:-}" ]; then
+	[ -S "$TESTENV_CSI_SOCKET" ] || testenv_die "TESTENV_CSI_SOCKET=$TESTENV_CSI_SOCKET is not a socket"
+	for c in csi-provisioner csi-attacher csi-resizer csi-snapshotter; do
+		start "$c" --kubeconfig="$S/$c.kubeconfig" --csi-address="$TESTENV_CSI_SOCKET" \
+			--leader-election=false --kube-api-qps="$QPS" --kube-api-burst="$BURST"
+	done
+else
+	testenv_log "TESTENV_CSI_SOCKET not set: CSI sidecars not started"
+fi
+
+all_nodes_ready() {
+	[ "$(k get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+		grep -c '^True$')" -ge "$NODES" ]
+}
+wait_for "$NODES nodes Ready" all_nodes_ready
+wait_for "default service account" k -n default get serviceaccount default
+for f in "$S"/pids/*.pid; do
+	testenv_pid_alive "$f" || testenv_die "$(basename "$f" .pid) exited; see $S/logs"
+done
+trap - EXIT
+testenv_log "ready: $NODES nodes, start to ready $(since "$t_procs") s (with certificates $(since "$t_start") s)"
+testenv_rss >&2
+echo "$S/testenv.env"
