@@ -278,8 +278,16 @@ all_nodes_ready() {
 }
 wait_for "$NODES nodes Ready" all_nodes_ready
 wait_for "default service account" k -n default get serviceaccount default
+if [ -n "${TESTENV_CSI_SOCKET:-}" ]; then
+	# A sidecar exits when it cannot talk to the driver (about 1 s after its start): give them
+	# 3 s, then require all of them to be running.
+	sleep 3
+fi
 for f in "$S"/pids/*.pid; do
-	testenv_pid_alive "$f" || testenv_die "$(basename "$f" .pid) exited; see $S/logs"
+	testenv_pid_alive "$f" || {
+		tail -n 5 "$S/logs/$(basename "$f" .pid).log" >&2
+		testenv_die "$(basename "$f" .pid) exited; see $S/logs"
+	}
 done
 trap - EXIT
 testenv_log "ready: $NODES nodes, start to ready $(since "$t_procs") s (with certificates $(since "$t_start") s)"
