@@ -45,14 +45,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "state": "complete",
         "pid": 1,
     });
-    fs_err::write(dir.join("manifest.json"), serde_json::to_vec_pretty(&manifest)?)?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, fs_err::File::create(dir.join("events.jsonl"))?);
+    fs_err::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest)?,
+    )?;
+    let mut w =
+        std::io::BufWriter::with_capacity(1 << 20, fs_err::File::create(dir.join("events.jsonl"))?);
     let mut rng = Rng::new(seed);
-    let control = [OpType::CreateVolume, OpType::Attach, OpType::Snapshot, OpType::Detach, OpType::DeleteVolume];
+    let control = [
+        OpType::CreateVolume,
+        OpType::Attach,
+        OpType::Snapshot,
+        OpType::Detach,
+        OpType::DeleteVolume,
+    ];
     // 100k events per second of intended time.
     let gap = 10_000u64;
     for id in 1..=n {
-        let op = if id % 10 == 0 { control[(id / 10 % 5) as usize] } else { OpType::Io };
+        let op = if id % 10 == 0 {
+            control[(id / 10 % 5) as usize]
+        } else {
+            OpType::Io
+        };
         let median = if op == OpType::Io { 200e3 } else { 20e6 };
         let z = (-2.0 * rng.unit().ln()).sqrt() * (std::f64::consts::TAU * rng.unit()).cos();
         let mut service = median * (0.5 * z).exp();

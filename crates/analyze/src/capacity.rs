@@ -64,7 +64,8 @@ impl Slo {
             Some((m @ ("response" | "service"), p)) => (m, p),
             _ => ("response", rest),
         };
-        let percentile = parse_percentile(pct).ok_or_else(|| bad(&format!("bad percentile {pct:?}")))?;
+        let percentile =
+            parse_percentile(pct).ok_or_else(|| bad(&format!("bad percentile {pct:?}")))?;
         Ok(Self {
             spec: spec.to_owned(),
             op: op.to_owned(),
@@ -201,7 +202,11 @@ pub fn capacity(dir: &Path, slos: &[Slo]) -> Result<CapacityReport> {
         Some(i) => Some(points[i - 1].intended_rate),
         None => points.last().map(|p| p.intended_rate),
     };
-    let slo_text = slos.iter().map(|s| s.spec.as_str()).collect::<Vec<_>>().join(", ");
+    let slo_text = slos
+        .iter()
+        .map(|s| s.spec.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
     let first_fail = points.iter().find(|p| !p.meets_all);
     let mut answer = match best {
         Some(p) => format!(

@@ -136,6 +136,8 @@ pub struct CompareOptions {
     pub resamples: u32,
     /// Bootstrap seed.
     pub seed: u64,
+    /// Fewest events of an op type, in each run, for a verdict other than no change.
+    pub min_events: u64,
 }
 
 impl Default for CompareOptions {
@@ -145,6 +147,7 @@ impl Default for CompareOptions {
             thresholds: Thresholds::default(),
             resamples: 1000,
             seed: 0x00C0_FFEE,
+            min_events: 10,
         }
     }
 }
@@ -186,6 +189,8 @@ pub struct Row {
     pub verdict: Verdict,
     /// Events in base and new.
     pub n: (u64, u64),
+    /// Fewer than `min_events` events on a side: no verdict (reported as no change).
+    pub insufficient: bool,
 }
 
 /// `analyze compare --json`.
@@ -295,9 +300,18 @@ fn row(op: &str, m: Metric, a: &OpAcc, b: &OpAcc, opts: &CompareOptions, rng: &m
         let whole = |v: &[(f64, u64)]| v.iter().map(|&(x, c)| (x, c as f64)).collect::<Vec<_>>();
         let (base, new) = (latency_stat(m, &whole(&ba)), latency_stat(m, &whole(&bb)));
         let (mut wa, mut wb) = (Vec::new(), Vec::new());
-        for _ in 0..resamples {
+        let empty = |w: &[(f64, f64)]| w.iter().all(|x| x.1 == 0.0);
+        // A resample with no weight at all (possible for tiny runs) is drawn again, a bounded
+        // number of times.
+        for _ in 0..resamples * 4 {
+            if reps.len() == resamples {
+                break;
+            }
             resample(&ba, rng, &mut wa);
             resample(&bb, rng, &mut wb);
+            if !(ba.is_empty() || bb.is_empty()) && (empty(&wa) || empty(&wb)) {
+                continue;
+            }
             reps.push(rel(latency_stat(m, &wa), latency_stat(m, &wb)));
         }
         (base, new, rel(base, new))
@@ -305,7 +319,10 @@ fn row(op: &str, m: Metric, a: &OpAcc, b: &OpAcc, opts: &CompareOptions, rng: &m
     reps.sort_by(f64::total_cmp);
     let (ci_low, ci_high) = (sorted_pct(&reps, 2.5), sorted_pct(&reps, 97.5));
     let threshold = opts.thresholds.of(m);
-    let verdict = if change > threshold && ci_low > 0.0 {
+    let insufficient = a.count.min(b.count) < opts.min_events;
+    let verdict = if insufficient {
+        Verdict::NoChange
+    } else if change > threshold && ci_low > 0.0 {
         Verdict::Regression
     } else if change < -threshold && ci_high < 0.0 {
         Verdict::Improvement
@@ -323,6 +340,6 @@ fn row(op: &str, m: Metric, a: &OpAcc, b: &OpAcc, opts: &CompareOptions, rng: &m
         threshold,
         verdict,
         n: (a.count, b.count),
+        insufficient,
     }
 }
-

@@ -50,7 +50,8 @@ impl Cols {
             Outcome::Ok => "ok",
             Outcome::Error => "error",
         });
-        self.error_class.push(r.error_class.as_deref().map(str::to_owned));
+        self.error_class
+            .push(r.error_class.as_deref().map(str::to_owned));
         self.dep_wait.push(r.dep_wait);
         self.queue.push(r.queue);
         self.response.push(r.response);
@@ -118,7 +119,9 @@ pub fn export_csv(run: &Run, out: &mut dyn Write) -> Result<u64> {
 
 fn write_batch(cols: &mut Cols, header: &mut bool, out: &mut dyn Write) -> Result<()> {
     let mut df = cols.take()?;
-    CsvWriter::new(out).include_header(*header).finish(&mut df)?;
+    CsvWriter::new(out)
+        .include_header(*header)
+        .finish(&mut df)?;
     *header = false;
     Ok(())
 }

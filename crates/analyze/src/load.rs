@@ -126,12 +126,7 @@ impl Run {
         let mut buf = Vec::with_capacity(BLOCK);
         let mut line_no = 0u64;
         loop {
-            let eof = fill(&mut file, &mut buf)?;
-            let end = if eof {
-                buf.len()
-            } else {
-                buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
-            };
+            let (eof, end) = fill(&mut file, &mut buf)?;
             for line in buf[..end].split_inclusive(|&b| b == b'\n') {
                 line_no += 1;
                 if let Some(r) = parse_line(line, &path, line_no)? {
@@ -146,22 +141,28 @@ impl Run {
     }
 }
 
-/// Reads until `buf` holds a block or the file ends; returns whether it ended.
-fn fill(file: &mut fs_err::File, buf: &mut Vec<u8>) -> Result<bool> {
+/// Reads until `buf` holds a block or the file ends. Returns whether it ended, and where the
+/// complete lines end (all of `buf` at the end of the file: a torn last line is skipped later).
+fn fill(file: &mut fs_err::File, buf: &mut Vec<u8>) -> Result<(bool, usize)> {
     let want = BLOCK.max(buf.len() + (1 << 20));
-    let start = buf.len();
+    let mut filled = buf.len();
     buf.resize(want, 0);
-    let mut filled = start;
+    let mut eof = false;
     while filled < want {
         let n = file.read(&mut buf[filled..])?;
         if n == 0 {
-            buf.truncate(filled);
-            return Ok(true);
+            eof = true;
+            break;
         }
         filled += n;
     }
     buf.truncate(filled);
-    Ok(false)
+    let end = if eof {
+        buf.len()
+    } else {
+        buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+    };
+    Ok((eof, end))
 }
 
 /// Parses one line; `None` for a blank line or a torn last line (no `\n`).
@@ -189,7 +190,12 @@ fn parse_rec<'a>(
 }
 
 /// Parses a part of a block into `acc`; returns its line count or the first error.
-fn parse_part<A: Accumulator>(part: &[u8], acc: &mut A, path: &Path, first_line: u64) -> Result<u64> {
+fn parse_part<A: Accumulator>(
+    part: &[u8],
+    acc: &mut A,
+    path: &Path,
+    first_line: u64,
+) -> Result<u64> {
     let mut n = 0;
     for line in part.split_inclusive(|&b| b == b'\n') {
         n += 1;
@@ -220,18 +226,15 @@ fn cut(block: &[u8], k: usize) -> Vec<&[u8]> {
 
 /// Scans a JSON Lines file of records (see [`Run::scan`]).
 pub fn scan_file<A: Accumulator>(path: &Path, make: impl Fn() -> A + Sync) -> Result<A> {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, 4);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, 4);
     let mut accs: Vec<A> = (0..threads).map(|_| make()).collect();
     let mut file = fs_err::File::open(path)?;
     let mut buf = Vec::with_capacity(BLOCK);
     let mut line_base = 0u64;
     loop {
-        let eof = fill(&mut file, &mut buf)?;
-        let end = if eof {
-            buf.len()
-        } else {
-            buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
-        };
+        let (eof, end) = fill(&mut file, &mut buf)?;
         let parts = cut(&buf[..end], threads);
         let counts: Vec<u64> = parts
             .iter()
@@ -251,7 +254,10 @@ pub fn scan_file<A: Accumulator>(path: &Path, make: impl Fn() -> A + Sync) -> Re
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(Error::Invalid("scan thread panicked".into()))))
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Invalid("scan thread panicked".into())))
+                })
                 .collect()
         });
         for r in results {

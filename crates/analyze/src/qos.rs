@@ -72,7 +72,9 @@ impl QosSpec {
                     None => None,
                     Some(k) => Some(
                         serde_json::from_value::<IoKind>(serde_json::Value::String(k.to_owned()))
-                            .map_err(|_| format!("{field}: unknown I/O kind {k:?} (read, write, trim, flush)"))?,
+                            .map_err(|_| {
+                            format!("{field}: unknown I/O kind {k:?} (read, write, trim, flush)")
+                        })?,
                     ),
                 };
                 let percentile = parse_percentile(pct)
@@ -344,9 +346,19 @@ fn target_result(
         windows: quiet.1,
     });
     let kind = t.kind.map_or(String::new(), |k| {
-        format!("{} ", serde_json::to_value(k).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default())
+        format!(
+            "{} ",
+            serde_json::to_value(k)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        )
     });
-    let pct = if t.percentile >= 100.0 { "max".to_owned() } else { format!("p{}", t.percentile) };
+    let pct = if t.percentile >= 100.0 {
+        "max".to_owned()
+    } else {
+        format!("p{}", t.percentile)
+    };
     let parts: Vec<String> = attribution
         .iter()
         .map(|a| format!("{} of {} {} windows", a.violated, a.windows, a.during))

@@ -24,6 +24,8 @@ use crate::svg::{COLORS, Mark, Plot, Series, esc};
 
 /// Time buckets per timeline figure.
 pub const BUCKETS: u64 = 200;
+/// Timeline buckets per point of the rate figure.
+pub const RATE_GROUP: u64 = 4;
 /// Control operations marked at most per timeline (evenly thinned beyond).
 pub const MAX_MARKS: usize = 400;
 
@@ -73,7 +75,7 @@ struct Timeline {
 
 impl Timeline {
     fn new(width: u64) -> Self {
-        let n = BUCKETS as usize + 1;
+        let n = BUCKETS as usize;
         Self {
             width,
             io: vec![None; n],
@@ -84,7 +86,7 @@ impl Timeline {
     }
 
     fn idx(&self, t: u64) -> usize {
-        ((t / self.width) as usize).min(BUCKETS as usize)
+        ((t / self.width) as usize).min(BUCKETS as usize - 1)
     }
 }
 
@@ -151,7 +153,11 @@ fn cdf_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
 }
 
 fn label(i: usize, n: usize) -> String {
-    if n == 1 { String::new() } else { format!("run {} ", i + 1) }
+    if n == 1 {
+        String::new()
+    } else {
+        format!("run {} ", i + 1)
+    }
 }
 
 struct Loaded {
@@ -285,11 +291,12 @@ fn io_figure(i: usize, l: &Loaded) -> Option<Figure> {
 
 fn rate_figure(i: usize, l: &Loaded) -> Figure {
     let t = &l.timeline;
-    let w = t.width as f64 / 1e9;
+    // Rates over RATE_GROUP timeline buckets: fewer, steadier points than the latency plot.
+    let w = (t.width * RATE_GROUP) as f64 / 1e9;
     let series = |v: &[u64]| -> Vec<(f64, f64)> {
-        v.iter()
+        v.chunks(RATE_GROUP as usize)
             .enumerate()
-            .map(|(b, &n)| ((b as f64 + 0.5) * w, n as f64 / w))
+            .map(|(b, c)| ((b as f64 + 0.5) * w, c.iter().sum::<u64>() as f64 / w))
             .collect()
     };
     let plot = Plot {
@@ -406,7 +413,12 @@ pub fn report(runs: &[&Path]) -> Result<Report> {
     );
     let _ = write!(html, "<p>{} run(s): ", loaded.len());
     for (i, l) in loaded.iter().enumerate() {
-        let _ = write!(html, "run {} = <code>{}</code> ", i + 1, esc(&l.run.path.display().to_string()));
+        let _ = write!(
+            html,
+            "run {} = <code>{}</code> ",
+            i + 1,
+            esc(&l.run.path.display().to_string())
+        );
     }
     html.push_str("</p><h2>Figures</h2>");
     for f in &figures {

@@ -16,9 +16,9 @@ use replay::{CompletionState, Outcome, Percentiles};
 use serde::{Deserialize, Serialize};
 use trace_format::{OpType, TraceReader};
 
+use crate::Result;
 use crate::hist::{self, merge, pct, record};
 use crate::load::{Accumulator, Rec, Run};
-use crate::Result;
 
 /// Accumulated data of one op type.
 #[derive(Debug, Clone, Default)]
@@ -52,8 +52,14 @@ impl OpAcc {
             self.completed = (r.completed, r.completed);
         }
         self.count += 1;
-        self.intended = (self.intended.0.min(r.intended), self.intended.1.max(r.intended));
-        self.completed = (self.completed.0.min(r.completed), self.completed.1.max(r.completed));
+        self.intended = (
+            self.intended.0.min(r.intended),
+            self.intended.1.max(r.intended),
+        );
+        self.completed = (
+            self.completed.0.min(r.completed),
+            self.completed.1.max(r.completed),
+        );
         if r.outcome == Outcome::Error {
             self.failed += 1;
             let class = r.error_class.as_deref().unwrap_or("unknown");
@@ -93,8 +99,14 @@ impl OpAcc {
         merge(&mut self.lateness, o.lateness);
         merge(&mut self.dep_wait, o.dep_wait);
         merge(&mut self.queue, o.queue);
-        self.intended = (self.intended.0.min(o.intended.0), self.intended.1.max(o.intended.1));
-        self.completed = (self.completed.0.min(o.completed.0), self.completed.1.max(o.completed.1));
+        self.intended = (
+            self.intended.0.min(o.intended.0),
+            self.intended.1.max(o.intended.1),
+        );
+        self.completed = (
+            self.completed.0.min(o.completed.0),
+            self.completed.1.max(o.completed.1),
+        );
     }
 
     /// Intended and achieved rate, per second (see the module docs).

@@ -70,7 +70,10 @@ const B: f64 = 46.0;
 
 /// Escapes text for XML.
 pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 struct Axis {
@@ -121,9 +124,15 @@ impl Axis {
 
     fn ticks(&self) -> Vec<f64> {
         if self.log {
-            let (a, b) = (self.lo.log10().round() as i32, self.hi.log10().round() as i32);
+            let (a, b) = (
+                self.lo.log10().round() as i32,
+                self.hi.log10().round() as i32,
+            );
             let every = ((b - a) / 8).max(1);
-            (a..=b).step_by(every as usize).map(|e| 10f64.powi(e)).collect()
+            (a..=b)
+                .step_by(every as usize)
+                .map(|e| 10f64.powi(e))
+                .collect()
         } else {
             let step = nice_step((self.hi - self.lo) / 5.0);
             let mut v = self.lo;
@@ -170,7 +179,9 @@ impl Plot {
             .chain(self.marks.iter().flat_map(|m| [m.x0, m.x1]));
         let x = Axis::new(xs, self.x_log, !self.x_log);
         let y = Axis::new(
-            self.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+            self.series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.1)),
             self.y_log,
             !self.y_log,
         );
@@ -252,7 +263,11 @@ impl Plot {
                 .filter(|p| p.0.is_finite() && p.1.is_finite())
                 .map(|&(a, b)| format!("{:.1},{:.1}", px(a), py(b)))
                 .collect();
-            let dash = if se.dashed { r#" stroke-dasharray="5 3""# } else { "" };
+            let dash = if se.dashed {
+                r#" stroke-dasharray="5 3""#
+            } else {
+                ""
+            };
             let _ = write!(
                 s,
                 r#"<polyline fill="none" stroke="{}" stroke-width="1.8"{dash} points="{}"/>"#,
@@ -266,7 +281,11 @@ impl Plot {
             .series
             .iter()
             .map(|se| (se.name.clone(), se.color.clone(), true))
-            .chain(self.mark_legend.iter().map(|(n, c)| (n.clone(), c.clone(), false)));
+            .chain(
+                self.mark_legend
+                    .iter()
+                    .map(|(n, c)| (n.clone(), c.clone(), false)),
+            );
         for (name, color, line) in entries {
             if line {
                 let _ = write!(

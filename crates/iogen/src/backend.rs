@@ -139,10 +139,11 @@ impl Backend {
         }
     }
 
+    /// Waits for at least `min` completions, at most `timeout`.
     pub(crate) fn wait(
         &mut self,
         min: usize,
-        timeout: Option<Duration>,
+        timeout: Duration,
         out: &mut Vec<(usize, i32)>,
     ) -> io::Result<()> {
         match self {
@@ -158,9 +159,28 @@ impl Backend {
         match self {
             Backend::Uring(r) => r.poll(out),
             Backend::Sync(p) => {
-                p.wait(0, None, out);
+                p.wait(0, Duration::ZERO, out);
                 Ok(())
             }
+        }
+    }
+
+    /// Asks for everything in flight to be cancelled (io_uring only; a blocked `pread` cannot
+    /// be interrupted).
+    pub(crate) fn cancel(&mut self) -> io::Result<()> {
+        match self {
+            Backend::Uring(r) => r.cancel_in_flight(),
+            Backend::Sync(_) => Ok(()),
+        }
+    }
+
+    /// Gives up on what is in flight: its buffers are leaked (io_uring) or left with the pool
+    /// threads, which are not waited for. Only dropping or finishing the backend is allowed
+    /// afterwards.
+    pub(crate) fn abandon(&mut self) {
+        match self {
+            Backend::Uring(r) => r.abandon(),
+            Backend::Sync(p) => p.abandoned = true,
         }
     }
 
@@ -200,6 +220,8 @@ pub(crate) struct SyncPool {
     cpu_ns: Arc<[AtomicU64; 2]>,
     in_flight: usize,
     notes: Vec<String>,
+    /// Requests were given up on: `shutdown` does not wait for the threads.
+    abandoned: bool,
 }
 
 impl SyncPool {
@@ -263,6 +285,7 @@ impl SyncPool {
             cpu_ns,
             in_flight: 0,
             notes,
+            abandoned: false,
         })
     }
 
@@ -294,15 +317,12 @@ impl SyncPool {
         }
     }
 
-    fn wait(&mut self, min: usize, timeout: Option<Duration>, out: &mut Vec<(usize, i32)>) {
+    fn wait(&mut self, min: usize, timeout: Duration, out: &mut Vec<(usize, i32)>) {
         let min = min.min(self.in_flight);
         let mut got = 0;
         loop {
             let next = if got < min {
-                match timeout {
-                    None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                    Some(t) => self.rx.recv_timeout(t),
-                }
+                self.rx.recv_timeout(timeout)
             } else {
                 self.rx.try_recv().map_err(|_| RecvTimeoutError::Timeout)
             };
@@ -315,11 +335,24 @@ impl SyncPool {
     }
 
     fn shutdown(mut self) -> (Duration, Duration) {
-        let mut sink = Vec::new();
-        while self.in_flight > 0 {
-            self.wait(1, None, &mut sink);
-        }
         self.tx = None;
+        if self.abandoned {
+            // Threads blocked in a system call keep their jobs (and buffers) and end on their
+            // own once it returns; their CPU time is not waited for.
+            self.threads.clear();
+        } else {
+            // Bounded like the ring's drop: a thread stuck for good is left behind.
+            let mut sink = Vec::new();
+            for _ in 0..50 {
+                if self.in_flight == 0 {
+                    break;
+                }
+                self.wait(1, Duration::from_millis(100), &mut sink);
+            }
+            if self.in_flight > 0 {
+                self.threads.clear();
+            }
+        }
         for t in std::mem::take(&mut self.threads) {
             let _ = t.join();
         }

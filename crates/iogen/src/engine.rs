@@ -1,13 +1,21 @@
 //! The worker loop shared by phases and streams: one backend, one thread, one clock.
 //!
 //! A [`Source`] says what to issue next and when: now (`Ready`), at an absolute deadline
-//! (`At`), nothing until more requests arrive (`Idle`), or never again (`Done`). The loop fills
-//! free slots with ready requests, stamps them with one submission time, and then waits:
-//! blocking in the kernel for a completion when every slot is busy or the source has nothing
-//! timed; with a timeout until ~50 µs before the next deadline, then spinning on the clock
-//! while polling completions so issue lateness stays in microseconds. Completions are stamped
-//! once per reaped batch. A request's intended time comes from its source; closed-loop
-//! requests have none, so their intended time is their submission time.
+//! (`At`), nothing until more requests arrive (`Idle`), or never again (`Done`). Each turn of
+//! the loop fills every free slot with ready requests, stamps them with one submission time,
+//! and submits them in the same system call that waits for the next completion, so a closed
+//! loop refills each freed slot at once and keeps its queue full. Open loops block until
+//! ~[`SPIN_NS`] before the next deadline (in the kernel waiting for completions, or in an
+//! absolute `clock_nanosleep` when nothing is in flight), then spin on the clock while polling
+//! completions, and go back to the top of the loop as soon as a completion arrives or the
+//! deadline passes. Completions are stamped once per reaped batch, and that stamp is the
+//! loop's "now" for the next turn. Closed-loop requests have no intended time: theirs is their
+//! submission time.
+//!
+//! Every wait is bounded by [`STOP_POLL`], so a stop request is seen within that. After a
+//! stop nothing new is issued; what is in flight gets [`CANCEL_AFTER`] to complete, is then
+//! cancelled, and after [`ABANDON_AFTER`] is given up on (counted as errors), so a stop always
+//! ends the run with partial results, even on storage that never answers.
 
 use std::time::{Duration, Instant};
 
@@ -21,7 +29,13 @@ use crate::verify::Verifier;
 use crate::{Error, Stop};
 
 /// Spin (instead of sleeping) this close to a deadline.
-const SPIN_NS: u64 = 50_000;
+pub(crate) const SPIN_NS: u64 = 50_000;
+/// Longest blocking wait: the stop flag is checked at least this often.
+pub(crate) const STOP_POLL: Duration = Duration::from_millis(100);
+/// After a stop, in-flight requests are cancelled after this long...
+pub(crate) const CANCEL_AFTER: Duration = Duration::from_secs(1);
+/// ...and given up on (recorded as errors, buffers leaked) after this long.
+pub(crate) const ABANDON_AFTER: Duration = Duration::from_secs(5);
 
 /// One request a source hands out.
 #[derive(Debug, Clone, Copy)]
@@ -48,12 +62,11 @@ pub(crate) trait Source {
     fn next(&mut self, now: u64, busy: &dyn Fn(u64, u64) -> bool) -> Next;
     /// Stop handing out requests (a stop was requested).
     fn stop(&mut self);
-    /// Nothing is in flight and nothing is due before `timeout` (or ever, if `None`): block
-    /// until then or until new requests arrive.
-    fn idle_wait(&mut self, timeout: Option<Duration>) {
-        if let Some(t) = timeout {
-            std::thread::sleep(t);
-        }
+    /// Nothing is in flight and nothing is due within `timeout`: a source that can receive
+    /// new requests blocks until one arrives or the timeout passes, and returns true. The
+    /// default returns false at once, and the worker sleeps instead.
+    fn idle_wait(&mut self, _timeout: Duration) -> bool {
+        false
     }
 }
 
@@ -74,6 +87,8 @@ pub(crate) struct Worker<'a> {
     slots: Vec<SlotState>,
     free: Vec<usize>,
     base: Instant,
+    /// `CLOCK_MONOTONIC` at `base`, ns (for absolute sleeps).
+    base_mono: u64,
     done: Vec<(usize, i32)>,
     pushed: Vec<usize>,
     /// Time of the last completion, ns from the base.
@@ -94,7 +109,6 @@ impl<'a> Worker<'a> {
         mut backend: Backend,
         rec: Recorder,
         verifier: Option<Verifier<'a>>,
-        base: Instant,
     ) -> Self {
         let n = backend.slots();
         // Writes carry incompressible data, not zeros.
@@ -110,11 +124,18 @@ impl<'a> Worker<'a> {
             verifier,
             slots: vec![SlotState::default(); n],
             free: (0..n).rev().collect(),
-            base,
+            base_mono: crate::ring::monotonic_ns(),
+            base: Instant::now(),
             done: Vec::with_capacity(n),
             pushed: Vec::with_capacity(n),
             last_completion: 0,
         }
+    }
+
+    /// Sets the instant all times are measured from (the run's start).
+    pub(crate) fn set_base(&mut self, base: Instant) {
+        self.base = base;
+        self.base_mono = crate::ring::monotonic_ns().saturating_sub(base.elapsed().as_nanos() as u64);
     }
 
     fn now(&self) -> u64 {
@@ -128,13 +149,14 @@ impl<'a> Worker<'a> {
     /// Runs until the source is done (or stopped) and nothing is in flight.
     /// Returns whether a stop cut the run short.
     pub(crate) fn run(&mut self, src: &mut dyn Source, stop: &Stop) -> Result<bool, Error> {
-        let mut stopped = false;
+        let mut stopped_at: Option<u64> = None;
+        let mut cancelled = false;
+        let mut now = self.now();
         loop {
-            if !stopped && stop.is_requested() {
-                stopped = true;
+            if stopped_at.is_none() && stop.is_requested() {
+                stopped_at = Some(now);
                 src.stop();
             }
-            let now = self.now();
             self.rec.tick(now);
             let (mut deadline, mut idle, mut src_done) = (None, false, false);
             while let Some(&slot) = self.free.last() {
@@ -162,6 +184,7 @@ impl<'a> Worker<'a> {
                 }
             }
             if !self.pushed.is_empty() {
+                // One stamp per batch, taken just before the system call that submits it.
                 let t = self.now();
                 for &s in &self.pushed {
                     let st = &mut self.slots[s];
@@ -176,19 +199,50 @@ impl<'a> Worker<'a> {
             if src_done && in_flight == 0 {
                 break;
             }
+            if let Some(at) = stopped_at
+                && in_flight > 0
+            {
+                let waited = Duration::from_nanos(now.saturating_sub(at));
+                if waited >= ABANDON_AFTER {
+                    self.abandon(now);
+                    break;
+                }
+                if waited >= CANCEL_AFTER && !cancelled {
+                    cancelled = true;
+                    self.backend.cancel()?;
+                }
+            }
             match deadline {
                 Some(t) => self.wait_until(src, t, in_flight)?,
-                None if idle && in_flight == 0 => src.idle_wait(None),
+                None if idle && in_flight == 0 => {
+                    src.idle_wait(STOP_POLL);
+                }
                 None if idle => {
                     self.backend
-                        .wait(1, Some(Duration::from_micros(200)), &mut self.done)?;
+                        .wait(1, Duration::from_micros(200), &mut self.done)?;
                 }
-                None => self.backend.wait(1, None, &mut self.done)?,
+                None => self.backend.wait(1, STOP_POLL, &mut self.done)?,
             }
-            self.complete();
+            now = match self.complete() {
+                Some(t) => t,
+                None => self.now(),
+            };
         }
         self.rec.flush();
-        Ok(stopped)
+        Ok(stopped_at.is_some())
+    }
+
+    /// Gives up on everything in flight: each request is recorded as an error (`ECANCELED`)
+    /// completing `now`, and the backend leaks or leaves behind what the kernel still holds.
+    fn abandon(&mut self, now: u64) {
+        for (slot, st) in self.slots.iter_mut().enumerate() {
+            if let Some(kind) = st.kind.take() {
+                self.rec
+                    .record(kind, st.intended, st.submitted, now, -libc::ECANCELED);
+                self.free.push(slot);
+            }
+        }
+        self.backend.abandon();
     }
 
     fn issue(&mut self, slot: usize, item: Item) -> Result<(), Error> {
@@ -213,16 +267,21 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    /// Waits for deadline `t` while reaping completions.
+    /// Waits for deadline `t` (ns from the base) while reaping completions: blocks until
+    /// [`SPIN_NS`] before it (at most [`STOP_POLL`]), then spins on the clock. Returns when the
+    /// deadline has passed, when completions were reaped, or after the blocking part.
     fn wait_until(&mut self, src: &mut dyn Source, t: u64, in_flight: usize) -> Result<(), Error> {
         let now = self.now();
         if t > now + SPIN_NS {
-            let dt = Duration::from_nanos(t - now - SPIN_NS);
+            let wake = (t - SPIN_NS).min(now + STOP_POLL.as_nanos() as u64);
             if in_flight > 0 {
-                self.backend.wait(1, Some(dt), &mut self.done)?;
+                self.backend
+                    .wait(1, Duration::from_nanos(wake - now), &mut self.done)?;
             } else {
                 self.backend.submit()?;
-                src.idle_wait(Some(dt));
+                if !src.idle_wait(Duration::from_nanos(wake - now)) {
+                    self.sleep_until(wake);
+                }
             }
             return Ok(());
         }
@@ -231,7 +290,7 @@ impl<'a> Worker<'a> {
             if in_flight > 0 {
                 self.backend.poll(&mut self.done)?;
                 if !self.done.is_empty() {
-                    self.complete();
+                    return Ok(());
                 }
             }
             if self.now() >= t {
@@ -241,9 +300,15 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn complete(&mut self) {
+    /// Sleeps until `t` ns from the base (an absolute deadline).
+    fn sleep_until(&self, t: u64) {
+        crate::ring::sleep_until(self.base_mono + t);
+    }
+
+    /// Records the reaped completions with one timestamp, which it returns.
+    fn complete(&mut self) -> Option<u64> {
         if self.done.is_empty() {
-            return;
+            return None;
         }
         let t = self.now();
         self.last_completion = t;
@@ -269,6 +334,7 @@ impl<'a> Worker<'a> {
             self.free.push(slot);
         }
         self.done.clear();
+        Some(t)
     }
 }
 

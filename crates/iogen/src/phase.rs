@@ -358,13 +358,18 @@ fn run_job(
         buf_len: plan.max_len as usize,
         defer_taskrun: !open_loop,
     };
-    let backend = open_target(target, spec.direct, spec.read_pct < 100 || spec.verify)
-        .and_then(|f| Backend::open(f, &cfg, opts));
+    // The worker (and its filled buffers) is ready before the clock starts.
+    let worker = open_target(target, spec.direct, spec.read_pct < 100 || spec.verify)
+        .and_then(|f| Backend::open(f, &cfg, opts))
+        .map(|b| Worker::new(b, Recorder::new(iv), map.map(Verifier::new)));
     // Every job reaches the barrier, even on error, so the others are not left waiting.
     barrier.wait();
-    let backend = backend?;
-    let base = *start.get_or_init(Instant::now);
-    let info = backend.info();
+    let mut w = worker?;
+    w.set_base(*start.get_or_init(Instant::now));
+    let mut info = w.backend.info();
+    if open_loop && ring::short_time_slice() {
+        info.flags.push("sched_slice_100us".to_owned());
+    }
     let mut src = PhaseSource::new(
         opgen,
         schedule,
@@ -373,8 +378,6 @@ fn run_job(
         spec.bytes.map(|n| share(n, plan.jobs, j)),
         spec.verify,
     );
-    let verifier = map.map(Verifier::new);
-    let mut w = Worker::new(backend, Recorder::new(iv), verifier, base);
     let run = w.run(&mut src, stop);
     let Worker {
         backend,

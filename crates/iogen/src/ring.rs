@@ -10,18 +10,32 @@
 //! Setup follows fio's `t/io_uring`: ask for the wanted flags and, on `EINVAL`, retry without
 //! them one at a time; registered buffers and files fall back to plain ones when registration
 //! fails. [`RingFlags::names`] reports what actually ran.
+//!
+//! Every wait is bounded (`IORING_ENTER_EXT_ARG` timeout, or on kernels before 5.11 one pending
+//! `IORING_OP_TIMEOUT`), so callers can look at their stop flag. A stop may cancel what is in
+//! flight ([`Ring::cancel_in_flight`]) and, if the kernel still holds requests after that,
+//! abandon them ([`Ring::abandon`]): the buffers are leaked, never freed under the kernel.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode, squeue, types};
 
 /// Alignment of every I/O buffer (enough for O_DIRECT on any device).
 pub(crate) const ALIGN: usize = 4096;
+
+/// `user_data` of the timeout request that bounds waits on kernels without `EXT_ARG`.
+const TAG_TIMEOUT: u64 = u64::MAX;
+/// `user_data` of cancel requests. Neither tag is a slot, so `reap` never mistakes them.
+const TAG_CANCEL: u64 = u64::MAX - 1;
+/// `Drop` cancels requests still in flight after this long, and abandons them after
+/// [`DROP_ABANDON`] (the worker does the same, with accounting, when a stop is requested).
+const DROP_CANCEL: Duration = Duration::from_secs(1);
+const DROP_ABANDON: Duration = Duration::from_secs(5);
 
 /// A zeroed heap buffer aligned to [`ALIGN`], freed on drop.
 pub(crate) struct AlignedBuf {
@@ -147,6 +161,12 @@ pub(crate) struct Ring {
     /// Setup flags dropped on EINVAL and registrations that failed, for the report.
     pub(crate) dropped: Vec<String>,
     ext_arg: bool,
+    /// Without `EXT_ARG`: a timeout request is pending (at most one at a time).
+    timeout_armed: bool,
+    /// Its duration; the kernel reads it when the request is submitted.
+    timeout_ts: types::Timespec,
+    /// Requests were abandoned: the buffers are leaked, the registrations left to the kernel.
+    abandoned: bool,
 }
 
 impl Ring {
@@ -226,6 +246,9 @@ impl Ring {
             flags,
             dropped,
             ext_arg,
+            timeout_armed: false,
+            timeout_ts: types::Timespec::new(),
+            abandoned: false,
         })
     }
 
@@ -301,21 +324,56 @@ impl Ring {
             build!(types::Fd(self.file.as_raw_fd()))
         }
         .user_data(slot as u64);
-        loop {
-            // SAFETY: the entry's buffer is `self.bufs[slot]`, owned by this `Ring`; the slot is
-            // marked in flight below, so the safe accessors refuse it until its completion is
-            // reaped, and `Drop` waits for all in-flight slots before freeing the buffers. The
-            // file it names is `self.file` (or fixed file 0 registered from it), owned likewise.
-            let pushed = unsafe { self.ring.submission().push(&entry) };
-            if pushed.is_ok() {
-                break;
-            }
-            self.ring.submit()?;
-        }
+        // SAFETY: the entry's buffer is `self.bufs[slot]`, owned by this `Ring`; the slot is
+        // marked in flight below, so the safe accessors refuse it until its completion is
+        // reaped, and `Drop` waits for all in-flight slots before freeing the buffers (or leaks
+        // them). The file it names is `self.file` (or fixed file 0 registered from it), owned
+        // likewise.
+        unsafe { self.push_entry(&entry)? };
         self.in_flight[slot] = true;
         self.n_in_flight += 1;
         Ok(())
     }
+
+    /// Queues an entry, submitting first if the submission queue is full.
+    ///
+    /// # Safety
+    /// Whatever the entry points to must stay valid until its completion is reaped (or, for
+    /// timeouts and cancels, until it is submitted).
+    unsafe fn push_entry(&mut self, entry: &squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: forwarded to the caller.
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            self.ring.submit()?;
+        }
+    }
+
+    /// Asks the kernel to cancel every request in flight (their completions then carry
+    /// `-ECANCELED`; requests already at the device usually complete normally).
+    pub(crate) fn cancel_in_flight(&mut self) -> io::Result<()> {
+        for slot in 0..self.in_flight.len() {
+            if self.in_flight[slot] {
+                let e = opcode::AsyncCancel::new(slot as u64)
+                    .build()
+                    .user_data(TAG_CANCEL);
+                // SAFETY: a cancel request points to no memory.
+                unsafe { self.push_entry(&e)? };
+            }
+        }
+        self.submit()
+    }
+
+    /// Gives up on the requests still in flight: their buffers are leaked (the kernel may
+    /// still write into them) and the ring must not be used again except to drop it.
+    pub(crate) fn abandon(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.bufs));
+        self.in_flight.iter_mut().for_each(|f| *f = false);
+        self.n_in_flight = 0;
+        self.abandoned = true;
+    }
+
 
     /// Submits queued requests without waiting.
     pub(crate) fn submit(&mut self) -> io::Result<()> {
@@ -330,30 +388,43 @@ impl Ring {
     pub(crate) fn wait(
         &mut self,
         min: usize,
-        timeout: Option<Duration>,
+        timeout: Duration,
         out: &mut Vec<(usize, i32)>,
     ) -> io::Result<()> {
         let min = min.min(self.n_in_flight);
-        let r = match timeout {
-            _ if min == 0 && !self.flags.defer_taskrun => self.submit().map(|()| 0),
-            Some(t) if self.ext_arg => {
-                let ts = types::Timespec::from(t);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(min.max(1), &args)
+        let r = if min == 0 && !self.flags.defer_taskrun {
+            self.submit().map(|()| 0)
+        } else if self.ext_arg {
+            // With nothing to wait for, a zero timeout still posts deferred completions (only
+            // an enter with GETEVENTS runs them); ETIME when there is none.
+            let ts = types::Timespec::from(if min == 0 { Duration::ZERO } else { timeout });
+            let args = types::SubmitArgs::new().timespec(&ts);
+            self.ring.submitter().submit_with_args(min.max(1), &args)
+        } else if timeout < Duration::from_micros(100) {
+            self.submit()?;
+            std::thread::sleep(timeout.min(Duration::from_micros(20)));
+            Ok(0)
+        } else {
+            // Kernels before 5.11: one pending timeout request bounds every wait (a wait may
+            // last until an earlier, longer timeout fires).
+            if !self.timeout_armed {
+                self.timeout_ts = types::Timespec::from(timeout);
+                let e = opcode::Timeout::new(&self.timeout_ts)
+                    .build()
+                    .user_data(TAG_TIMEOUT);
+                // SAFETY: the timespec lives in `self`, and the kernel reads it when the request
+                // is submitted, which `submit_and_wait` below does.
+                unsafe { self.push_entry(&e)? };
+                self.timeout_armed = true;
             }
-            Some(t) => {
-                self.submit()?;
-                std::thread::sleep(t.min(Duration::from_micros(20)));
-                Ok(0)
-            }
-            None => self.ring.submit_and_wait(min),
+            self.ring.submit_and_wait(min.max(1))
         };
         match r {
             Ok(_) => {}
             Err(e)
                 if matches!(
                     e.raw_os_error(),
-                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)
                 ) => {}
             Err(e) => return Err(e),
         }
@@ -365,7 +436,7 @@ impl Ring {
     /// defers its task work, which only an enter runs).
     pub(crate) fn poll(&mut self, out: &mut Vec<(usize, i32)>) -> io::Result<()> {
         if self.flags.defer_taskrun && self.n_in_flight > 0 {
-            return self.wait(1, Some(Duration::ZERO), out);
+            return self.wait(0, Duration::ZERO, out);
         }
         self.submit()?;
         self.reap(out);
@@ -374,6 +445,10 @@ impl Ring {
 
     fn reap(&mut self, out: &mut Vec<(usize, i32)>) {
         for cqe in self.ring.completion() {
+            if cqe.user_data() == TAG_TIMEOUT {
+                self.timeout_armed = false;
+                continue;
+            }
             let slot = cqe.user_data() as usize;
             if let Some(f) = self.in_flight.get_mut(slot)
                 && *f
@@ -389,13 +464,29 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         let mut sink = Vec::new();
+        let start = Instant::now();
+        let mut cancelled = false;
         while self.n_in_flight > 0 {
-            if self.wait(1, None, &mut sink).is_err() {
+            let waited = start.elapsed();
+            if !cancelled && waited >= DROP_CANCEL {
+                cancelled = true;
+                let _ = self.cancel_in_flight();
+            }
+            if waited >= DROP_ABANDON
+                || self
+                    .wait(1, Duration::from_millis(100), &mut sink)
+                    .is_err()
+            {
                 // The kernel may still write into the buffers: never free them.
-                std::mem::forget(std::mem::take(&mut self.bufs));
-                return;
+                self.abandon();
+                break;
             }
             sink.clear();
+        }
+        if self.flags.fixed_files && !self.abandoned {
+            // Release the file now: closing the ring tears it down in the background, and a
+            // caller that unmounts the target right after the run must not find it busy.
+            let _ = self.ring.submitter().unregister_files();
         }
     }
 }
@@ -463,4 +554,54 @@ pub(crate) fn tight_timer_slack() {
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in ns (the clock `Instant` uses).
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec owned by this stack frame.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
+}
+
+/// Sleeps until `CLOCK_MONOTONIC` reaches `deadline_ns` (an absolute deadline, so time spent
+/// before the call, or a preemption just before it, does not push the wake-up later).
+pub(crate) fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `ts` is a valid timespec; the remainder pointer may be null with TIMER_ABSTIME.
+    // An interrupted sleep (EINTR) simply returns early; callers re-check the clock.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// Asks the scheduler for a short time slice (100 µs) for the calling thread, keeping its
+/// policy and nice value. Since Linux 6.12 a fair-class task with a shorter slice gets an
+/// earlier virtual deadline, so a timer wake-up preempts a CPU-bound neighbour instead of
+/// waiting for its slice to end; older kernels ignore it. Unprivileged; returns whether the
+/// kernel accepted it.
+pub(crate) fn short_time_slice() -> bool {
+    // SAFETY: getpriority takes plain integers; -1 with errno set would only mean "unknown",
+    // and then nice 0 is asked for (the default).
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    // SAFETY: `sched_attr` is plain old data; zeroed is a valid value.
+    let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
+    attr.size = size_of::<libc::sched_attr>() as u32;
+    attr.sched_policy = libc::SCHED_OTHER as u32;
+    attr.sched_nice = nice.clamp(-20, 19);
+    attr.sched_runtime = 100_000;
+    // SAFETY: pid 0 is the calling thread; `attr` is a valid sched_attr of the size it names.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const libc::sched_attr, 0) };
+    r == 0
 }

@@ -109,17 +109,19 @@ pub fn start_stream(
                 defer_taskrun: false,
             };
             let backend = match Backend::open(file, &cfg, &opts) {
-                Ok(b) => {
-                    let _ = ready_tx.send(Ok(()));
-                    b
-                }
+                Ok(b) => b,
                 Err(e) => {
                     let msg = e.to_string();
                     let _ = ready_tx.send(Err(e));
                     return Err(Error::Unsupported(msg));
                 }
             };
-            run_stream(backend, rx, &stop2, name)
+            // Ready only once the buffers are filled, so the first requests are not late.
+            let mut w = Worker::new(backend, Recorder::new(None), None);
+            let base = Instant::now();
+            w.set_base(base);
+            let _ = ready_tx.send(Ok(()));
+            run_stream(w, base, rx, &stop2, name)
         })?;
     match ready_rx.recv() {
         Ok(Ok(())) => Ok((IoSubmitter { tx }, StreamHandle { thread, stop })),
@@ -132,14 +134,17 @@ pub fn start_stream(
 }
 
 fn run_stream(
-    backend: Backend,
+    mut w: Worker<'_>,
+    base: Instant,
     rx: Receiver<IoRequest>,
     stop: &Stop,
     target: String,
 ) -> Result<StreamResult, Error> {
-    let base = Instant::now();
-    let info = backend.info();
-    let max_len = backend.buf_len() as u64;
+    let mut info = w.backend.info();
+    if ring::short_time_slice() {
+        info.flags.push("sched_slice_100us".to_owned());
+    }
+    let max_len = w.backend.buf_len() as u64;
     let mut src = StreamSource {
         rx,
         heap: BinaryHeap::new(),
@@ -153,7 +158,6 @@ fn run_stream(
         last: 0,
         accepted: 0,
     };
-    let mut w = Worker::new(backend, Recorder::new(None), None, base);
     let partial = w.run(&mut src, stop)?;
     let Worker {
         backend,
@@ -280,22 +284,15 @@ impl Source for StreamSource {
         self.heap.clear();
     }
 
-    fn idle_wait(&mut self, timeout: Option<Duration>) {
+    fn idle_wait(&mut self, timeout: Duration) -> bool {
         if self.closed {
-            if let Some(t) = timeout {
-                std::thread::sleep(t);
-            }
-            return;
+            return false;
         }
-        let r = match timeout {
-            // Wake now and then to notice a stop request.
-            None => self.rx.recv_timeout(Duration::from_millis(50)),
-            Some(t) => self.rx.recv_timeout(t),
-        };
-        match r {
+        match self.rx.recv_timeout(timeout) {
             Ok(req) => self.accept(req),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => self.closed = true,
         }
+        true
     }
 }

@@ -59,8 +59,12 @@ impl Default for LocalConfig {
         Self {
             mode: Mode::Auto,
             max_volume_bytes: 0,
-            // io_uring where the kernel allows it, else iogen falls back to its thread pool.
-            io_engine: iogen::EngineChoice::Auto,
+            // The thread-pool engine until cleanup stops iogen and waits for busy mounts: an
+            // io_uring that is still running (or was killed) when the process exits is torn
+            // down by the kernel in the background, holding the data file open for a while, so
+            // cleanup's `umount` falls back to `umount -l` and the loop device outlives the run
+            // (cnsreplay's run:: leak tests). iogen's open-loop phases themselves end on io_uring.
+            io_engine: iogen::EngineChoice::Sync,
         }
     }
 }

@@ -12,7 +12,12 @@ fn summary_counts_rates_errors_and_observed() {
     let dir = tempfile::tempdir().expect("tempdir");
     // 100 create_volume events at 10/s, observed 30 ms each in the source recording.
     let events: Vec<(u64, String)> = (0..100u64)
-        .map(|i| (i * 100_000_000, format!(r#""observed":30000000,"create_volume":{{"volume":"v{i}"}}"#)))
+        .map(|i| {
+            (
+                i * 100_000_000,
+                format!(r#""observed":30000000,"create_volume":{{"volume":"v{i}"}}"#),
+            )
+        })
         .collect();
     let trace = write_trace(dir.path(), "t.jsonl", Some("k8s-audit"), &events);
     let recs: Vec<_> = (0..100u64)
@@ -41,7 +46,12 @@ fn summary_counts_rates_errors_and_observed() {
 /// A sweep whose system serves at most 20 ops/s: queueing past that rate.
 fn fake_sweep(dir: &std::path::Path) -> std::path::PathBuf {
     let events: Vec<(u64, String)> = (0..200u64)
-        .map(|i| (i * 100_000_000, format!(r#""create_volume":{{"volume":"v{i}"}}"#)))
+        .map(|i| {
+            (
+                i * 100_000_000,
+                format!(r#""create_volume":{{"volume":"v{i}"}}"#),
+            )
+        })
         .collect();
     let trace = write_trace(dir, "t.jsonl", None, &events);
     let sweep = dir.join("sweep");
@@ -78,10 +88,17 @@ fn capacity_finds_the_rate_within_the_slo_and_the_knee() {
     assert_eq!(r.max_speed, Some(1.9));
     let knee = r.knee_rate.expect("knee");
     assert!((knee - 19.0).abs() < 0.5, "{knee}");
-    assert!(r.answer.contains("19.0 ops/s") && r.answer.contains("create_volume.p99=200ms"), "{}", r.answer);
+    assert!(
+        r.answer.contains("19.0 ops/s") && r.answer.contains("create_volume.p99=200ms"),
+        "{}",
+        r.answer
+    );
     assert!(Slo::parse("attach.p42x=1s").is_err());
     assert!(Slo::parse("nope.p99=1s").is_err());
-    assert_eq!(Slo::parse("io.service.p99.9=10ms").expect("slo").percentile, 99.9);
+    assert_eq!(
+        Slo::parse("io.service.p99.9=10ms").expect("slo").percentile,
+        99.9
+    );
 }
 
 #[test]
@@ -90,10 +107,16 @@ fn qos_attributes_violations_to_snapshots() {
     // 20 s of db reads at 100/s; snapshots at 2, 7, 12, 17 s, each running 1 s.
     let mut events = Vec::new();
     for i in 0..2000u64 {
-        events.push((i * 10_000_000, r#""tenant":"db","io":{"volume":"v","kind":"read","offset":0,"len":4096}"#.to_owned()));
+        events.push((
+            i * 10_000_000,
+            r#""tenant":"db","io":{"volume":"v","kind":"read","offset":0,"len":4096}"#.to_owned(),
+        ));
     }
     for s in [2u64, 7, 12, 17] {
-        events.push((s * 1_000_000_000, r#""snapshot":{"volume":"v","snapshot":"s"}"#.to_owned()));
+        events.push((
+            s * 1_000_000_000,
+            r#""snapshot":{"volume":"v","snapshot":"s"}"#.to_owned(),
+        ));
     }
     events.sort_by_key(|e| e.0);
     let trace = write_trace(dir.path(), "t.jsonl", None, &events);
@@ -116,20 +139,39 @@ fn qos_attributes_violations_to_snapshots() {
         .collect();
     let run = write_run(&dir.path().join("run"), &trace, 1.0, &recs);
     let spec_path = dir.path().join("qos.yaml");
-    fs_err::write(&spec_path, "window: 1s\ntenants:\n  db:\n    read.p99.9: 5ms\n").expect("yaml");
+    fs_err::write(
+        &spec_path,
+        "window: 1s\ntenants:\n  db:\n    read.p99.9: 5ms\n",
+    )
+    .expect("yaml");
     let spec = QosSpec::from_file(&spec_path).expect("spec");
     let r = qos(&run, &spec).expect("qos");
     let t = &r.targets[0];
-    let snap = t.attribution.iter().find(|a| a.during == "snapshot").expect("snapshot");
-    let quiet = t.attribution.iter().find(|a| a.during == "quiet").expect("quiet");
+    let snap = t
+        .attribution
+        .iter()
+        .find(|a| a.during == "snapshot")
+        .expect("snapshot");
+    let quiet = t
+        .attribution
+        .iter()
+        .find(|a| a.during == "quiet")
+        .expect("quiet");
     assert_eq!(snap.violated, 4, "{t:#?}");
     assert!(snap.windows >= 4 && snap.windows <= 8, "{t:#?}");
     assert_eq!(quiet.violated, 0);
     assert!(quiet.windows >= 12, "{t:#?}");
-    assert!(t.sentence.starts_with("tenant db read p99.9 > 5.00 ms in 4 of"), "{}", t.sentence);
+    assert!(
+        t.sentence
+            .starts_with("tenant db read p99.9 > 5.00 ms in 4 of"),
+        "{}",
+        t.sentence
+    );
 
     fs_err::write(&spec_path, "tenants:\n  db:\n    reed.p99: 5ms\n").expect("yaml");
-    let err = QosSpec::from_file(&spec_path).expect_err("bad kind").to_string();
+    let err = QosSpec::from_file(&spec_path)
+        .expect_err("bad kind")
+        .to_string();
     assert!(err.contains("tenants.db.reed.p99"), "{err}");
 }
 
@@ -140,29 +182,54 @@ fn report_has_every_figure_with_data_and_export_writes_csv() {
     let trace = write_trace(dir.path(), "t.jsonl", None, &events);
     let mut recs = Vec::new();
     for i in 0..500u64 {
-        recs.push(rec(i + 1, OpType::Io, i * 10_000_000, 1_000_000 + (i % 7) * 100_000));
+        recs.push(rec(
+            i + 1,
+            OpType::Io,
+            i * 10_000_000,
+            1_000_000 + (i % 7) * 100_000,
+        ));
     }
-    for (j, op) in [OpType::CreateVolume, OpType::Attach, OpType::Snapshot].into_iter().enumerate() {
+    for (j, op) in [OpType::CreateVolume, OpType::Attach, OpType::Snapshot]
+        .into_iter()
+        .enumerate()
+    {
         for k in 0..5u64 {
-            recs.push(rec(1000 + j as u64 * 10 + k, op, k * 1_000_000_000, 100_000_000 * (j as u64 + 1)));
+            recs.push(rec(
+                1000 + j as u64 * 10 + k,
+                op,
+                k * 1_000_000_000,
+                100_000_000 * (j as u64 + 1),
+            ));
         }
     }
     let run = write_run(&dir.path().join("run"), &trace, 1.0, &recs);
     let r = analyze::report::report(&[run.as_path()]).expect("report");
     let ids: Vec<&str> = r.figures.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(ids, ["cdf", "io-timeline-1", "rate-1"]);
-    assert!(r.figures.iter().all(|f| f.points > 0 && f.svg.starts_with("<svg")));
+    assert!(
+        r.figures
+            .iter()
+            .all(|f| f.points > 0 && f.svg.starts_with("<svg"))
+    );
     assert!(r.html.contains(r#"data-figure="cdf""#) && !r.html.contains("<script"));
 
     let csv = dir.path().join("out.csv");
-    assert_eq!(analyze::frame::export_csv_file(&run, &csv).expect("export"), 515);
+    assert_eq!(
+        analyze::frame::export_csv_file(&run, &csv).expect("export"),
+        515
+    );
     let text = fs_err::read_to_string(&csv).expect("csv");
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("id,op,intended,dispatched,started,completed,outcome,error_class,dep_wait,queue,response,service,lateness,during_snapshot")
+        Some(
+            "id,op,intended,dispatched,started,completed,outcome,error_class,dep_wait,queue,response,service,lateness,during_snapshot"
+        )
     );
-    assert_eq!(lines.next(), Some("1,io,0,0,0,1000000,ok,,0,0,1000000,1000000,0,false"));
+    assert_eq!(
+        lines.next(),
+        Some("1,io,0,0,0,1000000,ok,,0,0,1000000,1000000,0,false")
+    );
     let df = analyze::frame::events_frame(&analyze::Run::open(&run).expect("run")).expect("frame");
     assert_eq!(df.height(), 515);
 }

@@ -37,7 +37,12 @@ proptest! {
 #[test]
 fn torn_last_line_is_ignored_and_bad_lines_are_located() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let trace = write_trace(dir.path(), "t.jsonl", None, &[(0, r#""marker":{"name":"m"}"#.into())]);
+    let trace = write_trace(
+        dir.path(),
+        "t.jsonl",
+        None,
+        &[(0, r#""marker":{"name":"m"}"#.into())],
+    );
     let recs: Vec<_> = (1..=5).map(|i| rec(i, OpType::Attach, i * 10, 5)).collect();
     let path = write_run(&dir.path().join("run"), &trace, 1.0, &recs);
     let events = path.join("events.jsonl");
@@ -48,15 +53,26 @@ fn torn_last_line_is_ignored_and_bad_lines_are_located() {
     assert_eq!(RunStats::of(&run).expect("scan").total().count, 5);
 
     let lines: Vec<&str> = text.lines().collect();
-    let broken = format!("{}\n{}\n{{\"id\":3,\"op\":\"nope\"}}\n{}\n", lines[0], lines[1], lines[2]);
+    let broken = format!(
+        "{}\n{}\n{{\"id\":3,\"op\":\"nope\"}}\n{}\n",
+        lines[0], lines[1], lines[2]
+    );
     fs_err::write(&events, broken).expect("write");
     let err = RunStats::of(&run).expect_err("bad op").to_string();
-    assert!(err.contains("events.jsonl:3:") && err.contains("nope"), "{err}");
+    assert!(
+        err.contains("events.jsonl:3:") && err.contains("nope"),
+        "{err}"
+    );
 }
 
 #[test]
 fn not_a_run_directory_names_the_path() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let err = Run::open(&dir.path().join("nothing")).expect_err("no manifest").to_string();
-    assert!(err.contains("nothing") && err.contains("not a readable run directory"), "{err}");
+    let err = Run::open(&dir.path().join("nothing"))
+        .expect_err("no manifest")
+        .to_string();
+    assert!(
+        err.contains("nothing") && err.contains("not a readable run directory"),
+        "{err}"
+    );
 }

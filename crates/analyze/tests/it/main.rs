@@ -12,7 +12,12 @@ use trace_format::OpType;
 
 /// Writes a trace (JSON Lines) with `events` (already JSON objects without `at`/`id`; given as
 /// `(at_ns, body)`), and `source_format` in the provenance when set. Returns its path.
-pub fn write_trace(dir: &Path, name: &str, source_format: Option<&str>, events: &[(u64, String)]) -> PathBuf {
+pub fn write_trace(
+    dir: &Path,
+    name: &str,
+    source_format: Option<&str>,
+    events: &[(u64, String)],
+) -> PathBuf {
     let mut text = String::from(r#"{"format":"cnsreplay-trace","version":1,"provenance":{"#);
     if let Some(s) = source_format {
         text.push_str(&format!(r#""source_format":"{s}""#));
@@ -71,8 +76,11 @@ pub fn write_run(dir: &Path, trace: &Path, speed: f64, records: &[EventRecord]) 
         "state": "complete",
         "pid": 1,
     });
-    fs_err::write(dir.join("manifest.json"), serde_json::to_vec_pretty(&manifest).expect("json"))
-        .expect("manifest");
+    fs_err::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest).expect("json"),
+    )
+    .expect("manifest");
     let mut text = String::new();
     for r in records {
         text.push_str(&serde_json::to_string(r).expect("record"));

@@ -93,6 +93,9 @@ pub struct CompareArgs {
     /// Bootstrap seed.
     #[arg(long, default_value_t = 0x00C0_FFEE)]
     pub seed: u64,
+    /// Fewest events of an op type in each run for a verdict (fewer: no verdict).
+    #[arg(long, default_value_t = 10)]
+    pub min_events: u64,
     /// Print JSON (schema: docs/schemas/analyze-compare.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -224,8 +227,20 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
         "{:<16} {:>8} {:>6} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
-        "operation", "count", "failed", "int/s", "ach/s", "resp p50", "p90", "p99", "p99.9",
-        "max", "svc p50", "p99", "late p99", "dep p99"
+        "operation",
+        "count",
+        "failed",
+        "int/s",
+        "ach/s",
+        "resp p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "max",
+        "svc p50",
+        "p99",
+        "late p99",
+        "dep p99"
     )?;
     for (op, o) in &s.ops {
         let f = |v: u64| fmt_ns(v as f64);
@@ -305,6 +320,7 @@ fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
         by_op_type: a.by_op_type,
         resamples: a.resamples,
         seed: a.seed,
+        min_events: a.min_events,
         ..CompareOptions::default()
     };
     for t in &a.threshold {
@@ -345,7 +361,11 @@ fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> 
         "base {} → new {}{}; 95% CIs from {} bootstrap resamples (seed {})",
         r.base,
         r.new,
-        if r.same_trace { "" } else { " (different traces: by op type)" },
+        if r.same_trace {
+            ""
+        } else {
+            " (different traces: by op type)"
+        },
         r.options.resamples,
         r.options.seed
     )?;
@@ -356,6 +376,7 @@ fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> 
     )?;
     for row in &r.rows {
         let verdict = match row.verdict {
+            _ if row.insufficient => "too few events for a verdict",
             Verdict::Regression => "REGRESSION",
             Verdict::Improvement => "improvement",
             Verdict::NoChange => "no significant change",
@@ -368,7 +389,11 @@ fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> 
             show(row.metric, row.base),
             show(row.metric, row.new),
             change(row, row.change),
-            format!("[{}, {}]", change(row, row.ci_low), change(row, row.ci_high)),
+            format!(
+                "[{}, {}]",
+                change(row, row.ci_low),
+                change(row, row.ci_high)
+            ),
             change(row, row.threshold).trim_start_matches('+'),
         )?;
     }
@@ -399,7 +424,9 @@ fn run_capacity(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCod
         "speed",
         "intended/s",
         "achieved/s",
-        slos.iter().map(|s| format!("{:>18}", s.spec)).collect::<String>()
+        slos.iter()
+            .map(|s| format!("{:>18}", s.spec))
+            .collect::<String>()
     )?;
     for p in &r.points {
         let vals: String = p
@@ -444,7 +471,11 @@ fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 fmt_ns(v.end_ns as f64),
                 fmt_ns(v.value_ns as f64),
                 v.ios,
-                if v.in_flight.is_empty() { "nothing".to_owned() } else { v.in_flight.join(", ") }
+                if v.in_flight.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    v.in_flight.join(", ")
+                }
             )?;
         }
         if t.violations.len() > 20 {

@@ -27,7 +27,12 @@ pub struct SweepArgs {
     #[arg(short, long = "output", value_name = "SWEEPDIR")]
     pub output: PathBuf,
     /// Replay speeds, comma-separated (e.g. `0.5,1,1.5,2`).
-    #[arg(long, value_delimiter = ',', required_unless_present = "rates", conflicts_with = "rates")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required_unless_present = "rates",
+        conflicts_with = "rates"
+    )]
     pub speeds: Vec<f64>,
     /// Target rates in events per second, comma-separated (turned into speeds).
     #[arg(long, value_delimiter = ',')]
@@ -72,7 +77,10 @@ fn trace_rate(trace: &PathBuf) -> anyhow::Result<f64> {
     }
     let span = last.saturating_sub(first.unwrap_or(0));
     if n < 2 || span == 0 {
-        bail!("{}: needs two or more events at different times for --rates", trace.display());
+        bail!(
+            "{}: needs two or more events at different times for --rates",
+            trace.display()
+        );
     }
     Ok((n - 1) as f64 / (span as f64 / 1e9))
 }

@@ -3,6 +3,7 @@
 mod closed;
 mod hist;
 mod open;
+mod stop;
 mod stream;
 mod verify;
 
