@@ -332,6 +332,7 @@ impl Ring {
         unsafe { self.push_entry(&entry)? };
         self.in_flight[slot] = true;
         self.n_in_flight += 1;
+        if std::env::var_os("IOGEN_EXP_EAGER").is_some() { self.ring.submit()?; } // TEMP-EXP
         Ok(())
     }
 

@@ -23,17 +23,18 @@
 //! **Mapping.** One `io` event per request, at its `D`: `at` = `D` time − the earliest `D`
 //! time, `offset` = sector × 512, `len` = bytes; the kind from the RWBS bits (discard → trim,
 //! write → write, other data → read; a request without data is a flush when flagged, e.g.
-//! `FN` or a preflush `FWS`, and otherwise produces no event; a request whose sector × 512
-//! + bytes overflows 64 bits produces no event (binary, counted) or is bad input (text)). Each device is a volume `dev-<major>-<minor>` declared in
-//! the header (pass 1: furthest byte rounded up to 1 MiB, at least 1 MiB). A `C` pairs with
-//! the oldest open `D` of the same device, sector (none for requests without data) and kind,
-//! and `observed` is `C − D`. A second `D` of the same device, sector, kind and length while
-//! the first is open is a re-dispatch (the driver requeued it): it is merged into the first,
-//! which keeps its time. Since `observed` must be on the event when it is written, pending requests wait in a queue
-//! ordered by `D` time and the head is written when completed or when it falls more than
-//! [`COMPLETION_WINDOW_NS`] of trace time behind the newest record (then without `observed`);
-//! per-CPU files are merged by time, one record buffered per file. Every such case is counted
-//! in a warning.
+//! `FN` or a preflush `FWS`, and otherwise produces no event; a request whose end, sector ×
+//! 512 plus bytes, overflows 64 bits produces no event (binary, counted) or is bad input
+//! (text)). Each device is a volume `dev-<major>-<minor>` declared in the header (pass 1:
+//! furthest byte rounded up to 1 MiB, at least 1 MiB). A `C` pairs with the oldest open `D`
+//! of the same device, sector (none for requests without data) and kind, and `observed` is
+//! `C − D`. A second `D` of the same device, sector, kind and length while the first is open
+//! is a re-dispatch (the driver requeued it): it is merged into the first, which keeps its
+//! time. Since `observed` must be on the event when it is written, pending requests wait in a
+//! queue ordered by `D` time and the head is written when completed or when it falls more
+//! than [`COMPLETION_WINDOW_NS`] of trace time behind the newest record (then without
+//! `observed`); per-CPU files are merged by time, one record buffered per file. Every such
+//! case is counted in a warning.
 //!
 //! **Fixtures.** [`RawRecord`] and [`write_blktrace_fixture`] write per-CPU files in the
 //! kernel's layout, so tests make synthetic traces that `blkparse` itself reads.
