@@ -280,7 +280,10 @@ fn synth_fit_reads_a_pod_lifecycle_csv() {
 /// The real Alibaba GPU 2023 pod list (in `../shared`, not in the repo) refits the
 /// `alibaba-k8s-pods` preset (lognormal μ = 6.444, σ = 1.877 ln s) as the best family.
 #[test]
-#[expect(clippy::print_stderr, reason = "the skip note when ../shared is absent")]
+#[expect(
+    clippy::print_stderr,
+    reason = "the skip note when ../shared is absent"
+)]
 fn synth_fit_of_the_alibaba_pod_list_recovers_the_preset() {
     let csv = workspace()
         .join("../shared/trace-samples/k8s-pod-lifecycle-csv/openb_pod_list_default.csv");
