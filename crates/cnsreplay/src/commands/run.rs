@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -35,12 +35,13 @@ pub enum ProviderKind {
 pub struct RunArgs {
     /// The trace to replay.
     pub trace: PathBuf,
-    /// The provider.
-    #[arg(long, value_enum)]
+    /// The provider; `local` (real volumes on this machine) is the embedded default.
+    #[arg(long, value_enum, default_value_t = ProviderKind::Local)]
     pub provider: ProviderKind,
-    /// Run directory to create (must not exist or be empty).
+    /// Run directory to create (must not exist or be empty); by default
+    /// `runs/<trace name>-<UTC time>`.
     #[arg(short, long = "output", value_name = "RUNDIR")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
     /// Replay speed factor (2 = twice as fast).
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
@@ -211,7 +212,7 @@ fn ms(ns: u64) -> String {
     format!("{:.3}ms", ns as f64 / 1e6)
 }
 
-fn execute<P: Provider>(a: &RunArgs, provider: P) -> anyhow::Result<Summary> {
+fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: P) -> anyhow::Result<Summary> {
     let opts = options(a)?;
     let control = RunControl::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -226,7 +227,7 @@ fn execute<P: Provider>(a: &RunArgs, provider: P) -> anyhow::Result<Summary> {
         tracing::info!("metrics on http://{bound}/metrics");
     }
     let bar = progress(live.clone());
-    let result = replay::run(&a.trace, &a.output, &Arc::new(provider), &opts, &control);
+    let result = replay::run(&a.trace, output, &Arc::new(provider), &opts, &control);
     live.finished.store(true, Relaxed);
     let _ = bar.join();
     let outcome = result.with_context(|| format!("run of {} failed", a.trace.display()))?;
@@ -237,16 +238,20 @@ fn execute<P: Provider>(a: &RunArgs, provider: P) -> anyhow::Result<Summary> {
 }
 
 pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let output = match &a.output {
+        Some(o) => o.clone(),
+        None => default_run_dir(&a.trace),
+    };
     let summary = match a.provider {
-        ProviderKind::Sim => execute(a, SimProvider::new(sim_config(a)?)?)?,
-        ProviderKind::Local => execute(a, LocalProvider::new(local_config(a)?))?,
+        ProviderKind::Sim => execute(a, &output, SimProvider::new(sim_config(a)?)?)?,
+        ProviderKind::Local => execute(a, &output, LocalProvider::new(local_config(a)?))?,
     };
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &summary)?;
         writeln!(out)?;
     } else {
         write_table(&summary, out)?;
-        writeln!(out, "run directory: {}", a.output.display())?;
+        writeln!(out, "run directory: {}", output.display())?;
     }
     Ok(match summary.state {
         CompletionState::Complete => ExitCode::SUCCESS,
@@ -374,4 +379,14 @@ pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<Ex
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `runs/<trace file stem>-<UTC time to the second>`, so repeated runs never collide with an
+/// earlier run directory (the engine refuses a non-empty one).
+fn default_run_dir(trace: &Path) -> PathBuf {
+    let stem = trace
+        .file_stem()
+        .map_or_else(|| "run".to_owned(), |s| s.to_string_lossy().into_owned());
+    let now = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ");
+    PathBuf::from("runs").join(format!("{stem}-{now}"))
 }

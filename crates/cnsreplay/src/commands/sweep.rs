@@ -102,7 +102,7 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
         let args = RunArgs {
             trace: a.trace.clone(),
             provider: a.provider,
-            output: dir.clone(),
+            output: Some(dir.clone()),
             speed,
             concurrency: a.concurrency.clone(),
             timeout: a.timeout.clone(),

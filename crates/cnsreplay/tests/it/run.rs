@@ -187,7 +187,7 @@ fn sigkill_then_cleanup_removes_leftovers_and_nothing_else() {
             .arg(&decoy_img)
             .output()
             .expect("losetup");
-        String::from_utf8_lossy(&o.stdout).trim().to_owned()
+        LoopGuard(String::from_utf8_lossy(&o.stdout).trim().to_owned())
     });
 
     let mut child = spawn_local(&run);
@@ -232,15 +232,28 @@ fn sigkill_then_cleanup_removes_leftovers_and_nothing_else() {
         RunDir::open(&run).manifest().expect("manifest").state,
         CompletionState::CrashedDetected
     );
-    if let Some(dev) = decoy_loop {
-        let o = Command::new("losetup").arg(&dev).output().expect("losetup");
-        assert!(o.status.success(), "the decoy loop device {dev} survived");
-        Command::new("losetup")
-            .args(["-d", &dev])
-            .status()
-            .expect("losetup -d");
+    if let Some(dev) = &decoy_loop {
+        let o = Command::new("losetup")
+            .arg(&dev.0)
+            .output()
+            .expect("losetup");
+        assert!(
+            o.status.success(),
+            "the decoy loop device {} survived",
+            dev.0
+        );
     }
     // A second cleanup finds nothing more to do.
     let o = cnsreplay(&["cleanup", run.to_str().expect("utf-8")]);
     assert!(stdout(&o).contains("removed 0"), "{}", stdout(&o));
+}
+
+/// Detaches the test's own decoy loop device however the test ends, so a failing assertion
+/// does not leak it.
+struct LoopGuard(String);
+
+impl Drop for LoopGuard {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.0]).status();
+    }
 }
