@@ -14,6 +14,9 @@
 # fairer comparison when others share the cores.
 set -euo pipefail
 
+# 1-minute load average, printed with every measurement (the machine may be shared).
+load() { cut -d' ' -f1 /proc/loadavg; }
+
 DIR=${1:-/var/tmp}
 ROUNDS=${2:-3}
 RT=${3:-10}
@@ -24,7 +27,7 @@ trap 'umount "$OUT/mnt" 2>/dev/null || true; [ -n "${LOOP:-}" ] && losetup -d "$
 
 cargo build --release -q -p iogen --manifest-path "$ROOT/Cargo.toml"
 IOGEN="$ROOT/target/release/iogen"
-echo "fio: $(fio --version)  kernel: $(uname -r)  cpus: $(nproc)  file: $FILE"
+echo "fio: $(fio --version)  kernel: $(uname -r)  cpus: $(nproc)  file: $FILE  $(date -u +%FT%TZ)"
 
 # Lay the file out once (real data, so reads hit the disk).
 "$IOGEN" run --target "$FILE" --size 1g --rw randread --ios 1 >/dev/null
@@ -46,8 +49,8 @@ for r in $(seq 1 "$ROUNDS"); do
     ratio=$(jq -n "$iiops / $fiops")
     cratio=$(jq -n "$icpu / $fcpu")
     ratios+=("$iiops")
-    printf '(a) round %d: fio %.0f IOPS %.2f µs CPU/IO | iogen %.0f IOPS %.2f µs CPU/IO | IOPS ratio %.3f  CPU/IO ratio %.3f\n' \
-        "$r" "$fiops" "$fcpu" "$iiops" "$icpu" "$ratio" "$cratio"
+    printf '(a) round %d: fio %.0f IOPS %.2f µs CPU/IO | iogen %.0f IOPS %.2f µs CPU/IO | IOPS ratio %.3f  CPU/IO ratio %.3f | load %s\n' \
+        "$r" "$fiops" "$fcpu" "$iiops" "$icpu" "$ratio" "$cratio" "$(load)"
 done
 max=$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1)
 
@@ -55,7 +58,7 @@ max=$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1)
 half=$(jq -n "($max / 2) | floor")
 "$IOGEN" run --target "$FILE" --size 1g --rw randread --bs 4k --rate "$half" --direct \
     --runtime "$((RT * 2))s" --json "$OUT/iogen-b.json" >/dev/null
-jq -r --argjson t "$half" '"(b) open loop target \($t) IOPS: achieved \(.iops | floor) IOPS (\(.iops / $t * 100 | . * 100 | round / 100)% of target), lateness p50 \(.kinds.read.lateness.p50_us) µs p99 \(.kinds.read.lateness.p99_us) µs max \(.kinds.read.lateness.max_us) µs; response p99 \(.kinds.read.response.p99_us) µs"' "$OUT/iogen-b.json"
+jq -r --argjson t "$half" '"(b) open loop target \($t) IOPS: achieved \(.iops | floor) IOPS (\(.iops / $t * 100 | . * 100 | round / 100)% of target), lateness p50 \(.kinds.read.lateness.p50_us) µs p99 \(.kinds.read.lateness.p99_us) µs p99.9 \(.kinds.read.lateness.p99_9_us) µs max \(.kinds.read.lateness.max_us) µs; response p99 \(.kinds.read.response.p99_us) µs | load '"$(load)"'"' "$OUT/iogen-b.json"
 
 # --- (c) coordinated omission under fsfreeze -----------------------------------------------
 truncate -s 768M "$OUT/ext4.img"
@@ -72,5 +75,5 @@ freeze_mid & "$IOGEN" run --target "$CO" --size 256m --rw randwrite --bs 4k --ra
 freeze_mid & fio --name=c --filename="$CO" --size=256m --ioengine=io_uring --direct=1 --bs=4k \
     --rw=randwrite --rate_iops=1000 --iodepth=1 --runtime=10 --time_based --output-format=json \
     >"$OUT/fio-c.json"; wait
-jq -r '"(c) iogen  1000 writes/s, 1 s freeze: \(.ios) writes; response p90 \(.kinds.write.response.p90_us) µs p99 \(.kinds.write.response.p99_us) µs max \(.kinds.write.response.max_us) µs; service p99 \(.kinds.write.service.p99_us) µs"' "$OUT/iogen-c.json"
+jq -r '"(c) iogen  1000 writes/s, 1 s freeze: \(.ios) writes; response p90 \(.kinds.write.response.p90_us) µs p99 \(.kinds.write.response.p99_us) µs max \(.kinds.write.response.max_us) µs; service p99 \(.kinds.write.service.p99_us) µs | load '"$(load)"'"' "$OUT/iogen-c.json"
 jq -r '.jobs[0].write | "(c) fio    1000 writes/s, 1 s freeze: \(.total_ios) writes; clat p90 \(.clat_ns.percentile["90.000000"] / 1000) µs p99 \(.clat_ns.percentile["99.000000"] / 1000) µs max \(.clat_ns.max / 1000) µs"' "$OUT/fio-c.json"

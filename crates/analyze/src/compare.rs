@@ -243,17 +243,37 @@ pub fn compare_stats(
     let mut rows = Vec::new();
     let mut unmatched = Vec::new();
     let ops: std::collections::BTreeSet<_> = bs.ops.keys().chain(ns.ops.keys()).collect();
+    let mut pairs = Vec::new();
     for op in ops {
-        let (Some(a), Some(b)) = (bs.ops.get(op), ns.ops.get(op)) else {
-            unmatched.push(op.name().to_owned());
-            continue;
-        };
-        // A seed per op type, so adding an op type does not change the others' CIs.
-        let mut rng = Rng::new(opts.seed ^ (*op as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        for m in Metric::ALL {
-            rows.push(row(op.name(), m, a, b, opts, &mut rng));
+        match (bs.ops.get(op), ns.ops.get(op)) {
+            (Some(a), Some(b)) => pairs.push((*op, a, b)),
+            _ => unmatched.push(op.name().to_owned()),
         }
     }
+    // One thread per op type; a seed per op type, so the result does not depend on scheduling
+    // and adding an op type does not change the others' CIs.
+    let per_op: Vec<Vec<Row>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = pairs
+            .iter()
+            .map(|&(op, a, b)| {
+                sc.spawn(move || {
+                    let mut rng =
+                        Rng::new(opts.seed ^ (op as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                    let (points, mut reps) = bootstrap(a, b, opts, &mut rng);
+                    Metric::ALL
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, m)| row(op.name(), m, a, b, points[i], &mut reps[i], opts))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    rows.extend(per_op.into_iter().flatten());
     let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
     CompareReport {
         base: base.display().to_string(),
@@ -279,43 +299,65 @@ fn rel(base: f64, new: f64) -> f64 {
     if base > 0.0 { new / base - 1.0 } else { 0.0 }
 }
 
-fn row(op: &str, m: Metric, a: &OpAcc, b: &OpAcc, opts: &CompareOptions, rng: &mut Rng) -> Row {
+/// The point estimates `(base, new, change)` of every metric, and `resamples` bootstrap
+/// replicates of each change. One resample of each run serves all three latency metrics.
+fn bootstrap(
+    a: &OpAcc,
+    b: &OpAcc,
+    opts: &CompareOptions,
+    rng: &mut Rng,
+) -> ([(f64, f64, f64); 4], [Vec<f64>; 4]) {
     let resamples = opts.resamples.max(1) as usize;
-    let mut reps = Vec::with_capacity(resamples);
-    let (base, new, change) = if m == Metric::ErrorRate {
-        let rate = |x: &OpAcc| x.failed as f64 / x.count.max(1) as f64;
-        let draw = |x: &OpAcc, rng: &mut Rng| {
-            let f = rng.poisson(x.failed as f64);
-            let o = rng.poisson((x.count - x.failed) as f64);
-            if f + o > 0.0 { f / (f + o) } else { 0.0 }
-        };
-        for _ in 0..resamples {
-            let ra = draw(a, rng);
-            reps.push(draw(b, rng) - ra);
+    let mut reps: [Vec<f64>; 4] = std::array::from_fn(|_| Vec::with_capacity(resamples));
+    let ba = a.response.as_ref().map(bins).unwrap_or_default();
+    let bb = b.response.as_ref().map(bins).unwrap_or_default();
+    let whole = |v: &[(f64, u64)]| v.iter().map(|&(x, c)| (x, c as f64)).collect::<Vec<_>>();
+    let (wa0, wb0) = (whole(&ba), whole(&bb));
+    let mut points = [(0.0, 0.0, 0.0); 4];
+    for (i, m) in Metric::ALL[..3].iter().enumerate() {
+        let (x, y) = (latency_stat(*m, &wa0), latency_stat(*m, &wb0));
+        points[i] = (x, y, rel(x, y));
+    }
+    let rate = |x: &OpAcc| x.failed as f64 / x.count.max(1) as f64;
+    points[3] = (rate(a), rate(b), rate(b) - rate(a));
+    let (mut wa, mut wb) = (Vec::new(), Vec::new());
+    let empty = |w: &[(f64, f64)]| w.iter().all(|x| x.1 == 0.0);
+    // A resample with no weight at all (possible for tiny runs) is drawn again, a bounded
+    // number of times.
+    for _ in 0..resamples * 4 {
+        if reps[0].len() == resamples {
+            break;
         }
-        (rate(a), rate(b), rate(b) - rate(a))
-    } else {
-        let ba = a.response.as_ref().map(bins).unwrap_or_default();
-        let bb = b.response.as_ref().map(bins).unwrap_or_default();
-        let whole = |v: &[(f64, u64)]| v.iter().map(|&(x, c)| (x, c as f64)).collect::<Vec<_>>();
-        let (base, new) = (latency_stat(m, &whole(&ba)), latency_stat(m, &whole(&bb)));
-        let (mut wa, mut wb) = (Vec::new(), Vec::new());
-        let empty = |w: &[(f64, f64)]| w.iter().all(|x| x.1 == 0.0);
-        // A resample with no weight at all (possible for tiny runs) is drawn again, a bounded
-        // number of times.
-        for _ in 0..resamples * 4 {
-            if reps.len() == resamples {
-                break;
-            }
-            resample(&ba, rng, &mut wa);
-            resample(&bb, rng, &mut wb);
-            if !(ba.is_empty() || bb.is_empty()) && (empty(&wa) || empty(&wb)) {
-                continue;
-            }
-            reps.push(rel(latency_stat(m, &wa), latency_stat(m, &wb)));
+        resample(&ba, rng, &mut wa);
+        resample(&bb, rng, &mut wb);
+        if !(ba.is_empty() || bb.is_empty()) && (empty(&wa) || empty(&wb)) {
+            continue;
         }
-        (base, new, rel(base, new))
+        for (i, m) in Metric::ALL[..3].iter().enumerate() {
+            reps[i].push(rel(latency_stat(*m, &wa), latency_stat(*m, &wb)));
+        }
+    }
+    let draw = |x: &OpAcc, rng: &mut Rng| {
+        let f = rng.poisson(x.failed as f64);
+        let o = rng.poisson((x.count - x.failed) as f64);
+        if f + o > 0.0 { f / (f + o) } else { 0.0 }
     };
+    for _ in 0..resamples {
+        let ra = draw(a, rng);
+        reps[3].push(draw(b, rng) - ra);
+    }
+    (points, reps)
+}
+
+fn row(
+    op: &str,
+    m: Metric,
+    a: &OpAcc,
+    b: &OpAcc,
+    (base, new, change): (f64, f64, f64),
+    reps: &mut [f64],
+    opts: &CompareOptions,
+) -> Row {
     reps.sort_by(f64::total_cmp);
     let (ci_low, ci_high) = (sorted_pct(&reps, 2.5), sorted_pct(&reps, 97.5));
     let threshold = opts.thresholds.of(m);

@@ -88,17 +88,23 @@ impl Rng {
         ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
     }
 
-    /// A Poisson(`mean`) draw: Knuth's product method below 30, a rounded normal above.
+    /// A Poisson(`mean`) draw: inversion (one uniform) below 30, a rounded normal above.
     pub fn poisson(&mut self, mean: f64) -> f64 {
         if mean <= 0.0 {
             return 0.0;
         }
         if mean < 30.0 {
-            let limit = (-mean).exp();
-            let (mut k, mut p) = (0.0, self.unit());
-            while p > limit {
+            let u = self.unit();
+            let mut p = if mean.fract() == 0.0 {
+                EXP_NEG[mean as usize]
+            } else {
+                (-mean).exp()
+            };
+            let (mut k, mut cdf) = (0.0, p);
+            while u > cdf && k < 200.0 {
                 k += 1.0;
-                p *= self.unit();
+                p *= mean / k;
+                cdf += p;
             }
             return k;
         }
@@ -106,6 +112,17 @@ impl Rng {
         (mean + z * mean.sqrt()).round().max(0.0)
     }
 }
+
+/// `e^-k` for k = 0…29 (bin counts are integers: the common Poisson means).
+static EXP_NEG: [f64; 30] = {
+    let mut t = [1.0f64; 30];
+    let mut k = 1;
+    while k < 30 {
+        t[k] = t[k - 1] * 0.367_879_441_171_442_33;
+        k += 1;
+    }
+    t
+};
 
 /// The `q` quantile (0–1) of weighted bins.
 pub fn quantile(bins: &[(f64, f64)], q: f64) -> f64 {

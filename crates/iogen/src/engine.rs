@@ -105,11 +105,7 @@ fn ring_op(k: IoKind) -> RingOp {
 }
 
 impl<'a> Worker<'a> {
-    pub(crate) fn new(
-        mut backend: Backend,
-        rec: Recorder,
-        verifier: Option<Verifier<'a>>,
-    ) -> Self {
+    pub(crate) fn new(mut backend: Backend, rec: Recorder, verifier: Option<Verifier<'a>>) -> Self {
         let n = backend.slots();
         // Writes carry incompressible data, not zeros.
         let mut rng = Rng::new(0xb0f ^ n as u64);
@@ -135,7 +131,8 @@ impl<'a> Worker<'a> {
     /// Sets the instant all times are measured from (the run's start).
     pub(crate) fn set_base(&mut self, base: Instant) {
         self.base = base;
-        self.base_mono = crate::ring::monotonic_ns().saturating_sub(base.elapsed().as_nanos() as u64);
+        self.base_mono =
+            crate::ring::monotonic_ns().saturating_sub(base.elapsed().as_nanos() as u64);
     }
 
     fn now(&self) -> u64 {

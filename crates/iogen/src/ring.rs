@@ -381,7 +381,6 @@ impl Ring {
         self.abandoned = true;
     }
 
-
     /// Submits queued requests without waiting.
     pub(crate) fn submit(&mut self) -> io::Result<()> {
         if !self.ring.submission().is_empty() {
@@ -480,9 +479,7 @@ impl Drop for Ring {
                 let _ = self.cancel_in_flight();
             }
             if waited >= DROP_ABANDON
-                || self
-                    .wait(1, Duration::from_millis(100), &mut sink)
-                    .is_err()
+                || self.wait(1, Duration::from_millis(100), &mut sink).is_err()
             {
                 // The kernel may still write into the buffers: never free them.
                 self.abandon();
@@ -609,6 +606,13 @@ pub(crate) fn short_time_slice() -> bool {
     attr.sched_nice = nice.clamp(-20, 19);
     attr.sched_runtime = 100_000;
     // SAFETY: pid 0 is the calling thread; `attr` is a valid sched_attr of the size it names.
-    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const libc::sched_attr, 0) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            0,
+            &attr as *const libc::sched_attr,
+            0,
+        )
+    };
     r == 0
 }

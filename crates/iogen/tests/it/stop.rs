@@ -78,7 +78,10 @@ fn stop_ends_an_open_loop_waiting_for_a_far_deadline() {
         });
         // The run asks for 200 s; the watchdog fails it long before that.
         assert!(r.partial, "{engine:?}: a stop cut it short");
-        assert_eq!(r.summary.ios, 1, "{engine:?}: only the first request was due");
+        assert_eq!(
+            r.summary.ios, 1,
+            "{engine:?}: only the first request was due"
+        );
     }
 }
 
@@ -110,7 +113,11 @@ fn stop_cancels_io_that_never_completes() {
         h.finish().expect("finish")
     });
     assert!(res.summary.partial);
-    assert_eq!(res.errors, 1, "the read failed (cancelled): {:?}", res.summary);
+    assert_eq!(
+        res.errors, 1,
+        "the read failed (cancelled): {:?}",
+        res.summary
+    );
     assert_eq!(res.summary.ios, 0);
 }
 
@@ -138,5 +145,8 @@ fn stop_gives_up_on_io_stuck_beyond_cancelling() {
     });
     assert!(r.partial);
     assert_eq!(r.summary.ios, 0);
-    assert_eq!(r.summary.errors, 1, "the stuck request is counted as failed");
+    assert_eq!(
+        r.summary.errors, 1,
+        "the stuck request is counted as failed"
+    );
 }
