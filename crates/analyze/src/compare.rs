@@ -299,6 +299,9 @@ fn rel(base: f64, new: f64) -> f64 {
     if base > 0.0 { new / base - 1.0 } else { 0.0 }
 }
 
+/// Per metric (in [`Metric::ALL`] order): `(base, new, change)`.
+type Estimates = [(f64, f64, f64); 4];
+
 /// The point estimates `(base, new, change)` of every metric, and `resamples` bootstrap
 /// replicates of each change. One resample of each run serves all three latency metrics.
 fn bootstrap(
@@ -306,7 +309,7 @@ fn bootstrap(
     b: &OpAcc,
     opts: &CompareOptions,
     rng: &mut Rng,
-) -> ([(f64, f64, f64); 4], [Vec<f64>; 4]) {
+) -> (Estimates, [Vec<f64>; 4]) {
     let resamples = opts.resamples.max(1) as usize;
     let mut reps: [Vec<f64>; 4] = std::array::from_fn(|_| Vec::with_capacity(resamples));
     let ba = a.response.as_ref().map(bins).unwrap_or_default();
@@ -359,7 +362,7 @@ fn row(
     opts: &CompareOptions,
 ) -> Row {
     reps.sort_by(f64::total_cmp);
-    let (ci_low, ci_high) = (sorted_pct(&reps, 2.5), sorted_pct(&reps, 97.5));
+    let (ci_low, ci_high) = (sorted_pct(reps, 2.5), sorted_pct(reps, 97.5));
     let threshold = opts.thresholds.of(m);
     let insufficient = a.count.min(b.count) < opts.min_events;
     let verdict = if insufficient {

@@ -269,9 +269,8 @@ impl<'a> Worker<'a> {
     /// deadline has passed, when completions were reaped, or after the blocking part.
     fn wait_until(&mut self, src: &mut dyn Source, t: u64, in_flight: usize) -> Result<(), Error> {
         let now = self.now();
-        let spin_ns: u64 = std::env::var("IOGEN_EXP_SPIN").ok().and_then(|v| v.parse().ok()).unwrap_or(SPIN_NS); // TEMP-EXP
-        if t > now + spin_ns {
-            let wake = (t - spin_ns).min(now + STOP_POLL.as_nanos() as u64);
+        if t > now + SPIN_NS {
+            let wake = (t - SPIN_NS).min(now + STOP_POLL.as_nanos() as u64);
             if in_flight > 0 {
                 self.backend
                     .wait(1, Duration::from_nanos(wake - now), &mut self.done)?;

@@ -356,7 +356,7 @@ fn run_job(
     let cfg = BackendConfig {
         slots,
         buf_len: plan.max_len as usize,
-        defer_taskrun: !open_loop || std::env::var_os("IOGEN_EXP_DEFER").is_some(), // TEMP-EXP
+        defer_taskrun: !open_loop,
     };
     // The worker (and its filled buffers) is ready before the clock starts.
     let worker = open_target(target, spec.direct, spec.read_pct < 100 || spec.verify)
