@@ -202,11 +202,26 @@ pub struct JsonSchemaArgs {
     pub command: SchemaFor,
 }
 
-/// Commands with a `--json` output.
+/// Commands with a `--json` output; each schema is committed as
+/// `docs/schemas/<value name>.schema.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SchemaFor {
     /// `validate --json`.
     Validate,
     /// `stats --json`.
     Stats,
+    /// `synth --json`.
+    Synth,
+    /// `synth fit --json`.
+    SynthFit,
+    /// `run --json`.
+    Run,
+    /// `analyze summary --json`.
+    AnalyzeSummary,
+    /// `analyze compare --json`.
+    AnalyzeCompare,
+    /// `analyze capacity --json`.
+    AnalyzeCapacity,
+    /// `analyze qos --json`.
+    AnalyzeQos,
 }

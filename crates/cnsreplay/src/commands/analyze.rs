@@ -1,7 +1,7 @@
 //! `cnsreplay analyze …`: summaries, run-to-run comparison (exit 1 on a regression), capacity
 //! from a sweep, per-tenant QoS, the HTML report and CSV export. The `analyze` library returns
 //! data; this module prints it as tables or JSON (schemas `docs/schemas/analyze-*.schema.json`,
-//! printed by the hidden `analyze schema WHICH`).
+//! printed by the hidden `json-schema analyze-*`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use analyze::compare::{Metric, Row};
 use analyze::report::fmt_ns;
 use analyze::summary::{RunSummary, SummaryReport, summary};
-use analyze::{CapacityReport, CompareOptions, CompareReport, QosReport, QosSpec, Slo, Verdict};
+use analyze::{CompareOptions, CompareReport, QosSpec, Slo, Verdict};
 use anyhow::Context;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use serde::Serialize;
 
 /// `analyze`.
@@ -40,26 +40,6 @@ pub enum AnalyzeCommand {
     Report(ReportArgs),
     /// Export the event records (CSV).
     Export(ExportArgs),
-    /// Print the JSON Schema of an `analyze … --json` output.
-    #[command(hide = true)]
-    Schema {
-        /// Which output.
-        #[arg(value_enum)]
-        which: AnalyzeSchema,
-    },
-}
-
-/// Outputs with a JSON Schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AnalyzeSchema {
-    /// `analyze summary --json`.
-    Summary,
-    /// `analyze compare --json`.
-    Compare,
-    /// `analyze capacity --json`.
-    Capacity,
-    /// `analyze qos --json`.
-    Qos,
 }
 
 /// `analyze summary`.
@@ -170,24 +150,7 @@ pub(crate) fn run(a: &AnalyzeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
             writeln!(out, "{n} records → {}", a.csv.display())?;
             Ok(ExitCode::SUCCESS)
         }
-        AnalyzeCommand::Schema { which } => {
-            out.write_all(schema_text(*which).as_bytes())?;
-            Ok(ExitCode::SUCCESS)
-        }
     }
-}
-
-/// The JSON Schema of an `analyze` output, pretty-printed with a final newline.
-pub fn schema_text(which: AnalyzeSchema) -> String {
-    let schema = match which {
-        AnalyzeSchema::Summary => schemars::schema_for!(SummaryReport),
-        AnalyzeSchema::Compare => schemars::schema_for!(CompareReport),
-        AnalyzeSchema::Capacity => schemars::schema_for!(CapacityReport),
-        AnalyzeSchema::Qos => schemars::schema_for!(QosReport),
-    };
-    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
-    s.push('\n');
-    s
 }
 
 fn run_summary(a: &SummaryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

@@ -35,6 +35,13 @@ pub fn schema_text(which: SchemaFor) -> String {
     let schema = match which {
         SchemaFor::Validate => schemars::schema_for!(ValidateReport),
         SchemaFor::Stats => schemars::schema_for!(StatsReport),
+        SchemaFor::Synth => schemars::schema_for!(crate::commands::synth::SynthReport),
+        SchemaFor::SynthFit => schemars::schema_for!(synth::FitReport),
+        SchemaFor::Run => schemars::schema_for!(replay::Summary),
+        SchemaFor::AnalyzeSummary => schemars::schema_for!(analyze::summary::SummaryReport),
+        SchemaFor::AnalyzeCompare => schemars::schema_for!(analyze::CompareReport),
+        SchemaFor::AnalyzeCapacity => schemars::schema_for!(analyze::CapacityReport),
+        SchemaFor::AnalyzeQos => schemars::schema_for!(analyze::QosReport),
     };
     let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
     s.push('\n');

@@ -4,7 +4,7 @@
 //! `cnsreplay synth fit DATA` fits. A subcommand name wins over a model path, so a model file
 //! literally named `fit` must be written `./fit`. The library (`synth`) returns data; this
 //! module prints it, as a table or as JSON (schemas: `docs/schemas/synth.schema.json` and
-//! `docs/schemas/synth-fit.schema.json`, printed by the hidden `synth schema gen|fit`).
+//! `docs/schemas/synth-fit.schema.json`, printed by the hidden `json-schema synth|synth-fit`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use schemars::JsonSchema;
 use serde::Serialize;
 use synth::data::Objects;
-use synth::{Derivation, FitReport, Model, Observation, Options, Plan, Target};
+use synth::{Derivation, Model, Observation, Options, Plan, Target};
 use trace_format::{Encoding, TraceWriter};
 
 use crate::cli::EncodingArg;
@@ -39,22 +39,6 @@ pub enum SynthCommand {
     Gen(GenArgs),
     /// Fit lifetime distributions to a lifetime CSV or a trace and print the best as YAML.
     Fit(FitArgs),
-    /// Print the JSON Schema of `synth --json` or `synth fit --json`.
-    #[command(hide = true)]
-    Schema {
-        /// Which output.
-        #[arg(value_enum)]
-        which: SchemaWhich,
-    },
-}
-
-/// Outputs with a JSON Schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SchemaWhich {
-    /// `synth --json`.
-    Gen,
-    /// `synth fit --json`.
-    Fit,
 }
 
 /// `synth [gen]`.
@@ -182,22 +166,7 @@ pub(crate) fn run(a: &SynthArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
         None => generate(&a.generate, out),
         Some(SynthCommand::Gen(g)) => generate(g, out),
         Some(SynthCommand::Fit(f)) => fit(f, out),
-        Some(SynthCommand::Schema { which }) => {
-            out.write_all(schema_text(*which).as_bytes())?;
-            Ok(ExitCode::SUCCESS)
-        }
     }
-}
-
-/// The JSON Schema of a `synth` output, pretty-printed with a final newline.
-pub fn schema_text(which: SchemaWhich) -> String {
-    let schema = match which {
-        SchemaWhich::Gen => schemars::schema_for!(SynthReport),
-        SchemaWhich::Fit => schemars::schema_for!(FitReport),
-    };
-    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
-    s.push('\n');
-    s
 }
 
 fn generate(a: &GenArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

@@ -146,11 +146,14 @@ fn missing_file_is_exit_2_with_the_path() {
 
 #[test]
 fn committed_json_schemas_match_the_reports() {
+    use clap::ValueEnum;
     use cnsreplay::cli::SchemaFor;
-    for (which, file) in [
-        (SchemaFor::Validate, "validate"),
-        (SchemaFor::Stats, "stats"),
-    ] {
+    for &which in SchemaFor::value_variants() {
+        let file = which
+            .to_possible_value()
+            .expect("visible")
+            .get_name()
+            .to_owned();
         let path = workspace().join(format!("docs/schemas/{file}.schema.json"));
         let want = cnsreplay::commands::meta::schema_text(which);
         if std::env::var_os("UPDATE_SCHEMAS").is_some() {

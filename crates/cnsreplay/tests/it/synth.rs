@@ -213,25 +213,6 @@ fn synth_fit_bad_csv_line_is_exit_1() {
     assert!(err.contains("l.csv:4: lifetime_s"), "{err}");
 }
 
-#[test]
-fn committed_synth_schemas_match() {
-    for (which, file) in [("gen", "synth"), ("fit", "synth-fit")] {
-        let o = cnsreplay(&["synth", "schema", which]);
-        assert_eq!(o.status.code(), Some(0));
-        let want = stdout(&o);
-        let path = workspace().join(format!("docs/schemas/{file}.schema.json"));
-        if std::env::var_os("UPDATE_SCHEMAS").is_some() {
-            fs_err::write(&path, &want).expect("write schema");
-        }
-        let have = fs_err::read_to_string(&path).unwrap_or_default();
-        assert!(
-            have == want,
-            "{} is stale: run `UPDATE_SCHEMAS=1 cargo test -p cnsreplay` and commit it",
-            path.display()
-        );
-    }
-}
-
 /// A pod lifecycle CSV with 300 pods of exponential lives (mean 600 s) and 20 still running
 /// at the end of observation: the fit sees every pod and the 20 censored ones.
 #[test]
