@@ -6,9 +6,9 @@ use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileTypeExt;
 
 use fs_err::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::sync::{Barrier, OnceLock};
+use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use trace_format::Load;
@@ -204,40 +204,54 @@ pub fn run_phase(
         None => None,
     };
     let proc0 = ring::cpu_time(false);
-    let barrier = Barrier::new(plan.jobs as usize);
-    let start: OnceLock<Instant> = OnceLock::new();
-    let results: Vec<Result<JobOut, Error>> = std::thread::scope(|sc| {
-        let mut handles = Vec::new();
-        for j in 0..plan.jobs {
-            let tx = ivlog.as_ref().map(|_| (opts.interval, iv_tx.clone()));
-            let (plan, map, barrier, start) = (&plan, map.as_ref(), &barrier, &start);
-            let h = std::thread::Builder::new()
-                .name(format!("iogen-job-{j}"))
-                .spawn_scoped(sc, move || {
-                    run_job(spec, plan, j, target, opts, stop, map, tx, barrier, start)
-                });
-            match h {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    stop.request();
-                    return vec![Err(Error::Io(e))];
-                }
-            }
-        }
-        drop(iv_tx);
-        if let Some(log) = &mut ivlog {
-            for msg in iv_rx.iter() {
-                if let Err(e) = log.add(&msg) {
-                    stop.request();
-                    return vec![Err(e)];
-                }
-            }
-        }
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(Err(Error::WorkerPanicked)))
-            .collect()
+    // Job threads are not scoped and not joined: each sends its result, and one whose requests
+    // were abandoned after a stop may sit in the kernel when it exits (a thread that submitted
+    // io_uring requests cannot exit before its io-wq workers are done) without holding up the
+    // phase's result.
+    let n = plan.jobs as usize;
+    let ctx = Arc::new(JobCtx {
+        spec: spec.clone(),
+        plan,
+        target: target.to_path_buf(),
+        opts: opts.clone(),
+        stop: stop.clone(),
+        map,
+        barrier: Barrier::new(n),
+        start: OnceLock::new(),
     });
+    let (res_tx, res_rx) = mpsc::channel();
+    for j in 0..ctx.plan.jobs {
+        let tx = ivlog.as_ref().map(|_| (opts.interval, iv_tx.clone()));
+        let (ctx, res_tx) = (Arc::clone(&ctx), res_tx.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("iogen-job-{j}"))
+            .spawn(move || {
+                let _ = res_tx.send(run_job(&ctx, j, tx));
+            });
+        if let Err(e) = spawned {
+            // Jobs already started wait at the barrier for ever; they hold nothing open yet
+            // but their target and ring.
+            stop.request();
+            return Err(Error::Io(e));
+        }
+    }
+    drop((iv_tx, res_tx));
+    let mut iv_err = None;
+    if let Some(log) = &mut ivlog {
+        for msg in iv_rx.iter() {
+            if let Err(e) = log.add(&msg) {
+                stop.request();
+                iv_err = Some(e);
+                break;
+            }
+        }
+    }
+    // A job that panicked sends nothing: the iterator ends when every sender is gone.
+    let mut results: Vec<Result<JobOut, Error>> = res_rx.iter().take(n).collect();
+    results.resize_with(n, || Err(Error::WorkerPanicked));
+    if let Some(e) = iv_err {
+        return Err(e);
+    }
     if let Some(log) = ivlog {
         log.finish()?;
     }
@@ -275,7 +289,7 @@ pub fn run_phase(
                 .merge(&v);
         }
     }
-    if let (Some(m), Some(p)) = (&map, &spec.verify_state) {
+    if let (Some(m), Some(p)) = (&ctx.map, &spec.verify_state) {
         m.save(p)?;
     }
     let elapsed = Duration::from_nanos(elapsed);
@@ -308,19 +322,34 @@ fn share(total: u64, jobs: u32, j: u32) -> u64 {
     q + u64::from(u64::from(j) < r)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What every job of a phase shares.
+struct JobCtx {
+    spec: PhaseSpec,
+    plan: Plan,
+    target: PathBuf,
+    opts: EngineOptions,
+    stop: Stop,
+    map: Option<GenMap>,
+    barrier: Barrier,
+    start: OnceLock<Instant>,
+}
+
 fn run_job(
-    spec: &PhaseSpec,
-    plan: &Plan,
+    ctx: &JobCtx,
     j: u32,
-    target: &Path,
-    opts: &EngineOptions,
-    stop: &Stop,
-    map: Option<&GenMap>,
     iv: Option<(Duration, mpsc::Sender<crate::stats::IntervalMsg>)>,
-    barrier: &Barrier,
-    start: &OnceLock<Instant>,
 ) -> Result<JobOut, Error> {
+    let JobCtx {
+        spec,
+        plan,
+        target,
+        opts,
+        stop,
+        map,
+        barrier,
+        start,
+    } = ctx;
+    let map = map.as_ref();
     ring::tight_timer_slack();
     let seed = opts.seed ^ (u64::from(j) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     // Verify jobs own disjoint slices; otherwise every job uses the whole region.

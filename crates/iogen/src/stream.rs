@@ -11,7 +11,6 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use trace_format::IoKind;
@@ -59,15 +58,19 @@ impl IoSubmitter {
 /// The worker side of a stream.
 #[derive(Debug)]
 pub struct StreamHandle {
-    thread: JoinHandle<Result<StreamResult, Error>>,
+    done: Receiver<Result<StreamResult, Error>>,
     stop: Stop,
 }
 
 impl StreamHandle {
     /// Waits until every submitter is dropped and all queued and in-flight I/O completed.
     /// Call it after dropping your submitters (or after [`StreamHandle::stop`]).
+    ///
+    /// The worker thread is not joined: after a stop that had to abandon requests it may sit in
+    /// the kernel until they end (a thread that submitted io_uring requests cannot exit before
+    /// its io-wq workers are done), and the result does not wait for that.
     pub fn finish(self) -> Result<StreamResult, Error> {
-        self.thread.join().unwrap_or(Err(Error::WorkerPanicked))
+        self.done.recv().unwrap_or(Err(Error::WorkerPanicked))
     }
 
     /// Stops issuing: queued requests are dropped, in-flight ones complete; the result is
@@ -97,9 +100,11 @@ pub fn start_stream(
     let file = open_target(target, direct, true)?;
     let (tx, rx) = mpsc::sync_channel(STREAM_QUEUE);
     let (ready_tx, ready_rx) = mpsc::channel();
+    // The result comes back on a channel, not through `join`: see `StreamHandle::finish`.
+    let (done_tx, done) = mpsc::channel();
     let stop = Stop::new();
     let (opts, stop2, name) = (opts.clone(), stop.clone(), target.display().to_string());
-    let thread = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("iogen-stream".to_owned())
         .spawn(move || {
             ring::tight_timer_slack();
@@ -111,9 +116,8 @@ pub fn start_stream(
             let backend = match Backend::open(file, &cfg, &opts) {
                 Ok(b) => b,
                 Err(e) => {
-                    let msg = e.to_string();
                     let _ = ready_tx.send(Err(e));
-                    return Err(Error::Unsupported(msg));
+                    return;
                 }
             };
             // Ready only once the buffers are filled, so the first requests are not late.
@@ -121,15 +125,12 @@ pub fn start_stream(
             let base = Instant::now();
             w.set_base(base);
             let _ = ready_tx.send(Ok(()));
-            run_stream(w, base, rx, &stop2, name)
+            let _ = done_tx.send(run_stream(w, base, rx, &stop2, name));
         })?;
     match ready_rx.recv() {
-        Ok(Ok(())) => Ok((IoSubmitter { tx }, StreamHandle { thread, stop })),
+        Ok(Ok(())) => Ok((IoSubmitter { tx }, StreamHandle { done, stop })),
         Ok(Err(e)) => Err(e),
-        Err(_) => Err(thread
-            .join()
-            .err()
-            .map_or(Error::StreamClosed, |_| Error::WorkerPanicked)),
+        Err(_) => Err(Error::WorkerPanicked),
     }
 }
 
