@@ -45,18 +45,33 @@ pub struct RunArgs {
     /// Replay speed factor (2 = twice as fast).
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
-    /// Cap concurrent operations of a type, e.g. `attach=4` (repeatable).
-    #[arg(long, value_name = "OP=N")]
-    pub concurrency: Vec<String>,
-    /// Timeout of an op type's provider call, e.g. `create_volume=30s` (repeatable).
-    #[arg(long, value_name = "OP=DUR")]
-    pub timeout: Vec<String>,
+    /// Engine and provider settings (shared with `sweep`).
+    #[command(flatten)]
+    pub settings: ProviderArgs,
     /// Stop dispatching at the first failed operation.
     #[arg(long)]
     pub fail_fast: bool,
     /// After Ctrl-C/SIGTERM, how long in-flight operations may finish.
     #[arg(long, default_value = "30s", value_name = "DUR")]
     pub grace: String,
+    /// Serve Prometheus metrics on this address (127.0.0.1 only), e.g. `127.0.0.1:9464`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Print the summary as JSON (schema: docs/schemas/run.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Engine and provider settings of `run`, shared with `sweep` so each sweep point is exactly
+/// a run.
+#[derive(Debug, Clone, Args)]
+pub struct ProviderArgs {
+    /// Cap concurrent operations of a type, e.g. `attach=4` (repeatable).
+    #[arg(long, value_name = "OP=N")]
+    pub concurrency: Vec<String>,
+    /// Timeout of an op type's provider call, e.g. `create_volume=30s` (repeatable).
+    #[arg(long, value_name = "OP=DUR")]
+    pub timeout: Vec<String>,
     /// Seed of random choices (recorded in the manifest; the sim's default seed).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -78,12 +93,6 @@ pub struct RunArgs {
     /// local: cap the size of each volume actually allocated (e.g. `256Mi`).
     #[arg(long, value_name = "BYTES")]
     pub local_max_volume: Option<String>,
-    /// Serve Prometheus metrics on this address (127.0.0.1 only), e.g. `127.0.0.1:9464`.
-    #[arg(long, value_name = "ADDR")]
-    pub metrics_addr: Option<SocketAddr>,
-    /// Print the summary as JSON (schema: docs/schemas/run.schema.json).
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// `cleanup`.
@@ -110,23 +119,23 @@ fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
         speed: a.speed,
         fail_fast: a.fail_fast,
         grace_ns: dur_ns(&a.grace).context("--grace")?,
-        seed: a.seed,
-        workers: a.workers,
+        seed: a.settings.seed,
+        workers: a.settings.workers,
         ..RunOptions::default()
     };
-    for c in &a.concurrency {
+    for c in &a.settings.concurrency {
         let (op, n) = op_value(c).context("--concurrency")?;
         o.concurrency
             .insert(op, n.parse().with_context(|| format!("--concurrency {c}"))?);
     }
-    for t in &a.timeout {
+    for t in &a.settings.timeout {
         let (op, d) = op_value(t).context("--timeout")?;
         o.timeouts.insert(op, dur_ns(d).context("--timeout")?);
     }
     Ok(o)
 }
 
-fn sim_config(a: &RunArgs) -> anyhow::Result<SimConfig> {
+fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
     let mut c = match &a.sim_config {
         Some(p) => SimConfig::from_file(p)?,
         None => SimConfig {
@@ -154,7 +163,7 @@ fn sim_config(a: &RunArgs) -> anyhow::Result<SimConfig> {
     Ok(c)
 }
 
-fn local_config(a: &RunArgs) -> anyhow::Result<LocalConfig> {
+fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
     let mode = match a.local_mode.as_str() {
         "auto" => Mode::Auto,
         "loop" => Mode::Loop,
@@ -243,8 +252,8 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         None => default_run_dir(&a.trace),
     };
     let summary = match a.provider {
-        ProviderKind::Sim => execute(a, &output, SimProvider::new(sim_config(a)?)?)?,
-        ProviderKind::Local => execute(a, &output, LocalProvider::new(local_config(a)?))?,
+        ProviderKind::Sim => execute(a, &output, SimProvider::new(sim_config(&a.settings)?)?)?,
+        ProviderKind::Local => execute(a, &output, LocalProvider::new(local_config(&a.settings)?))?,
     };
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &summary)?;

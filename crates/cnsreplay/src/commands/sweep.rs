@@ -13,7 +13,7 @@ use clap::Args;
 use replay::RunDir;
 use trace_format::TraceReader;
 
-use crate::commands::run::{ProviderKind, RunArgs};
+use crate::commands::run::{ProviderArgs, ProviderKind, RunArgs};
 
 /// `sweep`.
 #[derive(Debug, Args)]
@@ -37,33 +37,9 @@ pub struct SweepArgs {
     /// Target rates in events per second, comma-separated (turned into speeds).
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,
-    /// Cap concurrent operations of a type, e.g. `attach=4` (repeatable).
-    #[arg(long, value_name = "OP=N")]
-    pub concurrency: Vec<String>,
-    /// Timeout of an op type's provider call, e.g. `create_volume=30s` (repeatable).
-    #[arg(long, value_name = "OP=DUR")]
-    pub timeout: Vec<String>,
-    /// Seed of random choices (the sim's default seed).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// tokio worker threads.
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
-    /// sim: configuration file (YAML).
-    #[arg(long, value_name = "FILE")]
-    pub sim_config: Option<PathBuf>,
-    /// sim: latency of an op type (or `default`), e.g. `attach=lognormal:2s:0.5` (repeatable).
-    #[arg(long, value_name = "OP=DIST")]
-    pub sim_latency: Vec<String>,
-    /// sim: inject a stall, `AT+DURATION` (repeatable).
-    #[arg(long, value_name = "AT+DUR")]
-    pub sim_stall: Vec<String>,
-    /// local: `auto`, `loop` or `dir`.
-    #[arg(long, value_name = "MODE", default_value = "auto")]
-    pub local_mode: String,
-    /// local: cap the size of each volume actually allocated (e.g. `256Mi`).
-    #[arg(long, value_name = "BYTES")]
-    pub local_max_volume: Option<String>,
+    /// Engine and provider settings, as for `run`.
+    #[command(flatten)]
+    pub settings: ProviderArgs,
 }
 
 /// The trace's mean event rate: (events − 1) per second of trace span.
@@ -104,17 +80,9 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
             provider: a.provider,
             output: Some(dir.clone()),
             speed,
-            concurrency: a.concurrency.clone(),
-            timeout: a.timeout.clone(),
+            settings: a.settings.clone(),
             fail_fast: false,
             grace: "30s".into(),
-            seed: a.seed,
-            workers: a.workers,
-            sim_config: a.sim_config.clone(),
-            sim_latency: a.sim_latency.clone(),
-            sim_stall: a.sim_stall.clone(),
-            local_mode: a.local_mode.clone(),
-            local_max_volume: a.local_max_volume.clone(),
             metrics_addr: None,
             json: true,
         };

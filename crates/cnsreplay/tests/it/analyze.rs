@@ -5,21 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{cnsreplay, stdout, workspace};
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
-fn ok(o: &std::process::Output) {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(o),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
+use super::{cnsreplay, ok, s, stdout, workspace};
 
 /// Writes a JSON Lines trace: header, then `(at_ns, body)` events with ids 1…
 fn trace(dir: &Path, name: &str, events: &[(u64, String)]) -> PathBuf {

@@ -31,6 +31,22 @@ fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).expect("utf-8 stdout")
 }
 
+/// A test path as the `&str` argument the CLI takes.
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// Asserts a zero exit, showing stdout and stderr otherwise.
+fn ok(o: &Output) {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(o),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 const BAD: &str = "crates/cnsreplay/tests/fixtures/three-problems.jsonl";
 const QUICK: &str = "traces/quickstart.yaml";
 
@@ -89,12 +105,7 @@ fn convert_chain_is_lossless() {
         (d("b.jsonl"), d("c.yaml")),
     ] {
         let o = cnsreplay(&["-q", "convert", &from, "-o", &to]);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        ok(&o);
     }
     let original = Trace::read(workspace().join(QUICK)).expect("read");
     assert_eq!(Trace::read(d("c.yaml")).expect("read back"), original);
@@ -196,12 +207,7 @@ fn convert_imports_and_exports_fio_iologs() {
         "-o",
         jsonl.to_str().expect("utf-8"),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ok(&o);
     let t = Trace::read(&jsonl).expect("imported trace");
     assert_eq!(
         t.header.provenance.source_format.as_deref(),
@@ -216,12 +222,7 @@ fn convert_imports_and_exports_fio_iologs() {
         "--to",
         "fio-iolog",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ok(&o);
     let count = |p: &Path, what: &str| {
         fs_err::read_to_string(p)
             .expect("read")

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use replay::{CompletionState, EventRecord, RunDir};
 
-use super::{cnsreplay, stdout, workspace};
+use super::{cnsreplay, ok, stdout, workspace};
 
 const QUICK: &str = "traces/quickstart.yaml";
 
@@ -91,12 +91,7 @@ fn sim_run_prints_the_summary_and_its_schema_is_committed() {
         "-o",
         run.to_str().expect("utf-8"),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["state"], "complete");
     assert_eq!(v["dispatched"], 21);

@@ -2,15 +2,10 @@
 //! and the committed JSON Schemas.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use trace_format::Trace;
 
-use super::{cnsreplay, stdout, workspace};
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
+use super::{cnsreplay, ok, s, stdout, workspace};
 
 #[test]
 fn synth_generates_a_valid_trace_and_gen_is_the_same_command() {
@@ -19,12 +14,7 @@ fn synth_generates_a_valid_trace_and_gen_is_the_same_command() {
     let b = dir.path().join("b.jsonl");
     let model = "traces/synth/exp2-20-snapshots.yaml";
     let o = cnsreplay(&["synth", model, "-o", s(&a), "--seed", "3"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ok(&o);
     assert!(stdout(&o).contains("events over 1920s"), "{}", stdout(&o));
     let o = cnsreplay(&["synth", "gen", model, "-o", s(&b), "--seed", "3"]);
     assert_eq!(o.status.code(), Some(0));
@@ -49,12 +39,7 @@ fn synth_target_prints_the_littles_law_derivation() {
         "--target",
         "attach=50/s",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ok(&o);
     let text = stdout(&o).replace(s(&out), "OUT");
     insta::assert_snapshot!("synth_target", text);
     let o = cnsreplay(&["validate", s(&out)]);
@@ -91,12 +76,7 @@ fn synth_preset_without_a_model() {
         "-o",
         s(&out),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ok(&o);
     let t = Trace::read(&out).expect("read");
     assert_eq!(
         t.header
@@ -148,21 +128,11 @@ fn synth_fit_csv_prints_candidates_and_writes_a_usable_model() {
     fs_err::write(&csv, lifetimes_csv()).expect("write");
     let model = dir.path().join("fitted.yaml");
     let o = cnsreplay(&["synth", "fit", s(&csv), "-o", s(&model)]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ok(&o);
     insta::assert_snapshot!("synth_fit_table", stdout(&o).replace(s(&csv), "l.csv"));
     let trace = dir.path().join("t.jsonl");
     let o = cnsreplay(&["synth", s(&model), "-o", s(&trace), "--duration", "1m"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ok(&o);
     let o = cnsreplay(&["synth", "fit", "--json", s(&csv)]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["observations"], 400);
@@ -183,12 +153,7 @@ fn synth_fit_reads_lifetimes_from_a_trace() {
     ]);
     assert_eq!(o.status.code(), Some(0));
     let o = cnsreplay(&["synth", "fit", "--json", s(&trace)]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     // The model is exponential with mean 300 s; the initial population is left out.
     let exp = v["candidates"]
@@ -241,12 +206,7 @@ fn synth_fit_reads_a_pod_lifecycle_csv() {
     }
     fs_err::write(&csv, text).expect("write");
     let o = cnsreplay(&["synth", "fit", "--json", s(&csv)]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["observations"], 300);
     assert_eq!(v["censored"], 20);
