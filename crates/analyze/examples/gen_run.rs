@@ -75,30 +75,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let intended = id * gap;
         let lateness = (rng.unit() * 20e3) as u64;
-        let mut r = EventRecord {
+        let mut r = EventRecord::ok(
             id,
             op,
             intended,
-            dispatched: intended + lateness,
-            started: intended + lateness,
-            completed: intended + lateness + service as u64,
-            outcome: Outcome::Ok,
-            error_class: None,
-            error: None,
-            phases: Vec::new(),
-            dep_wait: 0,
-            queue: 0,
-            response: 0,
-            service: 0,
-            lateness: 0,
-            during_snapshot: op == OpType::Io && rng.unit() < 0.1,
-        };
+            intended + lateness,
+            intended + lateness + service as u64,
+        );
+        r.during_snapshot = op == OpType::Io && rng.unit() < 0.1;
         if rng.unit() < 0.005 {
             r.outcome = Outcome::Error;
             r.error_class = Some("sim_injected".into());
             r.error = Some(format!("injected failure of {op}"));
         }
-        r.derive();
         serde_json::to_writer(&mut w, &r)?;
         w.write_all(b"\n")?;
     }

@@ -72,6 +72,31 @@ pub struct EventRecord {
 }
 
 impl EventRecord {
+    /// A successful record without waits or phases, its derived fields filled: the shape
+    /// analysis tests and generators need.
+    pub fn ok(id: u64, op: OpType, intended: u64, dispatched: u64, completed: u64) -> Self {
+        let mut r = EventRecord {
+            id,
+            op,
+            intended,
+            dispatched,
+            started: dispatched,
+            completed,
+            outcome: Outcome::Ok,
+            error_class: None,
+            error: None,
+            phases: Vec::new(),
+            dep_wait: 0,
+            queue: 0,
+            response: 0,
+            service: 0,
+            lateness: 0,
+            during_snapshot: false,
+        };
+        r.derive();
+        r
+    }
+
     /// Fills the derived fields from the instants.
     pub fn derive(&mut self) {
         self.response = self.completed.saturating_sub(self.intended);

@@ -7,7 +7,7 @@ mod load;
 
 use std::path::{Path, PathBuf};
 
-use replay::{EventRecord, Outcome};
+use replay::EventRecord;
 use trace_format::OpType;
 
 /// Writes a trace (JSON Lines) with `events` (already JSON objects without `at`/`id`; given as
@@ -34,26 +34,7 @@ pub fn write_trace(
 
 /// A record: op, intended instant, service time; started = intended, no waits.
 pub fn rec(id: u64, op: OpType, intended: u64, service: u64) -> EventRecord {
-    let mut r = EventRecord {
-        id,
-        op,
-        intended,
-        dispatched: intended,
-        started: intended,
-        completed: intended + service,
-        outcome: Outcome::Ok,
-        error_class: None,
-        error: None,
-        phases: Vec::new(),
-        dep_wait: 0,
-        queue: 0,
-        response: 0,
-        service: 0,
-        lateness: 0,
-        during_snapshot: false,
-    };
-    r.derive();
-    r
+    EventRecord::ok(id, op, intended, intended, intended + service)
 }
 
 /// Writes a run directory for `trace` holding `records`, replayed at `speed`.
