@@ -21,7 +21,7 @@ use crate::Error;
 use crate::deps::{Deps, Key, Plan, State, wait_all};
 use crate::ledger::Ledger;
 use crate::live::Live;
-use crate::precise::wait_until;
+use crate::precise::{self, wait_until};
 use crate::provider::{OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline, ns_since};
 use crate::record::{CompletionState, EventRecord, Outcome, Summary};
 use crate::rundir::{HostInfo, Manifest, ProviderInfo, RunDir, TraceInfo, sha256_file};
@@ -263,6 +263,16 @@ async fn execute_event<P: Provider>(
     sh.live.done.fetch_add(1, SeqCst);
 }
 
+/// Most events handed to the runtime in one batch.
+const MAX_BATCH: usize = 256;
+
+/// An event ready for dispatch: its intended instant and resolved dependencies.
+struct Due {
+    ev: Event,
+    plan: Plan,
+    intended: u64,
+}
+
 fn intended_ns(at: u64, speed: f64) -> u64 {
     if speed == 1.0 {
         at
@@ -325,7 +335,7 @@ pub fn run<P: Provider>(
     };
     rd.write_manifest(&manifest)?;
     let ledger = Arc::new(Ledger::open(rd.path())?);
-    let notices = provider.prepare(&info).map_err(|source| Error::Provider {
+    let mut notices = provider.prepare(&info).map_err(|source| Error::Provider {
         provider: provider.name().to_owned(),
         source,
     })?;
@@ -397,14 +407,21 @@ pub fn run<P: Provider>(
         control: control.clone(),
     });
 
-    // The reader decodes ahead of the timing thread so decoding never delays a dispatch.
-    let (ev_tx, ev_rx) = mpsc::sync_channel::<Result<Event, trace_format::Error>>(1 << 14);
+    // The reader decodes ahead of the timing thread and resolves each event's dependencies
+    // (in trace order, which is dispatch order), so neither delays a dispatch.
+    let (ev_tx, ev_rx) = mpsc::sync_channel::<Result<Due, trace_format::Error>>(1 << 14);
     let stop = control.stop_flag();
     let reader_stop = stop.clone();
+    let speed = opts.speed;
     let reader_thread = std::thread::Builder::new()
         .name("cnsreplay-reader".into())
         .spawn(move || {
             for item in reader.events() {
+                let item = item.map(|ev| Due {
+                    intended: intended_ns(ev.at, speed),
+                    plan: deps.plan(&ev.op),
+                    ev,
+                });
                 let is_err = item.is_err();
                 if ev_tx.send(item).is_err() || is_err || reader_stop.load(Relaxed) {
                     break;
@@ -412,36 +429,79 @@ pub fn run<P: Provider>(
             }
         })?;
 
-    // The timing loop.
+    // The timing loop: wait for the next deadline, then hand every event that is due by now
+    // to the runtime in one batch (one cross-thread wake-up instead of one per event).
     let handle = rt.handle().clone();
-    while let Ok(item) = ev_rx.recv() {
-        let ev = match item {
-            Ok(ev) => ev,
-            Err(e) => {
-                control.request_stop(format!("trace read error: {e}"));
-                break;
-            }
+    if let Err(e) = precise::tighten_timer_slack() {
+        notices.push(format!(
+            "could not lower the timing thread's timer slack ({e}); dispatch lateness may be higher"
+        ));
+    }
+    let mut next: Option<Due> = None;
+    'timing: loop {
+        let first = match next.take() {
+            Some(d) => d,
+            None => match ev_rx.recv() {
+                Ok(Ok(d)) => d,
+                Ok(Err(e)) => {
+                    control.request_stop(format!("trace read error: {e}"));
+                    break;
+                }
+                Err(_) => break,
+            },
         };
-        let intended = intended_ns(ev.at, opts.speed);
-        let deadline = origin + Duration::from_nanos(intended);
+        let deadline = origin + Duration::from_nanos(first.intended);
         if !wait_until(deadline, || stop.load(Relaxed)) {
             break;
         }
+        let mut batch = Vec::with_capacity(16);
+        batch.push(first);
+        let mut read_error = None;
+        while batch.len() < MAX_BATCH {
+            match ev_rx.try_recv() {
+                Ok(Ok(d)) => {
+                    if origin + Duration::from_nanos(d.intended) <= Instant::now() {
+                        batch.push(d);
+                    } else {
+                        next = Some(d);
+                        break;
+                    }
+                }
+                Ok(Err(e)) => {
+                    read_error = Some(e);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
         let dispatched = ns_since(origin, Instant::now());
-        let plan = deps.plan(&ev.op);
-        let lateness = dispatched.saturating_sub(intended);
-        live.dispatched.fetch_add(1, SeqCst);
-        if lateness > 1_000_000 {
-            live.late.fetch_add(1, Relaxed);
+        let n = batch.len() as u64;
+        let lateness = dispatched.saturating_sub(batch[0].intended);
+        let late = batch
+            .iter()
+            .filter(|d| dispatched.saturating_sub(d.intended) > 1_000_000)
+            .count() as u64;
+        live.dispatched.fetch_add(n, SeqCst);
+        if late > 0 {
+            live.late.fetch_add(late, Relaxed);
         }
         live.worst_lag_ns.fetch_max(lateness, Relaxed);
-        handle.spawn(execute_event(
-            shared.clone(),
-            Arc::new(ev),
-            plan,
-            intended,
-            dispatched,
-        ));
+        let sh = shared.clone();
+        handle.spawn(async move {
+            for d in batch {
+                tokio::spawn(execute_event(
+                    sh.clone(),
+                    Arc::new(d.ev),
+                    d.plan,
+                    d.intended,
+                    dispatched,
+                ));
+            }
+        });
+        if let Some(e) = read_error {
+            control.request_stop(format!("trace read error: {e}"));
+            break 'timing;
+        }
     }
     drop(ev_rx);
     let _ = reader_thread.join();

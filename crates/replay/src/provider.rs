@@ -236,6 +236,13 @@ pub trait Provider: Send + Sync + 'static {
     /// Called once before the clock starts. Returns notices to show the user (e.g. a fallback).
     fn prepare(&self, run: &RunInfo) -> Result<Vec<String>, ProviderError>;
 
+    /// What the provider found about its environment during `prepare` (for a cluster: server
+    /// version, nodes, storage and snapshot classes, CSI drivers), for the run manifest.
+    /// `Null` when it has nothing to say.
+    fn environment(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
     /// Performs one event's operation. Markers are never passed here.
     fn execute(
         &self,
