@@ -63,3 +63,107 @@ fn interval_log_parses_back() {
     let back = read_histograms(&log).expect("read back");
     assert_eq!(back, r.histograms);
 }
+
+/// The HdrHistogram jar `scripts/install-java-hdr.sh` downloads, when it and `java` exist.
+fn java_hdr() -> Option<std::path::PathBuf> {
+    let jar = std::env::var_os("CNSREPLAY_HDR_JAR").map_or_else(
+        || {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/cnsreplay/java/HdrHistogram-2.2.2.jar")
+        },
+        std::path::PathBuf::from,
+    );
+    let java = std::process::Command::new("java").arg("-version").output();
+    if jar.is_file() && java.is_ok_and(|o| o.status.success()) {
+        return Some(jar);
+    }
+    assert!(
+        std::env::var_os("CNSREPLAY_REQUIRE_JAVA").is_none(),
+        "CNSREPLAY_REQUIRE_JAVA is set but java or {} is missing (scripts/install-java-hdr.sh)",
+        jar.display()
+    );
+    eprintln!("skipped: no java + HdrHistogram jar (scripts/install-java-hdr.sh)");
+    None
+}
+
+/// `#[Mean = …, …]` and `#[Max = …, Total count = …]` of a HistogramLogProcessor `.hgrm`.
+fn hgrm_stats(text: &str) -> (f64, f64, u64) {
+    let field = |name: &str| -> String {
+        let at = text
+            .find(name)
+            .unwrap_or_else(|| panic!("{name} in {text}"));
+        let rest = &text[at + name.len()..];
+        let rest = rest.trim_start_matches([' ', '=']);
+        rest.split([',', ']'])
+            .next()
+            .expect("value")
+            .trim()
+            .to_owned()
+    };
+    (
+        field("Mean").parse().expect("mean"),
+        field("Max").parse().expect("max"),
+        field("Total count").parse().expect("count"),
+    )
+}
+
+/// Java's own reader, the one the HdrHistogram log format is defined by, reads iogen's
+/// interval log and sees the same histograms iogen reports: count, mean and max per tag.
+#[test]
+fn java_histogram_log_processor_reads_the_interval_log() {
+    let Some(jar) = java_hdr() else { return };
+    let (d, p) = target();
+    let log = d.path().join("iv.hlog");
+    let o = EngineOptions {
+        interval_log: Some(log.clone()),
+        interval: std::time::Duration::from_millis(100),
+        ..opts(EngineChoice::Auto)
+    };
+    let s = PhaseSpec {
+        read_pct: 70,
+        duration: Some(std::time::Duration::from_millis(450)),
+        load: Load::Depth(4),
+        ..spec()
+    };
+    let r = run_phase(&s, &p, &o, &Stop::new()).expect("run");
+    let mut checked = 0;
+    for (kind, h) in r.histograms.iter() {
+        for (metric, hist) in [("response", &h.response), ("service", &h.service)] {
+            let name = match kind {
+                IoKind::Read => "read",
+                IoKind::Write => "write",
+                IoKind::Trim => "trim",
+                IoKind::Flush => "flush",
+            };
+            let tag = format!("{name}.{metric}");
+            let out = d.path().join(&tag);
+            let st = std::process::Command::new("java")
+                .arg("-cp")
+                .arg(&jar)
+                .arg("org.HdrHistogram.HistogramLogProcessor")
+                .arg("-i")
+                .arg(&log)
+                .args(["-tag", &tag, "-outputValueUnitRatio", "1000", "-o"])
+                .arg(&out)
+                .output()
+                .expect("run java");
+            assert!(st.status.success(), "{st:?}");
+            let text = fs_err::read_to_string(format!("{}.hgrm", out.display())).expect("hgrm");
+            let (mean, max, count) = hgrm_stats(&text);
+            assert_eq!(count, hist.len(), "{tag} count");
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-3 * b.max(1.0);
+            assert!(
+                close(mean, hist.mean() / 1000.0),
+                "{tag} mean {mean} vs {}",
+                hist.mean() / 1000.0
+            );
+            assert!(
+                close(max, hist.max() as f64 / 1000.0),
+                "{tag} max {max} vs {}",
+                hist.max()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "read and write, response and service");
+}
