@@ -13,12 +13,39 @@ set -euo pipefail
 command -v go >/dev/null || testenv_die "Go is not installed (needs go >= 1.26)"
 key=$(testenv_version_key)
 out="$TESTENV_CACHE/$key"
-if [ "${1:-}" = "--bin-dir" ]; then
+
+# csi-sanity (go/csi-sanity) has its own folder and key: building it never rebuilds the
+# cluster's binaries, and a change of the cluster's versions never rebuilds it.
+build_sanity() {
+	local dir t0
+	dir=$(testenv_sanity_bin_dir)
+	if [ -x "$dir/csi-sanity" ]; then
+		return 0
+	fi
+	testenv_log "  csi-sanity <- github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity (wrapper testenv/go/csi-sanity)"
+	t0=$(date +%s)
+	mkdir -p "$dir"
+	(cd "$TESTENV_SRC/go/csi-sanity" &&
+		nice -n 10 go build -trimpath -ldflags "-s -w" -o "$dir/csi-sanity.tmp" \
+			github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity)
+	mv "$dir/csi-sanity.tmp" "$dir/csi-sanity"
+	testenv_log "  csi-sanity: $(($(date +%s) - t0)) s"
+}
+
+case "${1:-}" in
+--bin-dir)
 	echo "$out/bin"
 	exit 0
-fi
+	;;
+--csi-sanity) # build csi-sanity only; print its folder
+	build_sanity
+	testenv_sanity_bin_dir
+	exit 0
+	;;
+esac
 if [ -e "$out/bin/.complete" ]; then
 	testenv_log "already built: $out/bin"
+	build_sanity
 	echo "$out/bin"
 	exit 0
 fi
@@ -56,4 +83,5 @@ mv "$out/bin.partial" "$out/bin"
 	echo "build_seconds=$(($(date +%s) - t_all))"
 } >"$out/bin/.complete"
 testenv_log "built all in $(($(date +%s) - t_all)) s"
+build_sanity
 echo "$out/bin"

@@ -34,6 +34,17 @@ if [ -e "$TESTENV_DIR/pids/order" ]; then
 	done
 	rm -f "$TESTENV_DIR/pids/order"
 fi
+# cnsreplay-csi's loop devices outlive it (kernel objects): release those backed by its images
+# in this state dir, so the next up.sh (which wipes the dir) leaks none.
+if [ -d "$TESTENV_DIR/csi-root" ]; then
+	root=$(cd "$TESTENV_DIR/csi-root" && pwd)
+	for img in "$root"/volumes/*.img "$root"/snapshots/*.img; do
+		[ -e "$img" ] || continue
+		for dev in $(losetup -n -O NAME -j "$img" 2>/dev/null); do
+			losetup -d "$dev" && testenv_log "detached $dev ($img)"
+		done
+	done
+fi
 if $purge && [ -e "$TESTENV_DIR/.cnsreplay-testenv" ]; then
 	rm -rf "$TESTENV_DIR"
 	testenv_log "removed $TESTENV_DIR"

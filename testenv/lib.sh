@@ -21,12 +21,18 @@ csi-snapshotter         snapshotter github.com/kubernetes-csi/external-snapshott
 snapshot-controller     snapshotter github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
 "
 
+# The wrapper modules of the cluster's binaries, in the order their go.mod/go.sum are hashed.
+TESTENV_WRAPPERS="attacher etcd kube kwok provisioner resizer snapshotter"
+
 # The version key: Kubernetes version plus a hash of every wrapper's go.mod and go.sum, the
 # binary table and the Go version. Any change to a pinned version gives a new cache folder.
 testenv_version_key() {
 	local h
 	h=$(cd "$TESTENV_SRC/go" && {
-		cat */go.mod */go.sum
+		# Only the cluster's wrappers (not go/csi-sanity, which has its own key): the same
+		# bytes as `cat */go.mod */go.sum` before csi-sanity existed, so the key is unchanged.
+		for w in $TESTENV_WRAPPERS; do cat "$w/go.mod"; done
+		for w in $TESTENV_WRAPPERS; do cat "$w/go.sum"; done
 		echo "$TESTENV_BINARIES"
 		go env GOVERSION GOOS GOARCH
 	} | sha256sum | cut -c1-12)
@@ -43,6 +49,15 @@ testenv_snapshot_crd_dir() {
 	d=$(cd "$TESTENV_SRC/go/snapshotter" &&
 		go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)
 	echo "$d/config/crd"
+}
+
+# csi-sanity (kubernetes-csi/csi-test), built by build.sh into its own folder: its key is a
+# hash of its wrapper's go.mod and go.sum and the Go version, apart from the cluster's key.
+testenv_sanity_bin_dir() {
+	local h
+	h=$(cd "$TESTENV_SRC/go/csi-sanity" && { cat go.mod go.sum; go env GOVERSION GOOS GOARCH; } |
+		sha256sum | cut -c1-12)
+	echo "$TESTENV_CACHE/csi-sanity-$h/bin"
 }
 
 testenv_log() {

@@ -21,7 +21,9 @@ storage_only=false
 [ "${2:-}" = "--storage-only" ] && storage_only=true
 NS=cnsreplay-smoke
 
-env_file=$("$TESTENV_SRC/up.sh")
+# The smoke test and its audit fixture are about the cluster without a CSI driver (pre-created
+# PV, a snapshot that never becomes ready): keep cnsreplay-csi out unless asked for.
+env_file=$(TESTENV_CSI=${TESTENV_CSI:-0} "$TESTENV_SRC/up.sh")
 . "$env_file"
 if [ "${TESTENV_SMOKE_KEEP:-0}" != 1 ]; then
 	trap '"$TESTENV_SRC/down.sh"' EXIT

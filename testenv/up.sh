@@ -10,7 +10,19 @@
 #   TESTENV_APISERVER_PORT secure port of kube-apiserver (default 6443, or a free port if taken)
 #   TESTENV_QPS/BURST      client rate limits of the controllers and sidecars (default 200/400)
 #   TESTENV_CSI_DRIVER     CSI driver name for CSINode objects and topology (csi.cnsreplay.dev)
-#   TESTENV_CSI_SOCKET     path of a CSI driver's unix socket: start the four CSI sidecars
+#   TESTENV_CSI_BIN        the cnsreplay-csi binary (default: $CARGO_TARGET_DIR/debug/cnsreplay-csi,
+#                          CARGO_TARGET_DIR defaulting to the repository's target/, when present);
+#                          started on $TESTENV_DIR/csi/csi.sock with root $TESTENV_DIR/csi-root,
+#                          then the four CSI sidecars, the CSIDriver, StorageClasses
+#                          cnsreplay-csi (Immediate) and cnsreplay-csi-wffc (WaitForFirstConsumer)
+#                          and VolumeSnapshotClass cnsreplay-csi
+#   TESTENV_CSI=0          do not start cnsreplay-csi even when its binary exists
+#   TESTENV_CSI_TOPOLOGY=1 cnsreplay-csi advertises topology: each PV is pinned to one node
+#                          (default: no topology, PVs usable from every fake node)
+#   TESTENV_CSI_LATENCY_CONFIG  JSON latency config for cnsreplay-csi (docs/csi-driver.md)
+#   TESTENV_CSI_TIMEOUT    the sidecars' --timeout for CSI calls (default 60s)
+#   TESTENV_CSI_SOCKET     path of another CSI driver's unix socket: start the four CSI sidecars
+#                          against it instead (cnsreplay-csi is then not started)
 #   TESTENV_TIMEOUT        seconds to wait for readiness (default 120)
 #
 # Afterwards: `. $TESTENV_DIR/testenv.env` sets KUBECONFIG, PATH (kubectl) and TESTENV_*.
@@ -24,6 +36,18 @@ DRIVER=${TESTENV_CSI_DRIVER:-csi.cnsreplay.dev}
 TIMEOUT=${TESTENV_TIMEOUT:-120}
 TOPOLOGY_KEY="topology.$DRIVER/node"
 MARKER=.cnsreplay-testenv
+CSI_TIMEOUT=${TESTENV_CSI_TIMEOUT:-60s}
+REPO=$(cd "$TESTENV_SRC/.." && pwd)
+CSI_BIN=${TESTENV_CSI_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/debug/cnsreplay-csi}
+OWN_CSI=false
+if [ -z "${TESTENV_CSI_SOCKET:-}" ] && [ "${TESTENV_CSI:-1}" != 0 ]; then
+	if [ -x "$CSI_BIN" ]; then
+		OWN_CSI=true
+		CSI_BIN=$(cd "$(dirname "$CSI_BIN")" && pwd)/$(basename "$CSI_BIN")
+	elif [ -n "${TESTENV_CSI_BIN:-}" ]; then
+		testenv_die "TESTENV_CSI_BIN=$TESTENV_CSI_BIN is not an executable"
+	fi
+fi
 
 BIN=$("$TESTENV_SRC/build.sh")
 for b in etcd kube-apiserver kubectl kwok; do
@@ -67,6 +91,12 @@ ETCD_PEER_PORT=$(free_port 0)
 API_PORT=$(free_port "${TESTENV_APISERVER_PORT:-6443}")
 KWOK_PORT=$(free_port 0)
 SERVER=https://127.0.0.1:$API_PORT
+CSI_SOCKET=${TESTENV_CSI_SOCKET:-}
+CSI_ROOT=
+if $OWN_CSI; then
+	CSI_SOCKET=$S/csi/csi.sock
+	CSI_ROOT=$S/csi-root
+fi
 
 # --- certificates (self-signed CA, EC P-256 keys) -------------------------------------------
 ssl() { openssl "$@" 2>>"$S/logs/openssl.log"; }
@@ -142,6 +172,12 @@ export TESTENV_TOPOLOGY_KEY=$TOPOLOGY_KEY
 export TESTENV_NODES=$NODES
 export TESTENV_QPS=$QPS
 export TESTENV_BURST=$BURST
+export TESTENV_CSI_SOCKET=$CSI_SOCKET
+export TESTENV_CSI_ROOT=$CSI_ROOT
+export TESTENV_CSI_OPS_LOG=${CSI_ROOT:+$CSI_ROOT/ops.jsonl}
+export TESTENV_STORAGE_CLASS=${CSI_ROOT:+cnsreplay-csi}
+export TESTENV_STORAGE_CLASS_WFFC=${CSI_ROOT:+cnsreplay-csi-wffc}
+export TESTENV_SNAPSHOT_CLASS=${CSI_ROOT:+cnsreplay-csi}
 export KUBECONFIG=$S/kubeconfig
 export PATH=$BIN:\$PATH
 EOF
@@ -156,9 +192,14 @@ trap 'rc=$?; [ "$rc" = 0 ] || cleanup_on_error' EXIT
 start() { # name args...: start $BIN/name in its own session, record "<pid> <binary>"
 	local name=$1
 	shift
-	[ -x "$BIN/$name" ] || testenv_die "missing $BIN/$name (run testenv/build.sh)"
-	setsid "$BIN/$name" "$@" </dev/null >"$S/logs/$name.log" 2>&1 &
-	echo "$! $BIN/$name" >"$S/pids/$name.pid"
+	start_exe "$name" "$BIN/$name" "$@"
+}
+start_exe() { # name binary args...: the same for a binary given by its path
+	local name=$1 exe=$2
+	shift 2
+	[ -x "$exe" ] || testenv_die "missing $exe (run testenv/build.sh)"
+	setsid "$exe" "$@" </dev/null >"$S/logs/$name.log" 2>&1 &
+	echo "$! $exe" >"$S/pids/$name.pid"
 	echo "$name" >>"$S/pids/order"
 	testenv_log "started $name (pid $!)"
 }
@@ -252,24 +293,45 @@ EOF
 k apply -f "$S/nodes.yaml" >/dev/null
 
 crds=$(testenv_snapshot_crd_dir)
+# The VolumeGroupSnapshot CRDs too: the feature is on by default in v8.7 and, without them,
+# snapshot-controller waits --retry-crd-interval-max (30 s) before it starts working.
 for r in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
 	k apply -f "$crds/snapshot.storage.k8s.io_$r.yaml" >/dev/null
+	k apply -f "$crds/groupsnapshot.storage.k8s.io_volumegroup${r#volume}.yaml" >/dev/null
 done
 wait_for "VolumeSnapshot CRDs" k wait --for=condition=Established --timeout=5s \
 	crd/volumesnapshotclasses.snapshot.storage.k8s.io \
 	crd/volumesnapshotcontents.snapshot.storage.k8s.io \
-	crd/volumesnapshots.snapshot.storage.k8s.io
+	crd/volumesnapshots.snapshot.storage.k8s.io \
+	crd/volumegroupsnapshotclasses.groupsnapshot.storage.k8s.io \
+	crd/volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io \
+	crd/volumegroupsnapshots.groupsnapshot.storage.k8s.io
 start snapshot-controller --kubeconfig="$S/snapshot-controller.kubeconfig" \
 	--leader-election=false --kube-api-qps="$QPS" --kube-api-burst="$BURST"
 
-if [ -n "${TESTENV_CSI_SOCKET:-}" ]; then
-	[ -S "$TESTENV_CSI_SOCKET" ] || testenv_die "TESTENV_CSI_SOCKET=$TESTENV_CSI_SOCKET is not a socket"
+if $OWN_CSI; then
+	mkdir -p "$S/csi" "$CSI_ROOT"
+	node_ids=$(seq -s, -f "testenv-node-%g" 1 "$NODES")
+	start_exe cnsreplay-csi "$CSI_BIN" --endpoint="$CSI_SOCKET" --root="$CSI_ROOT" \
+		--driver-name="$DRIVER" --node-id=testenv-node-1 --nodes="$node_ids" \
+		--topology-key="$TOPOLOGY_KEY" ${TESTENV_CSI_TOPOLOGY:+--topology} \
+		${TESTENV_CSI_LATENCY_CONFIG:+--latency-config="$TESTENV_CSI_LATENCY_CONFIG"}
+	wait_for "cnsreplay-csi socket" test -S "$CSI_SOCKET"
+fi
+if [ -n "$CSI_SOCKET" ]; then
+	[ -S "$CSI_SOCKET" ] || testenv_die "TESTENV_CSI_SOCKET=$CSI_SOCKET is not a socket"
 	for c in csi-provisioner csi-attacher csi-resizer csi-snapshotter; do
-		start "$c" --kubeconfig="$S/$c.kubeconfig" --csi-address="$TESTENV_CSI_SOCKET" \
-			--leader-election=false --kube-api-qps="$QPS" --kube-api-burst="$BURST"
+		start "$c" --kubeconfig="$S/$c.kubeconfig" --csi-address="$CSI_SOCKET" \
+			--leader-election=false --kube-api-qps="$QPS" --kube-api-burst="$BURST" \
+			--timeout="$CSI_TIMEOUT"
 	done
 else
-	testenv_log "TESTENV_CSI_SOCKET not set: CSI sidecars not started"
+	testenv_log "no CSI driver (no $CSI_BIN, TESTENV_CSI_SOCKET not set): CSI sidecars not started"
+fi
+if $OWN_CSI; then
+	# The driver's API objects: names are a contract with the tests (docs/csi-driver.md).
+	sed -e "s|@DRIVER@|$DRIVER|g" "$TESTENV_SRC/csi/objects.yaml" >"$S/csi/objects.yaml"
+	k apply -f "$S/csi/objects.yaml" >/dev/null
 fi
 
 all_nodes_ready() {
@@ -278,7 +340,7 @@ all_nodes_ready() {
 }
 wait_for "$NODES nodes Ready" all_nodes_ready
 wait_for "default service account" k -n default get serviceaccount default
-if [ -n "${TESTENV_CSI_SOCKET:-}" ]; then
+if [ -n "$CSI_SOCKET" ]; then
 	# A sidecar exits when it cannot talk to the driver (about 1 s after its start): give them
 	# 3 s, then require all of them to be running.
 	sleep 3

@@ -1,11 +1,12 @@
-//! Event records as polars DataFrames, and CSV export.
+//! Event records as polars DataFrames, and CSV and Parquet export.
 //!
 //! [`events_frame`] loads a whole run (memory grows with the run: ~100 bytes per event);
-//! [`export_csv`] streams: it fills one frame of [`BATCH`] records at a time and appends it to
-//! the CSV, so memory stays constant. Columns, in order: `id`, `op`, `intended`, `dispatched`,
-//! `started`, `completed` (ns since the run origin), `outcome`, `error_class` (empty when
-//! none), `dep_wait`, `queue`, `response`, `service`, `lateness` (ns), `during_snapshot`.
-//! Parquet is not offered: see `docs/analyze.md` for the build-cost measurement behind that.
+//! [`export_csv`] and [`export_parquet`] stream: they fill one frame of [`BATCH`] records at a
+//! time and append it to the file (a Parquet row group per batch), so memory stays constant.
+//! Columns, in order: `id`, `op`, `intended`, `dispatched`, `started`, `completed` (ns since
+//! the run origin), `outcome`, `error_class` (empty/null when none), `dep_wait`, `queue`,
+//! `response`, `service`, `lateness` (ns), `during_snapshot`. Parquet is zstd-compressed;
+//! `docs/analyze.md` has the build cost measured before adding it.
 
 use std::io::Write;
 use std::path::Path;
@@ -97,44 +98,74 @@ pub fn events_frame(run: &Run) -> Result<DataFrame> {
     cols.take()
 }
 
-/// Writes every record of a run to `out` as CSV with a header, one frame of [`BATCH`] records
-/// at a time. Returns the number of records written.
-pub fn export_csv(run: &Run, out: &mut dyn Write) -> Result<u64> {
+/// Feeds every record of a run to `sink` as frames of at most [`BATCH`] records (at least
+/// one frame, empty for an empty run). Returns the number of records.
+fn batches(run: &Run, mut sink: impl FnMut(DataFrame) -> Result<()>) -> Result<u64> {
     let mut cols = Cols::default();
-    let mut header = true;
-    let mut n = 0u64;
+    let (mut n, mut frames) = (0u64, 0u64);
     run.for_each(|r| {
         cols.push(r);
         n += 1;
         if cols.len() >= BATCH {
-            write_batch(&mut cols, &mut header, &mut *out)?;
+            frames += 1;
+            sink(cols.take()?)?;
         }
         Ok(())
     })?;
-    if cols.len() > 0 || header {
-        write_batch(&mut cols, &mut header, out)?;
+    if cols.len() > 0 || frames == 0 {
+        sink(cols.take()?)?;
     }
     Ok(n)
 }
 
-fn write_batch(cols: &mut Cols, header: &mut bool, out: &mut dyn Write) -> Result<()> {
-    let mut df = cols.take()?;
-    CsvWriter::new(out)
-        .include_header(*header)
-        .finish(&mut df)?;
-    *header = false;
-    Ok(())
+/// Writes every record of a run to `out` as CSV with a header, one frame of [`BATCH`] records
+/// at a time. Returns the number of records written.
+pub fn export_csv(run: &Run, out: &mut dyn Write) -> Result<u64> {
+    let mut header = true;
+    batches(run, |mut df| {
+        CsvWriter::new(&mut *out)
+            .include_header(header)
+            .finish(&mut df)?;
+        header = false;
+        Ok(())
+    })
+}
+
+/// Writes every record of a run to `out` as Parquet (zstd), one row group per frame of
+/// [`BATCH`] records. Returns the number of records written.
+pub fn export_parquet<W: Write>(run: &Run, out: W) -> Result<u64> {
+    let schema = Cols::default().take()?.schema().as_ref().clone();
+    let writer = ParquetWriter::new(out)
+        .with_compression(ParquetCompression::Zstd(None))
+        .batched(&schema)?;
+    let n = batches(run, |df| Ok(writer.write_batch(&df)?))?;
+    writer.finish()?;
+    Ok(n)
+}
+
+/// Writes `path` through a temporary name, renamed when `write` succeeded.
+fn atomically(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<u64>) -> Result<u64> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut w = std::io::BufWriter::new(fs_err::File::create(&tmp)?);
+    let n = write(&mut w)?;
+    w.flush()?;
+    drop(w);
+    fs_err::rename(&tmp, path)?;
+    Ok(n)
 }
 
 /// Exports a run directory's records to a CSV file (written to a temporary name, renamed
 /// when complete).
 pub fn export_csv_file(run_dir: &Path, path: &Path) -> Result<u64> {
     let run = Run::open(run_dir)?;
-    let tmp = path.with_extension("csv.tmp");
-    let mut w = std::io::BufWriter::new(fs_err::File::create(&tmp)?);
-    let n = export_csv(&run, &mut w)?;
-    w.flush()?;
-    drop(w);
-    fs_err::rename(&tmp, path)?;
-    Ok(n)
+    atomically(path, |w| export_csv(&run, w))
+}
+
+/// Exports a run directory's records to a Parquet file (written to a temporary name, renamed
+/// when complete).
+pub fn export_parquet_file(run_dir: &Path, path: &Path) -> Result<u64> {
+    let run = Run::open(run_dir)?;
+    atomically(path, |w| export_parquet(&run, w))
 }

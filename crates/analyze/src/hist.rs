@@ -41,6 +41,14 @@ pub fn merge(a: &mut Option<Histogram<u64>>, b: Option<Histogram<u64>>) {
     }
 }
 
+/// Adds every value of `src` into `dst`, saturating at `dst`'s bounds (for histograms of
+/// other bounds, such as iogen's 1 ns … 1 day).
+pub fn add_saturating(dst: &mut Histogram<u64>, src: &Histogram<u64>) {
+    for v in src.iter_recorded() {
+        dst.saturating_record_n(v.value_iterated_to().max(1), v.count_at_value());
+    }
+}
+
 /// Percentiles of an optional histogram (all zero when absent or empty).
 pub fn pct(h: Option<&Histogram<u64>>) -> Percentiles {
     h.map(Percentiles::of).unwrap_or_default()

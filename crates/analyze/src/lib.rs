@@ -13,6 +13,7 @@ pub mod compare;
 pub mod frame;
 pub mod hist;
 pub mod load;
+pub mod phase_io;
 pub mod qos;
 pub mod report;
 pub mod summary;
@@ -23,6 +24,7 @@ pub use compare::{CompareOptions, CompareReport, Thresholds, Verdict, compare};
 pub use load::{Rec, Run};
 pub use qos::{QosReport, QosSpec, qos};
 pub use summary::{RunStats, RunSummary, SummaryReport};
+pub use svg::to_png;
 
 use std::path::PathBuf;
 
@@ -71,9 +73,21 @@ pub enum Error {
         /// Its trace hash.
         new_sha: String,
     },
+    /// A figure could not be rasterized (no fonts, or a rendering failure).
+    #[error("PNG export: {0}")]
+    Render(String),
     /// An SLO, threshold or option is malformed.
     #[error("{0}")]
     Invalid(String),
+    /// An `io_phase` unit's interval log (`io/ID.hlog`) or summary (`io/ID.json`) is
+    /// malformed.
+    #[error("{file}: {message}")]
+    IntervalLog {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// A configuration file (QoS) is malformed.
     #[error("{file}: {message}")]
     Config {

@@ -9,6 +9,11 @@
 //! no control operation was. Tenants and I/O kinds come from the trace (joined by event id),
 //! so the trace must still be where the manifest says, with the same SHA-256.
 //!
+//! `io_phase` units count too, through their interval histograms ([`crate::phase_io`]): an
+//! interval (200 ms) goes whole to the window holding its midpoint, so each I/O is counted
+//! once; when it straddles a window boundary, up to half an interval of I/Os are judged in the
+//! neighbouring window. Use windows of several intervals (the default 1 s is five).
+//!
 //! ```yaml
 //! window: 1s
 //! tenants:
@@ -29,6 +34,7 @@ use trace_format::{IoKind, Op, OpType, TraceReader};
 use crate::capacity::parse_percentile;
 use crate::hist::{at, coarse};
 use crate::load::{Accumulator, Rec, Run};
+use crate::phase_io::{self, Spans};
 use crate::report::fmt_ns;
 use crate::{Error, Result};
 
@@ -168,6 +174,8 @@ pub struct QosReport {
     pub window_ns: u64,
     /// Windows in the run.
     pub windows: u64,
+    /// `io_phase` units of the targets' tenants judged by their interval histograms.
+    pub io_phase_units: u64,
     /// Per target.
     pub targets: Vec<TargetResult>,
 }
@@ -182,11 +190,13 @@ struct QosAcc<'a> {
     cells: HashMap<(usize, u64), Histogram<u64>>,
     control: Vec<(OpType, u64, u64)>,
     last: u64,
+    spans: Spans,
 }
 
 impl Accumulator for QosAcc<'_> {
     fn add(&mut self, r: &Rec<'_>) {
         self.last = self.last.max(r.completed);
+        self.spans.add(r);
         if r.op.is_control() {
             self.control.push((r.op, r.started, r.completed));
             return;
@@ -211,6 +221,7 @@ impl Accumulator for QosAcc<'_> {
     fn merge(&mut self, o: Self) {
         self.last = self.last.max(o.last);
         self.control.extend(o.control);
+        self.spans.merge(o.spans);
         for (k, h) in o.cells {
             match self.cells.get_mut(&k) {
                 Some(x) => {
@@ -237,12 +248,14 @@ pub fn qos(run_dir: &Path, spec: &QosSpec) -> Result<QosReport> {
     })?;
     let mut tenants: Vec<String> = Vec::new();
     let mut info = IoInfo::new();
+    // io_phase event id → tenant index.
+    let mut phase_tenant: HashMap<u64, u32> = HashMap::new();
     for ev in TraceReader::open(&trace)?.events() {
         let ev = ev?;
-        let (Op::Io(io), Some(t)) = (&ev.op, &ev.tenant) else {
-            continue;
-        };
-        if !targets.iter().any(|x| x.tenant == t.as_str()) {
+        let Some(t) = &ev.tenant else { continue };
+        if !matches!(ev.op, Op::Io(_) | Op::IoPhase(_))
+            || !targets.iter().any(|x| x.tenant == t.as_str())
+        {
             continue;
         }
         let idx = match tenants.iter().position(|x| x == t.as_str()) {
@@ -251,10 +264,17 @@ pub fn qos(run_dir: &Path, spec: &QosSpec) -> Result<QosReport> {
                 tenants.push(t.as_str().to_owned());
                 tenants.len() - 1
             }
-        };
-        info.insert(ev.id, (idx as u32, io.kind));
+        } as u32;
+        match &ev.op {
+            Op::Io(io) => {
+                info.insert(ev.id, (idx, io.kind));
+            }
+            _ => {
+                phase_tenant.insert(ev.id, idx);
+            }
+        }
     }
-    let acc = run.scan(|| QosAcc {
+    let mut acc = run.scan(|| QosAcc {
         info: &info,
         tenants: &tenants,
         targets: &targets,
@@ -262,7 +282,27 @@ pub fn qos(run_dir: &Path, spec: &QosSpec) -> Result<QosReport> {
         cells: HashMap::new(),
         control: Vec::new(),
         last: 0,
+        spans: Spans::default(),
     })?;
+    let mut io_phase_units = 0;
+    if !phase_tenant.is_empty() {
+        for u in phase_io::units(&run, &acc.spans)? {
+            let Some(&tenant) = phase_tenant.get(&u.id) else {
+                continue;
+            };
+            io_phase_units += 1;
+            for iv in &u.intervals {
+                let w = iv.mid_ns() / window;
+                for (i, t) in targets.iter().enumerate() {
+                    if tenants[tenant as usize] == t.tenant && t.kind.is_none_or(|k| k == iv.kind)
+                    {
+                        let h = acc.cells.entry((i, w)).or_insert_with(coarse);
+                        crate::hist::add_saturating(h, &iv.response);
+                    }
+                }
+            }
+        }
+    }
     let n = acc.last / window + 1;
     // Bit i of mask[w]: control op type with tag i in flight during window w.
     let mut mask = vec![0u16; n as usize];
@@ -285,6 +325,7 @@ pub fn qos(run_dir: &Path, spec: &QosSpec) -> Result<QosReport> {
         run: run_dir.display().to_string(),
         window_ns: window,
         windows: n,
+        io_phase_units,
         targets: results,
     })
 }

@@ -1,14 +1,17 @@
 //! `analyze report RUN... -o report.html`: one self-contained HTML page (inline SVG, no
 //! scripts, no network) with
 //! - `cdf`: CDF of control-op response time per op type and run (the seed paper's Figure 1),
-//! - `io-timeline-N`: I/O response p50/p99 over time with control operations marked (Figure 2;
-//!   lines at control-op starts, shaded bands while snapshots run), per run with `io` events,
+//! - `io-timeline-N`: I/O response time over time with control operations marked (Figure 2;
+//!   lines at control-op starts, shaded bands while snapshots run), per run with I/O: p50/p99
+//!   of single `io` events per time bucket, and p50/p99/p99.9 per tenant of `io_phase` units
+//!   from their interval histograms ([`crate::phase_io`]),
 //! - `rate-N`: intended vs achieved rate over time, per run,
 //! - percentile tables per run.
 //!
 //! Every figure is a `<figure data-figure="NAME" data-points="N">`, N being the points
 //! plotted, so a test (or a person) can check that each rendered with data.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -19,8 +22,9 @@ use trace_format::OpType;
 use crate::Result;
 use crate::hist::{at, coarse};
 use crate::load::{Accumulator, Rec, Run};
+use crate::phase_io::{self, Spans};
 use crate::summary::{RunStats, RunSummary, summarize};
-use crate::svg::{COLORS, Mark, Plot, Series, esc};
+use crate::svg::{COLORS, Dash, Mark, Plot, Series, esc};
 
 /// Time buckets per timeline figure.
 pub const BUCKETS: u64 = 200;
@@ -71,6 +75,7 @@ struct Timeline {
     intended: Vec<u64>,
     completed: Vec<u64>,
     control: Vec<(OpType, u64, u64)>,
+    spans: Spans,
 }
 
 impl Timeline {
@@ -82,6 +87,7 @@ impl Timeline {
             intended: vec![0; n],
             completed: vec![0; n],
             control: Vec::new(),
+            spans: Spans::default(),
         }
     }
 
@@ -102,6 +108,7 @@ impl Accumulator for Timeline {
         } else if r.op.is_control() {
             self.control.push((r.op, r.started, r.completed));
         }
+        self.spans.add(r);
     }
 
     fn merge(&mut self, o: Self) {
@@ -115,6 +122,7 @@ impl Accumulator for Timeline {
             *a += b;
         }
         self.control.extend(o.control);
+        self.spans.merge(o.spans);
     }
 }
 
@@ -129,6 +137,13 @@ pub struct Figure {
     pub points: usize,
     /// The SVG document.
     pub svg: String,
+}
+
+impl Figure {
+    /// The figure as PNG at `scale` × its SVG size (see [`crate::to_png`]).
+    pub fn png(&self, scale: f32) -> Result<Vec<u8>> {
+        crate::svg::to_png(&self.svg, scale)
+    }
 }
 
 fn figure(id: String, caption: String, plot: &Plot) -> Figure {
@@ -165,6 +180,9 @@ struct Loaded {
     stats: RunStats,
     summary: RunSummary,
     timeline: Timeline,
+    /// `io_phase` response histograms per tenant and bucket of `phase_width` ns.
+    phase: BTreeMap<String, BTreeMap<u64, Histogram<u64>>>,
+    phase_width: u64,
 }
 
 fn load(path: &Path) -> Result<Loaded> {
@@ -175,11 +193,30 @@ fn load(path: &Path) -> Result<Loaded> {
     let end = total.completed.1.max(total.intended.1).max(1);
     let width = end.div_ceil(BUCKETS).max(1);
     let timeline = run.scan(|| Timeline::new(width))?;
+    let (mut phase, mut phase_width) = (BTreeMap::new(), width);
+    if phase_io::has_units(&run.path)? {
+        let units = phase_io::units(&run, &timeline.spans)?;
+        let tenants = match run.trace_path() {
+            Some(t) => phase_io::tenants(&t)?,
+            None => Default::default(),
+        };
+        // Buckets no shorter than an interval, so each bucket holds whole intervals.
+        let longest = units
+            .iter()
+            .flat_map(|u| &u.intervals)
+            .map(|iv| iv.end_ns - iv.start_ns)
+            .max()
+            .unwrap_or(0);
+        phase_width = width.max(longest);
+        phase = phase_io::by_tenant(&units, &tenants, phase_width);
+    }
     Ok(Loaded {
         run,
         stats,
         summary,
         timeline,
+        phase,
+        phase_width,
     })
 }
 
@@ -195,7 +232,7 @@ fn cdf_figure(runs: &[Loaded]) -> Figure {
                 name: format!("{}{op}", label(i, runs.len())),
                 points: cdf_points(h),
                 color,
-                dashed: i % 2 == 1,
+                dash: if i % 2 == 1 { Dash::Dashed } else { Dash::Solid },
             });
         }
     }
@@ -239,6 +276,9 @@ fn marks(t: &Timeline) -> (Vec<Mark>, Vec<(String, String)>) {
     (out, legend)
 }
 
+/// Tenant line colours of the I/O timeline (the control-op marks use [`COLORS`] by op type).
+const TENANT_COLORS: [&str; 4] = ["#0072B2", "#D55E00", "#009E73", "#CC79A7"];
+
 fn io_figure(i: usize, l: &Loaded) -> Option<Figure> {
     let t = &l.timeline;
     let mid = |b: usize| (b as f64 + 0.5) * t.width as f64 / 1e9;
@@ -248,9 +288,57 @@ fn io_figure(i: usize, l: &Loaded) -> Option<Figure> {
             .filter_map(|(b, h)| h.as_ref().map(|h| (mid(b), at(h, p) as f64)))
             .collect()
     };
+    let mut series = Vec::new();
     let p50 = line(50.0);
-    if p50.is_empty() {
+    if !p50.is_empty() {
+        series.push(Series {
+            name: "io p50".into(),
+            points: p50,
+            color: "#555555".into(),
+            dash: Dash::Solid,
+        });
+        series.push(Series {
+            name: "io p99".into(),
+            points: line(99.0),
+            color: "#000000".into(),
+            dash: Dash::Dashed,
+        });
+    }
+    let pw = l.phase_width as f64 / 1e9;
+    for (k, (tenant, buckets)) in l.phase.iter().enumerate() {
+        let color = TENANT_COLORS[k % TENANT_COLORS.len()];
+        for (p, name, dash) in [
+            (50.0, "p50", Dash::Solid),
+            (99.0, "p99", Dash::Dashed),
+            (99.9, "p99.9", Dash::Dotted),
+        ] {
+            series.push(Series {
+                name: format!("{tenant} {name}"),
+                points: buckets
+                    .iter()
+                    .map(|(&b, h)| ((b as f64 + 0.5) * pw, at(h, p) as f64))
+                    .collect(),
+                color: color.into(),
+                dash,
+            });
+        }
+    }
+    if series.is_empty() {
         return None;
+    }
+    let mut what = Vec::new();
+    if !t.io.iter().all(Option::is_none) {
+        what.push(format!(
+            "single io events: p50, p99 per {} bucket",
+            fmt_ns(t.width as f64)
+        ));
+    }
+    if !l.phase.is_empty() {
+        what.push(format!(
+            "io_phase units per tenant: p50, p99, p99.9 per {} bucket from iogen's interval \
+             histograms",
+            fmt_ns(l.phase_width as f64)
+        ));
     }
     let (marks, mark_legend) = marks(t);
     let plot = Plot {
@@ -261,29 +349,16 @@ fn io_figure(i: usize, l: &Loaded) -> Option<Figure> {
         y_log: true,
         x_fmt: fmt_s,
         y_fmt: fmt_ns,
-        series: vec![
-            Series {
-                name: "I/O p50".into(),
-                points: p50,
-                color: "#555555".into(),
-                dashed: false,
-            },
-            Series {
-                name: "I/O p99".into(),
-                points: line(99.0),
-                color: "#000000".into(),
-                dashed: true,
-            },
-        ],
+        series,
         marks,
         mark_legend,
     };
     Some(figure(
         format!("io-timeline-{}", i + 1),
         format!(
-            "I/O response time (p50, p99 per {} bucket) with control operations marked: lines at \
-             their start, shaded while a snapshot runs (Figure 2 style).",
-            fmt_ns(t.width as f64)
+            "I/O response time ({}) with control operations marked: lines at their start, \
+             shaded while a snapshot runs (Figure 2 style).",
+            what.join("; ")
         ),
         &plot,
     ))
@@ -312,13 +387,13 @@ fn rate_figure(i: usize, l: &Loaded) -> Figure {
                 name: "intended".into(),
                 points: series(&t.intended),
                 color: COLORS[0].into(),
-                dashed: false,
+                dash: Dash::Solid,
             },
             Series {
                 name: "achieved".into(),
                 points: series(&t.completed),
                 color: COLORS[1].into(),
-                dashed: true,
+                dash: Dash::Dashed,
             },
         ],
         marks: Vec::new(),

@@ -1,8 +1,15 @@
 //! A minimal SVG line-plot renderer for the report: lines, log or linear axes with ticks,
 //! vertical markers and shaded bands, and a legend. No scripts, no fonts beyond the generic
 //! `sans-serif`, so the output renders the same anywhere without network access.
+//! [`to_png`] rasterizes a figure with resvg (pure Rust) for `--png` export.
 
 use std::fmt::Write;
+use std::sync::{Arc, OnceLock};
+
+use resvg::tiny_skia::{Pixmap, Transform};
+use resvg::usvg::fontdb::Database;
+
+use crate::{Error, Result};
 
 /// Series colours (colour-blind friendly, Okabe–Ito).
 pub const COLORS: [&str; 8] = [
@@ -18,8 +25,29 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Stroke colour.
     pub color: String,
-    /// Dashed stroke.
-    pub dashed: bool,
+    /// Stroke style.
+    pub dash: Dash,
+}
+
+/// A line's stroke style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dash {
+    /// Solid.
+    Solid,
+    /// Dashed.
+    Dashed,
+    /// Dotted.
+    Dotted,
+}
+
+impl Dash {
+    fn attr(self) -> &'static str {
+        match self {
+            Dash::Solid => "",
+            Dash::Dashed => r#" stroke-dasharray="5 3""#,
+            Dash::Dotted => r#" stroke-dasharray="1.5 2.5""#,
+        }
+    }
 }
 
 /// A vertical marker (`x0 == x1`) or shaded band.
@@ -263,11 +291,7 @@ impl Plot {
                 .filter(|p| p.0.is_finite() && p.1.is_finite())
                 .map(|&(a, b)| format!("{:.1},{:.1}", px(a), py(b)))
                 .collect();
-            let dash = if se.dashed {
-                r#" stroke-dasharray="5 3""#
-            } else {
-                ""
-            };
+            let dash = se.dash.attr();
             let _ = write!(
                 s,
                 r#"<polyline fill="none" stroke="{}" stroke-width="1.8"{dash} points="{}"/>"#,
@@ -280,18 +304,19 @@ impl Plot {
         let entries = self
             .series
             .iter()
-            .map(|se| (se.name.clone(), se.color.clone(), true))
+            .map(|se| (se.name.clone(), se.color.clone(), Some(se.dash)))
             .chain(
                 self.mark_legend
                     .iter()
-                    .map(|(n, c)| (n.clone(), c.clone(), false)),
+                    .map(|(n, c)| (n.clone(), c.clone(), None)),
             );
         for (name, color, line) in entries {
-            if line {
+            if let Some(dash) = line {
                 let _ = write!(
                     s,
-                    r#"<line x1="{lx}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="2.5"/>"#,
-                    lx + 18.0
+                    r#"<line x1="{lx}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="2.5"{}/>"#,
+                    lx + 18.0,
+                    dash.attr()
                 );
             } else {
                 let _ = write!(
@@ -312,4 +337,62 @@ impl Plot {
         s.push_str("</svg>");
         s
     }
+}
+
+/// The system's fonts, loaded once, with `sans-serif` mapped to an installed family.
+fn fonts() -> Result<Arc<Database>> {
+    static DB: OnceLock<Option<Arc<Database>>> = OnceLock::new();
+    DB.get_or_init(|| {
+        let mut db = Database::new();
+        db.load_system_fonts();
+        let families: Vec<String> = db
+            .faces()
+            .flat_map(|f| f.families.iter().map(|(name, _)| name.clone()))
+            .collect();
+        let sans = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "FreeSans", "Arial"]
+            .into_iter()
+            .map(str::to_owned)
+            .find(|f| families.contains(f))
+            .or_else(|| families.first().cloned())?;
+        db.set_sans_serif_family(sans);
+        Some(Arc::new(db))
+    })
+    .clone()
+    .ok_or_else(|| {
+        Error::Render(
+            "no system fonts found for the figures' text; install one, e.g. Debian's \
+             fonts-dejavu-core (scripts/install-fonts.sh)"
+                .into(),
+        )
+    })
+}
+
+/// Rasterizes an SVG document (a report figure) to PNG at `scale` × its size, with the
+/// system's fonts (pure Rust: resvg; no browser). Fails when no font is installed, rather than
+/// drawing a figure without its labels.
+pub fn to_png(svg: &str, scale: f32) -> Result<Vec<u8>> {
+    let opt = resvg::usvg::Options {
+        fontdb: fonts()?,
+        ..resvg::usvg::Options::default()
+    };
+    let tree = resvg::usvg::Tree::from_str(svg, &opt)
+        .map_err(|e| Error::Render(format!("parsing the SVG: {e}")))?;
+    let scale = if scale.is_finite() && scale > 0.0 {
+        scale
+    } else {
+        1.0
+    };
+    let size = tree.size().to_int_size().scale_by(scale).ok_or_else(|| {
+        Error::Render(format!("bad image size at scale {scale}"))
+    })?;
+    let mut pixmap = Pixmap::new(size.width(), size.height())
+        .ok_or_else(|| Error::Render(format!("cannot allocate {size:?} pixels")))?;
+    resvg::render(
+        &tree,
+        Transform::from_scale(scale, scale),
+        &mut pixmap.as_mut(),
+    );
+    pixmap
+        .encode_png()
+        .map_err(|e| Error::Render(format!("encoding the PNG: {e}")))
 }

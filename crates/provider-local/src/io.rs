@@ -83,6 +83,9 @@ pub(crate) async fn io_phase(
         spec.region = Some(spec.region.unwrap_or(len).min(len));
     }
     let start_ns = ctx.now_ns();
+    // If the engine drops this future (timeout, or cancel after a stop's grace period), the
+    // I/O must stop too, or it would keep the volume busy under cleanup.
+    let _stop_on_drop = StopOnDrop(stop.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("cnsreplay-iogen".into())
@@ -101,6 +104,15 @@ pub(crate) async fn io_phase(
         ctx.report_io(split);
     }
     Ok(())
+}
+
+/// Requests a stop of an I/O unit when dropped.
+struct StopOnDrop(iogen::Stop);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.request();
+    }
 }
 
 /// Splits an iogen interval log by whether a snapshot was in flight during each interval and

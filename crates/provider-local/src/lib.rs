@@ -17,6 +17,7 @@
 
 mod io;
 mod ops;
+pub mod storage;
 pub mod sys;
 
 use std::collections::HashMap;
@@ -59,12 +60,8 @@ impl Default for LocalConfig {
         Self {
             mode: Mode::Auto,
             max_volume_bytes: 0,
-            // The thread-pool engine until cleanup stops iogen and waits for busy mounts: an
-            // io_uring that is still running (or was killed) when the process exits is torn
-            // down by the kernel in the background, holding the data file open for a while, so
-            // cleanup's `umount` falls back to `umount -l` and the loop device outlives the run
-            // (cnsreplay's run:: leak tests). iogen's open-loop phases themselves end on io_uring.
-            io_engine: iogen::EngineChoice::Sync,
+            // io_uring when the kernel offers it, the thread pool otherwise (iogen probes).
+            io_engine: iogen::EngineChoice::Auto,
         }
     }
 }
@@ -202,6 +199,12 @@ impl Provider for LocalProvider {
     }
 
     fn cleanup(&self, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
+        // I/O units still running would keep their volumes busy.
+        for w in self.state().workloads.values() {
+            for stop in &w.io {
+                stop.request();
+            }
+        }
         cleanup(run, leftovers)
     }
 }
@@ -214,6 +217,38 @@ fn run_ledger_dir(run: &RunInfo, objects: &std::path::Path) -> Result<(), Provid
         .map_err(sys::io_err)?;
     fs_err::create_dir_all(objects.join("mnt")).map_err(sys::io_err)?;
     Ok(())
+}
+
+/// How long cleanup retries a busy unmount before it detaches the mount lazily.
+pub const UNMOUNT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Unmounts `p`, retrying while it is busy. A killed process's io_uring is torn down by the
+/// kernel in the background (cancelling in-flight requests, then dropping its files), so the
+/// file system stays busy for a moment after the process is gone; unmounting lazily at once
+/// would leave the loop device attached behind it. Lazy unmount is the last resort, and says
+/// so.
+fn unmount_patiently(p: &std::path::Path) -> Result<(), String> {
+    let s = p.to_string_lossy();
+    let give_up = std::time::Instant::now() + UNMOUNT_PATIENCE;
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        let err = match sys::cmd("umount", &[&s]) {
+            Ok(_) => return Ok(()),
+            Err(_) if !sys::is_mounted(p) => return Ok(()),
+            Err(e) => e.message,
+        };
+        if std::time::Instant::now() >= give_up {
+            return match sys::cmd("umount", &["-l", &s]) {
+                Ok(_) => Err(format!(
+                    "still busy after {UNMOUNT_PATIENCE:?} ({err}); detached lazily, its loop \
+                     device is freed when the last user closes it"
+                )),
+                Err(e) => Err(format!("{err}; lazy unmount failed too: {}", e.message)),
+            };
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(250));
+    }
 }
 
 /// Removes the ledger's leftovers, newest first, touching only paths inside the run
@@ -234,14 +269,10 @@ pub fn cleanup(run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
         let r: Result<bool, String> = match e.kind.as_str() {
             "mount" => {
                 if sys::is_mounted(&p) {
-                    let s = p.to_string_lossy();
-                    sys::cmd("umount", &[&s])
-                        .or_else(|_| sys::cmd("umount", &["-l", &s]))
-                        .map(|_| {
-                            let _ = fs_err::remove_dir(&p);
-                            true
-                        })
-                        .map_err(|e| e.message)
+                    unmount_patiently(&p).map(|()| {
+                        let _ = fs_err::remove_dir(&p);
+                        true
+                    })
                 } else {
                     let _ = fs_err::remove_dir(&p);
                     Ok(false)

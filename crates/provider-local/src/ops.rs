@@ -9,7 +9,8 @@ use replay::{OpCtx, ProviderError};
 use serde_json::json;
 use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
 
-use crate::sys::{self, cmd, io_err, path_str};
+use crate::storage::{self, GrowKind};
+use crate::sys::{self, io_err, path_str, storage_err};
 use crate::{LocalProvider, Snap, Volume, Workload, blocking};
 
 fn missing(what: &str, name: &str) -> ProviderError {
@@ -191,16 +192,13 @@ pub(crate) async fn execute(
                     )
                     .map_err(io_err)?;
                 // Freeze a mounted file system so the copy is consistent.
-                let frozen = match &g.mount {
-                    Some(m) => cmd("fsfreeze", &["-f", path_str(m)?]).is_ok(),
-                    None => false,
-                };
+                let frozen = g.mount.as_deref().is_some_and(storage::freeze);
                 if frozen {
                     ctx2.phase("freeze");
                 }
                 let copied = copy_volume(&g.image, &image2, loop_mode);
                 if frozen && let Some(m) = &g.mount {
-                    let _ = cmd("fsfreeze", &["-u", path_str(m)?]);
+                    let _ = storage::thaw(m);
                     ctx2.phase("thaw");
                 }
                 ctx2.phase(if copied? { "copy-reflink" } else { "copy-full" });
@@ -233,15 +231,11 @@ pub(crate) async fn execute(
                     return Ok(());
                 }
                 if loop_mode {
-                    fs_err::OpenOptions::new()
-                        .write(true)
-                        .open(&g.image)
-                        .and_then(|f| f.set_len(size))
-                        .map_err(io_err)?;
+                    storage::grow_file(&g.image, size).map_err(storage_err)?;
                     ctx.phase("grow-file");
                     match (&g.loop_dev, g.block) {
                         (Some(dev), block) => {
-                            cmd("losetup", &["-c", dev])?;
+                            storage::refresh_loop(dev).map_err(storage_err)?;
                             ctx.phase("losetup-c");
                             if !block {
                                 grow_attached(&ctx, dev, g.mount.as_deref())?;
@@ -313,23 +307,21 @@ async fn reschedule(
 /// Grows the file system of an attached volume: online resize2fs, or — where the kernel
 /// refuses online resizing (some VMs) — unmount, offline resize2fs, mount again.
 fn grow_attached(ctx: &OpCtx, dev: &str, mount: Option<&Path>) -> Result<(), ProviderError> {
-    match cmd("resize2fs", &[dev]) {
-        Ok(_) => {
-            ctx.phase("resize2fs-online");
-            Ok(())
-        }
-        Err(online) => {
-            let Some(m) = mount else { return Err(online) };
-            let m = path_str(m)?;
-            cmd("umount", &[m])?;
+    let Some(m) = mount else {
+        // Attached but not mounted never happens here (file-system volumes are mounted on
+        // attach); resize2fs insists on an online resize or a checked file system.
+        return storage::run("resize2fs", &[dev])
+            .map(drop)
+            .map_err(storage_err);
+    };
+    match storage::grow_fs(dev, Some(m)).map_err(storage_err)? {
+        GrowKind::Remount => {
             ctx.phase("umount");
-            let grown = sys::grow_offline(Path::new(dev));
-            cmd("mount", &[dev, m])?;
-            grown?;
             ctx.phase("resize2fs-offline");
-            Ok(())
         }
+        GrowKind::Online | GrowKind::Offline => ctx.phase("resize2fs-online"),
     }
+    Ok(())
 }
 
 /// Attaches `names` (loop device + mount on first use) and counts one more user of each.
@@ -376,11 +368,7 @@ fn create_image(
         let reflink = copy_volume(&src, image, loop_mode)?;
         ctx.phase(if reflink { "copy-reflink" } else { "copy-full" });
         if loop_mode && size > src_size {
-            fs_err::OpenOptions::new()
-                .write(true)
-                .open(image)
-                .and_then(|f| f.set_len(size))
-                .map_err(io_err)?;
+            storage::grow_file(image, size).map_err(storage_err)?;
             if !block {
                 sys::grow_offline(image)?;
             }
@@ -389,11 +377,10 @@ fn create_image(
         return Ok(());
     }
     if loop_mode {
-        let f = fs_err::File::create(image).map_err(io_err)?;
-        f.set_len(size).map_err(io_err)?;
+        storage::create_image(image, size, false).map_err(storage_err)?;
         ctx.phase("allocate");
         if !block {
-            cmd("mkfs.ext4", &["-q", "-F", path_str(image)?])?;
+            storage::mkfs(image).map_err(storage_err)?;
             ctx.phase("mkfs");
         }
     } else {
@@ -438,7 +425,7 @@ fn attach_volume(ctx: &OpCtx, g: &mut Volume, mount: &Path) -> Result<(), Provid
     ctx.ledger()
         .intend("loop", &img, serde_json::Value::Null)
         .map_err(io_err)?;
-    let dev = cmd("losetup", &["--find", "--show", &img])?;
+    let dev = storage::attach_loop(&g.image).map_err(storage_err)?;
     g.loop_dev = Some(dev.clone());
     ctx.phase("losetup");
     if !g.block {
@@ -446,8 +433,7 @@ fn attach_volume(ctx: &OpCtx, g: &mut Volume, mount: &Path) -> Result<(), Provid
         ctx.ledger()
             .intend("mount", m, json!({"device": dev}))
             .map_err(io_err)?;
-        fs_err::create_dir_all(mount).map_err(io_err)?;
-        cmd("mount", &[&dev, m])?;
+        storage::mount(&dev, mount, &[]).map_err(storage_err)?;
         g.mount = Some(mount.to_owned());
         ctx.phase("mount");
     }
@@ -458,24 +444,16 @@ fn detach_volume(ctx: &OpCtx, g: &mut Volume) -> Result<(), ProviderError> {
     if let Some(m) = g.mount.take() {
         let ms = path_str(&m)?.to_owned();
         // I/O threads of a stopped workload may take a moment to close their files.
-        let mut last = Ok(String::new());
-        for _ in 0..50 {
-            last = cmd("umount", &[&ms]);
-            if last.is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        if let Err(e) = last {
+        if let Err(e) = storage::unmount(&m, std::time::Duration::from_secs(5)) {
             g.mount = Some(m);
-            return Err(e);
+            return Err(storage_err(e));
         }
         let _ = fs_err::remove_dir(&m);
         ctx.ledger().release("mount", &ms).map_err(io_err)?;
         ctx.phase("umount");
     }
     if let Some(dev) = g.loop_dev.take() {
-        cmd("losetup", &["-d", &dev])?;
+        storage::detach_loop(&dev).map_err(storage_err)?;
         ctx.ledger()
             .release("loop", path_str(&g.image)?)
             .map_err(io_err)?;

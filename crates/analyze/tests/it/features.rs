@@ -233,3 +233,88 @@ fn report_has_every_figure_with_data_and_export_writes_csv() {
     let df = analyze::frame::events_frame(&analyze::Run::open(&run).expect("run")).expect("frame");
     assert_eq!(df.height(), 515);
 }
+
+/// An `io_phase` unit's interval log on the run's time axis: the base comes from the log's
+/// StartTime against the manifest's origin; the report plots it per tenant and QoS judges its
+/// intervals by window (each in the window of its midpoint).
+#[test]
+fn io_phase_interval_logs_land_on_the_run_axis_for_report_and_qos() {
+    use hdrhistogram::Histogram;
+    use hdrhistogram::serialization::V2DeflateSerializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+    use std::time::{Duration, SystemTime};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = write_trace(
+        dir.path(),
+        "t.jsonl",
+        None,
+        &[
+            (0, r#""snapshot":{"volume":"v","snapshot":"s"}"#.into()),
+            (
+                2_000_000_000,
+                r#""tenant":"db","io_phase":{"workload":"w","volume":"v","pattern":"random","read_pct":100,"block_size":"4Ki","load":{"depth":1},"duration":"1300ms"}"#.into(),
+            ),
+        ],
+    );
+    let recs = [
+        rec(1, OpType::Snapshot, 0, 3_200_000_000),
+        rec(2, OpType::IoPhase, 2_000_000_000, 1_500_000_000),
+    ];
+    let run = write_run(&dir.path().join("run"), &trace, 1.0, &recs);
+    // The manifest's origin is 2026-01-01T00:00:00Z; iogen's log starts 2.010 s later.
+    let origin = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+    let mut log = Vec::new();
+    let mut ser = V2DeflateSerializer::new();
+    {
+        let mut w = IntervalLogWriterBuilder::new()
+            .with_start_time(origin + Duration::from_millis(2010))
+            .begin_log_with(&mut log, &mut ser)
+            .expect("log");
+        // Interval k (200 ms each) holds 10 reads of (k + 1) ms.
+        for k in 0..7u64 {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 86_400_000_000_000, 3).expect("h");
+            h.record_n((k + 1) * 1_000_000, 10).expect("record");
+            w.write_histogram(
+                &h,
+                Duration::from_millis(200 * k),
+                Duration::from_millis(200),
+                Tag::new("read.response"),
+            )
+            .expect("interval");
+        }
+    }
+    fs_err::create_dir_all(run.join("io")).expect("io dir");
+    fs_err::write(run.join("io/2.hlog"), log).expect("hlog");
+    fs_err::write(run.join("io/2.json"), r#"{"elapsed_s": 1.39, "ios": 70}"#).expect("json");
+
+    let r = analyze::Run::open(&run).expect("run");
+    let spans = r
+        .scan(analyze::phase_io::Spans::default)
+        .expect("scan");
+    let units = analyze::phase_io::units(&r, &spans).expect("units");
+    assert_eq!(units.len(), 1);
+    assert_eq!(units[0].base_ns, 2_010_000_000);
+    let starts: Vec<u64> = units[0].intervals.iter().map(|iv| iv.start_ns).collect();
+    assert_eq!(starts[..2], [2_010_000_000, 2_210_000_000]);
+
+    let rep = analyze::report::report(&[run.as_path()]).expect("report");
+    let tl = rep
+        .figures
+        .iter()
+        .find(|f| f.id == "io-timeline-1")
+        .expect("an I/O timeline from the io_phase unit");
+    assert!(tl.svg.contains(">db p99.9<") && tl.points >= 3 * 7, "{}", tl.points);
+
+    // Window [2 s, 3 s) holds intervals 0–4 (1–5 ms, p50 3 ms); [3 s, 4 s) holds 5–6 (6–7 ms).
+    let spec: QosSpec =
+        serde_saphyr::from_str("window: 1s\ntenants:\n  db:\n    read.p50: 4ms\n").expect("spec");
+    let q = qos(&run, &spec).expect("qos");
+    assert_eq!(q.io_phase_units, 1);
+    let t = &q.targets[0];
+    assert_eq!((t.windows, t.violated), (2, 1), "{t:#?}");
+    let v = &t.violations[0];
+    assert_eq!((v.start_ns, v.ios), (3_000_000_000, 20), "{v:#?}");
+    assert_eq!(v.value_ns / 100_000, 60, "{v:#?}");
+    assert_eq!(v.in_flight, ["snapshot"]);
+}

@@ -1,5 +1,5 @@
 //! `cnsreplay analyze …`: summaries, run-to-run comparison (exit 1 on a regression), capacity
-//! from a sweep, per-tenant QoS, the HTML report and CSV export. The `analyze` library returns
+//! from a sweep, per-tenant QoS, the HTML report (with PNG/SVG figure export) and CSV/Parquet export. The `analyze` library returns
 //! data; this module prints it as tables or JSON (schemas `docs/schemas/analyze-*.schema.json`,
 //! printed by the hidden `json-schema analyze-*`).
 
@@ -38,7 +38,7 @@ pub enum AnalyzeCommand {
     Qos(QosArgs),
     /// A self-contained HTML report with figures and percentile tables.
     Report(ReportArgs),
-    /// Export the event records (CSV).
+    /// Export the event records (CSV, Parquet).
     Export(ExportArgs),
 }
 
@@ -119,16 +119,27 @@ pub struct ReportArgs {
     /// Also write each figure as `DIR/<figure>.svg`.
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+    /// Also write each figure as `DIR/<figure>.png` (rasterized in-process with the system's
+    /// fonts; no browser needed).
+    #[arg(long, value_name = "DIR")]
+    pub png: Option<PathBuf>,
+    /// Pixels per SVG unit of the PNGs (figures are 760×360 units).
+    #[arg(long, value_name = "X", default_value_t = 2.0)]
+    pub png_scale: f32,
 }
 
 /// `analyze export`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("format").required(true).multiple(true).args(["csv", "parquet"])))]
 pub struct ExportArgs {
     /// The run directory.
     pub run: PathBuf,
     /// Write the records as CSV to this file.
     #[arg(long, value_name = "FILE")]
-    pub csv: PathBuf,
+    pub csv: Option<PathBuf>,
+    /// Write the records as Parquet (zstd) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub parquet: Option<PathBuf>,
 }
 
 fn json<T: Serialize>(v: &T, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -144,13 +155,23 @@ pub(crate) fn run(a: &AnalyzeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
         AnalyzeCommand::Capacity(a) => run_capacity(a, out),
         AnalyzeCommand::Qos(a) => run_qos(a, out),
         AnalyzeCommand::Report(a) => run_report(a, out),
-        AnalyzeCommand::Export(a) => {
-            let n = analyze::frame::export_csv_file(&a.run, &a.csv)
-                .with_context(|| format!("export of {}", a.run.display()))?;
-            writeln!(out, "{n} records → {}", a.csv.display())?;
-            Ok(ExitCode::SUCCESS)
-        }
+        AnalyzeCommand::Export(a) => run_export(a, out),
     }
+}
+
+fn run_export(a: &ExportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    type Exporter = fn(&Path, &Path) -> analyze::Result<u64>;
+    let jobs: [(&Option<PathBuf>, Exporter); 2] = [
+        (&a.csv, analyze::frame::export_csv_file),
+        (&a.parquet, analyze::frame::export_parquet_file),
+    ];
+    for (path, export) in jobs {
+        let Some(path) = path else { continue };
+        let n = export(&a.run, path)
+            .with_context(|| format!("export of {} to {}", a.run.display(), path.display()))?;
+        writeln!(out, "{n} records → {}", path.display())?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_summary(a: &SummaryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -456,6 +477,15 @@ fn run_report(a: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         fs_err::create_dir_all(dir)?;
         for f in &r.figures {
             fs_err::write(dir.join(format!("{}.svg", f.id)), &f.svg)?;
+        }
+    }
+    if let Some(dir) = &a.png {
+        fs_err::create_dir_all(dir)?;
+        for f in &r.figures {
+            let png = f
+                .png(a.png_scale)
+                .with_context(|| format!("figure {}", f.id))?;
+            fs_err::write(dir.join(format!("{}.png", f.id)), png)?;
         }
     }
     let figs: Vec<String> = r

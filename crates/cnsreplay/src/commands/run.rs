@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use provider_kube::{KubeConfig, KubeProvider};
 use provider_local::{LocalConfig, LocalProvider, Mode};
 use replay::sim::{Latency, SimConfig, SimProvider, Stall};
 use replay::{
@@ -28,6 +29,8 @@ pub enum ProviderKind {
     Sim,
     /// Real loop-device volumes on this machine (directories without root).
     Local,
+    /// A Kubernetes cluster: PVCs, pods, VolumeSnapshots (docs/kubernetes.md).
+    Kube,
 }
 
 /// `run`.
@@ -93,6 +96,33 @@ pub struct ProviderArgs {
     /// local: cap the size of each volume actually allocated (e.g. `256Mi`).
     #[arg(long, value_name = "BYTES")]
     pub local_max_volume: Option<String>,
+    /// kube: kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// kube: kubeconfig context (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// kube: namespace to work in (default: a run-owned `cnsreplay-<run id>`, deleted after).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// kube: StorageClass when neither the event nor the trace header names one.
+    #[arg(long, value_name = "CLASS")]
+    pub storage_class: Option<String>,
+    /// kube: VolumeSnapshotClass when neither the event nor the trace header names one.
+    #[arg(long, value_name = "CLASS")]
+    pub snapshot_class: Option<String>,
+    /// kube: pin workloads whose event names no node to this node.
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// kube: client-side request rate limit in requests/s (0 = off); throttling is reported.
+    #[arg(long, value_name = "QPS", default_value_t = 50.0)]
+    pub kube_qps: f64,
+    /// kube: client-side burst.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub kube_burst: u32,
+    /// kube: image of the `io_phase` pods (runs iogen; deploy/iogen.Containerfile).
+    #[arg(long, value_name = "IMAGE", default_value = "cnsreplay/iogen:latest")]
+    pub iogen_image: String,
 }
 
 /// `cleanup`.
@@ -182,6 +212,24 @@ fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
     })
 }
 
+fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
+    if !(a.kube_qps.is_finite() && a.kube_qps >= 0.0) {
+        bail!("--kube-qps {}: expected a rate >= 0", a.kube_qps);
+    }
+    Ok(KubeConfig {
+        kubeconfig: a.kubeconfig.clone(),
+        context: a.context.clone(),
+        namespace: a.namespace.clone(),
+        storage_class: a.storage_class.clone(),
+        snapshot_class: a.snapshot_class.clone(),
+        node: a.node.clone(),
+        qps: a.kube_qps,
+        burst: a.kube_burst,
+        iogen_image: a.iogen_image.clone(),
+        ..KubeConfig::default()
+    })
+}
+
 /// A progress line on stderr, hidden when stderr is not a terminal.
 fn progress(live: Arc<Live>) -> std::thread::JoinHandle<()> {
     let pb = if crate::logging::stderr_is_interactive() {
@@ -221,7 +269,7 @@ fn ms(ns: u64) -> String {
     format!("{:.3}ms", ns as f64 / 1e6)
 }
 
-fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: P) -> anyhow::Result<Summary> {
+fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: Arc<P>) -> anyhow::Result<Summary> {
     let opts = options(a)?;
     let control = RunControl::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -236,7 +284,7 @@ fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: P) -> anyhow::Resu
         tracing::info!("metrics on http://{bound}/metrics");
     }
     let bar = progress(live.clone());
-    let result = replay::run(&a.trace, output, &Arc::new(provider), &opts, &control);
+    let result = replay::run(&a.trace, output, &provider, &opts, &control);
     live.finished.store(true, Relaxed);
     let _ = bar.join();
     let outcome = result.with_context(|| format!("run of {} failed", a.trace.display()))?;
@@ -252,8 +300,30 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         None => default_run_dir(&a.trace),
     };
     let summary = match a.provider {
-        ProviderKind::Sim => execute(a, &output, SimProvider::new(sim_config(&a.settings)?)?)?,
-        ProviderKind::Local => execute(a, &output, LocalProvider::new(local_config(&a.settings)?))?,
+        ProviderKind::Sim => execute(
+            a,
+            &output,
+            Arc::new(SimProvider::new(sim_config(&a.settings)?)?),
+        )?,
+        ProviderKind::Local => execute(
+            a,
+            &output,
+            Arc::new(LocalProvider::new(local_config(&a.settings)?)),
+        )?,
+        ProviderKind::Kube => {
+            let p = Arc::new(KubeProvider::new(kube_config(&a.settings)?)?);
+            let mut s = execute(a, &output, p.clone())?;
+            // Throttling is only known at the end: add it to the summary's notices.
+            let extra = p.throttle_notices();
+            if !extra.is_empty() {
+                for n in &extra {
+                    tracing::warn!("{n}");
+                }
+                s.notices.extend(extra);
+                RunDir::open(&output).write_summary(&s)?;
+            }
+            s
+        }
     };
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &summary)?;
@@ -365,6 +435,9 @@ pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<Ex
     let leftovers = replay::ledger::read_live(&replay::Ledger::path_in(&a.run_dir))?;
     let report = match m.provider.name.as_str() {
         "local" => LocalProvider::from_config(&m.provider.config)
+            .context("manifest provider.config")?
+            .cleanup(&info, &leftovers),
+        "kube" => KubeProvider::from_config(&m.provider.config)
             .context("manifest provider.config")?
             .cleanup(&info, &leftovers),
         "sim" => replay::provider::CleanupReport::default(),

@@ -1,6 +1,8 @@
 //! `cnsreplay analyze` and `sweep` end to end on real `sim` runs: compare's verdicts and exit
 //! codes, capacity on a sweep that saturates at a known rate, the report rendered by headless
-//! Chromium, QoS, CSV export, and the committed `analyze … --json` schemas.
+//! Chromium, QoS, CSV export, and the committed `analyze … --json` schemas; a short `local`
+//! run with `io_phase` units for the I/O timeline, QoS from interval histograms and the PNG
+//! export.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -292,6 +294,11 @@ fn screenshot(page: &Path, png: &Path, size: &str) -> (u32, u32, Vec<[u8; 3]>) {
         "no screenshot: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    decode_png(png)
+}
+
+/// Decodes an 8-bit PNG into RGB pixels (grey and alpha dropped).
+fn decode_png(png: &Path) -> (u32, u32, Vec<[u8; 3]>) {
     let decoder = png::Decoder::new(std::io::BufReader::new(
         fs_err::File::open(png).expect("png"),
     ));
@@ -468,4 +475,281 @@ fn analyze_errors_name_the_path() {
     let o = cnsreplay(&["analyze", "capacity", ".", "--slo", "attach.p99"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("attach.p99"));
+}
+
+/// A short `local` run: tenants db and web each run a 3 s `io_phase` unit (ids 5 and 6) on
+/// their own volume from 1.5 s, with a snapshot of db's volume at 2.5 s.
+fn local_phase_run(dir: &Path) -> PathBuf {
+    let t = dir.join("phase.yaml");
+    fs_err::write(
+        &t,
+        r#"format: cnsreplay-trace
+version: 1
+provenance: {generator: test}
+defaults: {storage_class: standard, snapshot_class: standard-snap, volume_size: 64Mi, access_mode: ReadWriteOnce, volume_mode: filesystem}
+events:
+  - {at: 0s, id: 1, create_volume: {volume: a}}
+  - {at: 0s, id: 2, create_volume: {volume: b}}
+  - {at: 1s, id: 3, tenant: db, attach: {workload: pa, volumes: [a]}}
+  - {at: 1s, id: 4, tenant: web, attach: {workload: pb, volumes: [b]}}
+  - {at: 1500ms, id: 5, tenant: db, io_phase: {workload: pa, volume: a, pattern: random, read_pct: 70, block_size: 4Ki, load: {rate: {iops: 300, arrival: poisson}}, duration: 3s, region: 16Mi}}
+  - {at: 1500ms, id: 6, tenant: web, io_phase: {workload: pb, volume: b, pattern: random, read_pct: 100, block_size: 4Ki, load: {rate: {iops: 200, arrival: poisson}}, duration: 3s, region: 16Mi}}
+  - {at: 2500ms, id: 7, snapshot: {volume: a, snapshot: s0}}
+  - {at: 5s, id: 8, detach: {workload: pa}}
+  - {at: 5s, id: 9, detach: {workload: pb}}
+  - {at: 5500ms, id: 10, delete_snapshot: {snapshot: s0}}
+  - {at: 6s, id: 11, delete_volume: {volume: a}}
+  - {at: 6s, id: 12, delete_volume: {volume: b}}
+"#,
+    )
+    .expect("trace");
+    let run = dir.join("phase-run");
+    ok(&cnsreplay(&[
+        "-q",
+        "run",
+        s(&t),
+        "--provider",
+        "local",
+        "-o",
+        s(&run),
+    ]));
+    run
+}
+
+/// `(started, completed)` of the run's record of event `id`.
+fn span(run: &Path, id: u64) -> (u64, u64) {
+    let text = fs_err::read_to_string(run.join("events.jsonl")).expect("events");
+    let r: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("record"))
+        .find(|r| r["id"] == id)
+        .expect("record of the io_phase unit");
+    (
+        r["started"].as_u64().expect("started"),
+        r["completed"].as_u64().expect("completed"),
+    )
+}
+
+/// Non-white pixels in the rectangle `[x0, x1) × [y0, y1)` of a `w`-wide image.
+fn inked(px: &[[u8; 3]], w: u32, (x0, x1): (u32, u32), (y0, y1): (u32, u32)) -> usize {
+    (y0..y1)
+        .flat_map(|y| (x0..x1).map(move |x| (y * w + x) as usize))
+        .filter(|&i| px[i].iter().any(|&c| c < 200))
+        .count()
+}
+
+#[test]
+fn io_phase_units_show_in_the_report_timeline_and_qos_and_figures_export_as_png() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = local_phase_run(dir.path());
+    for id in [5, 6] {
+        assert!(run.join(format!("io/{id}.hlog")).is_file(), "no interval log");
+    }
+
+    // QoS from the interval histograms: a limit every window violates lists every window with
+    // data; each I/O is counted in exactly one window, and the windows lie within the unit.
+    let qos = dir.path().join("qos.yaml");
+    fs_err::write(
+        &qos,
+        "window: 500ms\ntenants:\n  db:\n    p50: 1ns\n  web:\n    read.p99.9: 1ns\n",
+    )
+    .expect("qos");
+    let o = cnsreplay(&["analyze", "qos", s(&run), "--slo-file", s(&qos), "--json"]);
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["io_phase_units"], 2, "{v:#}");
+    for (t, id) in v["targets"].as_array().expect("targets").iter().zip([5, 6]) {
+        let unit: serde_json::Value = serde_json::from_slice(
+            &fs_err::read(run.join(format!("io/{id}.json"))).expect("unit json"),
+        )
+        .expect("unit");
+        let violations = t["violations"].as_array().expect("violations");
+        // 3 s of I/O in 500 ms windows: 6 or 7 windows (the unit is not window-aligned).
+        assert!((6..=8).contains(&violations.len()), "{t:#}");
+        assert_eq!(t["violated"], t["windows"], "{t:#}");
+        let ios: u64 = violations.iter().map(|w| w["ios"].as_u64().expect("ios")).sum();
+        assert_eq!(Some(ios), unit["ios"].as_u64(), "{t:#}");
+        let (started, completed) = span(&run, id);
+        for w in violations {
+            let (a, b) = (
+                w["start_ns"].as_u64().expect("start"),
+                w["end_ns"].as_u64().expect("end"),
+            );
+            assert!(b > started && a < completed, "window {a}…{b} outside the unit {started}…{completed}");
+        }
+    }
+    // The snapshot ran while db's unit did: some db window has it in flight.
+    assert!(
+        v["targets"][0]["attribution"]
+            .as_array()
+            .expect("attribution")
+            .iter()
+            .any(|a| a["during"] == "snapshot" && a["windows"].as_u64() >= Some(1)),
+        "{v:#}"
+    );
+
+    // The report: Figure 2 from the io_phase units, per tenant; every figure as PNG.
+    let (html, svgs, pngs) = (
+        dir.path().join("report.html"),
+        dir.path().join("svg"),
+        dir.path().join("png"),
+    );
+    let o = cnsreplay(&[
+        "analyze",
+        "report",
+        s(&run),
+        "-o",
+        s(&html),
+        "--svg",
+        s(&svgs),
+        "--png",
+        s(&pngs),
+    ]);
+    ok(&o);
+    let timeline = fs_err::read_to_string(svgs.join("io-timeline-1.svg")).expect("svg");
+    for legend in ["db p50", "db p99", "db p99.9", "web p50", "web p99.9", "snapshot"] {
+        assert!(timeline.contains(&format!(">{legend}<")), "no {legend:?} in the timeline");
+    }
+    let page = fs_err::read_to_string(&html).expect("html");
+    assert!(page.contains(r#"data-figure="io-timeline-1""#), "no I/O timeline");
+    for f in ["cdf", "io-timeline-1", "rate-1"] {
+        let (w, h, px) = decode_png(&pngs.join(format!("{f}.png")));
+        // Default scale 2 of the 760×360 figures.
+        assert_eq!((w, h), (1520, 720), "{f}");
+        assert!(
+            coloured(&px) > 1000,
+            "figure {f} rasterized without data: {} coloured pixels",
+            coloured(&px)
+        );
+        // Text: the x-axis label under the plot, the title above it, the y tick labels.
+        let x_label = inked(&px, w, (144 + 300, 1140 - 300), (680, 720));
+        let title = inked(&px, w, (144, 1000), (0, 50));
+        let y_ticks = inked(&px, w, (20, 134), (60, 640));
+        assert!(
+            x_label > 100 && title > 300 && y_ticks > 200,
+            "figure {f}: text not rendered (ink: x label {x_label}, title {title}, y ticks {y_ticks})"
+        );
+    }
+}
+
+/// The Python of the readers' venv (`scripts/install-py-readers.sh`), if installed.
+fn py_readers() -> Option<PathBuf> {
+    let venv = std::env::var_os("CNSREPLAY_PY_VENV").map_or_else(
+        || {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/cnsreplay/venv")
+        },
+        PathBuf::from,
+    );
+    let py = venv.join("bin/python");
+    if py.is_file() {
+        return Some(py);
+    }
+    assert!(
+        std::env::var_os("CNSREPLAY_REQUIRE_PY").is_none_or(|v| v != "1"),
+        "CNSREPLAY_REQUIRE_PY=1 but {} is missing: run scripts/install-py-readers.sh",
+        py.display()
+    );
+    None
+}
+
+/// pandas (pyarrow) and DuckDB read the CSV and the Parquet export: row counts, column names
+/// and types, and a few values against `events.jsonl`.
+const READ_EXPORTS: &str = r#"
+import json, sys
+import duckdb, pandas as pd
+csv, pq = sys.argv[1], sys.argv[2]
+out = {}
+for name, df in [("pandas_csv", pd.read_csv(csv)), ("pandas_parquet", pd.read_parquet(pq))]:
+    out[name] = {
+        "rows": len(df),
+        "columns": list(df.columns),
+        "ops": {k: int(v) for k, v in df["op"].value_counts().items()},
+        "response_sum": int(df["response"].sum()),
+        "id_sum": int(df["id"].sum()),
+        "snapshot_ios": int(df["during_snapshot"].astype(bool).sum()),
+        "errors": int(df["error_class"].notna().sum()),
+    }
+con = duckdb.connect()
+for name, src in [("duckdb_csv", f"read_csv_auto('{csv}')"), ("duckdb_parquet", f"read_parquet('{pq}')")]:
+    rows, resp, io = con.execute(
+        f"select count(*), sum(response), count(*) filter (where op = 'io') from {src}"
+    ).fetchone()
+    out[name] = {"rows": rows, "response_sum": int(resp), "io": io}
+print(json.dumps(out))
+"#;
+
+#[test]
+fn export_csv_and_parquet_are_read_by_pandas_and_duckdb() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = mixed_run(dir.path());
+    let (csv, pq) = (dir.path().join("ev.csv"), dir.path().join("ev.parquet"));
+    let o = cnsreplay(&[
+        "analyze",
+        "export",
+        s(&run),
+        "--csv",
+        s(&csv),
+        "--parquet",
+        s(&pq),
+    ]);
+    ok(&o);
+    assert_eq!(stdout(&o).matches("809 records").count(), 2, "{}", stdout(&o));
+    let Some(py) = py_readers() else {
+        println!(
+            "skipped: no pandas/pyarrow/duckdb venv (scripts/install-py-readers.sh); \
+             set CNSREPLAY_REQUIRE_PY=1 to make this a failure"
+        );
+        return;
+    };
+    // What the readers must find: from events.jsonl itself.
+    let recs: Vec<serde_json::Value> = fs_err::read_to_string(run.join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("record"))
+        .collect();
+    let sum = |f: &str| -> u64 { recs.iter().map(|r| r[f].as_u64().expect(f)).sum() };
+    let snapshot_ios = recs.iter().filter(|r| r["during_snapshot"] == true).count();
+    let errors = recs.iter().filter(|r| r["error_class"].is_string()).count();
+    let o = Command::new(&py)
+        .args(["-c", READ_EXPORTS])
+        .args([&csv, &pq])
+        .output()
+        .expect("python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let columns = [
+        "id",
+        "op",
+        "intended",
+        "dispatched",
+        "started",
+        "completed",
+        "outcome",
+        "error_class",
+        "dep_wait",
+        "queue",
+        "response",
+        "service",
+        "lateness",
+        "during_snapshot",
+    ];
+    for reader in ["pandas_csv", "pandas_parquet"] {
+        let r = &v[reader];
+        assert_eq!(r["rows"], 809, "{reader}: {r}");
+        assert_eq!(r["columns"], serde_json::json!(columns), "{reader}");
+        assert_eq!((r["ops"]["io"].as_u64(), r["ops"]["snapshot"].as_u64()), (Some(800), Some(3)), "{reader}: {r}");
+        assert_eq!(r["response_sum"], sum("response"), "{reader}");
+        assert_eq!(r["id_sum"], sum("id"), "{reader}");
+        assert_eq!(r["snapshot_ios"], snapshot_ios, "{reader}");
+        assert_eq!(r["errors"], errors, "{reader}");
+    }
+    for reader in ["duckdb_csv", "duckdb_parquet"] {
+        let r = &v[reader];
+        assert_eq!(
+            (r["rows"].as_u64(), r["io"].as_u64(), r["response_sum"].as_u64()),
+            (Some(809), Some(800), Some(sum("response"))),
+            "{reader}: {r}"
+        );
+    }
 }

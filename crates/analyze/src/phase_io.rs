@@ -1,0 +1,282 @@
+//! `io_phase` units on the run's time axis: the interval histograms iogen wrote to
+//! `io/ID.hlog` (response time per I/O kind, one interval per 200 ms of the unit) placed at
+//! run instants, so the report's I/O timeline and `qos` cover `io_phase` runs too.
+//!
+//! An interval's timestamps are relative to iogen's clock start (its *base*), not to the run
+//! origin. The base is found from what the run directory records:
+//! - the log's `#[StartTime]`: the wall-clock instant iogen created the log, after preparing
+//!   the target and just before it spawned its job threads and started the clock (ms precision);
+//! - `manifest.started`: the wall-clock instant of the run origin.
+//!
+//! `base ≈ StartTime − started`, clamped to what the `io_phase` record allows: not before the
+//! provider call `started`, not after `completed − elapsed` (`elapsed` = iogen's last
+//! completion since its base, `ID.json`). The estimate is early by the job threads' start and
+//! engine setup (milliseconds) plus the StartTime's rounding (≤ 0.5 ms): small against a
+//! 200 ms interval. Without a StartTime the upper bound is used. An exact mapping would need
+//! iogen to record its base instant in run time.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use serde::Deserialize;
+use trace_format::{IoKind, Op, OpType, TraceReader};
+
+use crate::load::{Accumulator, Rec, Run};
+use crate::{Error, Result};
+
+/// One interval of one unit: the response times of one I/O kind.
+#[derive(Debug, Clone)]
+pub struct PhaseInterval {
+    /// Start, ns since the run origin.
+    pub start_ns: u64,
+    /// End, ns since the run origin.
+    pub end_ns: u64,
+    /// The I/O kind.
+    pub kind: IoKind,
+    /// Response times (completion − intended) of the kind's I/Os completed in the interval.
+    pub response: Histogram<u64>,
+}
+
+impl PhaseInterval {
+    /// The interval's midpoint, ns since the run origin: where a window or bucket takes it.
+    pub fn mid_ns(&self) -> u64 {
+        self.start_ns + (self.end_ns - self.start_ns) / 2
+    }
+}
+
+/// One `io_phase` unit's interval log on the run's time axis.
+#[derive(Debug, Clone)]
+pub struct PhaseUnit {
+    /// Trace event id.
+    pub id: u64,
+    /// iogen's clock start, ns since the run origin (see the module docs).
+    pub base_ns: u64,
+    /// The intervals, in log order.
+    pub intervals: Vec<PhaseInterval>,
+}
+
+/// `io_phase` records of a run: event id → (`started`, `completed`).
+#[derive(Debug, Default)]
+pub struct Spans(pub HashMap<u64, (u64, u64)>);
+
+impl Accumulator for Spans {
+    fn add(&mut self, r: &Rec<'_>) {
+        if r.op == OpType::IoPhase {
+            self.0.insert(r.id, (r.started, r.completed));
+        }
+    }
+
+    fn merge(&mut self, o: Self) {
+        self.0.extend(o.0);
+    }
+}
+
+#[derive(Deserialize)]
+struct Elapsed {
+    #[serde(default)]
+    elapsed_s: Option<f64>,
+}
+
+/// `io/*.hlog` of a run: (event id, path), by id.
+fn logs(run_dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let dir = run_dir.join("io");
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<(u64, PathBuf)> = fs_err::read_dir(&dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "hlog"))
+        .filter_map(|p| Some((p.file_stem()?.to_str()?.parse().ok()?, p)))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Whether the run has `io_phase` interval logs.
+pub fn has_units(run_dir: &Path) -> Result<bool> {
+    Ok(!logs(run_dir)?.is_empty())
+}
+
+fn kind(name: &str) -> Option<IoKind> {
+    Some(match name {
+        "read" => IoKind::Read,
+        "write" => IoKind::Write,
+        "trim" => IoKind::Trim,
+        "flush" => IoKind::Flush,
+        _ => return None,
+    })
+}
+
+/// A parsed log: StartTime (ns since the epoch) and `(start, length, kind, response)` with
+/// times relative to the base.
+type Parsed = (Option<i128>, Vec<(u64, u64, IoKind, Histogram<u64>)>);
+
+fn parse(path: &Path) -> Result<Parsed> {
+    let bytes = fs_err::read(path)?;
+    let bad = |message: String| Error::IntervalLog {
+        file: path.to_owned(),
+        message,
+    };
+    let mut start = None;
+    let mut out = Vec::new();
+    let mut de = Deserializer::new();
+    for (n, entry) in IntervalLogIterator::new(&bytes).enumerate() {
+        let entry = entry.map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
+        let iv = match entry {
+            LogEntry::StartTime(d) => {
+                start = Some(d.as_nanos() as i128);
+                continue;
+            }
+            LogEntry::BaseTime(_) => continue,
+            LogEntry::Interval(iv) => iv,
+        };
+        let Some(tag) = iv.tag() else { continue };
+        let Some(k) = tag
+            .as_str()
+            .strip_suffix(".response")
+            .and_then(kind)
+        else {
+            continue;
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(iv.encoded_histogram().trim())
+            .map_err(|e| bad(format!("log entry {}: tag {}: {e}", n + 1, tag.as_str())))?;
+        let h: Histogram<u64> = de
+            .deserialize(&mut raw.as_slice())
+            .map_err(|e| bad(format!("log entry {}: tag {}: {e:?}", n + 1, tag.as_str())))?;
+        out.push((
+            iv.start_timestamp().as_nanos() as u64,
+            iv.duration().as_nanos() as u64,
+            k,
+            h,
+        ));
+    }
+    Ok((start, out))
+}
+
+/// The base instant (see the module docs).
+fn base_ns(
+    origin_ns: i128,
+    log_start: Option<i128>,
+    span: Option<(u64, u64)>,
+    elapsed: Option<u64>,
+) -> u64 {
+    let lo = span.map(|s| s.0);
+    let hi = span.zip(elapsed).map(|((_, c), e)| c.saturating_sub(e));
+    let est = log_start.map(|s| u64::try_from((s - origin_ns).max(0)).unwrap_or(u64::MAX));
+    let mut b = est.or(hi).or(lo).unwrap_or(0);
+    if let Some(lo) = lo {
+        b = b.max(lo);
+    }
+    if let Some(hi) = hi {
+        b = b.min(hi);
+    }
+    b
+}
+
+/// Reads every `io/ID.hlog` of a run and places its intervals on the run's time axis;
+/// `spans` are the run's `io_phase` records (a [`Spans`] scan).
+pub fn units(run: &Run, spans: &Spans) -> Result<Vec<PhaseUnit>> {
+    let origin = run.manifest.started.as_nanosecond();
+    let mut out = Vec::new();
+    for (id, path) in logs(&run.path)? {
+        let (log_start, ivs) = parse(&path)?;
+        let json = path.with_extension("json");
+        let elapsed = if json.is_file() {
+            let e: Elapsed =
+                serde_json::from_slice(&fs_err::read(&json)?).map_err(|e| Error::IntervalLog {
+                    file: json.clone(),
+                    message: e.to_string(),
+                })?;
+            e.elapsed_s.map(|s| (s * 1e9) as u64)
+        } else {
+            None
+        };
+        let base = base_ns(origin, log_start, spans.0.get(&id).copied(), elapsed);
+        let intervals = ivs
+            .into_iter()
+            .map(|(s, len, kind, response)| PhaseInterval {
+                start_ns: base + s,
+                end_ns: base + s + len.max(1),
+                kind,
+                response,
+            })
+            .collect();
+        out.push(PhaseUnit {
+            id,
+            base_ns: base,
+            intervals,
+        });
+    }
+    Ok(out)
+}
+
+/// Tenants of the trace's `io_phase` events: event id → tenant.
+pub fn tenants(trace: &Path) -> Result<HashMap<u64, String>> {
+    let mut out = HashMap::new();
+    for ev in TraceReader::open(trace)?.events() {
+        let ev = ev?;
+        if let (Op::IoPhase(_), Some(t)) = (&ev.op, &ev.tenant) {
+            out.insert(ev.id, t.as_str().to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// Label of units without a tenant.
+pub const NO_TENANT: &str = "io_phase";
+
+/// Response histograms of every unit merged per tenant and time bucket of `width` ns (an
+/// interval goes to the bucket holding its midpoint), all I/O kinds together.
+pub fn by_tenant(
+    units: &[PhaseUnit],
+    tenants: &HashMap<u64, String>,
+    width: u64,
+) -> BTreeMap<String, BTreeMap<u64, Histogram<u64>>> {
+    let mut out: BTreeMap<String, BTreeMap<u64, Histogram<u64>>> = BTreeMap::new();
+    for u in units {
+        let t = tenants.get(&u.id).map_or(NO_TENANT, String::as_str);
+        let per = out.entry(t.to_owned()).or_default();
+        for iv in &u.intervals {
+            let h = per
+                .entry(iv.mid_ns() / width.max(1))
+                .or_insert_with(crate::hist::coarse);
+            crate::hist::add_saturating(h, &iv.response);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::base_ns;
+
+    #[test]
+    fn base_is_the_log_start_clamped_to_the_record() {
+        let origin = 1_000_000_000_000i128;
+        // StartTime 5.004 s after the origin; record 5.002…95.05 s; elapsed 90 s.
+        let span = Some((5_002_000_000, 95_050_000_000));
+        let el = Some(90_000_000_000);
+        assert_eq!(
+            base_ns(origin, Some(origin + 5_004_000_000), span, el),
+            5_004_000_000
+        );
+        // A StartTime before the call started (a clock step): the call start.
+        assert_eq!(
+            base_ns(origin, Some(origin + 1_000_000_000), span, el),
+            5_002_000_000
+        );
+        // After the latest possible base: the latest possible base.
+        assert_eq!(
+            base_ns(origin, Some(origin + 9_000_000_000), span, el),
+            5_050_000_000
+        );
+        // No StartTime: completed − elapsed.
+        assert_eq!(base_ns(origin, None, span, el), 5_050_000_000);
+        assert_eq!(base_ns(origin, None, None, None), 0);
+    }
+}

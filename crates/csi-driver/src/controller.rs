@@ -1,0 +1,899 @@
+//! The Controller service: volumes, snapshots, publish (loop device), expansion.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use provider_local::storage::{self, GrowKind};
+use tonic::{Request, Response, Status};
+
+use crate::pb::controller_server::Controller;
+use crate::pb::{self, volume_capability::access_mode::Mode, volume_content_source as vcs};
+use crate::state::{SnapRec, Source, VolumeRec, now_ns};
+use crate::{Call, Driver, blocking, required};
+
+/// Smallest file-system volume (mkfs.ext4 needs room for its metadata).
+const MIN_FS_BYTES: u64 = 16 << 20;
+const ALIGN: u64 = 4096;
+
+/// Checks volume capabilities; returns whether they ask for a block volume.
+pub(crate) fn check_caps(caps: &[pb::VolumeCapability]) -> Result<bool, Status> {
+    if caps.is_empty() {
+        return Err(Status::invalid_argument("volume_capabilities is required"));
+    }
+    let mut block = None;
+    for c in caps {
+        let mode = c
+            .access_mode
+            .as_ref()
+            .map(|m| m.mode())
+            .ok_or_else(|| Status::invalid_argument("access_mode is required"))?;
+        if mode == Mode::Unknown {
+            return Err(Status::invalid_argument("access_mode UNKNOWN"));
+        }
+        let is_block = match &c.access_type {
+            Some(pb::volume_capability::AccessType::Block(_)) => true,
+            Some(pb::volume_capability::AccessType::Mount(m)) => {
+                if !(m.fs_type.is_empty() || m.fs_type == "ext4") {
+                    return Err(Status::invalid_argument(format!(
+                        "fs_type {:?} is not supported (ext4 only)",
+                        m.fs_type
+                    )));
+                }
+                false
+            }
+            None => return Err(Status::invalid_argument("access_type is required")),
+        };
+        if block.is_some_and(|b| b != is_block) {
+            return Err(Status::invalid_argument(
+                "block and mount access types in one request",
+            ));
+        }
+        block = Some(is_block);
+    }
+    Ok(block.unwrap_or(false))
+}
+
+/// The one capability of a publish/stage call, checked; with whether it is block.
+pub(crate) fn one_cap(
+    c: Option<&pb::VolumeCapability>,
+) -> Result<(pb::VolumeCapability, bool), Status> {
+    let cap = c
+        .cloned()
+        .ok_or_else(|| Status::invalid_argument("volume_capability is required"))?;
+    let block = check_caps(std::slice::from_ref(&cap))?;
+    Ok((cap, block))
+}
+
+fn single_node(caps: &pb::VolumeCapability) -> bool {
+    matches!(
+        caps.access_mode.as_ref().map(|m| m.mode()),
+        Some(
+            Mode::SingleNodeWriter
+                | Mode::SingleNodeReaderOnly
+                | Mode::SingleNodeSingleWriter
+                | Mode::SingleNodeMultiWriter
+        )
+    )
+}
+
+fn bytes(field: &str, v: i64) -> Result<u64, Status> {
+    u64::try_from(v).map_err(|_| Status::invalid_argument(format!("{field} is negative")))
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn round_up(v: u64) -> u64 {
+    v.div_ceil(ALIGN).saturating_mul(ALIGN)
+}
+
+fn params_of(m: &std::collections::HashMap<String, String>) -> BTreeMap<String, String> {
+    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+fn check_params(params: &BTreeMap<String, String>) -> Result<bool, Status> {
+    crate::latency::validate_params(params).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    match params.get("nodeExpansion").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(Status::invalid_argument(format!(
+            "nodeExpansion: {other:?}: expected true or false"
+        ))),
+    }
+}
+
+fn content_source(s: Option<&Source>) -> Option<pb::VolumeContentSource> {
+    s.map(|s| pb::VolumeContentSource {
+        r#type: Some(match s {
+            Source::Snapshot(id) => vcs::Type::Snapshot(vcs::SnapshotSource {
+                snapshot_id: id.clone(),
+            }),
+            Source::Volume(id) => vcs::Type::Volume(vcs::VolumeSource {
+                volume_id: id.clone(),
+            }),
+        }),
+    })
+}
+
+pub(crate) fn volume_msg(v: &VolumeRec) -> pb::Volume {
+    pb::Volume {
+        capacity_bytes: to_i64(v.capacity),
+        volume_id: v.id.clone(),
+        volume_context: [
+            ("image".to_owned(), v.image.display().to_string()),
+            (
+                "kind".to_owned(),
+                if v.block { "block" } else { "ext4" }.to_owned(),
+            ),
+        ]
+        .into(),
+        content_source: content_source(v.source.as_ref()),
+        accessible_topology: if v.topology.is_empty() {
+            Vec::new()
+        } else {
+            vec![pb::Topology {
+                segments: v.topology.clone().into_iter().collect(),
+            }]
+        },
+    }
+}
+
+fn snapshot_msg(s: &SnapRec) -> pb::Snapshot {
+    pb::Snapshot {
+        size_bytes: to_i64(s.size),
+        snapshot_id: s.id.clone(),
+        source_volume_id: s.source_volume.clone(),
+        creation_time: Some(prost_types::Timestamp {
+            seconds: to_i64(s.created_ns / 1_000_000_000),
+            nanos: i32::try_from(s.created_ns % 1_000_000_000).unwrap_or(0),
+        }),
+        ready_to_use: s.ready,
+        group_snapshot_id: String::new(),
+    }
+}
+
+/// One page of items ordered by the number in their id; the token is the number to start at.
+fn page<T>(
+    mut items: Vec<(u64, T)>,
+    max_entries: i32,
+    token: &str,
+) -> Result<(Vec<T>, String), Status> {
+    let max = usize::try_from(max_entries)
+        .map_err(|_| Status::invalid_argument("max_entries is negative"))?;
+    let start: u64 = if token.is_empty() {
+        0
+    } else {
+        token
+            .parse()
+            .map_err(|_| Status::aborted(format!("starting_token {token:?} is not valid")))?
+    };
+    items.sort_by_key(|(n, _)| *n);
+    items.retain(|(n, _)| *n >= start);
+    let next = if max > 0 && items.len() > max {
+        items[max].0.to_string()
+    } else {
+        String::new()
+    };
+    if max > 0 {
+        items.truncate(max);
+    }
+    Ok((items.into_iter().map(|(_, t)| t).collect(), next))
+}
+
+fn id_number(id: &str) -> u64 {
+    id.rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Driver {
+    fn image_path(&self, dir: &str, id: &str) -> PathBuf {
+        self.inner.cfg.root.join(dir).join(format!("{id}.img"))
+    }
+
+    /// Where a file-system volume is mounted: its staging path first, then its targets.
+    pub(crate) fn fs_mounts(&self, v: &VolumeRec) -> Vec<PathBuf> {
+        if !self.loop_mode() || v.block {
+            return Vec::new();
+        }
+        v.staged.iter().chain(&v.targets).cloned().collect()
+    }
+
+    fn volume_params(&self, id: &str) -> BTreeMap<String, String> {
+        self.state()
+            .volumes
+            .get(id)
+            .map(|v| v.params.clone())
+            .unwrap_or_default()
+    }
+
+    async fn create_volume_inner(
+        &self,
+        call: &mut Call,
+        req: pb::CreateVolumeRequest,
+        block: bool,
+        params: BTreeMap<String, String>,
+        node_expansion: bool,
+    ) -> Result<pb::Volume, Status> {
+        call.injected_failure()?;
+        let (required_b, limit) = match &req.capacity_range {
+            Some(r) => (
+                bytes("required_bytes", r.required_bytes)?,
+                bytes("limit_bytes", r.limit_bytes)?,
+            ),
+            None => (0, 0),
+        };
+        if limit > 0 && required_b > limit {
+            return Err(Status::out_of_range("required_bytes above limit_bytes"));
+        }
+        let source = match req
+            .volume_content_source
+            .as_ref()
+            .and_then(|s| s.r#type.as_ref())
+        {
+            None => None,
+            Some(vcs::Type::Snapshot(s)) => Some(Source::Snapshot(s.snapshot_id.clone())),
+            Some(vcs::Type::Volume(v)) => Some(Source::Volume(v.volume_id.clone())),
+        };
+        let src = {
+            let st = self.state();
+            match &source {
+                None => None,
+                Some(Source::Snapshot(id)) => {
+                    let s = st
+                        .snapshots
+                        .get(id)
+                        .filter(|s| s.ready)
+                        .ok_or_else(|| Status::not_found(format!("snapshot {id:?}")))?;
+                    Some((s.image.clone(), s.size, s.block))
+                }
+                Some(Source::Volume(id)) => {
+                    let v = st
+                        .volumes
+                        .get(id)
+                        .filter(|v| v.ready)
+                        .ok_or_else(|| Status::not_found(format!("volume {id:?}")))?;
+                    Some((v.image.clone(), v.capacity, v.block))
+                }
+            }
+        };
+        if let Some((_, _, b)) = &src
+            && *b != block
+        {
+            return Err(Status::invalid_argument(
+                "the content source's volume mode differs from the requested one",
+            ));
+        }
+        let src_size = src.as_ref().map_or(0, |s| s.1);
+        let base = if required_b > 0 {
+            required_b
+        } else if src.is_some() {
+            src_size
+        } else {
+            self.inner.cfg.default_size
+        };
+        let mut size = round_up(base.max(src_size));
+        if !block {
+            size = size.max(MIN_FS_BYTES);
+        }
+        if limit > 0 && size > limit {
+            return Err(Status::out_of_range(format!(
+                "{size} bytes needed (alignment, minimum or source size) but limit_bytes is {limit}"
+            )));
+        }
+        let topology: BTreeMap<String, String> = req
+            .accessibility_requirements
+            .as_ref()
+            .filter(|_| self.inner.cfg.topology)
+            .and_then(|t| t.preferred.first().or_else(|| t.requisite.first()))
+            .map(|t| t.segments.clone().into_iter().collect())
+            .unwrap_or_default();
+        // Idempotency: the name is the key.
+        let (id, image) = {
+            let mut st = self.state();
+            match st.volume_by_name(&req.name).cloned() {
+                Some(v) if v.ready => {
+                    let fits = v.capacity >= required_b && (limit == 0 || v.capacity <= limit);
+                    if fits && v.block == block && v.params == params && v.source == source {
+                        call.rec.volume.clone_from(&v.id);
+                        call.detail("exists");
+                        return Ok(volume_msg(&v));
+                    }
+                    return Err(Status::already_exists(format!(
+                        "volume {:?} exists with other capacity, mode, parameters or source",
+                        req.name
+                    )));
+                }
+                Some(v) => (v.id, v.image),
+                None => {
+                    let id = st.new_id("vol");
+                    let image = self.image_path("volumes", &id);
+                    (id, image)
+                }
+            }
+        };
+        call.rec.volume.clone_from(&id);
+        let mut rec = VolumeRec {
+            id: id.clone(),
+            name: req.name.clone(),
+            capacity: size,
+            block,
+            image: image.clone(),
+            params,
+            source,
+            topology,
+            node_expansion,
+            published: BTreeMap::new(),
+            loop_dev: None,
+            staged: Default::default(),
+            targets: Default::default(),
+            ready: false,
+        };
+        self.update(|st| st.volumes.insert(id.clone(), rec.clone()))?;
+        let detail = blocking(move || {
+            let _ = fs_err::remove_file(&image);
+            match src {
+                None => {
+                    storage::create_image(&image, size, !block)?;
+                    Ok(if block { "allocate" } else { "allocate,mkfs" })
+                }
+                Some((src_image, _, _)) => {
+                    Ok(storage::restore(&src_image, &image, size, !block)?.phase())
+                }
+            }
+        })
+        .await?;
+        call.detail(detail);
+        rec.ready = true;
+        self.update(|st| st.volumes.insert(id.clone(), rec.clone()))?;
+        Ok(volume_msg(&rec))
+    }
+
+    async fn delete_volume_inner(&self, call: &mut Call, id: &str) -> Result<(), Status> {
+        call.injected_failure()?;
+        let Some(v) = self.state().volumes.get(id).cloned() else {
+            call.detail("absent");
+            return Ok(());
+        };
+        if !v.published.is_empty() || v.loop_dev.is_some() {
+            return Err(Status::failed_precondition(format!(
+                "volume {id:?} is published to {:?}",
+                v.published.keys().collect::<Vec<_>>()
+            )));
+        }
+        let image = v.image.clone();
+        blocking(move || match fs_err::remove_file(&image) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        })
+        .await?;
+        self.update(|st| st.volumes.remove(id))?;
+        Ok(())
+    }
+
+    async fn publish_inner(
+        &self,
+        call: &mut Call,
+        req: &pb::ControllerPublishVolumeRequest,
+        cap: &pb::VolumeCapability,
+        block: bool,
+    ) -> Result<BTreeMap<String, String>, Status> {
+        call.injected_failure()?;
+        let cfg = &self.inner.cfg;
+        let v = self
+            .state()
+            .volumes
+            .get(&req.volume_id)
+            .cloned()
+            .ok_or_else(|| Status::not_found(format!("volume {:?}", req.volume_id)))?;
+        if req.node_id != cfg.node_id && !cfg.nodes.contains(&req.node_id) {
+            return Err(Status::not_found(format!("node {:?}", req.node_id)));
+        }
+        if v.block != block {
+            return Err(Status::invalid_argument(
+                "access type differs from the volume's (block vs mount)",
+            ));
+        }
+        let context = |v: &VolumeRec| {
+            let mut c = BTreeMap::from([("image".to_owned(), v.image.display().to_string())]);
+            if let Some(d) = &v.loop_dev {
+                c.insert("devicePath".to_owned(), d.clone());
+            }
+            c
+        };
+        match v.published.get(&req.node_id) {
+            Some(ro) if *ro == req.readonly => {
+                call.detail("already-published");
+                return Ok(context(&v));
+            }
+            Some(_) => {
+                return Err(Status::already_exists(
+                    "published to this node with another readonly flag",
+                ));
+            }
+            None => {}
+        }
+        if !v.published.is_empty() && single_node(cap) {
+            return Err(Status::failed_precondition(format!(
+                "single-node volume already published to {:?}",
+                v.published.keys().next()
+            )));
+        }
+        let mut dev = v.loop_dev.clone();
+        if self.loop_mode() && dev.is_none() {
+            let image = v.image.clone();
+            dev = Some(blocking(move || storage::attach_loop(&image)).await?);
+            call.detail("losetup");
+        }
+        let node = req.node_id.clone();
+        let ro = req.readonly;
+        let v = self.update(|st| {
+            st.volumes.get_mut(&req.volume_id).map(|v| {
+                v.loop_dev.clone_from(&dev);
+                v.published.insert(node, ro);
+                v.clone()
+            })
+        })?;
+        v.as_ref()
+            .map(context)
+            .ok_or_else(|| Status::not_found(format!("volume {:?}", req.volume_id)))
+    }
+
+    async fn unpublish_inner(&self, call: &mut Call, id: &str, node: &str) -> Result<(), Status> {
+        call.injected_failure()?;
+        let Some(mut v) = self.state().volumes.get(id).cloned() else {
+            call.detail("absent");
+            return Ok(());
+        };
+        if node.is_empty() {
+            v.published.clear();
+        } else if v.published.remove(node).is_none() {
+            call.detail("not-published");
+            return Ok(());
+        }
+        if v.published.is_empty() {
+            // Node-side leftovers (the CO should have unstaged first) go before the device.
+            let mounts: Vec<PathBuf> = v.targets.iter().chain(&v.staged).cloned().collect();
+            let dev = v.loop_dev.take();
+            let detached = blocking(move || {
+                for m in &mounts {
+                    if storage::is_mounted(m) {
+                        storage::unmount(m, std::time::Duration::from_secs(5))?;
+                    }
+                }
+                if let Some(d) = &dev {
+                    storage::detach_loop(d)?;
+                }
+                Ok(dev.is_some())
+            })
+            .await?;
+            v.targets.clear();
+            v.staged.clear();
+            if detached {
+                call.detail("losetup-d");
+            }
+        }
+        self.update(|st| st.volumes.insert(id.to_owned(), v))?;
+        Ok(())
+    }
+
+    async fn create_snapshot_inner(
+        &self,
+        call: &mut Call,
+        req: &pb::CreateSnapshotRequest,
+        params: BTreeMap<String, String>,
+    ) -> Result<pb::Snapshot, Status> {
+        call.injected_failure()?;
+        let (id, image) = {
+            let mut st = self.state();
+            match st.snapshot_by_name(&req.name).cloned() {
+                Some(s) if s.source_volume != req.source_volume_id => {
+                    return Err(Status::already_exists(format!(
+                        "snapshot {:?} exists for volume {:?}",
+                        req.name, s.source_volume
+                    )));
+                }
+                Some(s) if s.ready => {
+                    call.rec.snapshot.clone_from(&s.id);
+                    call.detail("exists");
+                    return Ok(snapshot_msg(&s));
+                }
+                Some(s) => (s.id, s.image),
+                None => {
+                    let id = st.new_id("snap");
+                    let image = self.image_path("snapshots", &id);
+                    (id, image)
+                }
+            }
+        };
+        call.rec.snapshot.clone_from(&id);
+        let v = self
+            .state()
+            .volumes
+            .get(&req.source_volume_id)
+            .filter(|v| v.ready)
+            .cloned()
+            .ok_or_else(|| Status::not_found(format!("volume {:?}", req.source_volume_id)))?;
+        let mut rec = SnapRec {
+            id: id.clone(),
+            name: req.name.clone(),
+            source_volume: v.id.clone(),
+            size: v.capacity,
+            block: v.block,
+            image: image.clone(),
+            params,
+            created_ns: now_ns(),
+            copy: String::new(),
+            ready: false,
+        };
+        self.update(|st| st.snapshots.insert(id.clone(), rec.clone()))?;
+        let mounted = if self.loop_mode() && !v.block {
+            v.staged.iter().next().cloned()
+        } else {
+            None
+        };
+        let (kind, frozen) = blocking(move || {
+            let _ = fs_err::remove_file(&image);
+            storage::snapshot_copy(&v.image, &image, mounted.as_deref())
+        })
+        .await?;
+        if frozen {
+            call.detail("freeze");
+        }
+        call.detail(kind.phase());
+        rec.copy = kind.phase().to_owned();
+        rec.ready = true;
+        self.update(|st| st.snapshots.insert(id.clone(), rec.clone()))?;
+        Ok(snapshot_msg(&rec))
+    }
+
+    async fn delete_snapshot_inner(&self, call: &mut Call, id: &str) -> Result<(), Status> {
+        call.injected_failure()?;
+        let Some(s) = self.state().snapshots.get(id).cloned() else {
+            call.detail("absent");
+            return Ok(());
+        };
+        blocking(move || match fs_err::remove_file(&s.image) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        })
+        .await?;
+        self.update(|st| st.snapshots.remove(id))?;
+        Ok(())
+    }
+
+    async fn expand_inner(
+        &self,
+        call: &mut Call,
+        id: &str,
+        range: &pb::CapacityRange,
+    ) -> Result<pb::ControllerExpandVolumeResponse, Status> {
+        call.injected_failure()?;
+        let required_b = bytes("required_bytes", range.required_bytes)?;
+        let limit = bytes("limit_bytes", range.limit_bytes)?;
+        let v = self
+            .state()
+            .volumes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Status::not_found(format!("volume {id:?}")))?;
+        let node_fs = !v.block && v.node_expansion;
+        let new = round_up(required_b);
+        if limit > 0 && new.max(v.capacity) > limit {
+            return Err(Status::out_of_range(format!(
+                "capacity {} above limit_bytes {limit}",
+                new.max(v.capacity)
+            )));
+        }
+        if new <= v.capacity {
+            call.detail("no-op");
+            return Ok(pb::ControllerExpandVolumeResponse {
+                capacity_bytes: to_i64(v.capacity),
+                node_expansion_required: node_fs,
+            });
+        }
+        let (image, dev, block) = (v.image.clone(), v.loop_dev.clone(), v.block);
+        let mounts = self.fs_mounts(&v);
+        let detail = blocking(move || {
+            let mut d = vec!["grow-file"];
+            storage::grow_file(&image, new)?;
+            if let Some(dev) = &dev {
+                storage::refresh_loop(dev)?;
+                d.push("losetup-c");
+            }
+            if !block && !node_fs {
+                match &dev {
+                    Some(dev) => {
+                        if storage::grow_fs_mounted(dev, &mounts)? == GrowKind::Remount {
+                            d.push("remount");
+                        }
+                    }
+                    None => storage::grow_offline(&image)?,
+                }
+                d.push("resize2fs");
+            }
+            Ok(d.join(","))
+        })
+        .await?;
+        call.detail(detail);
+        self.update(|st| {
+            if let Some(v) = st.volumes.get_mut(id) {
+                v.capacity = new;
+            }
+        })?;
+        Ok(pb::ControllerExpandVolumeResponse {
+            capacity_bytes: to_i64(new),
+            node_expansion_required: node_fs,
+        })
+    }
+}
+
+fn rpc_cap(t: pb::controller_service_capability::rpc::Type) -> pb::ControllerServiceCapability {
+    pb::ControllerServiceCapability {
+        r#type: Some(pb::controller_service_capability::Type::Rpc(
+            pb::controller_service_capability::Rpc { r#type: t.into() },
+        )),
+    }
+}
+
+#[tonic::async_trait]
+impl Controller for Driver {
+    async fn create_volume(
+        &self,
+        request: Request<pb::CreateVolumeRequest>,
+    ) -> Result<Response<pb::CreateVolumeResponse>, Status> {
+        let req = request.into_inner();
+        required("name", &req.name)?;
+        let block = check_caps(&req.volume_capabilities)?;
+        let params = params_of(&req.parameters);
+        let node_expansion = check_params(&params)?;
+        let _busy = self.busy(&[&format!("name:{}", req.name)])?;
+        let mut call = self.begin("CreateVolume", &params).await;
+        call.rec.volume.clone_from(&req.name);
+        let r = self
+            .create_volume_inner(&mut call, req, block, params, node_expansion)
+            .await;
+        self.finish(call, &r);
+        r.map(|v| Response::new(pb::CreateVolumeResponse { volume: Some(v) }))
+    }
+
+    async fn delete_volume(
+        &self,
+        request: Request<pb::DeleteVolumeRequest>,
+    ) -> Result<Response<pb::DeleteVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let id = required("volume_id", &req.volume_id)?;
+        let _busy = self.busy(&[id])?;
+        let mut call = self.begin("DeleteVolume", &self.volume_params(id)).await;
+        call.rec.volume = id.to_owned();
+        let r = self.delete_volume_inner(&mut call, id).await;
+        self.finish(call, &r);
+        r.map(|()| Response::new(pb::DeleteVolumeResponse {}))
+    }
+
+    async fn controller_publish_volume(
+        &self,
+        request: Request<pb::ControllerPublishVolumeRequest>,
+    ) -> Result<Response<pb::ControllerPublishVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let id = required("volume_id", &req.volume_id)?;
+        required("node_id", &req.node_id)?;
+        let (cap, block) = one_cap(req.volume_capability.as_ref())?;
+        let _busy = self.busy(&[id])?;
+        let mut call = self
+            .begin("ControllerPublishVolume", &self.volume_params(id))
+            .await;
+        call.rec.volume = id.to_owned();
+        call.rec.node.clone_from(&req.node_id);
+        let r = self.publish_inner(&mut call, &req, &cap, block).await;
+        self.finish(call, &r);
+        r.map(|c| {
+            Response::new(pb::ControllerPublishVolumeResponse {
+                publish_context: c.into_iter().collect(),
+            })
+        })
+    }
+
+    async fn controller_unpublish_volume(
+        &self,
+        request: Request<pb::ControllerUnpublishVolumeRequest>,
+    ) -> Result<Response<pb::ControllerUnpublishVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let id = required("volume_id", &req.volume_id)?;
+        let _busy = self.busy(&[id])?;
+        let mut call = self
+            .begin("ControllerUnpublishVolume", &self.volume_params(id))
+            .await;
+        call.rec.volume = id.to_owned();
+        call.rec.node.clone_from(&req.node_id);
+        let r = self.unpublish_inner(&mut call, id, &req.node_id).await;
+        self.finish(call, &r);
+        r.map(|()| Response::new(pb::ControllerUnpublishVolumeResponse {}))
+    }
+
+    async fn validate_volume_capabilities(
+        &self,
+        request: Request<pb::ValidateVolumeCapabilitiesRequest>,
+    ) -> Result<Response<pb::ValidateVolumeCapabilitiesResponse>, Status> {
+        let req = request.into_inner();
+        let id = required("volume_id", &req.volume_id)?;
+        if req.volume_capabilities.is_empty() {
+            return Err(Status::invalid_argument("volume_capabilities is required"));
+        }
+        let v = self
+            .state()
+            .volumes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Status::not_found(format!("volume {id:?}")))?;
+        let resp = match check_caps(&req.volume_capabilities) {
+            Ok(block) if block == v.block => pb::ValidateVolumeCapabilitiesResponse {
+                confirmed: Some(pb::validate_volume_capabilities_response::Confirmed {
+                    volume_context: req.volume_context,
+                    volume_capabilities: req.volume_capabilities,
+                    parameters: req.parameters,
+                    mutable_parameters: req.mutable_parameters,
+                }),
+                message: String::new(),
+            },
+            Ok(_) => pb::ValidateVolumeCapabilitiesResponse {
+                confirmed: None,
+                message: "access type differs from the volume's".to_owned(),
+            },
+            Err(e) => pb::ValidateVolumeCapabilitiesResponse {
+                confirmed: None,
+                message: e.message().to_owned(),
+            },
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn list_volumes(
+        &self,
+        request: Request<pb::ListVolumesRequest>,
+    ) -> Result<Response<pb::ListVolumesResponse>, Status> {
+        let req = request.into_inner();
+        let items: Vec<(u64, pb::list_volumes_response::Entry)> = self
+            .state()
+            .volumes
+            .values()
+            .filter(|v| v.ready)
+            .map(|v| {
+                (
+                    id_number(&v.id),
+                    pb::list_volumes_response::Entry {
+                        volume: Some(volume_msg(v)),
+                        status: Some(pb::list_volumes_response::VolumeStatus {
+                            published_node_ids: v.published.keys().cloned().collect(),
+                            volume_condition: None,
+                        }),
+                    },
+                )
+            })
+            .collect();
+        let (entries, next_token) = page(items, req.max_entries, &req.starting_token)?;
+        Ok(Response::new(pb::ListVolumesResponse {
+            entries,
+            next_token,
+        }))
+    }
+
+    async fn get_capacity(
+        &self,
+        _request: Request<pb::GetCapacityRequest>,
+    ) -> Result<Response<pb::GetCapacityResponse>, Status> {
+        Err(Status::unimplemented("GetCapacity is not supported"))
+    }
+
+    async fn controller_get_capabilities(
+        &self,
+        _request: Request<pb::ControllerGetCapabilitiesRequest>,
+    ) -> Result<Response<pb::ControllerGetCapabilitiesResponse>, Status> {
+        use pb::controller_service_capability::rpc::Type as T;
+        let capabilities = [
+            T::CreateDeleteVolume,
+            T::PublishUnpublishVolume,
+            T::ListVolumes,
+            T::ListVolumesPublishedNodes,
+            T::CreateDeleteSnapshot,
+            T::ListSnapshots,
+            T::CloneVolume,
+            T::PublishReadonly,
+            T::ExpandVolume,
+        ]
+        .into_iter()
+        .map(rpc_cap)
+        .collect();
+        Ok(Response::new(pb::ControllerGetCapabilitiesResponse {
+            capabilities,
+        }))
+    }
+
+    async fn create_snapshot(
+        &self,
+        request: Request<pb::CreateSnapshotRequest>,
+    ) -> Result<Response<pb::CreateSnapshotResponse>, Status> {
+        let req = request.into_inner();
+        required("name", &req.name)?;
+        let vol = required("source_volume_id", &req.source_volume_id)?;
+        let params = params_of(&req.parameters);
+        crate::latency::validate_params(&params)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let _busy = self.busy(&[&format!("snapshot:{}", req.name), vol])?;
+        let mut call = self.begin("CreateSnapshot", &params).await;
+        call.rec.volume = vol.to_owned();
+        call.rec.snapshot.clone_from(&req.name);
+        let r = self.create_snapshot_inner(&mut call, &req, params).await;
+        self.finish(call, &r);
+        r.map(|s| Response::new(pb::CreateSnapshotResponse { snapshot: Some(s) }))
+    }
+
+    async fn delete_snapshot(
+        &self,
+        request: Request<pb::DeleteSnapshotRequest>,
+    ) -> Result<Response<pb::DeleteSnapshotResponse>, Status> {
+        let req = request.into_inner();
+        let id = required("snapshot_id", &req.snapshot_id)?;
+        let _busy = self.busy(&[id])?;
+        let params = self
+            .state()
+            .snapshots
+            .get(id)
+            .map(|s| s.params.clone())
+            .unwrap_or_default();
+        let mut call = self.begin("DeleteSnapshot", &params).await;
+        call.rec.snapshot = id.to_owned();
+        let r = self.delete_snapshot_inner(&mut call, id).await;
+        self.finish(call, &r);
+        r.map(|()| Response::new(pb::DeleteSnapshotResponse {}))
+    }
+
+    async fn list_snapshots(
+        &self,
+        request: Request<pb::ListSnapshotsRequest>,
+    ) -> Result<Response<pb::ListSnapshotsResponse>, Status> {
+        let req = request.into_inner();
+        let items: Vec<(u64, pb::list_snapshots_response::Entry)> = self
+            .state()
+            .snapshots
+            .values()
+            .filter(|s| s.ready)
+            .filter(|s| req.snapshot_id.is_empty() || s.id == req.snapshot_id)
+            .filter(|s| req.source_volume_id.is_empty() || s.source_volume == req.source_volume_id)
+            .map(|s| {
+                (
+                    id_number(&s.id),
+                    pb::list_snapshots_response::Entry {
+                        snapshot: Some(snapshot_msg(s)),
+                    },
+                )
+            })
+            .collect();
+        let (entries, next_token) = page(items, req.max_entries, &req.starting_token)?;
+        Ok(Response::new(pb::ListSnapshotsResponse {
+            entries,
+            next_token,
+        }))
+    }
+
+    async fn controller_expand_volume(
+        &self,
+        request: Request<pb::ControllerExpandVolumeRequest>,
+    ) -> Result<Response<pb::ControllerExpandVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let id = required("volume_id", &req.volume_id)?;
+        let range = req
+            .capacity_range
+            .ok_or_else(|| Status::invalid_argument("capacity_range is required"))?;
+        let _busy = self.busy(&[id])?;
+        let mut call = self
+            .begin("ControllerExpandVolume", &self.volume_params(id))
+            .await;
+        call.rec.volume = id.to_owned();
+        let r = self.expand_inner(&mut call, id, &range).await;
+        self.finish(call, &r);
+        r.map(Response::new)
+    }
+}

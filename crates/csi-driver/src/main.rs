@@ -1,0 +1,97 @@
+//! `cnsreplay-csi`: the CSI driver binary. See `docs/csi-driver.md`.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Parser;
+use csi_driver::latency::LatencyConfig;
+use csi_driver::{Driver, DriverConfig};
+
+/// A CSI driver over the local provider's storage code, with injectable latency.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Unix socket to serve on (a `unix://` prefix is accepted).
+    #[arg(long, env = "CSI_ENDPOINT")]
+    endpoint: String,
+    /// Root directory: state.json, ops.jsonl, volumes/, snapshots/.
+    #[arg(long)]
+    root: PathBuf,
+    /// CSI driver name.
+    #[arg(long, default_value = "csi.cnsreplay.dev")]
+    driver_name: String,
+    /// This node's id (NodeGetInfo).
+    #[arg(long, default_value = "node-1")]
+    node_id: String,
+    /// Further node ids ControllerPublishVolume accepts (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    nodes: Vec<String>,
+    /// Advertise topology (VOLUME_ACCESSIBILITY_CONSTRAINTS): PVs get node affinity.
+    #[arg(long)]
+    topology: bool,
+    /// Topology key of NodeGetInfo's segment.
+    #[arg(long, default_value = "topology.csi.cnsreplay.dev/node")]
+    topology_key: String,
+    /// JSON latency config (per-op defaults; class parameters override them).
+    #[arg(long)]
+    latency_config: Option<PathBuf>,
+    /// `loop` (needs root), `file` (no loop devices, no mounts) or `auto` (loop when root).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "loop", "file"])]
+    mode: String,
+    /// Capacity of a volume whose request gives none, bytes.
+    #[arg(long, default_value_t = 1 << 30)]
+    default_size: u64,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let latency: LatencyConfig = match &args.latency_config {
+        Some(p) => {
+            let text = fs_err::read_to_string(p)?;
+            serde_json::from_str(&text).with_context(|| format!("{}", p.display()))?
+        }
+        None => LatencyConfig::default(),
+    };
+    let cfg = DriverConfig {
+        name: args.driver_name,
+        root: args.root,
+        node_id: args.node_id,
+        nodes: args.nodes,
+        topology: args.topology,
+        topology_key: args.topology_key,
+        latency,
+        loop_mode: match args.mode.as_str() {
+            "loop" => Some(true),
+            "file" => Some(false),
+            _ => None,
+        },
+        default_size: args.default_size,
+    };
+    let socket = PathBuf::from(args.endpoint.trim_start_matches("unix://"));
+    let driver = Driver::open(cfg)?;
+    tracing::info!(
+        socket = %socket.display(),
+        root = %driver.config().root.display(),
+        loop_mode = driver.loop_mode(),
+        "cnsreplay-csi serving"
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let served = rt.block_on(csi_driver::serve(driver, &socket, async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }))?;
+    tracing::info!(?served, "stopped");
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! The driver's persistent state and its per-call log.
+//!
+//! `ROOT/state.json` holds every volume and snapshot (with the class parameters it was created
+//! with, where it is published, staged and mounted), rewritten atomically (temp file, fsync,
+//! rename, fsync of the directory) after every change, so a restart mid-run loses nothing. A
+//! record is written as `ready: false` before its backing file is made: a retry of the same
+//! name after a crash redoes the work instead of leaking a file. Loop devices are found again
+//! by backing file (`losetup -j`) on load.
+//!
+//! `ROOT/ops.jsonl` gets one line per call of a mutating RPC: operation, object, wall-clock
+//! start and end (ns since the Unix epoch), the injected part and the outcome, so analysis
+//! can separate the provider's time from Kubernetes' time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Where a volume's content came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Restored from this snapshot id.
+    Snapshot(String),
+    /// Cloned from this volume id.
+    Volume(String),
+}
+
+/// One volume.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VolumeRec {
+    /// Volume id (`vol-N`).
+    pub id: String,
+    /// The CO's name (idempotency key).
+    pub name: String,
+    /// Capacity, bytes.
+    pub capacity: u64,
+    /// Raw block volume (no file system).
+    pub block: bool,
+    /// Backing image.
+    pub image: PathBuf,
+    /// Class parameters at creation.
+    pub params: BTreeMap<String, String>,
+    /// Content source.
+    pub source: Option<Source>,
+    /// Accessible topology segments (empty = everywhere).
+    pub topology: BTreeMap<String, String>,
+    /// Whether ControllerExpandVolume leaves the file system to NodeExpandVolume.
+    pub node_expansion: bool,
+    /// Node id → published read-only.
+    pub published: BTreeMap<String, bool>,
+    /// Loop device while published (root mode).
+    pub loop_dev: Option<String>,
+    /// Staging paths (file system mounted there for mount volumes).
+    pub staged: BTreeSet<PathBuf>,
+    /// Target paths published on the node.
+    pub targets: BTreeSet<PathBuf>,
+    /// False until the backing file is complete.
+    pub ready: bool,
+}
+
+/// One snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapRec {
+    /// Snapshot id (`snap-N`).
+    pub id: String,
+    /// The CO's name (idempotency key).
+    pub name: String,
+    /// Source volume id.
+    pub source_volume: String,
+    /// Size, bytes.
+    pub size: u64,
+    /// Whether the source was a block volume.
+    pub block: bool,
+    /// Backing image copy.
+    pub image: PathBuf,
+    /// Class parameters at creation.
+    pub params: BTreeMap<String, String>,
+    /// Creation time, ns since the Unix epoch.
+    pub created_ns: u64,
+    /// How the copy was made (`copy-reflink` / `copy-full`).
+    pub copy: String,
+    /// False until the copy is complete.
+    pub ready: bool,
+}
+
+/// Everything the driver knows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// Next numeric id.
+    pub next_id: u64,
+    /// By volume id.
+    pub volumes: BTreeMap<String, VolumeRec>,
+    /// By snapshot id.
+    pub snapshots: BTreeMap<String, SnapRec>,
+}
+
+/// A state-file failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// Reading or writing the file.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The file does not parse.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The state file.
+        path: PathBuf,
+        /// The JSON error (line and column).
+        source: serde_json::Error,
+    },
+}
+
+impl State {
+    /// A fresh id with this prefix.
+    pub fn new_id(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}-{}", self.next_id)
+    }
+
+    /// The volume with this CO name.
+    pub fn volume_by_name(&self, name: &str) -> Option<&VolumeRec> {
+        self.volumes.values().find(|v| v.name == name)
+    }
+
+    /// The snapshot with this CO name.
+    pub fn snapshot_by_name(&self, name: &str) -> Option<&SnapRec> {
+        self.snapshots.values().find(|s| s.name == name)
+    }
+
+    /// Loads `path`, or an empty state when it does not exist.
+    pub fn load(path: &Path) -> Result<Self, StateError> {
+        match fs_err::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|source| StateError::Parse {
+                path: path.to_owned(),
+                source,
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Writes `path` atomically: temp file, fsync, rename, fsync of the directory.
+    pub fn save(&self, path: &Path) -> Result<(), StateError> {
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_vec_pretty(self).map_err(|source| StateError::Parse {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut f = fs_err::File::create(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        drop(f);
+        fs_err::rename(&tmp, path)?;
+        if let Some(dir) = path.parent() {
+            fs_err::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
+/// One line of `ops.jsonl`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpRecord {
+    /// CSI method name.
+    pub op: String,
+    /// Volume id (or the CO's name when none was assigned yet).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub volume: String,
+    /// Snapshot id, for snapshot calls.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub snapshot: String,
+    /// Node id, for publish calls.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node: String,
+    /// Call start, ns since the Unix epoch.
+    pub start_ns: u64,
+    /// Call end, ns since the Unix epoch.
+    pub end_ns: u64,
+    /// Injected delay + stall, ns (included in end − start).
+    pub injected_ns: u64,
+    /// Whether a stall was drawn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stalled: bool,
+    /// `OK` or the gRPC status code name.
+    pub code: String,
+    /// What the storage work did (e.g. `mkfs`, `copy-reflink`, `losetup`), or the error.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// Appends records to `ops.jsonl`, one write per line.
+#[derive(Debug)]
+pub struct OpLog {
+    file: fs_err::File,
+}
+
+impl OpLog {
+    /// Opens (appends to) `path`.
+    pub fn open(path: &Path) -> Result<Self, std::io::Error> {
+        let file = fs_err::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(Self { file })
+    }
+
+    /// Appends one record.
+    pub fn append(&mut self, r: &OpRecord) -> Result<(), std::io::Error> {
+        let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)
+    }
+}
+
+/// Reads every record of an `ops.jsonl` file; errors name the line.
+pub fn read_ops(path: &Path) -> Result<Vec<OpRecord>, StateError> {
+    let text = fs_err::read_to_string(path)?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|source| StateError::Parse {
+                path: PathBuf::from(format!("{}:{}", path.display(), i + 1)),
+                source,
+            })
+        })
+        .collect()
+}
+
+/// Now, ns since the Unix epoch.
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}

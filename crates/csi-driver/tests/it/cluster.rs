@@ -1,0 +1,389 @@
+//! Through the real API server, kube-controller-manager, kube-scheduler, kwok and the CSI
+//! sidecars of the local test cluster (`testenv/up.sh` with cnsreplay-csi), with the real
+//! `kubectl` of the testenv bin dir.
+//!
+//! Discovery (shared with the Kubernetes provider's tests): `CNSREPLAY_TESTENV` is the path of
+//! a running cluster's `testenv.env`. Unset: each test prints one "skipped" line to stderr and
+//! passes, unless `CNSREPLAY_REQUIRE_TESTENV=1`, when it fails.
+
+#![allow(clippy::print_stderr)] // the skip line is the contract
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The variables of a `testenv.env` file.
+pub struct TestEnv {
+    vars: HashMap<String, String>,
+}
+
+/// The local cluster, or `None` (after the skip line) when there is none.
+pub fn testenv() -> Option<TestEnv> {
+    let Some(path) = std::env::var_os("CNSREPLAY_TESTENV") else {
+        assert!(
+            std::env::var("CNSREPLAY_REQUIRE_TESTENV").as_deref() != Ok("1"),
+            "CNSREPLAY_REQUIRE_TESTENV=1 but CNSREPLAY_TESTENV is not set"
+        );
+        eprintln!("skipped: no local cluster (set CNSREPLAY_TESTENV)");
+        return None;
+    };
+    let text = fs_err::read_to_string(&path).expect("CNSREPLAY_TESTENV is readable");
+    let vars = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let env = TestEnv { vars };
+    assert!(
+        !env.get("TESTENV_CSI_ROOT").is_empty(),
+        "{}: cnsreplay-csi is not running in this cluster (build it before testenv/up.sh)",
+        Path::new(&path).display()
+    );
+    Some(env)
+}
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+impl TestEnv {
+    fn get(&self, k: &str) -> &str {
+        self.vars.get(k).map_or("", String::as_str)
+    }
+
+    fn root(&self) -> PathBuf {
+        PathBuf::from(self.get("TESTENV_CSI_ROOT"))
+    }
+
+    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+        use std::io::Write;
+        let mut cmd = Command::new(Path::new(self.get("TESTENV_BIN")).join("kubectl"));
+        cmd.arg("--kubeconfig")
+            .arg(self.get("KUBECONFIG"))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| format!("kubectl: {e}"))?;
+        if let Some(s) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(s.as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        } else {
+            Err(format!(
+                "kubectl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    fn k(&self, args: &[&str]) -> String {
+        self.kubectl(args, None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn apply(&self, ns: &str, yaml: &str) {
+        self.kubectl(&["-n", ns, "apply", "-f", "-"], Some(yaml))
+            .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    }
+
+    /// jsonpath of an object; empty when it does not exist.
+    fn get_path(&self, ns: &str, obj: &str, path: &str) -> String {
+        let jp = format!("jsonpath={path}");
+        self.kubectl(&["-n", ns, "get", obj, "-o", &jp], None)
+            .unwrap_or_default()
+    }
+
+    /// Polls until `f` gives `Some`, or panics naming `what` after the timeout.
+    fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn wait_path(&self, ns: &str, obj: &str, path: &str, want: &str) {
+        self.wait(&format!("{obj} {path} = {want}"), || {
+            (self.get_path(ns, obj, path) == want).then_some(())
+        });
+    }
+
+    fn wait_gone(&self, ns: &str, obj: &str) {
+        self.wait(&format!("{obj} gone"), || {
+            self.kubectl(
+                &["-n", ns, "get", obj, "--ignore-not-found", "-o", "name"],
+                None,
+            )
+            .ok()
+            .filter(String::is_empty)
+        });
+    }
+
+    /// A fresh namespace for one test.
+    fn namespace(&self, test: &str) -> String {
+        let ns = format!("csi-it-{test}-{}", std::process::id());
+        self.k(&["create", "namespace", &ns]);
+        ns
+    }
+
+    /// The PV of a bound PVC and the image backing it.
+    fn backing(&self, ns: &str, pvc: &str) -> (String, PathBuf) {
+        let pv = self.get_path(ns, &format!("pvc/{pvc}"), "{.spec.volumeName}");
+        let handle = self.get_path("", &format!("pv/{pv}"), "{.spec.csi.volumeHandle}");
+        assert!(!handle.is_empty(), "PV {pv} has a CSI volume handle");
+        (
+            pv,
+            self.root().join("volumes").join(format!("{handle}.img")),
+        )
+    }
+}
+
+fn pvc_yaml(name: &str, class: &str, size: &str, block: bool, source: Option<&str>) -> String {
+    let mode = if block { "Block" } else { "Filesystem" };
+    let source = source.map_or(String::new(), |s| {
+        format!(
+            "  dataSource: {{name: {s}, kind: VolumeSnapshot, apiGroup: snapshot.storage.k8s.io}}\n"
+        )
+    });
+    format!(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}}}\nspec:\n  \
+         accessModes: [ReadWriteOnce]\n  storageClassName: {class}\n  volumeMode: {mode}\n  \
+         resources: {{requests: {{storage: {size}}}}}\n{source}"
+    )
+}
+
+fn pod_yaml(name: &str, pvc: &str, node: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  \
+         nodeSelector: {{kubernetes.io/hostname: {node}}}\n  \
+         containers: [{{name: c, image: busybox, volumeMounts: [{{name: v, mountPath: /data}}]}}]\n  \
+         volumes: [{{name: v, persistentVolumeClaim: {{claimName: {pvc}}}}}]\n"
+    )
+}
+
+fn loops_of(image: &Path) -> Vec<String> {
+    provider_local::storage::loops_of(image)
+}
+
+/// The VolumeAttachment of a PV, once it reports attached.
+fn attachment_of(env: &TestEnv, pv: &str) -> Option<(String, String)> {
+    let out = env
+        .kubectl(
+            &[
+                "get",
+                "volumeattachments",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} {.spec.source.persistentVolumeName} {.spec.nodeName} {.status.attached}{\"\\n\"}{end}",
+            ],
+            None,
+        )
+        .ok()?;
+    out.lines().find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        (w.len() == 4 && w[1] == pv && w[3] == "true").then(|| (w[0].to_owned(), w[2].to_owned()))
+    })
+}
+
+fn iogen_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("IOGEN_BIN") {
+        return p.into();
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        PathBuf::from,
+    );
+    let p = target.join("debug/iogen");
+    assert!(
+        p.exists(),
+        "{}: the iogen binary is missing (cargo build -p iogen, or set IOGEN_BIN)",
+        p.display()
+    );
+    p
+}
+
+/// `iogen run` in verify mode over the first 16 MiB of `target`: `write` lays down
+/// self-describing blocks and saves the generation map to `state`; `read` checks them.
+fn iogen_verify(target: &Path, state: &Path, write: bool) -> Result<(), String> {
+    let out = Command::new(iogen_bin())
+        .args(["run", "--target"])
+        .arg(target)
+        .args(["--rw", if write { "write" } else { "read" }])
+        .args([
+            "--bs",
+            "4k",
+            "--size",
+            "16m",
+            "--bytes",
+            "16m",
+            "--iodepth",
+            "4",
+        ])
+        .args(["--engine", "sync", "--verify", "--verify-state"])
+        .arg(state)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "iogen on {}: {}",
+            target.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+#[test]
+fn pvc_binds_pod_attaches_resize_grows_and_deletes_leave_nothing() {
+    let Some(env) = testenv() else { return };
+    let ns = env.namespace("lifecycle");
+    env.apply(&ns, &pvc_yaml("data", "cnsreplay-csi", "64Mi", false, None));
+    env.wait_path(&ns, "pvc/data", "{.status.phase}", "Bound");
+    let (pv, image) = env.backing(&ns, "data");
+    assert!(image.exists(), "{} exists", image.display());
+    assert_eq!(fs_err::metadata(&image).unwrap().len(), 64 << 20);
+
+    env.apply(&ns, &pod_yaml("user", "data", "testenv-node-2"));
+    let (va, node) = env.wait("VolumeAttachment attached", || attachment_of(&env, &pv));
+    assert_eq!(node, "testenv-node-2");
+    env.wait_path(&ns, "pod/user", "{.status.phase}", "Running");
+    if provider_local::storage::is_root() {
+        assert_eq!(loops_of(&image).len(), 1, "attached = one loop device");
+    }
+
+    // Resize with the pod running: the controller grows file, loop device and file system.
+    env.k(&[
+        "-n",
+        &ns,
+        "patch",
+        "pvc/data",
+        "-p",
+        r#"{"spec":{"resources":{"requests":{"storage":"128Mi"}}}}"#,
+    ]);
+    env.wait_path(&ns, "pvc/data", "{.status.capacity.storage}", "128Mi");
+    assert_eq!(fs_err::metadata(&image).unwrap().len(), 128 << 20);
+
+    env.k(&["-n", &ns, "delete", "pod/user", "--wait=false"]);
+    env.wait_gone("", &format!("volumeattachment/{va}"));
+    assert!(loops_of(&image).is_empty(), "detached = no loop device");
+    env.k(&["-n", &ns, "delete", "pvc/data", "--wait=false"]);
+    env.wait_gone("", &format!("pv/{pv}"));
+    assert!(!image.exists(), "{} removed", image.display());
+    env.k(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
+fn snapshot_becomes_ready_and_a_restored_pvc_has_the_data() {
+    let Some(env) = testenv() else { return };
+    let ns = env.namespace("snapshot");
+    let state_dir = tempfile::tempdir().unwrap();
+    let vstate = state_dir.path().join("verify.state");
+    env.apply(&ns, &pvc_yaml("src", "cnsreplay-csi", "32Mi", true, None));
+    env.wait_path(&ns, "pvc/src", "{.status.phase}", "Bound");
+    let (src_pv, src_img) = env.backing(&ns, "src");
+    iogen_verify(&src_img, &vstate, true).unwrap();
+
+    env.apply(
+        &ns,
+        "apiVersion: snapshot.storage.k8s.io/v1\nkind: VolumeSnapshot\nmetadata: {name: snap}\n\
+         spec:\n  volumeSnapshotClassName: cnsreplay-csi\n  source: {persistentVolumeClaimName: src}\n",
+    );
+    env.wait_path(&ns, "volumesnapshot/snap", "{.status.readyToUse}", "true");
+    let content = env.get_path(
+        &ns,
+        "volumesnapshot/snap",
+        "{.status.boundVolumeSnapshotContentName}",
+    );
+    let handle = env.get_path(
+        "",
+        &format!("volumesnapshotcontent/{content}"),
+        "{.status.snapshotHandle}",
+    );
+    let snap_img = env.root().join("snapshots").join(format!("{handle}.img"));
+    assert!(snap_img.exists());
+
+    // Overwrite the source afterwards: the restore must still have the snapshot's data.
+    fs_err::write(&src_img, vec![0u8; 16 << 20]).unwrap();
+    assert!(
+        iogen_verify(&src_img, &vstate, false).is_err(),
+        "the source was overwritten"
+    );
+
+    env.apply(
+        &ns,
+        &pvc_yaml("restored", "cnsreplay-csi", "32Mi", true, Some("snap")),
+    );
+    env.wait_path(&ns, "pvc/restored", "{.status.phase}", "Bound");
+    let (restored_pv, restored_img) = env.backing(&ns, "restored");
+    iogen_verify(&restored_img, &vstate, false).unwrap();
+
+    env.k(&[
+        "-n",
+        &ns,
+        "delete",
+        "pvc/restored",
+        "pvc/src",
+        "volumesnapshot/snap",
+        "--wait=false",
+    ]);
+    env.wait_gone("", &format!("pv/{restored_pv}"));
+    env.wait_gone("", &format!("pv/{src_pv}"));
+    env.wait_gone("", &format!("volumesnapshotcontent/{content}"));
+    for f in [&src_img, &restored_img, &snap_img] {
+        assert!(!f.exists(), "{} removed", f.display());
+    }
+    env.k(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
+fn wait_for_first_consumer_binds_when_the_pod_is_scheduled() {
+    let Some(env) = testenv() else { return };
+    let ns = env.namespace("wffc");
+    env.apply(
+        &ns,
+        &pvc_yaml("late", "cnsreplay-csi-wffc", "16Mi", false, None),
+    );
+    // No consumer yet: the PVC waits (the event says so) and nothing is provisioned.
+    env.wait("WaitForFirstConsumer event", || {
+        env.kubectl(
+            &[
+                "-n",
+                &ns,
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=late",
+                "-o",
+                "jsonpath={.items[*].reason}",
+            ],
+            None,
+        )
+        .ok()
+        .filter(|r| r.contains("WaitForFirstConsumer"))
+    });
+    assert_eq!(env.get_path(&ns, "pvc/late", "{.status.phase}"), "Pending");
+    env.apply(&ns, &pod_yaml("consumer", "late", "testenv-node-3"));
+    env.wait_path(&ns, "pvc/late", "{.status.phase}", "Bound");
+    let (pv, image) = env.backing(&ns, "late");
+    let (va, node) = env.wait("VolumeAttachment attached", || attachment_of(&env, &pv));
+    assert_eq!(node, "testenv-node-3");
+    env.k(&["-n", &ns, "delete", "pod/consumer", "--wait=false"]);
+    env.wait_gone("", &format!("volumeattachment/{va}"));
+    env.k(&["-n", &ns, "delete", "pvc/late", "--wait=false"]);
+    env.wait_gone("", &format!("pv/{pv}"));
+    assert!(!image.exists());
+    assert!(loops_of(&image).is_empty());
+    env.k(&["delete", "namespace", &ns, "--wait=false"]);
+}

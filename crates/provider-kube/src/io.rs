@@ -1,0 +1,217 @@
+//! `io_phase` on a cluster: a pod running the `iogen` image, pinned to the workload's node,
+//! mounting the one volume, running `iogen phase` with its interval log on stdout. When the
+//! pod has finished, its log is collected, the HdrHistogram lines are kept in
+//! `RUNDIR/io/<event id>.hlog`, and each interval is put on the with/without-snapshot side of
+//! the run's I/O split by whether a snapshot was in flight during it (interval times are
+//! offsets from the pod's start, so the split is as exact as the pod's start time).
+
+use std::fmt::Write as _;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, LogParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use replay::provider::IoReport;
+use replay::{OpCtx, ProviderError};
+use trace_format::{Event, IoPhase};
+
+use crate::objects::{self, DATA_FILE, PodVolume, k8s_name};
+use crate::{KubeConfig, KubeProvider, io_err};
+
+/// The pod of an `io_phase` event: what the provider creates, exposed for rendering and
+/// review (`deploy/iogen-pod.yaml` is its template form).
+pub fn io_pod(
+    config: &KubeConfig,
+    run_id: &str,
+    namespace: &str,
+    ev: &Event,
+    ph: &IoPhase,
+    volume: &PodVolume,
+    node: Option<&str>,
+) -> Pod {
+    let block = volume.block;
+    let name = k8s_name(&format!("{}-io-{}", ph.workload, ev.id));
+    let mut meta = objects::meta(&name, namespace, run_id, ev.tenant.as_deref());
+    meta.labels
+        .get_or_insert_with(Default::default)
+        .insert("cnsreplay.io/role".into(), "io".into());
+    let target = if block {
+        objects::mount_path(0, true)
+    } else {
+        format!("{}/{DATA_FILE}", objects::mount_path(0, false))
+    };
+    objects::pod(
+        meta,
+        &ph.workload,
+        std::slice::from_ref(volume),
+        node,
+        &config.iogen_image,
+        Some(objects::iogen_args(ph, &target, ev.id)),
+    )
+}
+
+pub(crate) async fn io_phase(
+    p: &KubeProvider,
+    ev: &Event,
+    ph: &IoPhase,
+    ctx: &OpCtx,
+) -> Result<(), ProviderError> {
+    let ns = p.ns()?;
+    let wl = p
+        .state()
+        .workloads
+        .get(&ph.workload)
+        .cloned()
+        .ok_or_else(|| ProviderError::new("not_found", format!("workload {:?} is not attached", ph.workload)))?;
+    if !wl.volumes.contains(&ph.volume) {
+        return Err(ProviderError::new(
+            "not_found",
+            format!("workload {:?} does not mount volume {:?}", ph.workload, ph.volume),
+        ));
+    }
+    let vol = p
+        .state()
+        .volumes
+        .get(&ph.volume)
+        .cloned()
+        .ok_or_else(|| ProviderError::new("not_found", format!("volume {:?}", ph.volume)))?;
+    let pod = io_pod(
+        &p.config,
+        &p.run()?.run_id,
+        ns,
+        ev,
+        ph,
+        &PodVolume {
+            claim: vol.pvc.clone(),
+            block: vol.block,
+        },
+        wl.node.as_deref(),
+    );
+    let name = pod.meta().name.clone().unwrap_or_default();
+    let created = p.create(ctx, "pod", &pod).await?;
+    let uid = created.uid().unwrap_or_default();
+    if let Some(w) = p.state().workloads.get_mut(&ph.workload) {
+        w.io_pods.push(name.clone());
+    }
+    let w = &p.watches()?.pod;
+    let start = w
+        .wait_for(&name, |s| {
+            let o = s.get(&ObjectRef::new(&name).within(ns))?;
+            if o.uid().as_deref() != Some(&uid) {
+                return None;
+            }
+            let phase = o.status.as_ref()?.phase.clone()?;
+            (phase != "Pending").then_some(())
+        })
+        .await;
+    let _ = start;
+    ctx.phase("running");
+    let start_ns = ctx.now_ns();
+    let phase = w
+        .wait_for(&name, |s| {
+            let Some(o) = s.get(&ObjectRef::new(&name).within(ns)) else {
+                return Some(None);
+            };
+            match o.status.as_ref()?.phase.as_deref() {
+                Some(ph @ ("Succeeded" | "Failed")) => Some(Some(ph.to_owned())),
+                _ => None,
+            }
+        })
+        .await;
+    let Some(phase) = phase else {
+        // Deleted under us: abort_workload or detach stopped the I/O.
+        ctx.phase("io-stopped");
+        return Ok(());
+    };
+    ctx.phase("io-done");
+    let api: Api<Pod> = Api::namespaced(p.client.clone(), ns);
+    let log = p
+        .call(api.logs(
+            &name,
+            &LogParams {
+                container: Some("iogen".into()),
+                ..LogParams::default()
+            },
+        ))
+        .await?;
+    ctx.phase("logs");
+    let io_dir = p.run()?.run_dir.join("io");
+    std::fs::create_dir_all(&io_dir).map_err(io_err)?;
+    std::fs::write(io_dir.join(format!("{}.log", ev.id)), &log).map_err(io_err)?;
+    if phase == "Failed" {
+        return Err(ProviderError::new(
+            "io_failed",
+            format!("iogen pod {name} failed; its log is in io/{}.log", ev.id),
+        ));
+    }
+    let report = split_log(&log, start_ns, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
+    ctx.report_io(report);
+    p.stop_pod(ctx, &name, &[], None, Some(0)).await.or_else(|e| {
+        if e.class == "not_found" { Ok(()) } else { Err(e) }
+    })?;
+    if let Some(w) = p.state().workloads.get_mut(&ph.workload) {
+        w.io_pods.retain(|n| *n != name);
+    }
+    Ok(())
+}
+
+/// Keeps the HdrHistogram log lines of a pod log (iogen also prints its table there), writes
+/// them to `hlog`, and sums the response histograms of every kind into the with/without
+/// snapshot halves by interval.
+pub fn split_log(
+    log: &str,
+    start_ns: u64,
+    ctx: &OpCtx,
+    hlog: &std::path::Path,
+) -> Result<IoReport, ProviderError> {
+    let (mut all, mut with, mut without) = (String::new(), String::new(), String::new());
+    for line in log.lines() {
+        if line.starts_with("#[") || line.starts_with("\"StartTimestamp\"") {
+            for out in [&mut all, &mut with, &mut without] {
+                let _ = writeln!(out, "{line}");
+            }
+            continue;
+        }
+        let Some((tag, body)) = line.strip_prefix("Tag=").and_then(|r| r.split_once(',')) else {
+            continue;
+        };
+        let _ = writeln!(all, "{line}");
+        if !tag.ends_with(".response") {
+            continue;
+        }
+        let mut f = body.split(',');
+        let (Some(Ok(s)), Some(Ok(len))) = (
+            f.next().map(str::parse::<f64>),
+            f.next().map(str::parse::<f64>),
+        ) else {
+            continue;
+        };
+        let s = start_ns + (s * 1e9) as u64;
+        let e = s + (len * 1e9) as u64;
+        let out = if ctx.snapshots().overlaps(s, e) {
+            &mut with
+        } else {
+            &mut without
+        };
+        let _ = writeln!(out, "{line}");
+    }
+    std::fs::write(hlog, &all).map_err(io_err)?;
+    let read = |text: &str, ext: &str| -> Result<hdrhistogram::Histogram<u64>, ProviderError> {
+        let tmp = hlog.with_extension(ext);
+        std::fs::write(&tmp, text).map_err(io_err)?;
+        let h = iogen::read_histograms(&tmp);
+        let _ = std::fs::remove_file(&tmp);
+        let h = h.map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
+        let mut sum = hdrhistogram::Histogram::<u64>::new(3)
+            .map_err(|e| ProviderError::new("io_failed", format!("{e:?}")))?;
+        for (_, k) in h.iter() {
+            sum.add(&k.response)
+                .map_err(|e| ProviderError::new("io_failed", format!("{e:?}")))?;
+        }
+        Ok(sum)
+    };
+    Ok(IoReport {
+        with_snapshot: read(&with, "with.tmp")?,
+        without_snapshot: read(&without, "without.tmp")?,
+    })
+}

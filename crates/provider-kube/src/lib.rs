@@ -1,0 +1,418 @@
+//! The `kube` provider: replays a trace against a real Kubernetes cluster through kube-rs.
+//!
+//! `create_volume` is a PVC (done when Bound; under WaitForFirstConsumer when created, and the
+//! binding is measured by the first `attach`), `attach` a pod using the PVCs (done when Running
+//! and Ready), `detach` deletes it (done when it and its VolumeAttachments are gone),
+//! `snapshot` a VolumeSnapshot (done when readyToUse), restore/clone a PVC with a dataSource,
+//! `resize` patches the request (done when the status capacity reaches it), deletes are done
+//! when the object and a Delete-policy PV are gone. Completion comes from one shared watch per
+//! kind ([`watch`]), never from polling. Every object carries the run's label and is written to
+//! the ledger before it is created; its UID is recorded after, and cleanup deletes only
+//! recorded objects, with a UID precondition. See `docs/kubernetes.md`.
+
+mod env;
+mod io;
+pub mod limiter;
+pub mod objects;
+mod ops;
+mod watch;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, Config};
+use replay::ledger::LedgerEntry;
+use replay::provider::CleanupReport;
+use replay::{OpCtx, Provider, ProviderError, RunInfo};
+use serde::{Deserialize, Serialize};
+use trace_format::Event;
+
+pub use crate::io::{io_pod, split_log};
+pub use crate::limiter::{ClientStats, Limiter};
+pub use crate::objects::{VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
+use crate::watch::Watch;
+
+/// The kube provider's configuration (recorded in the manifest; rebuilds it for cleanup).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KubeConfig {
+    /// Kubeconfig file; the usual inference (`KUBECONFIG`, `~/.kube/config`, in-cluster)
+    /// when absent.
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context; its current context when absent.
+    pub context: Option<String>,
+    /// Namespace to work in; a run-owned namespace `cnsreplay-<run id>` when absent (created
+    /// in `prepare`, deleted by cleanup).
+    pub namespace: Option<String>,
+    /// StorageClass when neither the event nor the trace header names one (None: the
+    /// cluster default class).
+    pub storage_class: Option<String>,
+    /// VolumeSnapshotClass when neither the event nor the header names one.
+    pub snapshot_class: Option<String>,
+    /// Node to pin workloads to when the event names none.
+    pub node: Option<String>,
+    /// Client-side request rate limit (requests/s over our own requests; 0 = off).
+    pub qps: f64,
+    /// Client-side burst.
+    pub burst: u32,
+    /// Image of `io_phase` pods (runs `iogen`; see deploy/iogen.Containerfile).
+    pub iogen_image: String,
+    /// Image of workload pods (`attach`).
+    pub pause_image: String,
+}
+
+impl Default for KubeConfig {
+    fn default() -> Self {
+        Self {
+            kubeconfig: None,
+            context: None,
+            namespace: None,
+            storage_class: None,
+            snapshot_class: None,
+            node: None,
+            qps: 50.0,
+            burst: 100,
+            iogen_image: "cnsreplay/iogen:latest".into(),
+            pause_image: "registry.k8s.io/pause:3.10".into(),
+        }
+    }
+}
+
+/// Errors building the provider.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// The kubeconfig could not be read or used.
+    #[error("kubeconfig: {0}")]
+    Config(String),
+    /// The client could not be built.
+    #[error("kube client: {0}")]
+    Client(String),
+    /// The recorded configuration is not a kube configuration.
+    #[error("provider config: {0}")]
+    BadConfig(#[from] serde_json::Error),
+    /// The provider's runtime could not start.
+    #[error("tokio runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+/// The shared watches, one per kind.
+#[derive(Debug)]
+pub(crate) struct Watches {
+    pub(crate) pvc: Arc<Watch<PersistentVolumeClaim>>,
+    pub(crate) pv: Arc<Watch<PersistentVolume>>,
+    pub(crate) pod: Arc<Watch<Pod>>,
+    pub(crate) va: Arc<Watch<VolumeAttachment>>,
+    pub(crate) snap: Option<Arc<Watch<VolumeSnapshot>>>,
+}
+
+/// What the provider knows about a volume of the trace.
+#[derive(Debug, Clone)]
+pub(crate) struct VolState {
+    pub(crate) pvc: String,
+    pub(crate) block: bool,
+    /// Created under WaitForFirstConsumer and not bound yet.
+    pub(crate) wffc: bool,
+}
+
+/// A running workload.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WlState {
+    pub(crate) pod: String,
+    pub(crate) volumes: Vec<trace_format::Name>,
+    pub(crate) node: Option<String>,
+    pub(crate) tenant: Option<String>,
+    /// I/O pods of `io_phase` events running in it.
+    pub(crate) io_pods: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) volumes: HashMap<trace_format::Name, VolState>,
+    pub(crate) workloads: HashMap<trace_format::Name, WlState>,
+    /// StorageClass name → volumeBindingMode is WaitForFirstConsumer.
+    pub(crate) wffc_classes: HashMap<String, bool>,
+}
+
+/// The kube provider.
+pub struct KubeProvider {
+    pub(crate) config: KubeConfig,
+    /// The provider's own runtime: the client's connections and the watches live here, so
+    /// they outlive the engine's runtime and serve the blocking `prepare`/`cleanup`.
+    rt: tokio::runtime::Runtime,
+    pub(crate) client: Client,
+    pub(crate) limiter: Arc<Limiter>,
+    pub(crate) run: OnceLock<RunInfo>,
+    pub(crate) ns: OnceLock<String>,
+    pub(crate) watches: OnceLock<Watches>,
+    pub(crate) environment: OnceLock<serde_json::Value>,
+    pub(crate) state: Mutex<State>,
+}
+
+impl std::fmt::Debug for KubeProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeProvider")
+            .field("config", &self.config)
+            .field("namespace", &self.ns.get())
+            .field("watches", &self.watches.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeProvider {
+    /// Builds the provider (reads the kubeconfig; contacts nothing yet).
+    pub fn new(config: KubeConfig) -> Result<Self, KubeError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("cnsreplay-kube")
+            .build()?;
+        let client = rt.block_on(async {
+            let opts = kube::config::KubeConfigOptions {
+                context: config.context.clone(),
+                ..Default::default()
+            };
+            let cfg = match &config.kubeconfig {
+                Some(p) => {
+                    let kc = kube::config::Kubeconfig::read_from(p)
+                        .map_err(|e| KubeError::Config(format!("{}: {e}", p.display())))?;
+                    Config::from_custom_kubeconfig(kc, &opts)
+                        .await
+                        .map_err(|e| KubeError::Config(format!("{}: {e}", p.display())))?
+                }
+                None if config.context.is_some() => Config::from_kubeconfig(&opts)
+                    .await
+                    .map_err(|e| KubeError::Config(e.to_string()))?,
+                None => Config::infer()
+                    .await
+                    .map_err(|e| KubeError::Config(e.to_string()))?,
+            };
+            Client::try_from(cfg).map_err(|e| KubeError::Client(e.to_string()))
+        })?;
+        Ok(Self {
+            limiter: Arc::new(Limiter::new(config.qps, config.burst)),
+            config,
+            rt,
+            client,
+            run: OnceLock::new(),
+            ns: OnceLock::new(),
+            watches: OnceLock::new(),
+            environment: OnceLock::new(),
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// Rebuilds the provider from the configuration a manifest recorded.
+    pub fn from_config(v: &serde_json::Value) -> Result<Self, KubeError> {
+        Self::new(serde_json::from_value(v.clone())?)
+    }
+
+    /// The configuration.
+    pub fn kube_config(&self) -> &KubeConfig {
+        &self.config
+    }
+
+    /// Throttling counters so far.
+    pub fn client_stats(&self) -> ClientStats {
+        self.limiter.stats()
+    }
+
+    /// Notices about throttling for the run summary (empty when there was none).
+    pub fn throttle_notices(&self) -> Vec<String> {
+        self.client_stats()
+            .notices(self.config.qps, self.config.burst)
+    }
+
+    /// The namespace of the run (after `prepare`).
+    pub fn namespace(&self) -> Option<&str> {
+        self.ns.get().map(String::as_str)
+    }
+
+    /// The cluster as captured by `prepare` (server version, nodes, classes, drivers).
+    pub fn environment(&self) -> serde_json::Value {
+        self.environment.get().cloned().unwrap_or_default()
+    }
+
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn run(&self) -> Result<&RunInfo, ProviderError> {
+        self.run
+            .get()
+            .ok_or_else(|| ProviderError::new("not_prepared", "prepare was not called"))
+    }
+
+    pub(crate) fn ns(&self) -> Result<&str, ProviderError> {
+        self.ns
+            .get()
+            .map(String::as_str)
+            .ok_or_else(|| ProviderError::new("not_prepared", "prepare was not called"))
+    }
+
+    pub(crate) fn watches(&self) -> Result<&Watches, ProviderError> {
+        self.watches
+            .get()
+            .ok_or_else(|| ProviderError::new("not_prepared", "prepare was not called"))
+    }
+
+    /// Runs one API request through the client-side limiter and counts 429s.
+    pub(crate) async fn call<T>(
+        &self,
+        f: impl Future<Output = kube::Result<T>>,
+    ) -> Result<T, ProviderError> {
+        self.limiter.acquire().await;
+        f.await.map_err(|e| self.api_err(&e))
+    }
+
+    pub(crate) fn api_err(&self, e: &kube::Error) -> ProviderError {
+        api_err(&self.limiter, e)
+    }
+
+    async fn prepare_async(&self, run: &RunInfo) -> Result<Vec<String>, ProviderError> {
+        let mut notices = Vec::new();
+        let ns = match &self.config.namespace {
+            Some(ns) => ns.clone(),
+            None => {
+                let ns = format!("cnsreplay-{}", run.run_id);
+                let ledger = replay::Ledger::open(&run.run_dir).map_err(io_err)?;
+                let id = ns.clone();
+                ledger
+                    .intend("namespace", &id, serde_json::Value::Null)
+                    .map_err(io_err)?;
+                let obj = Namespace {
+                    metadata: ObjectMeta {
+                        name: Some(ns.clone()),
+                        labels: Some([(objects::RUN_LABEL.to_owned(), run.run_id.clone())].into()),
+                        ..ObjectMeta::default()
+                    },
+                    ..Namespace::default()
+                };
+                let created = self
+                    .call(Api::<Namespace>::all(self.client.clone()).create(&PostParams::default(), &obj))
+                    .await?;
+                ledger
+                    .intend("namespace", &id, uid_detail(&created.metadata))
+                    .map_err(io_err)?;
+                ns
+            }
+        };
+        let _ = self.ns.set(ns.clone());
+        let env = env::capture(self).await;
+        if env.get("volume_snapshot_classes").is_none() {
+            notices.push(
+                "kube: the VolumeSnapshot API is not installed; snapshot operations will fail"
+                    .to_owned(),
+            );
+        }
+        let env_text = serde_json::to_vec_pretty(&env).unwrap_or_default();
+        std::fs::write(run.run_dir.join("environment.json"), env_text).map_err(io_err)?;
+        let _ = self.environment.set(env);
+        let labels = run.owner_label();
+        let cfg = watcher::Config::default().labels(&labels);
+        let err = |e: String| ProviderError::new("watch_failed", e);
+        let l = self.limiter.clone();
+        let c = self.client.clone();
+        let pvc = Watch::start(Api::namespaced(c.clone(), &ns), cfg.clone(), name_key, l.clone());
+        let pod = Watch::start(Api::namespaced(c.clone(), &ns), cfg.clone(), name_key, l.clone());
+        // PersistentVolumes and VolumeAttachments are made by controllers and carry no run
+        // label: these two watches are cluster-wide and the provider looks only at the ones
+        // bound to its PVCs.
+        let pv = Watch::start(Api::all(c.clone()), watcher::Config::default(), name_key, l.clone());
+        let va = Watch::start(Api::all(c.clone()), watcher::Config::default(), va_key, l.clone());
+        let (pvc, pod, pv, va) = futures::try_join!(pvc, pod, pv, va).map_err(err)?;
+        let snap = match Watch::start(Api::namespaced(c, &ns), cfg, name_key, l).await {
+            Ok(w) => Some(w),
+            Err(e) => {
+                notices.push(format!("kube: no VolumeSnapshot watch ({e}); snapshots will fail"));
+                None
+            }
+        };
+        let _ = self.watches.set(Watches {
+            pvc,
+            pv,
+            pod,
+            va,
+            snap,
+        });
+        Ok(notices)
+    }
+}
+
+fn name_key<K: kube::Resource>(o: &K) -> Option<String> {
+    o.meta().name.clone()
+}
+
+fn va_key(o: &VolumeAttachment) -> Option<String> {
+    o.spec.source.persistent_volume_name.clone()
+}
+
+pub(crate) fn uid_detail(m: &ObjectMeta) -> serde_json::Value {
+    serde_json::json!({ "uid": m.uid })
+}
+
+pub(crate) fn io_err(e: std::io::Error) -> ProviderError {
+    ProviderError::new("io", e.to_string())
+}
+
+pub(crate) fn api_err(limiter: &Limiter, e: &kube::Error) -> ProviderError {
+    match e {
+        kube::Error::Api(s) if s.code == 429 => {
+            limiter
+                .api_429
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ProviderError::new("throttled", s.message.clone())
+        }
+        kube::Error::Api(s) if s.code == 404 => ProviderError::new("not_found", s.message.clone()),
+        kube::Error::Api(s) if s.code == 409 => {
+            ProviderError::new("already_exists", s.message.clone())
+        }
+        kube::Error::Api(s) if s.code == 403 => ProviderError::new("forbidden", s.message.clone()),
+        kube::Error::Api(s) => ProviderError::new("api_error", format!("{}: {}", s.code, s.message)),
+        other => ProviderError::new("client_error", other.to_string()),
+    }
+}
+
+impl Provider for KubeProvider {
+    fn name(&self) -> &'static str {
+        "kube"
+    }
+
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(&self.config).unwrap_or_default()
+    }
+
+    fn prepare(&self, run: &RunInfo) -> Result<Vec<String>, ProviderError> {
+        let _ = self.run.set(run.clone());
+        self.rt.block_on(self.prepare_async(run))
+    }
+
+    fn environment(&self) -> serde_json::Value {
+        KubeProvider::environment(self)
+    }
+
+    async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
+        ops::execute(self, ev, ctx).await
+    }
+
+    fn cleanup(&self, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
+        self.rt.block_on(ops::cleanup(self, run, leftovers))
+    }
+}
+
+/// Deletes `name` with a UID precondition (so an object of the same name that is not ours is
+/// never touched) and a propagation policy of Background.
+pub(crate) fn delete_params(uid: Option<String>, grace: Option<u32>) -> DeleteParams {
+    DeleteParams {
+        preconditions: uid.map(|uid| kube::api::Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        grace_period_seconds: grace,
+        ..DeleteParams::background()
+    }
+}

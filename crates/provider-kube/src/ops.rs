@@ -1,0 +1,731 @@
+//! The operations: each creates/patches/deletes through the rate-limited client and then
+//! waits on the shared watches (see `watch.rs`) for its completion condition, reporting the
+//! phases it passes. Also cleanup, which deletes only ledger objects whose UID matches.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Resource, ResourceExt};
+use replay::ledger::LedgerEntry;
+use replay::provider::CleanupReport;
+use replay::{OpCtx, ProviderError, RunInfo};
+use serde_json::json;
+use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
+
+use crate::objects::{self, DataSource, PodVolume, PvcSpec, VolumeSnapshot, k8s_name};
+use crate::{KubeProvider, VolState, WlState, delete_params, io_err, uid_detail};
+
+fn missing(what: &str, name: &str) -> ProviderError {
+    ProviderError::new("not_found", format!("{what} {name:?} does not exist in this run"))
+}
+
+fn get<K>(s: &Store<K>, ns: &str, name: &str, uid: &str) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    s.get(&ObjectRef::new(name).within(ns))
+        .filter(|o| o.meta().uid.as_deref() == Some(uid))
+}
+
+fn gone<K>(s: &Store<K>, ns: Option<&str>, name: &str, uid: &str) -> bool
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let r = ObjectRef::new(name);
+    let r = match ns {
+        Some(ns) => r.within(ns),
+        None => r,
+    };
+    s.get(&r)
+        .is_none_or(|o| o.meta().uid.as_deref() != Some(uid))
+}
+
+impl KubeProvider {
+    /// Writes the object to the ledger, creates it, records its UID. An object that already
+    /// exists is not ours: its ledger entry is released and the operation fails.
+    pub(crate) async fn create<K>(&self, ctx: &OpCtx, kind: &str, obj: &K) -> Result<K, ProviderError>
+    where
+        K: Resource<DynamicType = ()> + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+        K: Resource<Scope = kube::core::NamespaceResourceScope>,
+    {
+        let ns = self.ns()?;
+        let id = format!("{ns}/{}", obj.meta().name.as_deref().unwrap_or_default());
+        ctx.ledger()
+            .intend(kind, &id, serde_json::Value::Null)
+            .map_err(io_err)?;
+        let api: Api<K> = Api::namespaced(self.client.clone(), ns);
+        match self.call(api.create(&PostParams::default(), obj)).await {
+            Ok(o) => {
+                ctx.ledger()
+                    .intend(kind, &id, uid_detail(o.meta()))
+                    .map_err(io_err)?;
+                ctx.phase("created");
+                Ok(o)
+            }
+            Err(e) if e.class == "already_exists" => {
+                let _ = ctx.ledger().release(kind, &id);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn header_defaults(&self) -> Result<&trace_format::Defaults, ProviderError> {
+        Ok(&self.run()?.header.defaults)
+    }
+
+    /// Whether a StorageClass (None: the cluster default) binds on first consumer.
+    fn class_is_wffc(&self, class: Option<&str>) -> bool {
+        if let Some(c) = class
+            && let Some(&w) = self.state().wffc_classes.get(c)
+        {
+            return w;
+        }
+        let env = self.environment();
+        let found = env["storage_classes"].as_array().and_then(|a| {
+            a.iter().find(|s| match class {
+                Some(c) => s["name"] == c,
+                None => s["default"] == true,
+            })
+        });
+        let w = found.is_some_and(|s| s["volume_binding_mode"] == "WaitForFirstConsumer");
+        if let Some(c) = class {
+            self.state().wffc_classes.insert(c.to_owned(), w);
+        }
+        w
+    }
+
+    fn csi_attach_required(&self, driver: &str) -> bool {
+        let env = self.environment();
+        env["csi_drivers"]
+            .as_array()
+            .and_then(|a| a.iter().find(|d| d["name"] == driver))
+            .is_none_or(|d| d["attach_required"] != false)
+    }
+
+    fn volume(&self, name: &Name) -> VolState {
+        self.state()
+            .volumes
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| VolState {
+                pvc: k8s_name(name),
+                block: false,
+                wffc: false,
+            })
+    }
+
+    async fn wait_pvc_bound(&self, name: &str, uid: &str) -> Result<Arc<PersistentVolumeClaim>, ProviderError> {
+        let ns = self.ns()?;
+        self.watches()?
+            .pvc
+            .wait_for(name, |s| {
+                let o = get(s, ns, name, uid)?;
+                match o.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                    Some("Bound") => Some(Ok(o)),
+                    Some("Lost") => Some(Err(ProviderError::new("lost", format!("PVC {name} is Lost")))),
+                    _ => None,
+                }
+            })
+            .await
+    }
+
+    async fn create_volume(&self, ev: &Event, c: &trace_format::CreateVolume, ctx: &OpCtx) -> Result<(), ProviderError> {
+        let d = self.header_defaults()?;
+        let ns = self.ns()?;
+        let class = c
+            .storage_class
+            .clone()
+            .or_else(|| d.storage_class.clone())
+            .map(|n| n.to_string())
+            .or_else(|| self.config.storage_class.clone());
+        let mode = c.volume_mode.or(d.volume_mode);
+        let (source, source_size) = match &c.source {
+            None => (None, None),
+            Some(VolumeSource::Snapshot(s)) => {
+                let name = k8s_name(s);
+                let size = self.watches()?.snap.as_ref().and_then(|w| {
+                    w.store()
+                        .get(&ObjectRef::new(&name).within(ns))
+                        .and_then(|o| o.status.as_ref()?.restore_size.clone())
+                        .and_then(|q| trace_format::units::parse_bytes(&q).ok())
+                });
+                (Some(DataSource::Snapshot(name)), size)
+            }
+            Some(VolumeSource::Volume(v)) => {
+                let vs = self.volume(v);
+                let size = self
+                    .watches()?
+                    .pvc
+                    .store()
+                    .get(&ObjectRef::new(&vs.pvc).within(ns))
+                    .and_then(|o| storage_of(o.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?));
+                (Some(DataSource::Pvc(vs.pvc)), size)
+            }
+        };
+        let size = match (c.size, source_size) {
+            (None, Some(s)) => s,
+            (s, _) => d.volume_size(s),
+        };
+        let name = k8s_name(&c.volume);
+        let spec = PvcSpec {
+            size,
+            class: class.clone(),
+            access: d.access_mode(c.access_mode),
+            mode,
+            source,
+        };
+        let meta = objects::meta(&name, ns, &self.run()?.run_id, ev.tenant.as_deref());
+        let created = self.create(ctx, "pvc", &objects::pvc(meta, &spec)).await?;
+        let uid = created.uid().unwrap_or_default();
+        let wffc = self.class_is_wffc(class.as_deref());
+        self.state().volumes.insert(
+            c.volume.clone(),
+            VolState {
+                pvc: name.clone(),
+                block: mode == Some(VolumeMode::Block),
+                wffc,
+            },
+        );
+        if wffc {
+            // Binding waits for the first pod; that attach measures it (phase `bound`).
+            ctx.phase("wait-for-first-consumer");
+            return Ok(());
+        }
+        self.wait_pvc_bound(&name, &uid).await?;
+        ctx.phase("bound");
+        Ok(())
+    }
+
+    async fn delete_volume(&self, v: &Name, ctx: &OpCtx) -> Result<(), ProviderError> {
+        let ns = self.ns()?;
+        let vs = self.volume(v);
+        let w = self.watches()?;
+        let pvc = w
+            .pvc
+            .store()
+            .get(&ObjectRef::new(&vs.pvc).within(ns))
+            .ok_or_else(|| missing("volume", v))?;
+        let uid = pvc.uid().unwrap_or_default();
+        let pv_name = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
+        let pv = pv_name.as_ref().and_then(|n| w.pv.store().get(&ObjectRef::new(n)));
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
+        self.call(api.delete(&vs.pvc, &delete_params(Some(uid.clone()), None)))
+            .await?;
+        ctx.phase("deleted");
+        w.pvc
+            .wait_for(&vs.pvc, |s| gone(s, Some(ns), &vs.pvc, &uid).then_some(()))
+            .await;
+        ctx.phase("pvc-gone");
+        let _ = ctx.ledger().release("pvc", &format!("{ns}/{}", vs.pvc));
+        self.state().volumes.remove(v);
+        if let Some(pv) = pv
+            && pv.spec.as_ref().and_then(|s| s.persistent_volume_reclaim_policy.as_deref()) == Some("Delete")
+        {
+            let (pv_name, pv_uid) = (pv.name_any(), pv.uid().unwrap_or_default());
+            w.pv.wait_for(&pv_name, |s| gone(s, None, &pv_name, &pv_uid).then_some(()))
+                .await;
+            ctx.phase("pv-gone");
+        }
+        Ok(())
+    }
+
+    /// PersistentVolumes a pod's volumes are bound to, with whether a VolumeAttachment is
+    /// expected for them (CSI volumes of drivers that need attaching).
+    fn attachable_pvs(&self, pvcs: &[String]) -> Result<Vec<String>, ProviderError> {
+        let ns = self.ns()?;
+        let w = self.watches()?;
+        let mut out = Vec::new();
+        for c in pvcs {
+            let Some(pv) = w
+                .pvc
+                .store()
+                .get(&ObjectRef::new(c).within(ns))
+                .and_then(|o| o.spec.as_ref()?.volume_name.clone())
+            else {
+                continue;
+            };
+            let driver = w
+                .pv
+                .store()
+                .get(&ObjectRef::new(&pv))
+                .and_then(|o| Some(o.spec.as_ref()?.csi.as_ref()?.driver.clone()));
+            if driver.is_some_and(|d| self.csi_attach_required(&d)) {
+                out.push(pv);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Creates a workload pod and waits until it runs: phases `created`, `scheduled`,
+    /// `bound` (WaitForFirstConsumer volumes), `attached` (CSI VolumeAttachments), `running`,
+    /// `ready`.
+    async fn start_pod(
+        &self,
+        ctx: &OpCtx,
+        workload: &Name,
+        volumes: &[Name],
+        node: Option<&str>,
+        tenant: Option<&str>,
+    ) -> Result<WlState, ProviderError> {
+        let ns = self.ns()?;
+        let w = self.watches()?;
+        let vols: Vec<VolState> = volumes.iter().map(|v| self.volume(v)).collect();
+        let name = k8s_name(workload);
+        let meta = objects::meta(&name, ns, &self.run()?.run_id, tenant);
+        let pod_vols: Vec<PodVolume> = vols
+            .iter()
+            .map(|v| PodVolume {
+                claim: v.pvc.clone(),
+                block: v.block,
+            })
+            .collect();
+        let pod = objects::pod(meta, workload, &pod_vols, node, &self.config.pause_image, None);
+        let created = self.create(ctx, "pod", &pod).await?;
+        let uid = created.uid().unwrap_or_default();
+        let failed = |o: &Pod| {
+            matches!(
+                o.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Failed" | "Succeeded")
+            )
+            .then(|| ProviderError::new("pod_failed", format!("pod {name} ended before it was ready")))
+        };
+        let node_name = w
+            .pod
+            .wait_for(&name, |s| {
+                let o = get(s, ns, &name, &uid)?;
+                if let Some(f) = failed(&o) {
+                    return Some(Err(f));
+                }
+                o.spec.as_ref()?.node_name.clone().map(Ok)
+            })
+            .await?;
+        ctx.phase("scheduled");
+        let wffc: Vec<(Name, VolState)> = volumes
+            .iter()
+            .zip(&vols)
+            .filter(|(_, v)| v.wffc)
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect();
+        if !wffc.is_empty() {
+            for (n, v) in &wffc {
+                let pvc_uid = w
+                    .pvc
+                    .store()
+                    .get(&ObjectRef::new(&v.pvc).within(ns))
+                    .and_then(|o| o.uid())
+                    .unwrap_or_default();
+                self.wait_pvc_bound(&v.pvc, &pvc_uid).await?;
+                if let Some(s) = self.state().volumes.get_mut(n) {
+                    s.wffc = false;
+                }
+            }
+            ctx.phase("bound");
+        }
+        let claims: Vec<String> = vols.iter().map(|v| v.pvc.clone()).collect();
+        let pvs = self.attachable_pvs(&claims)?;
+        for pv in &pvs {
+            w.va.wait_for(pv, |s| {
+                s.state()
+                    .iter()
+                    .any(|va| {
+                        va.spec.source.persistent_volume_name.as_deref() == Some(pv)
+                            && va.spec.node_name == node_name
+                            && va.status.as_ref().is_some_and(|st| st.attached)
+                    })
+                    .then_some(())
+            })
+            .await;
+        }
+        if !pvs.is_empty() {
+            ctx.phase("attached");
+        }
+        w.pod
+            .wait_for(&name, |s| {
+                let o = get(s, ns, &name, &uid)?;
+                if let Some(f) = failed(&o) {
+                    return Some(Err(f));
+                }
+                (o.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(Ok(()))
+            })
+            .await?;
+        ctx.phase("running");
+        w.pod
+            .wait_for(&name, |s| {
+                let o = get(s, ns, &name, &uid)?;
+                if let Some(f) = failed(&o) {
+                    return Some(Err(f));
+                }
+                o.status
+                    .as_ref()?
+                    .conditions
+                    .as_ref()?
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+                    .then_some(Ok(()))
+            })
+            .await?;
+        ctx.phase("ready");
+        Ok(WlState {
+            pod: name,
+            volumes: volumes.to_vec(),
+            node: Some(node_name),
+            tenant: tenant.map(str::to_owned),
+            io_pods: Vec::new(),
+        })
+    }
+
+    /// Deletes a pod (grace `grace` seconds; None = the pod's own) and waits until it is
+    /// gone and the VolumeAttachments of its volumes on its node are gone: phases `deleted`,
+    /// `pod-gone`, `detached`.
+    pub(crate) async fn stop_pod(
+        &self,
+        ctx: &OpCtx,
+        pod: &str,
+        volumes: &[Name],
+        node: Option<&str>,
+        grace: Option<u32>,
+    ) -> Result<(), ProviderError> {
+        let ns = self.ns()?;
+        let w = self.watches()?;
+        let Some(o) = w.pod.store().get(&ObjectRef::new(pod).within(ns)) else {
+            return Err(missing("pod", pod));
+        };
+        let uid = o.uid().unwrap_or_default();
+        let claims: Vec<String> = volumes.iter().map(|v| self.volume(v).pvc).collect();
+        let pvs = self.attachable_pvs(&claims)?;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        match self.call(api.delete(pod, &delete_params(Some(uid.clone()), grace))).await {
+            Ok(_) => {}
+            Err(e) if e.class == "not_found" => {}
+            Err(e) => return Err(e),
+        }
+        ctx.phase("deleted");
+        w.pod
+            .wait_for(pod, |s| gone(s, Some(ns), pod, &uid).then_some(()))
+            .await;
+        ctx.phase("pod-gone");
+        let _ = ctx.ledger().release("pod", &format!("{ns}/{pod}"));
+        for pv in &pvs {
+            w.va.wait_for(pv, |s| {
+                (!s.state().iter().any(|va| {
+                    va.spec.source.persistent_volume_name.as_deref() == Some(pv.as_str())
+                        && node.is_none_or(|n| va.spec.node_name == n)
+                }))
+                .then_some(())
+            })
+            .await;
+        }
+        if !pvs.is_empty() {
+            ctx.phase("detached");
+        }
+        Ok(())
+    }
+
+    async fn stop_workload(&self, ctx: &OpCtx, workload: &Name, abort: bool) -> Result<WlState, ProviderError> {
+        let wl = self
+            .state()
+            .workloads
+            .remove(workload)
+            .ok_or_else(|| missing("workload", workload))?;
+        let grace = abort.then_some(0);
+        let io = wl.io_pods.iter().map(|p| self.stop_pod(ctx, p, &[], None, Some(0)));
+        for r in join_all(io).await {
+            // An I/O pod that already finished is gone: fine.
+            if let Err(e) = r
+                && e.class != "not_found"
+            {
+                return Err(e);
+            }
+        }
+        if !wl.io_pods.is_empty() {
+            ctx.phase("io-stopped");
+        }
+        self.stop_pod(ctx, &wl.pod, &wl.volumes, wl.node.as_deref(), grace)
+            .await?;
+        Ok(wl)
+    }
+
+    async fn reschedule(&self, ctx: &OpCtx, workload: &Name, node: Option<&str>) -> Result<(), ProviderError> {
+        let wl = self.stop_workload(ctx, workload, false).await?;
+        let new = self
+            .start_pod(ctx, workload, &wl.volumes, node, wl.tenant.as_deref())
+            .await?;
+        self.state().workloads.insert(workload.clone(), new);
+        Ok(())
+    }
+
+    /// Marks a node unschedulable; recorded in the ledger so cleanup uncordons it (only when
+    /// it was schedulable before: a node someone else cordoned stays as it was).
+    async fn cordon(&self, ctx: &OpCtx, node: &str) -> Result<(), ProviderError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let n = self.call(api.get(node)).await?;
+        if n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+            ctx.phase("already-cordoned");
+            return Ok(());
+        }
+        ctx.ledger()
+            .intend("cordon", node, json!({ "uid": n.uid() }))
+            .map_err(io_err)?;
+        self.call(api.patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        ))
+        .await?;
+        ctx.phase("cordoned");
+        Ok(())
+    }
+
+    async fn snapshot(&self, ev: &Event, s: &trace_format::Snapshot, ctx: &OpCtx) -> Result<(), ProviderError> {
+        let ns = self.ns()?;
+        let Some(w) = self.watches()?.snap.clone() else {
+            return Err(ProviderError::new(
+                "unsupported",
+                "the cluster has no VolumeSnapshot API (snapshot.storage.k8s.io/v1)",
+            ));
+        };
+        let d = self.header_defaults()?;
+        let class = s
+            .class
+            .clone()
+            .or_else(|| d.snapshot_class.clone())
+            .map(|n| n.to_string())
+            .or_else(|| self.config.snapshot_class.clone());
+        let name = k8s_name(&s.snapshot);
+        let obj = VolumeSnapshot {
+            metadata: objects::meta(&name, ns, &self.run()?.run_id, ev.tenant.as_deref()),
+            spec: objects::VolumeSnapshotSpec {
+                source: objects::VolumeSnapshotSource {
+                    persistent_volume_claim_name: Some(self.volume(&s.volume).pvc),
+                    volume_snapshot_content_name: None,
+                },
+                volume_snapshot_class_name: class,
+            },
+            status: None,
+        };
+        let created = self.create(ctx, "volumesnapshot", &obj).await?;
+        let uid = created.uid().unwrap_or_default();
+        w.wait_for(&name, |st| {
+            let o = get(st, ns, &name, &uid)?;
+            (o.status.as_ref()?.ready_to_use == Some(true)).then_some(())
+        })
+        .await;
+        ctx.phase("ready");
+        Ok(())
+    }
+
+    async fn delete_snapshot(&self, s: &Name, ctx: &OpCtx) -> Result<(), ProviderError> {
+        let ns = self.ns()?;
+        let Some(w) = self.watches()?.snap.clone() else {
+            return Err(ProviderError::new("unsupported", "no VolumeSnapshot API"));
+        };
+        let name = k8s_name(s);
+        let o = w
+            .store()
+            .get(&ObjectRef::new(&name).within(ns))
+            .ok_or_else(|| missing("snapshot", s))?;
+        let uid = o.uid().unwrap_or_default();
+        let api: Api<VolumeSnapshot> = Api::namespaced(self.client.clone(), ns);
+        self.call(api.delete(&name, &delete_params(Some(uid.clone()), None)))
+            .await?;
+        ctx.phase("deleted");
+        w.wait_for(&name, |st| gone(st, Some(ns), &name, &uid).then_some(()))
+            .await;
+        let _ = ctx.ledger().release("volumesnapshot", &format!("{ns}/{name}"));
+        Ok(())
+    }
+
+    async fn resize(&self, r: &trace_format::Resize, ctx: &OpCtx) -> Result<(), ProviderError> {
+        let ns = self.ns()?;
+        let vs = self.volume(&r.volume);
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
+        let patched = self
+            .call(api.patch(
+                &vs.pvc,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"resources": {"requests": {"storage": r.size.to_string()}}}})),
+            ))
+            .await?;
+        ctx.phase("patched");
+        let uid = patched.uid().unwrap_or_default();
+        self.watches()?
+            .pvc
+            .wait_for(&vs.pvc, |s| {
+                let o = get(s, ns, &vs.pvc, &uid)?;
+                let cap = storage_of(o.status.as_ref()?.capacity.as_ref()?)?;
+                (cap >= r.size).then_some(())
+            })
+            .await;
+        ctx.phase("resized");
+        Ok(())
+    }
+}
+
+fn storage_of(
+    m: &std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+) -> Option<u64> {
+    trace_format::units::parse_bytes(&m.get("storage")?.0).ok()
+}
+
+pub(crate) async fn execute(p: &KubeProvider, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
+    let ctx = &*ctx;
+    match &ev.op {
+        Op::CreateVolume(c) => p.create_volume(&ev, c, ctx).await,
+        Op::DeleteVolume(v) => p.delete_volume(&v.volume, ctx).await,
+        Op::Attach(a) => {
+            let node = a.node.as_deref().map(str::to_owned).or_else(|| p.config.node.clone());
+            let wl = p
+                .start_pod(ctx, &a.workload, &a.volumes, node.as_deref(), ev.tenant.as_deref())
+                .await?;
+            p.state().workloads.insert(a.workload.clone(), wl);
+            Ok(())
+        }
+        Op::Detach(w) => p.stop_workload(ctx, &w.workload, false).await.map(drop),
+        Op::AbortWorkload(w) => p.stop_workload(ctx, &w.workload, true).await.map(drop),
+        Op::Reschedule(r) => p.reschedule(ctx, &r.workload, r.node.as_deref()).await,
+        Op::CordonNode(n) => p.cordon(ctx, &n.node).await,
+        Op::DrainNode(n) => {
+            p.cordon(ctx, &n.node).await?;
+            // Only the run's own pods are evicted; other tenants of the node are left alone.
+            let on_node: Vec<Name> = p
+                .state()
+                .workloads
+                .iter()
+                .filter(|(_, w)| w.node.as_deref() == Some(n.node.as_str()))
+                .map(|(k, _)| k.clone())
+                .collect();
+            let moves = on_node.iter().map(|w| p.reschedule(ctx, w, None));
+            for r in join_all(moves).await {
+                r?;
+            }
+            ctx.phase("drained");
+            Ok(())
+        }
+        Op::Snapshot(s) => p.snapshot(&ev, s, ctx).await,
+        Op::DeleteSnapshot(s) => p.delete_snapshot(&s.snapshot, ctx).await,
+        Op::Resize(r) => p.resize(r, ctx).await,
+        Op::IoPhase(ph) => crate::io::io_phase(p, &ev, ph, ctx).await,
+        Op::Io(_) => Err(ProviderError::new(
+            "unsupported",
+            "single `io` requests cannot be sent into a pod one by one; convert them to \
+             `io_phase` events or replay them with the local provider",
+        )),
+        Op::Marker(_) => Ok(()),
+    }
+}
+
+/// Order in which cleanup removes kinds: users before what they use.
+fn rank(kind: &str) -> u8 {
+    match kind {
+        "pod" => 0,
+        "volumesnapshot" => 1,
+        "pvc" => 2,
+        "namespace" => 3,
+        _ => 4,
+    }
+}
+
+const CLEANUP_WAIT: Duration = Duration::from_secs(120);
+
+/// Removes one ledger entry. Ok(true): deleted; Ok(false): already gone or not ours.
+async fn remove(p: &KubeProvider, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String> {
+    let uid = e.detail.get("uid").and_then(|u| u.as_str()).map(str::to_owned);
+    let (ns, name) = match e.id.split_once('/') {
+        Some((ns, n)) => (Some(ns), n),
+        None => (None, e.id.as_str()),
+    };
+    let c = p.client.clone();
+    macro_rules! delete_owned {
+        ($api:expr) => {{
+            let api = $api;
+            p.limiter.acquire().await;
+            let cur = api.get_opt(name).await.map_err(|e| e.to_string())?;
+            let Some(cur) = cur else { return Ok(false) };
+            let cur_uid = cur.uid().unwrap_or_default();
+            let ours = match &uid {
+                Some(u) => *u == cur_uid,
+                // Crashed between create and recording the UID: ours only if it carries this
+                // run's label (the run id is unique).
+                None => cur.labels().get(objects::RUN_LABEL) == Some(&run.run_id),
+            };
+            if !ours {
+                return Ok(false);
+            }
+            p.limiter.acquire().await;
+            match api.delete(name, &delete_params(Some(cur_uid.clone()), None)).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(false),
+                Err(e) => return Err(e.to_string()),
+            }
+            tokio::time::timeout(CLEANUP_WAIT, await_condition(api, name, conditions::is_deleted(&cur_uid)))
+                .await
+                .map_err(|_| format!("still there after {CLEANUP_WAIT:?}"))?
+                .map_err(|e| e.to_string())?;
+            Ok(true)
+        }};
+    }
+    match (e.kind.as_str(), ns) {
+        ("pod", Some(ns)) => delete_owned!(Api::<Pod>::namespaced(c, ns)),
+        ("pvc", Some(ns)) => delete_owned!(Api::<PersistentVolumeClaim>::namespaced(c, ns)),
+        ("volumesnapshot", Some(ns)) => delete_owned!(Api::<VolumeSnapshot>::namespaced(c, ns)),
+        ("namespace", None) => delete_owned!(Api::<k8s_openapi::api::core::v1::Namespace>::all(c)),
+        ("cordon", None) => {
+            let api: Api<Node> = Api::all(c);
+            p.limiter.acquire().await;
+            let Some(n) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
+                return Ok(false);
+            };
+            if uid.is_some() && n.uid() != uid {
+                return Ok(false);
+            }
+            if n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) {
+                return Ok(false);
+            }
+            p.limiter.acquire().await;
+            api.patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"unschedulable": false}})),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            Ok(true)
+        }
+        (k, _) => Err(format!("unknown ledger kind {k:?}")),
+    }
+}
+
+/// Removes the ledger's leftovers: pods, then snapshots, then PVCs, then the run's
+/// namespace, then uncordons; each group in parallel, each object with a UID precondition.
+pub(crate) async fn cleanup(p: &KubeProvider, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
+    let mut report = CleanupReport::default();
+    let ledger = replay::Ledger::open(&run.run_dir).ok();
+    let mut sorted: Vec<&LedgerEntry> = leftovers.iter().collect();
+    sorted.sort_by_key(|e| rank(&e.kind));
+    for r in 0..=4 {
+        let group: Vec<&LedgerEntry> = sorted.iter().copied().filter(|e| rank(&e.kind) == r).collect();
+        let results = join_all(group.iter().map(|e| remove(p, run, e))).await;
+        for (e, res) in group.iter().zip(results) {
+            match res {
+                Ok(removed) => {
+                    if removed {
+                        report.removed += 1;
+                    } else {
+                        report.already_gone += 1;
+                    }
+                    if let Some(l) = &ledger {
+                        let _ = l.release(&e.kind, &e.id);
+                    }
+                }
+                Err(m) => report.failed.push(format!("{} {}: {m}", e.kind, e.id)),
+            }
+        }
+    }
+    report
+}

@@ -1,0 +1,188 @@
+//! Cluster discovery (shared contract with the CSI driver's tests) and helpers: static
+//! provisioning (a no-provisioner StorageClass and hostPath PVs), trace files, run records.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, Config};
+use provider_kube::{KubeConfig, KubeProvider};
+use replay::{EventRecord, RunControl, RunOptions, RunOutcome};
+
+/// The local test cluster from `CNSREPLAY_TESTENV` (a `testenv.env` file).
+pub struct TestEnv {
+    pub vars: HashMap<String, String>,
+}
+
+impl TestEnv {
+    pub fn kubeconfig(&self) -> PathBuf {
+        PathBuf::from(&self.vars["KUBECONFIG"])
+    }
+}
+
+/// The cluster, or None after printing the skip notice (a failure when
+/// `CNSREPLAY_REQUIRE_TESTENV=1`).
+pub fn testenv() -> Option<TestEnv> {
+    let Ok(path) = std::env::var("CNSREPLAY_TESTENV") else {
+        assert!(
+            std::env::var("CNSREPLAY_REQUIRE_TESTENV").as_deref() != Ok("1"),
+            "CNSREPLAY_REQUIRE_TESTENV=1 but CNSREPLAY_TESTENV is not set"
+        );
+        eprintln!("skipped: no local cluster (set CNSREPLAY_TESTENV)");
+        return None;
+    };
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let vars = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+        .collect();
+    Some(TestEnv { vars })
+}
+
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+pub async fn client(env: &TestEnv) -> Client {
+    let kc = kube::config::Kubeconfig::read_from(env.kubeconfig()).unwrap();
+    let cfg = Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    Client::try_from(cfg).unwrap()
+}
+
+/// A unique suffix for test objects.
+pub fn uniq(tag: &str) -> String {
+    format!(
+        "{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            % 1_000_000
+    )
+}
+
+/// A StorageClass without a provisioner and `n` hostPath PVs of 1 GiB in it, labelled with
+/// the class name so [`drop_static`] removes them.
+pub async fn static_class(c: &Client, class: &str, n: usize) {
+    let sc: StorageClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": class, "labels": {"cnsreplay-test": class}},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "Immediate",
+        "reclaimPolicy": "Retain",
+    }))
+    .unwrap();
+    Api::<StorageClass>::all(c.clone())
+        .create(&PostParams::default(), &sc)
+        .await
+        .unwrap();
+    let api = Api::<PersistentVolume>::all(c.clone());
+    for i in 0..n {
+        let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": format!("{class}-{i}"), "labels": {"cnsreplay-test": class}},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": class,
+                "hostPath": {"path": format!("/tmp/{class}-{i}")},
+            },
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &pv).await.unwrap();
+    }
+}
+
+pub async fn drop_static(c: &Client, class: &str) {
+    let lp = ListParams::default().labels(&format!("cnsreplay-test={class}"));
+    let _ = Api::<PersistentVolume>::all(c.clone())
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await;
+    let _ = Api::<StorageClass>::all(c.clone())
+        .delete(class, &DeleteParams::default())
+        .await;
+}
+
+/// Objects in the cluster that carry the run's label (pods, PVCs) in any namespace.
+pub async fn run_objects(c: &Client, run_id: &str) -> Vec<String> {
+    let lp = ListParams::default().labels(&format!("cnsreplay.io/run={run_id}"));
+    let mut out = Vec::new();
+    for p in Api::<Pod>::all(c.clone()).list(&lp).await.unwrap() {
+        out.push(format!("pod {:?}", p.metadata.name));
+    }
+    for p in Api::<PersistentVolumeClaim>::all(c.clone())
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        out.push(format!("pvc {:?}", p.metadata.name));
+    }
+    for n in Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        out.push(format!("namespace {:?}", n.metadata.name));
+    }
+    out
+}
+
+pub fn provider(env: &TestEnv, class: &str) -> KubeProvider {
+    KubeProvider::new(KubeConfig {
+        kubeconfig: Some(env.kubeconfig()),
+        storage_class: Some(class.to_owned()),
+        qps: 200.0,
+        burst: 400,
+        ..KubeConfig::default()
+    })
+    .unwrap()
+}
+
+pub fn replay_run(trace: &Path, dir: &Path, p: KubeProvider) -> (RunOutcome, Arc<KubeProvider>) {
+    let p = Arc::new(p);
+    let opts = RunOptions {
+        grace_ns: 60_000_000_000,
+        ..RunOptions::default()
+    };
+    let out = replay::run(trace, dir, &p, &opts, &RunControl::new()).unwrap();
+    (out, p)
+}
+
+pub fn events(dir: &Path) -> Vec<EventRecord> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The phase names of a record, asserting their times never go backwards.
+pub fn ordered_phases(r: &EventRecord) -> Vec<&str> {
+    let mut last = r.started;
+    for p in &r.phases {
+        assert!(
+            p.at >= last && p.at <= r.completed,
+            "event {} ({}) phase {} at {} out of order (previous {last}, completed {})",
+            r.id,
+            r.op,
+            p.name,
+            p.at,
+            r.completed
+        );
+        last = p.at;
+    }
+    r.phases.iter().map(|p| p.name.as_str()).collect()
+}

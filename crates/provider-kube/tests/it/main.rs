@@ -1,0 +1,8 @@
+//! Integration tests of the kube provider against the local cluster (`testenv/`): set
+//! `CNSREPLAY_TESTENV` to its `testenv.env`; without it every cluster test prints a skip
+//! notice (and fails when `CNSREPLAY_REQUIRE_TESTENV=1`).
+
+mod common;
+mod experiment;
+mod ownership;
+mod render;

@@ -1,0 +1,77 @@
+//! The io_phase pod as the provider renders it (kwok pods run no containers, so I/O cannot
+//! run in the test cluster; this checks the manifest instead).
+
+use provider_kube::KubeConfig;
+use provider_kube::objects::PodVolume;
+use trace_format::{Event, Op};
+
+fn phase_event() -> Event {
+    let t = "format: cnsreplay-trace\nversion: 1\nevents:\n  - {at: 1s, tenant: db, io_phase: {workload: db-pod-0, volume: db-0, pattern: random, read_pct: 70, block_size: 8Ki, load: {depth: 4}, duration: 10s}}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.yaml");
+    std::fs::write(&p, t).unwrap();
+    trace_format::TraceReader::open(&p)
+        .unwrap()
+        .events()
+        .next()
+        .unwrap()
+        .unwrap()
+}
+
+#[test]
+fn iogen_pod_manifest() {
+    let ev = phase_event();
+    let Op::IoPhase(ph) = &ev.op else { panic!() };
+    let cfg = KubeConfig {
+        iogen_image: "registry.example/cnsreplay/iogen:0.1.0".into(),
+        ..KubeConfig::default()
+    };
+    let vol = PodVolume {
+        claim: "db-0".into(),
+        block: false,
+    };
+    let pod = provider_kube::io_pod(&cfg, "1700000000000-42", "cnsreplay-run", &ev, ph, &vol, Some("node-1"));
+    let v = serde_json::to_value(&pod).unwrap();
+    assert_eq!(v["metadata"]["name"], "db-pod-0-io-0");
+    assert_eq!(v["metadata"]["labels"]["cnsreplay.io/run"], "1700000000000-42");
+    assert_eq!(v["metadata"]["labels"]["cnsreplay.io/role"], "io");
+    assert_eq!(v["metadata"]["labels"]["cnsreplay.io/workload"], "db-pod-0");
+    assert_eq!(v["metadata"]["labels"]["cnsreplay.io/tenant"], "db");
+    let c = &v["spec"]["containers"][0];
+    assert_eq!(c["image"], "registry.example/cnsreplay/iogen:0.1.0");
+    assert_eq!(c["volumeMounts"][0]["mountPath"], "/data/0");
+    assert_eq!(v["spec"]["restartPolicy"], "Never");
+    assert_eq!(v["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"], "db-0");
+    assert_eq!(
+        v["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0],
+        "node-1"
+    );
+    let args: Vec<&str> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert_eq!(args[0], "phase");
+    assert_eq!(&args[2..4], ["--target", "/data/0/cnsreplay-io.dat"]);
+    assert_eq!(&args[4..6], ["--interval-log", "/dev/stdout"]);
+    // The snippet is what iogen itself parses.
+    let parsed = iogen::parse_phase_snippet(args[1]).unwrap();
+    assert_eq!((parsed.read_pct, parsed.duration), (70, Some(10_000_000_000)));
+    // The shipped template names the same image placeholder, mount and arguments.
+    let tpl = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/iogen-pod.yaml")).unwrap();
+    for needle in ["cnsreplay.io/run", "/data/0", "--interval-log", "/dev/stdout", "restartPolicy: Never", "persistentVolumeClaim"] {
+        assert!(tpl.contains(needle), "deploy/iogen-pod.yaml lacks {needle}");
+    }
+}
+
+#[test]
+fn block_volume_targets_the_device() {
+    let ev = phase_event();
+    let Op::IoPhase(ph) = &ev.op else { panic!() };
+    let vol = PodVolume {
+        claim: "db-0".into(),
+        block: true,
+    };
+    let pod = provider_kube::io_pod(&KubeConfig::default(), "r", "ns", &ev, ph, &vol, None);
+    let v = serde_json::to_value(&pod).unwrap();
+    let c = &v["spec"]["containers"][0];
+    assert_eq!(c["volumeDevices"][0]["devicePath"], "/dev/cnsreplay/0");
+    assert_eq!(c["args"][3], "/dev/cnsreplay/0");
+    assert!(v["spec"]["affinity"].is_null());
+}

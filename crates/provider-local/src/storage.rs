@@ -1,0 +1,354 @@
+//! Synchronous storage primitives shared by the `local` provider and the `cnsreplay-csi` driver:
+//! create (+ format) an image, attach/detach a loop device, mount/unmount, copy (reflink or
+//! full, reporting which), restore (copy + grow), grow (file, loop, file system), freeze/thaw.
+//!
+//! Each primitive does one step and nothing else: no ledger, no state, no phases. Callers
+//! record what they intend before calling (the provider's ledger, the driver's state file)
+//! and time each step themselves. Failures name the command and its stderr, or the path.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// A failed storage step.
+#[derive(Debug)]
+pub enum StorageError {
+    /// A command could not be started.
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A command exited unsuccessfully.
+    Command {
+        /// The program and its arguments.
+        command: String,
+        /// Its trimmed stderr.
+        stderr: String,
+        /// Its exit status.
+        status: String,
+    },
+    /// A path is not UTF-8 (commands take strings).
+    Path(PathBuf),
+    /// File I/O (the message names the path: `fs-err`).
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for StorageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Spawn { program, source } => write!(f, "cannot run {program}: {source}"),
+            Self::Command {
+                command,
+                stderr,
+                status,
+            } => write!(f, "{command}: {stderr} ({status})"),
+            Self::Path(p) => write!(f, "non-UTF-8 path {}", p.display()),
+            Self::Io(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Spawn { source, .. } | Self::Io(source) => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for StorageError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+impl StorageError {
+    /// A short machine-readable kind: `command_failed` or `io`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Spawn { .. } | Self::Command { .. } => "command_failed",
+            Self::Path(_) | Self::Io(_) => "io",
+        }
+    }
+}
+
+/// How a copy was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyKind {
+    /// A reflink (FICLONE): shared extents, constant time.
+    Reflink,
+    /// A full sparse copy.
+    Full,
+}
+
+impl CopyKind {
+    /// `copy-reflink` or `copy-full` (the phase names the provider records).
+    pub fn phase(self) -> &'static str {
+        match self {
+            Self::Reflink => "copy-reflink",
+            Self::Full => "copy-full",
+        }
+    }
+}
+
+/// How a file system was grown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrowKind {
+    /// `resize2fs` on the mounted file system.
+    Online,
+    /// Unmounted, grown offline and mounted again (the kernel refused the online resize).
+    Remount,
+    /// The image or device was not mounted: e2fsck + resize2fs.
+    Offline,
+}
+
+/// Runs a command; its trimmed stdout on success.
+pub fn run(program: &str, args: &[&str]) -> Result<String, StorageError> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|source| StorageError::Spawn {
+            program: program.to_owned(),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    } else {
+        Err(StorageError::Command {
+            command: format!("{program} {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            status: out.status.to_string(),
+        })
+    }
+}
+
+/// The path as a string (commands take strings).
+pub fn path_str(p: &Path) -> Result<&str, StorageError> {
+    p.to_str().ok_or_else(|| StorageError::Path(p.to_owned()))
+}
+
+/// Creates a sparse image of `size` bytes; with `format`, an ext4 file system on it.
+pub fn create_image(image: &Path, size: u64, format: bool) -> Result<(), StorageError> {
+    let f = fs_err::File::create(image)?;
+    f.set_len(size)?;
+    drop(f);
+    if format {
+        mkfs(image)?;
+    }
+    Ok(())
+}
+
+/// Formats an image or device with ext4.
+pub fn mkfs(target: &Path) -> Result<(), StorageError> {
+    run("mkfs.ext4", &["-q", "-F", path_str(target)?]).map(drop)
+}
+
+/// Attaches `image` to a free loop device; returns the device path.
+pub fn attach_loop(image: &Path) -> Result<String, StorageError> {
+    run("losetup", &["--find", "--show", path_str(image)?])
+}
+
+/// Detaches a loop device.
+pub fn detach_loop(dev: &str) -> Result<(), StorageError> {
+    run("losetup", &["-d", dev]).map(drop)
+}
+
+/// Makes an attached loop device see its backing file's new size (`losetup -c`).
+pub fn refresh_loop(dev: &str) -> Result<(), StorageError> {
+    run("losetup", &["-c", dev]).map(drop)
+}
+
+/// Loop devices whose backing file is `image` (`losetup -j`).
+pub fn loops_of(image: &Path) -> Vec<String> {
+    let Ok(p) = path_str(image) else {
+        return Vec::new();
+    };
+    run("losetup", &["-n", "-O", "NAME", "-j", p])
+        .map(|s| {
+            s.lines()
+                .map(|l| l.trim().to_owned())
+                .filter(|l| !l.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Mounts `source` on `target` (created if missing) with extra `mount` arguments
+/// (e.g. `["--bind"]`, `["-o", "ro"]`).
+pub fn mount(source: &str, target: &Path, extra: &[&str]) -> Result<(), StorageError> {
+    if !target.exists() {
+        fs_err::create_dir_all(target)?;
+    }
+    let t = path_str(target)?;
+    let mut args: Vec<&str> = extra.to_vec();
+    args.extend([source, t]);
+    run("mount", &args).map(drop)
+}
+
+/// Unmounts `target`, retrying a busy file system for up to `patience` (I/O threads of a
+/// stopped workload may take a moment to close their files).
+pub fn unmount(target: &Path, patience: Duration) -> Result<(), StorageError> {
+    let t = path_str(target)?;
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match run("umount", &[t]) {
+            Ok(_) => return Ok(()),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Mount points currently mounted (from /proc/self/mountinfo, octal escapes decoded).
+pub fn mount_points() -> Vec<PathBuf> {
+    let text = fs_err::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(unescape(m)))
+        .collect()
+}
+
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether `p` is a mount point now.
+pub fn is_mounted(p: &Path) -> bool {
+    mount_points().iter().any(|m| m == p)
+}
+
+/// Copies `src` to `dst`, by reflink when the file system supports it (`cp
+/// --reflink=always`; FICLONE underneath), else a full sparse copy.
+pub fn copy_image(src: &Path, dst: &Path) -> Result<CopyKind, StorageError> {
+    let (s, d) = (path_str(src)?, path_str(dst)?);
+    if run("cp", &["--reflink=always", "--", s, d]).is_ok() {
+        return Ok(CopyKind::Reflink);
+    }
+    let _ = fs_err::remove_file(dst);
+    run(
+        "cp",
+        &["-a", "--reflink=never", "--sparse=always", "--", s, d],
+    )?;
+    Ok(CopyKind::Full)
+}
+
+/// Sets a file's length to `size` (never shrinks).
+pub fn grow_file(image: &Path, size: u64) -> Result<(), StorageError> {
+    let f = fs_err::OpenOptions::new().write(true).open(image)?;
+    if f.metadata()?.len() < size {
+        f.set_len(size)?;
+    }
+    Ok(())
+}
+
+/// Grows the ext4 file system of an image or device that is not mounted: e2fsck (resize2fs
+/// insists on a fresh check) + resize2fs.
+pub fn grow_offline(target: &Path) -> Result<(), StorageError> {
+    let p = path_str(target)?;
+    // e2fsck exits 1 when it fixed something, which is fine here.
+    let _ = Command::new("e2fsck").args(["-f", "-y", p]).output();
+    run("resize2fs", &[p]).map(drop)
+}
+
+/// Grows the file system on `dev` to the device's size: online when mounted at `mount_at`;
+/// where the kernel refuses online resizing, unmount, grow offline, mount again.
+pub fn grow_fs(dev: &str, mount_at: Option<&Path>) -> Result<GrowKind, StorageError> {
+    grow_fs_mounted(dev, mount_at.map(Path::to_owned).as_slice())
+}
+
+/// Like [`grow_fs`] for a file system mounted at several places: `mounts[0]` is the device's
+/// own mount, the others bind mounts of it (a CSI staging path and its published targets).
+/// When the online resize is refused, all are unmounted (binds first), the file system is
+/// grown offline, and all are mounted again in the same way.
+pub fn grow_fs_mounted(dev: &str, mounts: &[PathBuf]) -> Result<GrowKind, StorageError> {
+    let Some((first, binds)) = mounts.split_first() else {
+        grow_offline(Path::new(dev))?;
+        return Ok(GrowKind::Offline);
+    };
+    let online = match run("resize2fs", &[dev]) {
+        Ok(_) => return Ok(GrowKind::Online),
+        Err(e) => e,
+    };
+    for (i, m) in mounts.iter().enumerate().rev() {
+        if let Err(e) = run("umount", &[path_str(m)?]) {
+            // Put back what was already unmounted, then report the original failure.
+            for again in &mounts[i + 1..] {
+                let _ = mount(path_str(first)?, again, &["--bind"]);
+            }
+            return Err(if i == 0 { online } else { e });
+        }
+    }
+    let grown = grow_offline(Path::new(dev));
+    mount(dev, first, &[])?;
+    for b in binds {
+        mount(path_str(first)?, b, &["--bind"])?;
+    }
+    grown?;
+    Ok(GrowKind::Remount)
+}
+
+/// Copies `src` to `dst` and grows the copy to `size` when that is larger than the source
+/// (its ext4 file system too, with `fs`). The copy must not be attached.
+pub fn restore(src: &Path, dst: &Path, size: u64, fs: bool) -> Result<CopyKind, StorageError> {
+    let kind = copy_image(src, dst)?;
+    let src_len = fs_err::metadata(dst)?.len();
+    if size > src_len {
+        grow_file(dst, size)?;
+        if fs {
+            grow_offline(dst)?;
+        }
+    }
+    Ok(kind)
+}
+
+/// Freezes a mounted file system (`fsfreeze -f`); returns whether it worked.
+pub fn freeze(mount_at: &Path) -> bool {
+    path_str(mount_at).is_ok_and(|m| run("fsfreeze", &["-f", m]).is_ok())
+}
+
+/// Thaws a frozen file system (`fsfreeze -u`).
+pub fn thaw(mount_at: &Path) -> Result<(), StorageError> {
+    run("fsfreeze", &["-u", path_str(mount_at)?]).map(drop)
+}
+
+/// A consistent copy of a volume's image: freezes `mounted` (if any) around the copy.
+pub fn snapshot_copy(
+    image: &Path,
+    dst: &Path,
+    mounted: Option<&Path>,
+) -> Result<(CopyKind, bool), StorageError> {
+    let frozen = mounted.is_some_and(freeze);
+    let copied = copy_image(image, dst);
+    if frozen && let Some(m) = mounted {
+        thaw(m)?;
+    }
+    Ok((copied?, frozen))
+}
+
+/// Whether this process runs as root (Linux: effective uid 0 in /proc/self/status).
+pub fn is_root() -> bool {
+    fs_err::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
