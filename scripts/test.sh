@@ -1,11 +1,38 @@
 #!/usr/bin/env bash
 # All tests: formatting, lints, and every crate's tests. This is the README's test command
 # and exactly what `.ci/run` runs. Ends with one line totalling every test binary's results.
+#
+# The Kubernetes tests (crates/provider-kube, crates/csi-driver) run against the local test
+# cluster of testenv/: its Go binaries are built once and cached under
+# $HOME/.cache/cnsreplay/testenv (about 25 min cold on 2 cores, seconds when cached), our CSI
+# driver is built here, and the cluster is started for this run in a fresh state directory and
+# stopped on exit (down.sh ends exactly the processes up.sh started). With the cluster up the
+# tests must use it (CNSREPLAY_REQUIRE_TESTENV=1); CNSREPLAY_TESTENV=0 skips the cluster and
+# its tests say they skipped; CNSREPLAY_TESTENV=<testenv.env> uses a cluster already running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+cluster=
+finish() {
+  rm -f "$log"
+  if [ -n "$cluster" ]; then
+    TESTENV_DIR=$cluster testenv/down.sh >/dev/null 2>&1 || echo "testenv/down.sh failed for $cluster" >&2
+    rm -rf "$cluster"
+  fi
+}
+trap finish EXIT
+if [ -n "${CNSREPLAY_TESTENV:-}" ] && [ "$CNSREPLAY_TESTENV" != 0 ]; then
+  export CNSREPLAY_REQUIRE_TESTENV=1 # a running cluster's testenv.env, given by the caller
+elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
+  cargo build --locked -q -p csi-driver --bin cnsreplay-csi
+  target=$(cargo metadata --format-version 1 --no-deps --locked |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+  cluster=$(mktemp -d /tmp/cnsreplay-testenv.XXXXXX)
+  env_file=$(TESTENV_DIR=$cluster TESTENV_APISERVER_PORT=0 \
+    TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" testenv/up.sh)
+  export CNSREPLAY_TESTENV=$env_file CNSREPLAY_REQUIRE_TESTENV=1
+fi
 cargo test --workspace --locked 2>&1 | tee "$log"
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

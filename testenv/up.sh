@@ -201,6 +201,12 @@ start_exe() { # name binary args...: the same for a binary given by its path
 	setsid "$exe" "$@" </dev/null >"$S/logs/$name.log" 2>&1 &
 	echo "$! $exe" >"$S/pids/$name.pid"
 	echo "$name" >>"$S/pids/order"
+	# Until the child has exec'd, /proc/<pid>/cmdline is still this shell's, and the liveness
+	# check (which compares it with the binary) would call it dead: wait for the exec.
+	for _ in $(seq 1 100); do
+		testenv_pid_alive "$S/pids/$name.pid" && break
+		sleep 0.02
+	done
 	testenv_log "started $name (pid $!)"
 }
 wait_for() { # description command...: retry until it succeeds or TIMEOUT

@@ -135,7 +135,7 @@ pub fn export_csv(run: &Run, out: &mut dyn Write) -> Result<u64> {
 /// [`BATCH`] records. Returns the number of records written.
 pub fn export_parquet<W: Write>(run: &Run, out: W) -> Result<u64> {
     let schema = Cols::default().take()?.schema().as_ref().clone();
-    let writer = ParquetWriter::new(out)
+    let mut writer = ParquetWriter::new(out)
         .with_compression(ParquetCompression::Zstd(None))
         .batched(&schema)?;
     let n = batches(run, |df| Ok(writer.write_batch(&df)?))?;

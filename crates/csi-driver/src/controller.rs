@@ -8,7 +8,8 @@ use tonic::{Request, Response, Status};
 
 use crate::pb::controller_server::Controller;
 use crate::pb::{self, volume_capability::access_mode::Mode, volume_content_source as vcs};
-use crate::state::{SnapRec, Source, VolumeRec, now_ns};
+use crate::snapshot::{id_number, page, snapshot_msg};
+use crate::state::{Source, VolumeRec};
 use crate::{Call, Driver, blocking, required};
 
 /// Smallest file-system volume (mkfs.ext4 needs room for its metadata).
@@ -80,7 +81,7 @@ fn bytes(field: &str, v: i64) -> Result<u64, Status> {
     u64::try_from(v).map_err(|_| Status::invalid_argument(format!("{field} is negative")))
 }
 
-fn to_i64(v: u64) -> i64 {
+pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
@@ -139,57 +140,8 @@ pub(crate) fn volume_msg(v: &VolumeRec) -> pb::Volume {
     }
 }
 
-fn snapshot_msg(s: &SnapRec) -> pb::Snapshot {
-    pb::Snapshot {
-        size_bytes: to_i64(s.size),
-        snapshot_id: s.id.clone(),
-        source_volume_id: s.source_volume.clone(),
-        creation_time: Some(prost_types::Timestamp {
-            seconds: to_i64(s.created_ns / 1_000_000_000),
-            nanos: i32::try_from(s.created_ns % 1_000_000_000).unwrap_or(0),
-        }),
-        ready_to_use: s.ready,
-        group_snapshot_id: String::new(),
-    }
-}
-
-/// One page of items ordered by the number in their id; the token is the number to start at.
-fn page<T>(
-    mut items: Vec<(u64, T)>,
-    max_entries: i32,
-    token: &str,
-) -> Result<(Vec<T>, String), Status> {
-    let max = usize::try_from(max_entries)
-        .map_err(|_| Status::invalid_argument("max_entries is negative"))?;
-    let start: u64 = if token.is_empty() {
-        0
-    } else {
-        token
-            .parse()
-            .map_err(|_| Status::aborted(format!("starting_token {token:?} is not valid")))?
-    };
-    items.sort_by_key(|(n, _)| *n);
-    items.retain(|(n, _)| *n >= start);
-    let next = if max > 0 && items.len() > max {
-        items[max].0.to_string()
-    } else {
-        String::new()
-    };
-    if max > 0 {
-        items.truncate(max);
-    }
-    Ok((items.into_iter().map(|(_, t)| t).collect(), next))
-}
-
-fn id_number(id: &str) -> u64 {
-    id.rsplit('-')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 impl Driver {
-    fn image_path(&self, dir: &str, id: &str) -> PathBuf {
+    pub(crate) fn image_path(&self, dir: &str, id: &str) -> PathBuf {
         self.inner.cfg.root.join(dir).join(format!("{id}.img"))
     }
 
@@ -476,91 +428,6 @@ impl Driver {
             }
         }
         self.update(|st| st.volumes.insert(id.to_owned(), v))?;
-        Ok(())
-    }
-
-    async fn create_snapshot_inner(
-        &self,
-        call: &mut Call,
-        req: &pb::CreateSnapshotRequest,
-        params: BTreeMap<String, String>,
-    ) -> Result<pb::Snapshot, Status> {
-        call.injected_failure()?;
-        let (id, image) = {
-            let mut st = self.state();
-            match st.snapshot_by_name(&req.name).cloned() {
-                Some(s) if s.source_volume != req.source_volume_id => {
-                    return Err(Status::already_exists(format!(
-                        "snapshot {:?} exists for volume {:?}",
-                        req.name, s.source_volume
-                    )));
-                }
-                Some(s) if s.ready => {
-                    call.rec.snapshot.clone_from(&s.id);
-                    call.detail("exists");
-                    return Ok(snapshot_msg(&s));
-                }
-                Some(s) => (s.id, s.image),
-                None => {
-                    let id = st.new_id("snap");
-                    let image = self.image_path("snapshots", &id);
-                    (id, image)
-                }
-            }
-        };
-        call.rec.snapshot.clone_from(&id);
-        let v = self
-            .state()
-            .volumes
-            .get(&req.source_volume_id)
-            .filter(|v| v.ready)
-            .cloned()
-            .ok_or_else(|| Status::not_found(format!("volume {:?}", req.source_volume_id)))?;
-        let mut rec = SnapRec {
-            id: id.clone(),
-            name: req.name.clone(),
-            source_volume: v.id.clone(),
-            size: v.capacity,
-            block: v.block,
-            image: image.clone(),
-            params,
-            created_ns: now_ns(),
-            copy: String::new(),
-            ready: false,
-        };
-        self.update(|st| st.snapshots.insert(id.clone(), rec.clone()))?;
-        let mounted = if self.loop_mode() && !v.block {
-            v.staged.iter().next().cloned()
-        } else {
-            None
-        };
-        let (kind, frozen) = blocking(move || {
-            let _ = fs_err::remove_file(&image);
-            storage::snapshot_copy(&v.image, &image, mounted.as_deref())
-        })
-        .await?;
-        if frozen {
-            call.detail("freeze");
-        }
-        call.detail(kind.phase());
-        rec.copy = kind.phase().to_owned();
-        rec.ready = true;
-        self.update(|st| st.snapshots.insert(id.clone(), rec.clone()))?;
-        Ok(snapshot_msg(&rec))
-    }
-
-    async fn delete_snapshot_inner(&self, call: &mut Call, id: &str) -> Result<(), Status> {
-        call.injected_failure()?;
-        let Some(s) = self.state().snapshots.get(id).cloned() else {
-            call.detail("absent");
-            return Ok(());
-        };
-        blocking(move || match fs_err::remove_file(&s.image) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
-        })
-        .await?;
-        self.update(|st| st.snapshots.remove(id))?;
         Ok(())
     }
 

@@ -22,6 +22,7 @@ pub mod state;
 mod controller;
 mod node;
 mod server;
+mod snapshot;
 
 #[allow(
     missing_docs,

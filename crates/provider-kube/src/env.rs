@@ -8,14 +8,14 @@ use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::{Value, json};
 
-use crate::KubeProvider;
+use crate::Kube;
 
 fn err_value(e: &kube::Error) -> Value {
     json!({ "error": e.to_string() })
 }
 
 /// Captures the cluster as seen by the provider's client.
-pub(crate) async fn capture(p: &KubeProvider) -> Value {
+pub(crate) async fn capture(p: &Kube) -> Value {
     let c = p.client.clone();
     let lp = ListParams::default();
     let mut out = serde_json::Map::new();

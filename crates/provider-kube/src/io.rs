@@ -16,7 +16,7 @@ use replay::{OpCtx, ProviderError};
 use trace_format::{Event, IoPhase};
 
 use crate::objects::{self, DATA_FILE, PodVolume, k8s_name};
-use crate::{KubeConfig, KubeProvider, io_err};
+use crate::{KubeConfig, Kube, io_err};
 
 /// The pod of an `io_phase` event: what the provider creates, exposed for rendering and
 /// review (`deploy/iogen-pod.yaml` is its template form).
@@ -51,7 +51,7 @@ pub fn io_pod(
 }
 
 pub(crate) async fn io_phase(
-    p: &KubeProvider,
+    p: &Kube,
     ev: &Event,
     ph: &IoPhase,
     ctx: &OpCtx,

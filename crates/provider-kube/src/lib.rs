@@ -140,10 +140,16 @@ pub(crate) struct State {
 
 /// The kube provider.
 pub struct KubeProvider {
-    pub(crate) config: KubeConfig,
-    /// The provider's own runtime: the client's connections and the watches live here, so
-    /// they outlive the engine's runtime and serve the blocking `prepare`/`cleanup`.
+    inner: Arc<Kube>,
+    /// The provider's own runtime: the client's connections, the watches and every operation
+    /// run here (the engine's runtime has no I/O driver), and it serves the blocking
+    /// `prepare`/`cleanup`.
     rt: tokio::runtime::Runtime,
+}
+
+/// The provider's state, shared with the tasks running its operations.
+pub(crate) struct Kube {
+    pub(crate) config: KubeConfig,
     pub(crate) client: Client,
     pub(crate) limiter: Arc<Limiter>,
     pub(crate) run: OnceLock<RunInfo>,
@@ -156,9 +162,9 @@ pub struct KubeProvider {
 impl std::fmt::Debug for KubeProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeProvider")
-            .field("config", &self.config)
-            .field("namespace", &self.ns.get())
-            .field("watches", &self.watches.get())
+            .field("config", &self.inner.config)
+            .field("namespace", &self.inner.ns.get())
+            .field("watches", &self.inner.watches.get())
             .finish_non_exhaustive()
     }
 }
@@ -193,17 +199,17 @@ impl KubeProvider {
             };
             Client::try_from(cfg).map_err(|e| KubeError::Client(e.to_string()))
         })?;
-        Ok(Self {
+        let inner = Arc::new(Kube {
             limiter: Arc::new(Limiter::new(config.qps, config.burst)),
             config,
-            rt,
             client,
             run: OnceLock::new(),
             ns: OnceLock::new(),
             watches: OnceLock::new(),
             environment: OnceLock::new(),
             state: Mutex::new(State::default()),
-        })
+        });
+        Ok(Self { inner, rt })
     }
 
     /// Rebuilds the provider from the configuration a manifest recorded.
@@ -213,27 +219,33 @@ impl KubeProvider {
 
     /// The configuration.
     pub fn kube_config(&self) -> &KubeConfig {
-        &self.config
+        &self.inner.config
     }
 
     /// Throttling counters so far.
     pub fn client_stats(&self) -> ClientStats {
-        self.limiter.stats()
+        self.inner.limiter.stats()
     }
 
     /// Notices about throttling for the run summary (empty when there was none).
     pub fn throttle_notices(&self) -> Vec<String> {
         self.client_stats()
-            .notices(self.config.qps, self.config.burst)
+            .notices(self.inner.config.qps, self.inner.config.burst)
     }
 
     /// The namespace of the run (after `prepare`).
     pub fn namespace(&self) -> Option<&str> {
-        self.ns.get().map(String::as_str)
+        self.inner.ns.get().map(String::as_str)
     }
 
     /// The cluster as captured by `prepare` (server version, nodes, classes, drivers).
     pub fn environment(&self) -> serde_json::Value {
+        self.inner.environment()
+    }
+}
+
+impl Kube {
+    pub(crate) fn environment(&self) -> serde_json::Value {
         self.environment.get().cloned().unwrap_or_default()
     }
 
@@ -383,12 +395,12 @@ impl Provider for KubeProvider {
     }
 
     fn config(&self) -> serde_json::Value {
-        serde_json::to_value(&self.config).unwrap_or_default()
+        serde_json::to_value(&self.inner.config).unwrap_or_default()
     }
 
     fn prepare(&self, run: &RunInfo) -> Result<Vec<String>, ProviderError> {
-        let _ = self.run.set(run.clone());
-        self.rt.block_on(self.prepare_async(run))
+        let _ = self.inner.run.set(run.clone());
+        self.rt.block_on(self.inner.prepare_async(run))
     }
 
     fn environment(&self) -> serde_json::Value {
@@ -396,11 +408,28 @@ impl Provider for KubeProvider {
     }
 
     async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
-        ops::execute(self, ev, ctx).await
+        // The client's connections are made where its futures are polled, and the engine's
+        // runtime has no I/O driver: run the operation on the provider's runtime. Dropping
+        // the returned future (timeout, cancel) aborts it.
+        let this = self.inner.clone();
+        let mut task = AbortOnDrop(self.rt.spawn(async move { ops::execute(&this, ev, ctx).await }));
+        match (&mut task.0).await {
+            Ok(r) => r,
+            Err(e) => Err(ProviderError::new("panic", e.to_string())),
+        }
     }
 
     fn cleanup(&self, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
-        self.rt.block_on(ops::cleanup(self, run, leftovers))
+        self.rt.block_on(ops::cleanup(&self.inner, run, leftovers))
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

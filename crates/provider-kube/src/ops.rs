@@ -18,7 +18,7 @@ use serde_json::json;
 use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
 
 use crate::objects::{self, DataSource, PodVolume, PvcSpec, VolumeSnapshot, k8s_name};
-use crate::{KubeProvider, VolState, WlState, delete_params, io_err, uid_detail};
+use crate::{Kube, VolState, WlState, delete_params, io_err, uid_detail};
 
 fn missing(what: &str, name: &str) -> ProviderError {
     ProviderError::new("not_found", format!("{what} {name:?} does not exist in this run"))
@@ -45,7 +45,7 @@ where
         .is_none_or(|o| o.meta().uid.as_deref() != Some(uid))
 }
 
-impl KubeProvider {
+impl Kube {
     /// Writes the object to the ledger, creates it, records its UID. An object that already
     /// exists is not ours: its ledger entry is released and the operation fails.
     pub(crate) async fn create<K>(&self, ctx: &OpCtx, kind: &str, obj: &K) -> Result<K, ProviderError>
@@ -573,7 +573,7 @@ fn storage_of(
     trace_format::units::parse_bytes(&m.get("storage")?.0).ok()
 }
 
-pub(crate) async fn execute(p: &KubeProvider, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
+pub(crate) async fn execute(p: &Kube, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
     let ctx = &*ctx;
     match &ev.op {
         Op::CreateVolume(c) => p.create_volume(&ev, c, ctx).await,
@@ -634,7 +634,7 @@ fn rank(kind: &str) -> u8 {
 const CLEANUP_WAIT: Duration = Duration::from_secs(120);
 
 /// Removes one ledger entry. Ok(true): deleted; Ok(false): already gone or not ours.
-async fn remove(p: &KubeProvider, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String> {
+async fn remove(p: &Kube, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String> {
     let uid = e.detail.get("uid").and_then(|u| u.as_str()).map(str::to_owned);
     let (ns, name) = match e.id.split_once('/') {
         Some((ns, n)) => (Some(ns), n),
@@ -703,7 +703,7 @@ async fn remove(p: &KubeProvider, run: &RunInfo, e: &LedgerEntry) -> Result<bool
 
 /// Removes the ledger's leftovers: pods, then snapshots, then PVCs, then the run's
 /// namespace, then uncordons; each group in parallel, each object with a UID precondition.
-pub(crate) async fn cleanup(p: &KubeProvider, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
+pub(crate) async fn cleanup(p: &Kube, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
     let mut report = CleanupReport::default();
     let ledger = replay::Ledger::open(&run.run_dir).ok();
     let mut sorted: Vec<&LedgerEntry> = leftovers.iter().collect();

@@ -9,7 +9,7 @@ use replay::{OpCtx, ProviderError};
 use serde_json::json;
 use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
 
-use crate::storage::{self, GrowKind};
+use crate::storage;
 use crate::sys::{self, io_err, path_str, storage_err};
 use crate::{LocalProvider, Snap, Volume, Workload, blocking};
 
@@ -307,21 +307,25 @@ async fn reschedule(
 /// Grows the file system of an attached volume: online resize2fs, or — where the kernel
 /// refuses online resizing (some VMs) — unmount, offline resize2fs, mount again.
 fn grow_attached(ctx: &OpCtx, dev: &str, mount: Option<&Path>) -> Result<(), ProviderError> {
-    let Some(m) = mount else {
-        // Attached but not mounted never happens here (file-system volumes are mounted on
-        // attach); resize2fs insists on an online resize or a checked file system.
-        return storage::run("resize2fs", &[dev])
-            .map(drop)
-            .map_err(storage_err);
-    };
-    match storage::grow_fs(dev, Some(m)).map_err(storage_err)? {
-        GrowKind::Remount => {
-            ctx.phase("umount");
-            ctx.phase("resize2fs-offline");
+    match storage::run("resize2fs", &[dev]) {
+        Ok(_) => {
+            ctx.phase("resize2fs-online");
+            Ok(())
         }
-        GrowKind::Online | GrowKind::Offline => ctx.phase("resize2fs-online"),
+        Err(online) => {
+            let Some(m) = mount else {
+                return Err(storage_err(online));
+            };
+            let ms = path_str(m)?;
+            storage::run("umount", &[ms]).map_err(storage_err)?;
+            ctx.phase("umount");
+            let grown = storage::grow_offline(Path::new(dev));
+            storage::run("mount", &[dev, ms]).map_err(storage_err)?;
+            grown.map_err(storage_err)?;
+            ctx.phase("resize2fs-offline");
+            Ok(())
+        }
     }
-    Ok(())
 }
 
 /// Attaches `names` (loop device + mount on first use) and counts one more user of each.

@@ -17,6 +17,8 @@ use crate::provider::IoReport;
 use crate::record::{EventRecord, IoSplit, OpSummary, Outcome, Percentiles};
 
 /// Highest value tracked: one hour in ns. Larger values saturate.
+/// Pause after draining the channel (see `run`).
+const BATCH_PAUSE: Duration = Duration::from_millis(1);
 const MAX_NS: u64 = 3_600_000_000_000;
 
 pub(crate) fn histogram() -> Histogram<u64> {
@@ -107,7 +109,16 @@ impl Sink {
         let mut last_flush = Instant::now();
         loop {
             match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(d) => self.add(d)?,
+                Ok(d) => {
+                    self.add(d)?;
+                    // Take what else is queued, then pause: at high event rates this thread
+                    // wakes ~1000 times a second instead of once per record, leaving the cores
+                    // to the timing thread and the workers. Records wait in the channel.
+                    while let Ok(d) = rx.try_recv() {
+                        self.add(d)?;
+                    }
+                    std::thread::sleep(BATCH_PAUSE);
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }

@@ -1,7 +1,7 @@
 //! `cnsreplay analyze …`: summaries, run-to-run comparison (exit 1 on a regression), capacity
-//! from a sweep, per-tenant QoS, the HTML report (with PNG/SVG figure export) and CSV/Parquet export. The `analyze` library returns
-//! data; this module prints it as tables or JSON (schemas `docs/schemas/analyze-*.schema.json`,
-//! printed by the hidden `json-schema analyze-*`).
+//! from a sweep, per-tenant QoS, the HTML report (figures also as SVG/PNG) and CSV/Parquet
+//! export. The `analyze` library returns data; this module prints it as tables or JSON
+//! (schemas `docs/schemas/analyze-*.schema.json`, printed by the hidden `json-schema analyze-*`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
