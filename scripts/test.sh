@@ -7,7 +7,8 @@
 # $HOME/.cache/cnsreplay/testenv (about 25 min cold on 2 cores, seconds when cached), our CSI
 # driver is built here, and the cluster is started for this run in a fresh state directory and
 # stopped on exit (down.sh ends exactly the processes up.sh started). With the cluster up the
-# tests must use it (CNSREPLAY_REQUIRE_TESTENV=1); CNSREPLAY_TESTENV=0 skips the cluster and
+# tests must use it (CNSREPLAY_REQUIRE_TESTENV=1), and the CSI sanity suite runs against our
+# driver; CNSREPLAY_TESTENV=0 skips the cluster and
 # its tests say they skipped; CNSREPLAY_TESTENV=<testenv.env> uses a cluster already running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,8 @@ trap finish EXIT
 if [ -n "${CNSREPLAY_TESTENV:-}" ] && [ "$CNSREPLAY_TESTENV" != 0 ]; then
   export CNSREPLAY_REQUIRE_TESTENV=1 # a running cluster's testenv.env, given by the caller
 elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
-  cargo build --locked -q -p csi-driver --bin cnsreplay-csi
+  # The driver must exist before up.sh starts it; the snapshot test verifies data with iogen.
+  cargo build --locked -q -p csi-driver -p iogen
   target=$(cargo metadata --format-version 1 --no-deps --locked |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
   cluster=$(mktemp -d /tmp/cnsreplay-testenv.XXXXXX)
@@ -35,4 +37,9 @@ elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
   export CNSREPLAY_TESTENV=$env_file CNSREPLAY_REQUIRE_TESTENV=1
 fi
 cargo test --workspace --locked 2>&1 | tee "$log"
+if [ -n "$cluster" ]; then
+  # CSI conformance: kubernetes-csi's sanity suite against our driver (exits non-zero on a
+  # failed spec). It needs no cluster, only the driver binary built above.
+  TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" scripts/csi-sanity.sh 2>&1 | tail -n 5
+fi
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
