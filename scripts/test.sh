@@ -34,7 +34,7 @@ elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
   cluster=$(mktemp -d /tmp/cnsreplay-testenv.XXXXXX)
   env_file=$(TESTENV_DIR=$cluster TESTENV_APISERVER_PORT=0 \
     TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" testenv/up.sh)
-  export CNSREPLAY_TESTENV=$env_file CNSREPLAY_REQUIRE_TESTENV=1
+  export CNSREPLAY_TESTENV=$env_file CNSREPLAY_REQUIRE_TESTENV=1 CNSREPLAY_REQUIRE_CSI=1
 fi
 cargo test --workspace --locked 2>&1 | tee "$log"
 if [ -n "$cluster" ]; then
