@@ -13,9 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let trace = args.next().ok_or(usage)?;
     let dir = args.next().ok_or(usage)?;
     let config = SimConfig {
-        default: Latency::Exponential {
-            mean: Dur(200_000),
-        },
+        default: Latency::Exponential { mean: Dur(200_000) },
         ..SimConfig::default()
     };
     let provider = Arc::new(SimProvider::new(config)?);
@@ -33,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::io::Write::write_fmt(
         &mut w,
         format_args!(
-            "{} events in {:.2} s ({:.0}/s); lateness p50 {:.1} µs p90 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}\n",
+            "{} events in {:.2} s ({:.0}/s); lateness p50 {:.1} µs p90 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}; pickup p50 {:.1} µs p99 {:.1} p99.9 {:.1}\n",
             s.dispatched,
             s.wall_seconds,
             s.ops_per_second,
@@ -41,7 +39,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             us(l.p90),
             us(l.p99),
             us(l.p999),
-            us(l.max)
+            us(l.max),
+            us(s.pickup.p50),
+            us(s.pickup.p99),
+            us(s.pickup.p999)
         ),
     )?;
     Ok(())

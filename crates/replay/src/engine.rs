@@ -245,6 +245,7 @@ async fn execute_event<P: Provider>(
         response: 0,
         service: 0,
         lateness: 0,
+        pickup: t0.saturating_sub(dispatched),
         during_snapshot: matches!(op, OpType::Io | OpType::IoPhase)
             && sh.snapshots.overlapped_since(mark),
     };
@@ -432,78 +433,86 @@ pub fn run<P: Provider>(
     // The timing loop: wait for the next deadline, then hand every event that is due by now
     // to the runtime in one batch (one cross-thread wake-up instead of one per event).
     let handle = rt.handle().clone();
-    if let Err(e) = precise::tighten_timer_slack() {
-        notices.push(format!(
-            "could not lower the timing thread's timer slack ({e}); dispatch lateness may be higher"
-        ));
-    }
-    let mut next: Option<Due> = None;
-    'timing: loop {
-        let first = match next.take() {
-            Some(d) => d,
-            None => match ev_rx.recv() {
-                Ok(Ok(d)) => d,
-                Ok(Err(e)) => {
-                    control.request_stop(format!("trace read error: {e}"));
-                    break;
-                }
-                Err(_) => break,
-            },
-        };
-        let deadline = origin + Duration::from_nanos(first.intended);
-        if !wait_until(deadline, || stop.load(Relaxed)) {
-            break;
-        }
-        let mut batch = Vec::with_capacity(16);
-        batch.push(first);
-        let mut read_error = None;
-        while batch.len() < MAX_BATCH {
-            match ev_rx.try_recv() {
-                Ok(Ok(d)) => {
-                    if origin + Duration::from_nanos(d.intended) <= Instant::now() {
-                        batch.push(d);
-                    } else {
-                        next = Some(d);
-                        break;
+    // It runs on a thread of its own so its priority and timer slack stay with it.
+    let timing_notices = {
+        let (shared, live, stop, handle) = (&shared, &live, &stop, &handle);
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("cnsreplay-timing".into())
+                .spawn_scoped(scope, move || {
+                    let notices = precise::prepare_timing_thread();
+                    let mut next: Option<Due> = None;
+                    'timing: loop {
+                        let first = match next.take() {
+                            Some(d) => d,
+                            None => match ev_rx.recv() {
+                                Ok(Ok(d)) => d,
+                                Ok(Err(e)) => {
+                                    control.request_stop(format!("trace read error: {e}"));
+                                    break;
+                                }
+                                Err(_) => break,
+                            },
+                        };
+                        let deadline = origin + Duration::from_nanos(first.intended);
+                        if !wait_until(deadline, || stop.load(Relaxed)) {
+                            break;
+                        }
+                        let mut batch = Vec::with_capacity(16);
+                        batch.push(first);
+                        let mut read_error = None;
+                        while batch.len() < MAX_BATCH {
+                            match ev_rx.try_recv() {
+                                Ok(Ok(d)) => {
+                                    if origin + Duration::from_nanos(d.intended) <= Instant::now() {
+                                        batch.push(d);
+                                    } else {
+                                        next = Some(d);
+                                        break;
+                                    }
+                                }
+                                Ok(Err(e)) => {
+                                    read_error = Some(e);
+                                    break;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                        let dispatched = ns_since(origin, Instant::now());
+                        let n = batch.len() as u64;
+                        let lateness = dispatched.saturating_sub(batch[0].intended);
+                        let late = batch
+                            .iter()
+                            .filter(|d| dispatched.saturating_sub(d.intended) > 1_000_000)
+                            .count() as u64;
+                        live.dispatched.fetch_add(n, SeqCst);
+                        if late > 0 {
+                            live.late.fetch_add(late, Relaxed);
+                        }
+                        live.worst_lag_ns.fetch_max(lateness, Relaxed);
+                        let sh = shared.clone();
+                        handle.spawn(async move {
+                            for d in batch {
+                                tokio::spawn(execute_event(
+                                    sh.clone(),
+                                    Arc::new(d.ev),
+                                    d.plan,
+                                    d.intended,
+                                    dispatched,
+                                ));
+                            }
+                        });
+                        if let Some(e) = read_error {
+                            control.request_stop(format!("trace read error: {e}"));
+                            break 'timing;
+                        }
                     }
-                }
-                Ok(Err(e)) => {
-                    read_error = Some(e);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-        let dispatched = ns_since(origin, Instant::now());
-        let n = batch.len() as u64;
-        let lateness = dispatched.saturating_sub(batch[0].intended);
-        let late = batch
-            .iter()
-            .filter(|d| dispatched.saturating_sub(d.intended) > 1_000_000)
-            .count() as u64;
-        live.dispatched.fetch_add(n, SeqCst);
-        if late > 0 {
-            live.late.fetch_add(late, Relaxed);
-        }
-        live.worst_lag_ns.fetch_max(lateness, Relaxed);
-        let sh = shared.clone();
-        handle.spawn(async move {
-            for d in batch {
-                tokio::spawn(execute_event(
-                    sh.clone(),
-                    Arc::new(d.ev),
-                    d.plan,
-                    d.intended,
-                    dispatched,
-                ));
-            }
-        });
-        if let Some(e) = read_error {
-            control.request_stop(format!("trace read error: {e}"));
-            break 'timing;
-        }
-    }
-    drop(ev_rx);
+                    notices
+                })
+                .map(|t| t.join().unwrap_or_default())
+        })?
+    };
+    notices.extend(timing_notices);
     let _ = reader_thread.join();
     drop(shared);
 
@@ -560,6 +569,7 @@ pub fn run<P: Provider>(
             0.0
         },
         lateness: sunk.lateness,
+        pickup: sunk.pickup,
         ops: sunk.ops,
         io: sunk.io,
         cleaned_up: cleanup.removed,

@@ -66,6 +66,10 @@ pub struct EventRecord {
     pub service: u64,
     /// dispatched − intended.
     pub lateness: u64,
+    /// Time from dispatch until the engine began the event on its runtime (scheduling delay of
+    /// the tokio workers; part of `response`, not of `lateness` or `service`).
+    #[serde(default)]
+    pub pickup: u64,
     /// A snapshot operation was in flight at some point while this operation ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub during_snapshot: bool,
@@ -91,6 +95,7 @@ impl EventRecord {
             response: 0,
             service: 0,
             lateness: 0,
+            pickup: 0,
             during_snapshot: false,
         };
         r.derive();
@@ -220,6 +225,9 @@ pub struct Summary {
     pub ops_per_second: f64,
     /// Dispatch lateness over all events.
     pub lateness: Percentiles,
+    /// Pickup delay over all events: dispatch until the runtime began the event.
+    #[serde(default)]
+    pub pickup: Percentiles,
     /// Per operation type, keyed by its name.
     pub ops: BTreeMap<String, OpSummary>,
     /// I/O latency with and without a snapshot in flight (`io` events and iogen phases).

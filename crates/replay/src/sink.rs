@@ -59,6 +59,7 @@ pub(crate) struct SinkResult {
     pub ops: BTreeMap<String, OpSummary>,
     pub errors: BTreeMap<String, u64>,
     pub lateness: Percentiles,
+    pub pickup: Percentiles,
     pub io: IoSplit,
     pub dispatched: u64,
     pub ok: u64,
@@ -72,6 +73,7 @@ pub(crate) struct Sink {
     ops: BTreeMap<OpType, OpHists>,
     errors: BTreeMap<String, u64>,
     lateness: Histogram<u64>,
+    pickup: Histogram<u64>,
     io_with: Histogram<u64>,
     io_without: Histogram<u64>,
     last_completed: u64,
@@ -95,6 +97,7 @@ impl Sink {
             ops: BTreeMap::new(),
             errors: BTreeMap::new(),
             lateness: histogram(),
+            pickup: histogram(),
             io_with: histogram(),
             io_without: histogram(),
             last_completed: 0,
@@ -144,6 +147,7 @@ impl Sink {
         self.events.write_all(b"\n")?;
         self.last_completed = self.last_completed.max(r.completed);
         self.lateness.saturating_record(r.lateness);
+        self.pickup.saturating_record(r.pickup);
         let h = self.ops.entry(r.op).or_default();
         h.count += 1;
         match r.outcome {
@@ -248,6 +252,7 @@ impl Sink {
             ops,
             errors: self.errors,
             lateness: Percentiles::of(&self.lateness),
+            pickup: Percentiles::of(&self.pickup),
             io: IoSplit {
                 without_snapshot: Percentiles::of(&self.io_without),
                 with_snapshot: Percentiles::of(&self.io_with),
