@@ -1,6 +1,8 @@
 //! Run analysis: summaries, run-to-run regression verdicts with bootstrap confidence
 //! intervals, capacity planning over speed sweeps, per-tenant QoS attribution, a self-contained
-//! HTML report with inline SVG figures, and CSV export. polars lives here and only here.
+//! HTML report with inline SVG figures (also rasterized to PNG by resvg), and CSV and Parquet
+//! export. polars lives here and only here. `io_phase` units are read from their interval
+//! histograms ([`phase_io`]), so their I/O shows over time in the report and in QoS windows.
 //!
 //! Everything reads a run directory (`docs/run-dir.md`). `events.jsonl` is scanned in blocks
 //! by a few threads into order-independent accumulators (HdrHistograms, counters, time buckets),

@@ -81,19 +81,23 @@ struct Elapsed {
     elapsed_s: Option<f64>,
 }
 
-/// `io/*.hlog` of a run: (event id, path), by id.
-fn logs(run_dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+/// `io/<event id>.<ext>` files of a run: (event id, path), by id (none without `io/`).
+pub fn unit_files(run_dir: &Path, ext: &str) -> Result<Vec<(u64, PathBuf)>> {
     let dir = run_dir.join("io");
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
     let mut out: Vec<(u64, PathBuf)> = fs_err::read_dir(&dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "hlog"))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
         .filter_map(|p| Some((p.file_stem()?.to_str()?.parse().ok()?, p)))
         .collect();
     out.sort();
     Ok(out)
+}
+
+fn logs(run_dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    unit_files(run_dir, "hlog")
 }
 
 /// Whether the run has `io_phase` interval logs.
@@ -135,11 +139,7 @@ fn parse(path: &Path) -> Result<Parsed> {
             LogEntry::Interval(iv) => iv,
         };
         let Some(tag) = iv.tag() else { continue };
-        let Some(k) = tag
-            .as_str()
-            .strip_suffix(".response")
-            .and_then(kind)
-        else {
+        let Some(k) = tag.as_str().strip_suffix(".response").and_then(kind) else {
             continue;
         };
         let raw = base64::engine::general_purpose::STANDARD

@@ -294,8 +294,7 @@ pub fn qos(run_dir: &Path, spec: &QosSpec) -> Result<QosReport> {
             for iv in &u.intervals {
                 let w = iv.mid_ns() / window;
                 for (i, t) in targets.iter().enumerate() {
-                    if tenants[tenant as usize] == t.tenant && t.kind.is_none_or(|k| k == iv.kind)
-                    {
+                    if tenants[tenant as usize] == t.tenant && t.kind.is_none_or(|k| k == iv.kind) {
                         let h = acc.cells.entry((i, w)).or_insert_with(coarse);
                         crate::hist::add_saturating(h, &iv.response);
                     }

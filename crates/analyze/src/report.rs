@@ -232,7 +232,11 @@ fn cdf_figure(runs: &[Loaded]) -> Figure {
                 name: format!("{}{op}", label(i, runs.len())),
                 points: cdf_points(h),
                 color,
-                dash: if i % 2 == 1 { Dash::Dashed } else { Dash::Solid },
+                dash: if i % 2 == 1 {
+                    Dash::Dashed
+                } else {
+                    Dash::Solid
+                },
             });
         }
     }

@@ -9,7 +9,7 @@
 //! spaces its completions by its own service rate, and achieved drops below intended.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use hdrhistogram::Histogram;
 use replay::{CompletionState, Outcome, Percentiles};
@@ -427,18 +427,8 @@ fn ns(us: f64) -> u64 {
 
 /// Reads `io/ID.json` of every I/O unit.
 pub fn io_units(run_dir: &Path) -> Result<Vec<IoUnitReport>> {
-    let dir = run_dir.join("io");
     let mut out = Vec::new();
-    if !dir.is_dir() {
-        return Ok(out);
-    }
-    let mut files: Vec<(u64, PathBuf)> = fs_err::read_dir(&dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter_map(|p| Some((p.file_stem()?.to_str()?.parse().ok()?, p)))
-        .collect();
-    files.sort();
-    for (id, p) in files {
+    for (id, p) in crate::phase_io::unit_files(run_dir, "json")? {
         let text = fs_err::read(&p)?;
         let s: IogenSummary = serde_json::from_slice(&text).map_err(|e| crate::Error::Config {
             file: p.clone(),

@@ -349,11 +349,17 @@ fn fonts() -> Result<Arc<Database>> {
             .faces()
             .flat_map(|f| f.families.iter().map(|(name, _)| name.clone()))
             .collect();
-        let sans = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "FreeSans", "Arial"]
-            .into_iter()
-            .map(str::to_owned)
-            .find(|f| families.contains(f))
-            .or_else(|| families.first().cloned())?;
+        let sans = [
+            "DejaVu Sans",
+            "Liberation Sans",
+            "Noto Sans",
+            "FreeSans",
+            "Arial",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .find(|f| families.contains(f))
+        .or_else(|| families.first().cloned())?;
         db.set_sans_serif_family(sans);
         Some(Arc::new(db))
     })
@@ -382,9 +388,11 @@ pub fn to_png(svg: &str, scale: f32) -> Result<Vec<u8>> {
     } else {
         1.0
     };
-    let size = tree.size().to_int_size().scale_by(scale).ok_or_else(|| {
-        Error::Render(format!("bad image size at scale {scale}"))
-    })?;
+    let size = tree
+        .size()
+        .to_int_size()
+        .scale_by(scale)
+        .ok_or_else(|| Error::Render(format!("bad image size at scale {scale}")))?;
     let mut pixmap = Pixmap::new(size.width(), size.height())
         .ok_or_else(|| Error::Render(format!("cannot allocate {size:?} pixels")))?;
     resvg::render(

@@ -16,7 +16,7 @@ use replay::{OpCtx, ProviderError};
 use trace_format::{Event, IoPhase};
 
 use crate::objects::{self, DATA_FILE, PodVolume, k8s_name};
-use crate::{KubeConfig, Kube, io_err};
+use crate::{Kube, KubeConfig, io_err};
 
 /// The pod of an `io_phase` event: what the provider creates, exposed for rendering and
 /// review (`deploy/iogen-pod.yaml` is its template form).
@@ -62,11 +62,19 @@ pub(crate) async fn io_phase(
         .workloads
         .get(&ph.workload)
         .cloned()
-        .ok_or_else(|| ProviderError::new("not_found", format!("workload {:?} is not attached", ph.workload)))?;
+        .ok_or_else(|| {
+            ProviderError::new(
+                "not_found",
+                format!("workload {:?} is not attached", ph.workload),
+            )
+        })?;
     if !wl.volumes.contains(&ph.volume) {
         return Err(ProviderError::new(
             "not_found",
-            format!("workload {:?} does not mount volume {:?}", ph.workload, ph.volume),
+            format!(
+                "workload {:?} does not mount volume {:?}",
+                ph.workload, ph.volume
+            ),
         ));
     }
     let vol = p
@@ -94,17 +102,15 @@ pub(crate) async fn io_phase(
         w.io_pods.push(name.clone());
     }
     let w = &p.watches()?.pod;
-    let start = w
-        .wait_for(&name, |s| {
-            let o = s.get(&ObjectRef::new(&name).within(ns))?;
-            if o.uid().as_deref() != Some(&uid) {
-                return None;
-            }
-            let phase = o.status.as_ref()?.phase.clone()?;
-            (phase != "Pending").then_some(())
-        })
-        .await;
-    let _ = start;
+    w.wait_for(&name, |s| {
+        let o = s.get(&ObjectRef::new(&name).within(ns))?;
+        if o.uid().as_deref() != Some(&uid) {
+            return None;
+        }
+        let phase = o.status.as_ref()?.phase.clone()?;
+        (phase != "Pending").then_some(())
+    })
+    .await;
     ctx.phase("running");
     let start_ns = ctx.now_ns();
     let phase = w
@@ -146,9 +152,15 @@ pub(crate) async fn io_phase(
     }
     let report = split_log(&log, start_ns, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
     ctx.report_io(report);
-    p.stop_pod(ctx, &name, &[], None, Some(0)).await.or_else(|e| {
-        if e.class == "not_found" { Ok(()) } else { Err(e) }
-    })?;
+    p.stop_pod(ctx, &name, &[], None, Some(0))
+        .await
+        .or_else(|e| {
+            if e.class == "not_found" {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })?;
     if let Some(w) = p.state().workloads.get_mut(&ph.workload) {
         w.io_pods.retain(|n| *n != name);
     }

@@ -305,7 +305,10 @@ impl Kube {
                     ..Namespace::default()
                 };
                 let created = self
-                    .call(Api::<Namespace>::all(self.client.clone()).create(&PostParams::default(), &obj))
+                    .call(
+                        Api::<Namespace>::all(self.client.clone())
+                            .create(&PostParams::default(), &obj),
+                    )
                     .await?;
                 ledger
                     .intend("namespace", &id, uid_detail(&created.metadata))
@@ -329,18 +332,40 @@ impl Kube {
         let err = |e: String| ProviderError::new("watch_failed", e);
         let l = self.limiter.clone();
         let c = self.client.clone();
-        let pvc = Watch::start(Api::namespaced(c.clone(), &ns), cfg.clone(), name_key, l.clone());
-        let pod = Watch::start(Api::namespaced(c.clone(), &ns), cfg.clone(), name_key, l.clone());
+        let pvc = Watch::start(
+            Api::namespaced(c.clone(), &ns),
+            cfg.clone(),
+            name_key,
+            l.clone(),
+        );
+        let pod = Watch::start(
+            Api::namespaced(c.clone(), &ns),
+            cfg.clone(),
+            name_key,
+            l.clone(),
+        );
         // PersistentVolumes and VolumeAttachments are made by controllers and carry no run
         // label: these two watches are cluster-wide and the provider looks only at the ones
         // bound to its PVCs.
-        let pv = Watch::start(Api::all(c.clone()), watcher::Config::default(), name_key, l.clone());
-        let va = Watch::start(Api::all(c.clone()), watcher::Config::default(), va_key, l.clone());
+        let pv = Watch::start(
+            Api::all(c.clone()),
+            watcher::Config::default(),
+            name_key,
+            l.clone(),
+        );
+        let va = Watch::start(
+            Api::all(c.clone()),
+            watcher::Config::default(),
+            va_key,
+            l.clone(),
+        );
         let (pvc, pod, pv, va) = futures::try_join!(pvc, pod, pv, va).map_err(err)?;
         let snap = match Watch::start(Api::namespaced(c, &ns), cfg, name_key, l).await {
             Ok(w) => Some(w),
             Err(e) => {
-                notices.push(format!("kube: no VolumeSnapshot watch ({e}); snapshots will fail"));
+                notices.push(format!(
+                    "kube: no VolumeSnapshot watch ({e}); snapshots will fail"
+                ));
                 None
             }
         };
@@ -367,6 +392,7 @@ pub(crate) fn uid_detail(m: &ObjectMeta) -> serde_json::Value {
     serde_json::json!({ "uid": m.uid })
 }
 
+#[allow(clippy::needless_pass_by_value)] // used as `.map_err(io_err)`
 pub(crate) fn io_err(e: std::io::Error) -> ProviderError {
     ProviderError::new("io", e.to_string())
 }
@@ -384,7 +410,9 @@ pub(crate) fn api_err(limiter: &Limiter, e: &kube::Error) -> ProviderError {
             ProviderError::new("already_exists", s.message.clone())
         }
         kube::Error::Api(s) if s.code == 403 => ProviderError::new("forbidden", s.message.clone()),
-        kube::Error::Api(s) => ProviderError::new("api_error", format!("{}: {}", s.code, s.message)),
+        kube::Error::Api(s) => {
+            ProviderError::new("api_error", format!("{}: {}", s.code, s.message))
+        }
         other => ProviderError::new("client_error", other.to_string()),
     }
 }
@@ -412,7 +440,10 @@ impl Provider for KubeProvider {
         // runtime has no I/O driver: run the operation on the provider's runtime. Dropping
         // the returned future (timeout, cancel) aborts it.
         let this = self.inner.clone();
-        let mut task = AbortOnDrop(self.rt.spawn(async move { ops::execute(&this, ev, ctx).await }));
+        let mut task = AbortOnDrop(
+            self.rt
+                .spawn(async move { ops::execute(&this, ev, ctx).await }),
+        );
         match (&mut task.0).await {
             Ok(r) => r,
             Err(e) => Err(ProviderError::new("panic", e.to_string())),

@@ -117,9 +117,9 @@ pub fn k8s_name(name: &str) -> String {
         .collect();
     s = s.trim_matches('-').to_owned();
     // FNV-1a, stable across versions and platforms.
-    let h = name
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
     if s.is_empty() {
         s.push('x');
     }

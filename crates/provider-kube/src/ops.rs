@@ -21,7 +21,10 @@ use crate::objects::{self, DataSource, PodVolume, PvcSpec, VolumeSnapshot, k8s_n
 use crate::{Kube, VolState, WlState, delete_params, io_err, uid_detail};
 
 fn missing(what: &str, name: &str) -> ProviderError {
-    ProviderError::new("not_found", format!("{what} {name:?} does not exist in this run"))
+    ProviderError::new(
+        "not_found",
+        format!("{what} {name:?} does not exist in this run"),
+    )
 }
 
 fn get<K>(s: &Store<K>, ns: &str, name: &str, uid: &str) -> Option<Arc<K>>
@@ -48,9 +51,18 @@ where
 impl Kube {
     /// Writes the object to the ledger, creates it, records its UID. An object that already
     /// exists is not ours: its ledger entry is released and the operation fails.
-    pub(crate) async fn create<K>(&self, ctx: &OpCtx, kind: &str, obj: &K) -> Result<K, ProviderError>
+    pub(crate) async fn create<K>(
+        &self,
+        ctx: &OpCtx,
+        kind: &str,
+        obj: &K,
+    ) -> Result<K, ProviderError>
     where
-        K: Resource<DynamicType = ()> + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
         K: Resource<Scope = kube::core::NamespaceResourceScope>,
     {
         let ns = self.ns()?;
@@ -61,10 +73,11 @@ impl Kube {
         let api: Api<K> = Api::namespaced(self.client.clone(), ns);
         match self.call(api.create(&PostParams::default(), obj)).await {
             Ok(o) => {
+                // The phase first: the ledger's fsync must not count as API latency.
+                ctx.phase("created");
                 ctx.ledger()
                     .intend(kind, &id, uid_detail(o.meta()))
                     .map_err(io_err)?;
-                ctx.phase("created");
                 Ok(o)
             }
             Err(e) if e.class == "already_exists" => {
@@ -120,7 +133,11 @@ impl Kube {
             })
     }
 
-    async fn wait_pvc_bound(&self, name: &str, uid: &str) -> Result<Arc<PersistentVolumeClaim>, ProviderError> {
+    async fn wait_pvc_bound(
+        &self,
+        name: &str,
+        uid: &str,
+    ) -> Result<Arc<PersistentVolumeClaim>, ProviderError> {
         let ns = self.ns()?;
         self.watches()?
             .pvc
@@ -128,14 +145,22 @@ impl Kube {
                 let o = get(s, ns, name, uid)?;
                 match o.status.as_ref().and_then(|s| s.phase.as_deref()) {
                     Some("Bound") => Some(Ok(o)),
-                    Some("Lost") => Some(Err(ProviderError::new("lost", format!("PVC {name} is Lost")))),
+                    Some("Lost") => Some(Err(ProviderError::new(
+                        "lost",
+                        format!("PVC {name} is Lost"),
+                    ))),
                     _ => None,
                 }
             })
             .await
     }
 
-    async fn create_volume(&self, ev: &Event, c: &trace_format::CreateVolume, ctx: &OpCtx) -> Result<(), ProviderError> {
+    async fn create_volume(
+        &self,
+        ev: &Event,
+        c: &trace_format::CreateVolume,
+        ctx: &OpCtx,
+    ) -> Result<(), ProviderError> {
         let d = self.header_defaults()?;
         let ns = self.ns()?;
         let class = c
@@ -164,7 +189,9 @@ impl Kube {
                     .pvc
                     .store()
                     .get(&ObjectRef::new(&vs.pvc).within(ns))
-                    .and_then(|o| storage_of(o.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?));
+                    .and_then(|o| {
+                        storage_of(o.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?)
+                    });
                 (Some(DataSource::Pvc(vs.pvc)), size)
             }
         };
@@ -213,7 +240,9 @@ impl Kube {
             .ok_or_else(|| missing("volume", v))?;
         let uid = pvc.uid().unwrap_or_default();
         let pv_name = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
-        let pv = pv_name.as_ref().and_then(|n| w.pv.store().get(&ObjectRef::new(n)));
+        let pv = pv_name
+            .as_ref()
+            .and_then(|n| w.pv.store().get(&ObjectRef::new(n)));
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
         self.call(api.delete(&vs.pvc, &delete_params(Some(uid.clone()), None)))
             .await?;
@@ -225,7 +254,11 @@ impl Kube {
         let _ = ctx.ledger().release("pvc", &format!("{ns}/{}", vs.pvc));
         self.state().volumes.remove(v);
         if let Some(pv) = pv
-            && pv.spec.as_ref().and_then(|s| s.persistent_volume_reclaim_policy.as_deref()) == Some("Delete")
+            && pv
+                .spec
+                .as_ref()
+                .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+                == Some("Delete")
         {
             let (pv_name, pv_uid) = (pv.name_any(), pv.uid().unwrap_or_default());
             w.pv.wait_for(&pv_name, |s| gone(s, None, &pv_name, &pv_uid).then_some(()))
@@ -250,11 +283,10 @@ impl Kube {
             else {
                 continue;
             };
-            let driver = w
-                .pv
-                .store()
-                .get(&ObjectRef::new(&pv))
-                .and_then(|o| Some(o.spec.as_ref()?.csi.as_ref()?.driver.clone()));
+            let driver =
+                w.pv.store()
+                    .get(&ObjectRef::new(&pv))
+                    .and_then(|o| Some(o.spec.as_ref()?.csi.as_ref()?.driver.clone()));
             if driver.is_some_and(|d| self.csi_attach_required(&d)) {
                 out.push(pv);
             }
@@ -285,7 +317,14 @@ impl Kube {
                 block: v.block,
             })
             .collect();
-        let pod = objects::pod(meta, workload, &pod_vols, node, &self.config.pause_image, None);
+        let pod = objects::pod(
+            meta,
+            workload,
+            &pod_vols,
+            node,
+            &self.config.pause_image,
+            None,
+        );
         let created = self.create(ctx, "pod", &pod).await?;
         let uid = created.uid().unwrap_or_default();
         let failed = |o: &Pod| {
@@ -293,7 +332,12 @@ impl Kube {
                 o.status.as_ref().and_then(|s| s.phase.as_deref()),
                 Some("Failed" | "Succeeded")
             )
-            .then(|| ProviderError::new("pod_failed", format!("pod {name} ended before it was ready")))
+            .then(|| {
+                ProviderError::new(
+                    "pod_failed",
+                    format!("pod {name} ended before it was ready"),
+                )
+            })
         };
         let node_name = w
             .pod
@@ -400,7 +444,10 @@ impl Kube {
         let claims: Vec<String> = volumes.iter().map(|v| self.volume(v).pvc).collect();
         let pvs = self.attachable_pvs(&claims)?;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        match self.call(api.delete(pod, &delete_params(Some(uid.clone()), grace))).await {
+        match self
+            .call(api.delete(pod, &delete_params(Some(uid.clone()), grace)))
+            .await
+        {
             Ok(_) => {}
             Err(e) if e.class == "not_found" => {}
             Err(e) => return Err(e),
@@ -427,14 +474,22 @@ impl Kube {
         Ok(())
     }
 
-    async fn stop_workload(&self, ctx: &OpCtx, workload: &Name, abort: bool) -> Result<WlState, ProviderError> {
+    async fn stop_workload(
+        &self,
+        ctx: &OpCtx,
+        workload: &Name,
+        abort: bool,
+    ) -> Result<WlState, ProviderError> {
         let wl = self
             .state()
             .workloads
             .remove(workload)
             .ok_or_else(|| missing("workload", workload))?;
         let grace = abort.then_some(0);
-        let io = wl.io_pods.iter().map(|p| self.stop_pod(ctx, p, &[], None, Some(0)));
+        let io = wl
+            .io_pods
+            .iter()
+            .map(|p| self.stop_pod(ctx, p, &[], None, Some(0)));
         for r in join_all(io).await {
             // An I/O pod that already finished is gone: fine.
             if let Err(e) = r
@@ -451,7 +506,12 @@ impl Kube {
         Ok(wl)
     }
 
-    async fn reschedule(&self, ctx: &OpCtx, workload: &Name, node: Option<&str>) -> Result<(), ProviderError> {
+    async fn reschedule(
+        &self,
+        ctx: &OpCtx,
+        workload: &Name,
+        node: Option<&str>,
+    ) -> Result<(), ProviderError> {
         let wl = self.stop_workload(ctx, workload, false).await?;
         let new = self
             .start_pod(ctx, workload, &wl.volumes, node, wl.tenant.as_deref())
@@ -482,7 +542,12 @@ impl Kube {
         Ok(())
     }
 
-    async fn snapshot(&self, ev: &Event, s: &trace_format::Snapshot, ctx: &OpCtx) -> Result<(), ProviderError> {
+    async fn snapshot(
+        &self,
+        ev: &Event,
+        s: &trace_format::Snapshot,
+        ctx: &OpCtx,
+    ) -> Result<(), ProviderError> {
         let ns = self.ns()?;
         let Some(w) = self.watches()?.snap.clone() else {
             return Err(ProviderError::new(
@@ -537,7 +602,9 @@ impl Kube {
         ctx.phase("deleted");
         w.wait_for(&name, |st| gone(st, Some(ns), &name, &uid).then_some(()))
             .await;
-        let _ = ctx.ledger().release("volumesnapshot", &format!("{ns}/{name}"));
+        let _ = ctx
+            .ledger()
+            .release("volumesnapshot", &format!("{ns}/{name}"));
         Ok(())
     }
 
@@ -549,7 +616,9 @@ impl Kube {
             .call(api.patch(
                 &vs.pvc,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"resources": {"requests": {"storage": r.size.to_string()}}}})),
+                &Patch::Merge(
+                    json!({"spec": {"resources": {"requests": {"storage": r.size.to_string()}}}}),
+                ),
             ))
             .await?;
         ctx.phase("patched");
@@ -573,15 +642,29 @@ fn storage_of(
     trace_format::units::parse_bytes(&m.get("storage")?.0).ok()
 }
 
-pub(crate) async fn execute(p: &Kube, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
+pub(crate) async fn execute(
+    p: &Kube,
+    ev: Arc<Event>,
+    ctx: Arc<OpCtx>,
+) -> Result<(), ProviderError> {
     let ctx = &*ctx;
     match &ev.op {
         Op::CreateVolume(c) => p.create_volume(&ev, c, ctx).await,
         Op::DeleteVolume(v) => p.delete_volume(&v.volume, ctx).await,
         Op::Attach(a) => {
-            let node = a.node.as_deref().map(str::to_owned).or_else(|| p.config.node.clone());
+            let node = a
+                .node
+                .as_deref()
+                .map(str::to_owned)
+                .or_else(|| p.config.node.clone());
             let wl = p
-                .start_pod(ctx, &a.workload, &a.volumes, node.as_deref(), ev.tenant.as_deref())
+                .start_pod(
+                    ctx,
+                    &a.workload,
+                    &a.volumes,
+                    node.as_deref(),
+                    ev.tenant.as_deref(),
+                )
                 .await?;
             p.state().workloads.insert(a.workload.clone(), wl);
             Ok(())
@@ -635,7 +718,11 @@ const CLEANUP_WAIT: Duration = Duration::from_secs(120);
 
 /// Removes one ledger entry. Ok(true): deleted; Ok(false): already gone or not ours.
 async fn remove(p: &Kube, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String> {
-    let uid = e.detail.get("uid").and_then(|u| u.as_str()).map(str::to_owned);
+    let uid = e
+        .detail
+        .get("uid")
+        .and_then(|u| u.as_str())
+        .map(str::to_owned);
     let (ns, name) = match e.id.split_once('/') {
         Some((ns, n)) => (Some(ns), n),
         None => (None, e.id.as_str()),
@@ -658,15 +745,21 @@ async fn remove(p: &Kube, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String
                 return Ok(false);
             }
             p.limiter.acquire().await;
-            match api.delete(name, &delete_params(Some(cur_uid.clone()), None)).await {
+            match api
+                .delete(name, &delete_params(Some(cur_uid.clone()), None))
+                .await
+            {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(false),
                 Err(e) => return Err(e.to_string()),
             }
-            tokio::time::timeout(CLEANUP_WAIT, await_condition(api, name, conditions::is_deleted(&cur_uid)))
-                .await
-                .map_err(|_| format!("still there after {CLEANUP_WAIT:?}"))?
-                .map_err(|e| e.to_string())?;
+            tokio::time::timeout(
+                CLEANUP_WAIT,
+                await_condition(api, name, conditions::is_deleted(&cur_uid)),
+            )
+            .await
+            .map_err(|_| format!("still there after {CLEANUP_WAIT:?}"))?
+            .map_err(|e| e.to_string())?;
             Ok(true)
         }};
     }
@@ -709,7 +802,11 @@ pub(crate) async fn cleanup(p: &Kube, run: &RunInfo, leftovers: &[LedgerEntry]) 
     let mut sorted: Vec<&LedgerEntry> = leftovers.iter().collect();
     sorted.sort_by_key(|e| rank(&e.kind));
     for r in 0..=4 {
-        let group: Vec<&LedgerEntry> = sorted.iter().copied().filter(|e| rank(&e.kind) == r).collect();
+        let group: Vec<&LedgerEntry> = sorted
+            .iter()
+            .copied()
+            .filter(|e| rank(&e.kind) == r)
+            .collect();
         let results = join_all(group.iter().map(|e| remove(p, run, e))).await;
         for (e, res) in group.iter().zip(results) {
             match res {

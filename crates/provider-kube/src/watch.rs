@@ -75,20 +75,26 @@ where
                     Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
                     Err(e) => {
                         limiter.watch_errors.fetch_add(1, Relaxed);
-                        tracing::warn!("watch error ({}): {e}", K::kind(&K::DynamicType::default()));
+                        tracing::warn!(
+                            "watch error ({}): {e}",
+                            K::kind(&K::DynamicType::default())
+                        );
                     }
                 }
             }
         });
-        tokio::time::timeout(std::time::Duration::from_secs(30), this.store.wait_until_ready())
-            .await
-            .map_err(|_| {
-                format!(
-                    "the {} watch did not list within 30 s (RBAC: list and watch needed)",
-                    K::kind(&K::DynamicType::default())
-                )
-            })?
-            .map_err(|e| e.to_string())?;
+        tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            this.store.wait_until_ready(),
+        )
+        .await
+        .map_err(|_| {
+            format!(
+                "the {} watch did not list within 30 s (RBAC: list and watch needed)",
+                K::kind(&K::DynamicType::default())
+            )
+        })?
+        .map_err(|e| e.to_string())?;
         Ok(this)
     }
 
@@ -113,28 +119,52 @@ where
     }
 
     /// Waits until `check` (run against the cache) returns `Some`, re-checking only when an
-    /// object with key `key` changed (or the watch relisted).
-    pub(crate) async fn wait_for<T>(&self, key: &str, mut check: impl FnMut(&Store<K>) -> Option<T>) -> T {
-        let mut rx = {
+    /// object with key `key` changed (or the watch relisted). Cancel-safe: a dropped wait
+    /// removes its registration.
+    pub(crate) async fn wait_for<T>(
+        &self,
+        key: &str,
+        mut check: impl FnMut(&Store<K>) -> Option<T>,
+    ) -> T {
+        let rx = {
             let mut w = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
             w.entry(key.to_owned())
                 .or_insert_with(|| watch::channel(0).0)
                 .subscribe()
         };
-        let out = loop {
-            if let Some(t) = check(&self.store) {
-                break t;
-            }
-            if rx.changed().await.is_err() {
-                // The sender lives in the map until the last waiter leaves; unreachable.
-                std::future::pending::<()>().await;
-            }
+        let mut reg = Registration {
+            waiters: &self.waiters,
+            key,
+            rx: Some(rx),
         };
-        drop(rx);
-        let mut w = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
-        if w.get(key).is_some_and(|tx| tx.receiver_count() == 0) {
-            w.remove(key);
+        loop {
+            if let Some(t) = check(&self.store) {
+                return t;
+            }
+            let Some(rx) = reg.rx.as_mut() else {
+                return std::future::pending().await;
+            };
+            if rx.changed().await.is_err() {
+                // The sender lives in the map while a receiver exists; not reachable.
+                return std::future::pending().await;
+            }
         }
-        out
+    }
+}
+
+/// A waiter's registration; dropping it unregisters the key when it was the last waiter.
+struct Registration<'a> {
+    waiters: &'a Mutex<HashMap<String, watch::Sender<u64>>>,
+    key: &'a str,
+    rx: Option<watch::Receiver<u64>>,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        drop(self.rx.take());
+        let mut w = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        if w.get(self.key).is_some_and(|tx| tx.receiver_count() == 0) {
+            w.remove(self.key);
+        }
     }
 }

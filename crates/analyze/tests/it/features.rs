@@ -289,9 +289,7 @@ fn io_phase_interval_logs_land_on_the_run_axis_for_report_and_qos() {
     fs_err::write(run.join("io/2.json"), r#"{"elapsed_s": 1.39, "ios": 70}"#).expect("json");
 
     let r = analyze::Run::open(&run).expect("run");
-    let spans = r
-        .scan(analyze::phase_io::Spans::default)
-        .expect("scan");
+    let spans = r.scan(analyze::phase_io::Spans::default).expect("scan");
     let units = analyze::phase_io::units(&r, &spans).expect("units");
     assert_eq!(units.len(), 1);
     assert_eq!(units[0].base_ns, 2_010_000_000);
@@ -304,7 +302,11 @@ fn io_phase_interval_logs_land_on_the_run_axis_for_report_and_qos() {
         .iter()
         .find(|f| f.id == "io-timeline-1")
         .expect("an I/O timeline from the io_phase unit");
-    assert!(tl.svg.contains(">db p99.9<") && tl.points >= 3 * 7, "{}", tl.points);
+    assert!(
+        tl.svg.contains(">db p99.9<") && tl.points >= 3 * 7,
+        "{}",
+        tl.points
+    );
 
     // Window [2 s, 3 s) holds intervals 0–4 (1–5 ms, p50 3 ms); [3 s, 4 s) holds 5–6 (6–7 ms).
     let spec: QosSpec =

@@ -543,7 +543,10 @@ fn io_phase_units_show_in_the_report_timeline_and_qos_and_figures_export_as_png(
     let dir = tempfile::tempdir().expect("tempdir");
     let run = local_phase_run(dir.path());
     for id in [5, 6] {
-        assert!(run.join(format!("io/{id}.hlog")).is_file(), "no interval log");
+        assert!(
+            run.join(format!("io/{id}.hlog")).is_file(),
+            "no interval log"
+        );
     }
 
     // QoS from the interval histograms: a limit every window violates lists every window with
@@ -567,7 +570,10 @@ fn io_phase_units_show_in_the_report_timeline_and_qos_and_figures_export_as_png(
         // 3 s of I/O in 500 ms windows: 6 or 7 windows (the unit is not window-aligned).
         assert!((6..=8).contains(&violations.len()), "{t:#}");
         assert_eq!(t["violated"], t["windows"], "{t:#}");
-        let ios: u64 = violations.iter().map(|w| w["ios"].as_u64().expect("ios")).sum();
+        let ios: u64 = violations
+            .iter()
+            .map(|w| w["ios"].as_u64().expect("ios"))
+            .sum();
         assert_eq!(Some(ios), unit["ios"].as_u64(), "{t:#}");
         let (started, completed) = span(&run, id);
         for w in violations {
@@ -575,7 +581,10 @@ fn io_phase_units_show_in_the_report_timeline_and_qos_and_figures_export_as_png(
                 w["start_ns"].as_u64().expect("start"),
                 w["end_ns"].as_u64().expect("end"),
             );
-            assert!(b > started && a < completed, "window {a}…{b} outside the unit {started}…{completed}");
+            assert!(
+                b > started && a < completed,
+                "window {a}…{b} outside the unit {started}…{completed}"
+            );
         }
     }
     // The snapshot ran while db's unit did: some db window has it in flight.
@@ -607,11 +616,24 @@ fn io_phase_units_show_in_the_report_timeline_and_qos_and_figures_export_as_png(
     ]);
     ok(&o);
     let timeline = fs_err::read_to_string(svgs.join("io-timeline-1.svg")).expect("svg");
-    for legend in ["db p50", "db p99", "db p99.9", "web p50", "web p99.9", "snapshot"] {
-        assert!(timeline.contains(&format!(">{legend}<")), "no {legend:?} in the timeline");
+    for legend in [
+        "db p50",
+        "db p99",
+        "db p99.9",
+        "web p50",
+        "web p99.9",
+        "snapshot",
+    ] {
+        assert!(
+            timeline.contains(&format!(">{legend}<")),
+            "no {legend:?} in the timeline"
+        );
     }
     let page = fs_err::read_to_string(&html).expect("html");
-    assert!(page.contains(r#"data-figure="io-timeline-1""#), "no I/O timeline");
+    assert!(
+        page.contains(r#"data-figure="io-timeline-1""#),
+        "no I/O timeline"
+    );
     for f in ["cdf", "io-timeline-1", "rate-1"] {
         let (w, h, px) = decode_png(&pngs.join(format!("{f}.png")));
         // Default scale 2 of the 760×360 figures.
@@ -651,6 +673,12 @@ fn py_readers() -> Option<PathBuf> {
         py.display()
     );
     None
+}
+
+/// Says that a test skipped its real check, and why (shown with `--nocapture`).
+#[allow(clippy::print_stdout)]
+fn skipped(why: &str) {
+    println!("skipped: {why}");
 }
 
 /// pandas (pyarrow) and DuckDB read the CSV and the Parquet export: row counts, column names
@@ -694,11 +722,16 @@ fn export_csv_and_parquet_are_read_by_pandas_and_duckdb() {
         s(&pq),
     ]);
     ok(&o);
-    assert_eq!(stdout(&o).matches("809 records").count(), 2, "{}", stdout(&o));
+    assert_eq!(
+        stdout(&o).matches("809 records").count(),
+        2,
+        "{}",
+        stdout(&o)
+    );
     let Some(py) = py_readers() else {
-        println!(
-            "skipped: no pandas/pyarrow/duckdb venv (scripts/install-py-readers.sh); \
-             set CNSREPLAY_REQUIRE_PY=1 to make this a failure"
+        skipped(
+            "no pandas/pyarrow/duckdb venv (scripts/install-py-readers.sh); \
+             set CNSREPLAY_REQUIRE_PY=1 to make this a failure",
         );
         return;
     };
@@ -738,7 +771,11 @@ fn export_csv_and_parquet_are_read_by_pandas_and_duckdb() {
         let r = &v[reader];
         assert_eq!(r["rows"], 809, "{reader}: {r}");
         assert_eq!(r["columns"], serde_json::json!(columns), "{reader}");
-        assert_eq!((r["ops"]["io"].as_u64(), r["ops"]["snapshot"].as_u64()), (Some(800), Some(3)), "{reader}: {r}");
+        assert_eq!(
+            (r["ops"]["io"].as_u64(), r["ops"]["snapshot"].as_u64()),
+            (Some(800), Some(3)),
+            "{reader}: {r}"
+        );
         assert_eq!(r["response_sum"], sum("response"), "{reader}");
         assert_eq!(r["id_sum"], sum("id"), "{reader}");
         assert_eq!(r["snapshot_ios"], snapshot_ios, "{reader}");
@@ -747,7 +784,11 @@ fn export_csv_and_parquet_are_read_by_pandas_and_duckdb() {
     for reader in ["duckdb_csv", "duckdb_parquet"] {
         let r = &v[reader];
         assert_eq!(
-            (r["rows"].as_u64(), r["io"].as_u64(), r["response_sum"].as_u64()),
+            (
+                r["rows"].as_u64(),
+                r["io"].as_u64(),
+                r["response_sum"].as_u64()
+            ),
             (Some(809), Some(800), Some(sum("response"))),
             "{reader}: {r}"
         );

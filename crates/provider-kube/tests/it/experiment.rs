@@ -8,12 +8,24 @@ use crate::common::*;
 
 fn check_phases(records: &[replay::EventRecord]) {
     for r in records {
-        assert_eq!(r.outcome, replay::Outcome::Ok, "event {} ({}) failed: {:?}", r.id, r.op, r.error);
+        assert_eq!(
+            r.outcome,
+            replay::Outcome::Ok,
+            "event {} ({}) failed: {:?}",
+            r.id,
+            r.op,
+            r.error
+        );
         let names = ordered_phases(r);
         match r.op {
             OpType::CreateVolume => assert_eq!(names, ["created", "bound"], "event {}", r.id),
             OpType::Attach => {
-                assert_eq!(names, ["created", "scheduled", "running", "ready"], "event {}", r.id);
+                assert_eq!(
+                    names,
+                    ["created", "scheduled", "running", "ready"],
+                    "event {}",
+                    r.id
+                );
             }
             OpType::Detach => assert_eq!(names, ["deleted", "pod-gone"], "event {}", r.id),
             OpType::DeleteVolume => assert_eq!(names, ["deleted", "pvc-gone"], "event {}", r.id),
@@ -31,7 +43,9 @@ fn experiment1_one_and_fifty_pods_new_and_preexisting_volumes() {
     let c = rt.block_on(client(&env));
     let class = uniq("exp1");
     rt.block_on(static_class(&c, &class, 102));
-    let mut t = String::from("format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 1Gi}\nvolumes:\n");
+    let mut t = String::from(
+        "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 1Gi}\nvolumes:\n",
+    );
     t.push_str("  - {name: pre-s}\n");
     for i in 0..50 {
         let _ = writeln!(t, "  - {{name: pre-{i}}}");
@@ -44,10 +58,20 @@ fn experiment1_one_and_fifty_pods_new_and_preexisting_volumes() {
         let _ = writeln!(t, "  - {{at: 3s, create_volume: {{volume: new-{i}}}}}");
     }
     for i in 0..50 {
-        let _ = writeln!(t, "  - {{at: 3s, attach: {{workload: pod-new-{i}, volumes: [new-{i}]}}}}");
-        let _ = writeln!(t, "  - {{at: 3s, attach: {{workload: pod-pre-{i}, volumes: [pre-{i}]}}}}");
+        let _ = writeln!(
+            t,
+            "  - {{at: 3s, attach: {{workload: pod-new-{i}, volumes: [new-{i}]}}}}"
+        );
+        let _ = writeln!(
+            t,
+            "  - {{at: 3s, attach: {{workload: pod-pre-{i}, volumes: [pre-{i}]}}}}"
+        );
     }
-    for w in ["new-s", "pre-s"].iter().map(|s| (*s).to_owned()).chain((0..50).flat_map(|i| [format!("new-{i}"), format!("pre-{i}")])) {
+    for w in ["new-s", "pre-s"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain((0..50).flat_map(|i| [format!("new-{i}"), format!("pre-{i}")]))
+    {
         let _ = writeln!(t, "  - {{at: 6s, detach: {{workload: pod-{w}}}}}");
         let _ = writeln!(t, "  - {{at: 6s, delete_volume: {{volume: {w}}}}}");
     }
@@ -60,14 +84,28 @@ fn experiment1_one_and_fifty_pods_new_and_preexisting_volumes() {
     check_phases(&recs);
     assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
     assert_eq!(recs.iter().filter(|r| r.op == OpType::Attach).count(), 102);
-    assert_eq!(recs.iter().filter(|r| r.op == OpType::CreateVolume).count(), 51);
+    assert_eq!(
+        recs.iter().filter(|r| r.op == OpType::CreateVolume).count(),
+        51
+    );
     // Per-phase latencies are in the summary too.
     let attach = &out.summary.ops["attach"];
     assert!(attach.count == 102 && attach.response.p50 > 0);
     // The environment was captured.
     let env_json = p.environment();
-    assert!(env_json["server_version"]["git_version"].as_str().is_some_and(|v| v.starts_with("v1.")), "{env_json}");
-    assert!(env_json["storage_classes"].as_array().unwrap().iter().any(|s| s["name"] == class.as_str()));
+    assert!(
+        env_json["server_version"]["git_version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("v1.")),
+        "{env_json}"
+    );
+    assert!(
+        env_json["storage_classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == class.as_str())
+    );
     assert!(run_dir.join("environment.json").exists());
     // Nothing of the run is left (the run-owned namespace went in the final cleanup).
     let left = rt.block_on(run_objects(&c, &out.manifest.run_id));
@@ -84,12 +122,17 @@ fn fixed_rate_create_attach_detach_delete() {
     let c = rt.block_on(client(&env));
     let class = uniq("rate");
     rt.block_on(static_class(&c, &class, 20));
-    let mut t = String::from("format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 512Mi}\nevents:\n");
+    let mut t = String::from(
+        "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 512Mi}\nevents:\n",
+    );
     let mut ev = Vec::new();
     for i in 0..20u64 {
         let at = i * 200;
         ev.push((at, format!("create_volume: {{volume: v{i}}}")));
-        ev.push((at + 1000, format!("attach: {{workload: w{i}, volumes: [v{i}]}}")));
+        ev.push((
+            at + 1000,
+            format!("attach: {{workload: w{i}, volumes: [v{i}]}}"),
+        ));
         ev.push((at + 3000, format!("detach: {{workload: w{i}}}")));
         ev.push((at + 4000, format!("delete_volume: {{volume: v{i}}}")));
     }
@@ -106,12 +149,21 @@ fn fixed_rate_create_attach_detach_delete() {
     check_phases(&recs);
     assert_eq!(recs.len(), 80);
     assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
-    for op in [OpType::CreateVolume, OpType::Attach, OpType::Detach, OpType::DeleteVolume] {
+    for op in [
+        OpType::CreateVolume,
+        OpType::Attach,
+        OpType::Detach,
+        OpType::DeleteVolume,
+    ] {
         assert_eq!(out.summary.ops[op.name()].count, 20, "{op}");
     }
     let left = rt.block_on(run_objects(&c, &out.manifest.run_id));
     assert!(left.is_empty(), "left behind: {left:?}");
     // 200 qps was never reached: no throttling to report.
-    assert!(p.throttle_notices().is_empty(), "{:?}", p.throttle_notices());
+    assert!(
+        p.throttle_notices().is_empty(),
+        "{:?}",
+        p.throttle_notices()
+    );
     rt.block_on(drop_static(&c, &class));
 }

@@ -4,5 +4,6 @@
 
 mod common;
 mod experiment;
+mod fidelity;
 mod ownership;
 mod render;

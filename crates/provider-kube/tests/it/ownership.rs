@@ -14,7 +14,8 @@ use provider_kube::{KubeConfig, KubeProvider};
 use crate::common::*;
 
 async fn namespace_with_pvc(c: &Client, ns: &str, pvc: &str, class: &str) -> String {
-    let n: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
+    let n: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
     Api::<Namespace>::all(c.clone())
         .create(&PostParams::default(), &n)
         .await
@@ -74,9 +75,18 @@ fn preexisting_pvc_of_the_same_name_is_never_touched() {
     .unwrap();
     let (out, _p) = replay_run(&trace, &run_dir, p);
     assert_eq!(out.summary.failed, 1);
-    assert_eq!(out.summary.errors.get("already_exists"), Some(&1), "{:?}", out.summary.errors);
+    assert_eq!(
+        out.summary.errors.get("already_exists"),
+        Some(&1),
+        "{:?}",
+        out.summary.errors
+    );
     // The run's own objects (data-1, w1) were removed by the end-of-run cleanup...
-    assert_eq!(out.summary.cleaned_up, 2, "{:?}", out.summary.cleanup_failures);
+    assert_eq!(
+        out.summary.cleaned_up, 2,
+        "{:?}",
+        out.summary.cleanup_failures
+    );
     let left = rt.block_on(run_objects(&c, &out.manifest.run_id));
     assert!(left.is_empty(), "left behind: {left:?}");
     // ...and the pre-existing PVC is still the same object.
@@ -92,17 +102,26 @@ fn cnsreplay_bin() -> PathBuf {
     }
     let exe = std::env::current_exe().unwrap();
     let b = exe.parent().unwrap().parent().unwrap().join("cnsreplay");
-    assert!(b.exists(), "{} missing: run `cargo build -p cnsreplay` first (or set CNSREPLAY_BIN)", b.display());
+    assert!(
+        b.exists(),
+        "{} missing: run `cargo build -p cnsreplay` first (or set CNSREPLAY_BIN)",
+        b.display()
+    );
     b
 }
 
 /// A trace that creates and attaches `n` volumes over 3 s and keeps them for a minute.
 fn long_trace(dir: &Path, n: usize) -> PathBuf {
-    let mut t = String::from("format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 1Gi}\nevents:\n");
+    let mut t = String::from(
+        "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 1Gi}\nevents:\n",
+    );
     for i in 0..n {
         let at = i * 3000 / n;
         let _ = writeln!(t, "  - {{at: {at}ms, create_volume: {{volume: v{i}}}}}");
-        let _ = writeln!(t, "  - {{at: {at}ms, attach: {{workload: w{i}, volumes: [v{i}]}}}}");
+        let _ = writeln!(
+            t,
+            "  - {{at: {at}ms, attach: {{workload: w{i}, volumes: [v{i}]}}}}"
+        );
     }
     for i in 0..n {
         let _ = writeln!(t, "  - {{at: 60s, detach: {{workload: w{i}}}}}");
@@ -113,7 +132,13 @@ fn long_trace(dir: &Path, n: usize) -> PathBuf {
 }
 
 /// Starts the binary and waits until the ledger names at least `pods` pods with their UIDs.
-fn start_run(env: &TestEnv, trace: &Path, run_dir: &Path, extra: &[&str], pods: usize) -> std::process::Child {
+fn start_run(
+    env: &TestEnv,
+    trace: &Path,
+    run_dir: &Path,
+    extra: &[&str],
+    pods: usize,
+) -> std::process::Child {
     let mut cmd = Command::new(cnsreplay_bin());
     cmd.args(["run", "--provider", "kube", "--grace", "1s", "-q"])
         .arg("--kubeconfig")
@@ -124,15 +149,22 @@ fn start_run(env: &TestEnv, trace: &Path, run_dir: &Path, extra: &[&str], pods: 
         .arg(trace)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
+    #[allow(clippy::zombie_processes)] // the caller waits for it
     let child = cmd.spawn().unwrap();
     let t0 = Instant::now();
     loop {
         let ledger = std::fs::read_to_string(run_dir.join("ledger.jsonl")).unwrap_or_default();
-        let n = ledger.lines().filter(|l| l.contains("\"kind\":\"pod\"") && l.contains("\"uid\"")).count();
+        let n = ledger
+            .lines()
+            .filter(|l| l.contains("\"kind\":\"pod\"") && l.contains("\"uid\""))
+            .count();
         if n >= pods {
             return child;
         }
-        assert!(t0.elapsed() < Duration::from_secs(60), "the run did not create {pods} pods in 60 s");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the run did not create {pods} pods in 60 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -162,7 +194,13 @@ fn sigint_mid_run_leaves_nothing_of_the_run_and_keeps_a_preexisting_pvc() {
     let dir = tempfile::tempdir().unwrap();
     let trace = long_trace(dir.path(), 25);
     let run_dir = dir.path().join("run");
-    let mut child = start_run(&env, &trace, &run_dir, &["--namespace", &ns, "--storage-class", &class], 5);
+    let mut child = start_run(
+        &env,
+        &trace,
+        &run_dir,
+        &["--namespace", &ns, "--storage-class", &class],
+        5,
+    );
     signal(&child, "-INT");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1), "an interrupted run exits 1");
@@ -171,7 +209,11 @@ fn sigint_mid_run_leaves_nothing_of_the_run_and_keeps_a_preexisting_pvc() {
     let left = rt.block_on(run_objects(&c, &m.run_id));
     assert!(left.is_empty(), "left behind after Ctrl-C: {left:?}");
     assert_eq!(rt.block_on(pvc_uid(&c, &ns, "v0-keep")), Some(keep_uid));
-    assert!(replay::ledger::read_live(&replay::Ledger::path_in(&run_dir)).unwrap().is_empty());
+    assert!(
+        replay::ledger::read_live(&replay::Ledger::path_in(&run_dir))
+            .unwrap()
+            .is_empty()
+    );
     rt.block_on(drop_namespace(&c, &ns));
     rt.block_on(drop_static(&c, &class));
 }
@@ -190,17 +232,32 @@ fn cleanup_after_sigkill_removes_the_run_namespace_and_objects() {
     signal(&child, "-KILL");
     let _ = child.wait();
     let id = run_id(&run_dir);
-    assert!(!rt.block_on(run_objects(&c, &id)).is_empty(), "SIGKILL left the run's objects");
+    assert!(
+        !rt.block_on(run_objects(&c, &id)).is_empty(),
+        "SIGKILL left the run's objects"
+    );
     let out = Command::new(cnsreplay_bin())
         .arg("cleanup")
         .arg(&run_dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "cleanup: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "cleanup: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let left = rt.block_on(run_objects(&c, &id));
     assert!(left.is_empty(), "left behind after cleanup: {left:?}");
     // Run again: nothing left to do.
-    let again = Command::new(cnsreplay_bin()).arg("cleanup").arg(&run_dir).output().unwrap();
-    assert!(String::from_utf8_lossy(&again.stdout).contains("removed 0"), "{}", String::from_utf8_lossy(&again.stdout));
+    let again = Command::new(cnsreplay_bin())
+        .arg("cleanup")
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("removed 0"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
     rt.block_on(drop_static(&c, &class));
 }

@@ -30,10 +30,21 @@ fn iogen_pod_manifest() {
         claim: "db-0".into(),
         block: false,
     };
-    let pod = provider_kube::io_pod(&cfg, "1700000000000-42", "cnsreplay-run", &ev, ph, &vol, Some("node-1"));
+    let pod = provider_kube::io_pod(
+        &cfg,
+        "1700000000000-42",
+        "cnsreplay-run",
+        &ev,
+        ph,
+        &vol,
+        Some("node-1"),
+    );
     let v = serde_json::to_value(&pod).unwrap();
     assert_eq!(v["metadata"]["name"], "db-pod-0-io-0");
-    assert_eq!(v["metadata"]["labels"]["cnsreplay.io/run"], "1700000000000-42");
+    assert_eq!(
+        v["metadata"]["labels"]["cnsreplay.io/run"],
+        "1700000000000-42"
+    );
     assert_eq!(v["metadata"]["labels"]["cnsreplay.io/role"], "io");
     assert_eq!(v["metadata"]["labels"]["cnsreplay.io/workload"], "db-pod-0");
     assert_eq!(v["metadata"]["labels"]["cnsreplay.io/tenant"], "db");
@@ -41,21 +52,44 @@ fn iogen_pod_manifest() {
     assert_eq!(c["image"], "registry.example/cnsreplay/iogen:0.1.0");
     assert_eq!(c["volumeMounts"][0]["mountPath"], "/data/0");
     assert_eq!(v["spec"]["restartPolicy"], "Never");
-    assert_eq!(v["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"], "db-0");
     assert_eq!(
-        v["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0],
+        v["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        "db-0"
+    );
+    assert_eq!(
+        v["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchFields"][0]["values"][0],
         "node-1"
     );
-    let args: Vec<&str> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
     assert_eq!(args[0], "phase");
     assert_eq!(&args[2..4], ["--target", "/data/0/cnsreplay-io.dat"]);
     assert_eq!(&args[4..6], ["--interval-log", "/dev/stdout"]);
     // The snippet is what iogen itself parses.
     let parsed = iogen::parse_phase_snippet(args[1]).unwrap();
-    assert_eq!((parsed.read_pct, parsed.duration), (70, Some(10_000_000_000)));
+    assert_eq!(
+        (parsed.read_pct, parsed.duration),
+        (70, Some(10_000_000_000))
+    );
     // The shipped template names the same image placeholder, mount and arguments.
-    let tpl = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/iogen-pod.yaml")).unwrap();
-    for needle in ["cnsreplay.io/run", "/data/0", "--interval-log", "/dev/stdout", "restartPolicy: Never", "persistentVolumeClaim"] {
+    let tpl = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/iogen-pod.yaml"
+    ))
+    .unwrap();
+    for needle in [
+        "cnsreplay.io/run",
+        "/data/0",
+        "--interval-log",
+        "/dev/stdout",
+        "restartPolicy: Never",
+        "persistentVolumeClaim",
+    ] {
         assert!(tpl.contains(needle), "deploy/iogen-pod.yaml lacks {needle}");
     }
 }
