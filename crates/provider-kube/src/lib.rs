@@ -10,6 +10,7 @@
 //! the ledger before it is created; its UID is recorded after, and cleanup deletes only
 //! recorded objects, with a UID precondition. See `docs/kubernetes.md`.
 
+mod cleanup;
 mod env;
 mod io;
 pub mod limiter;
@@ -451,7 +452,8 @@ impl Provider for KubeProvider {
     }
 
     fn cleanup(&self, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
-        self.rt.block_on(ops::cleanup(&self.inner, run, leftovers))
+        self.rt
+            .block_on(cleanup::cleanup(&self.inner, run, leftovers))
     }
 }
 

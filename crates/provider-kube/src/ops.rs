@@ -1,19 +1,15 @@
 //! The operations: each creates/patches/deletes through the rate-limited client and then
 //! waits on the shared watches (see `watch.rs`) for its completion condition, reporting the
-//! phases it passes. Also cleanup, which deletes only ledger objects whose UID matches.
+//! phases it passes.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Resource, ResourceExt};
-use replay::ledger::LedgerEntry;
-use replay::provider::CleanupReport;
-use replay::{OpCtx, ProviderError, RunInfo};
+use replay::{OpCtx, ProviderError};
 use serde_json::json;
 use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
 
@@ -701,128 +697,4 @@ pub(crate) async fn execute(
         )),
         Op::Marker(_) => Ok(()),
     }
-}
-
-/// Order in which cleanup removes kinds: users before what they use.
-fn rank(kind: &str) -> u8 {
-    match kind {
-        "pod" => 0,
-        "volumesnapshot" => 1,
-        "pvc" => 2,
-        "namespace" => 3,
-        _ => 4,
-    }
-}
-
-const CLEANUP_WAIT: Duration = Duration::from_secs(120);
-
-/// Removes one ledger entry. Ok(true): deleted; Ok(false): already gone or not ours.
-async fn remove(p: &Kube, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String> {
-    let uid = e
-        .detail
-        .get("uid")
-        .and_then(|u| u.as_str())
-        .map(str::to_owned);
-    let (ns, name) = match e.id.split_once('/') {
-        Some((ns, n)) => (Some(ns), n),
-        None => (None, e.id.as_str()),
-    };
-    let c = p.client.clone();
-    macro_rules! delete_owned {
-        ($api:expr) => {{
-            let api = $api;
-            p.limiter.acquire().await;
-            let cur = api.get_opt(name).await.map_err(|e| e.to_string())?;
-            let Some(cur) = cur else { return Ok(false) };
-            let cur_uid = cur.uid().unwrap_or_default();
-            let ours = match &uid {
-                Some(u) => *u == cur_uid,
-                // Crashed between create and recording the UID: ours only if it carries this
-                // run's label (the run id is unique).
-                None => cur.labels().get(objects::RUN_LABEL) == Some(&run.run_id),
-            };
-            if !ours {
-                return Ok(false);
-            }
-            p.limiter.acquire().await;
-            match api
-                .delete(name, &delete_params(Some(cur_uid.clone()), None))
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(false),
-                Err(e) => return Err(e.to_string()),
-            }
-            tokio::time::timeout(
-                CLEANUP_WAIT,
-                await_condition(api, name, conditions::is_deleted(&cur_uid)),
-            )
-            .await
-            .map_err(|_| format!("still there after {CLEANUP_WAIT:?}"))?
-            .map_err(|e| e.to_string())?;
-            Ok(true)
-        }};
-    }
-    match (e.kind.as_str(), ns) {
-        ("pod", Some(ns)) => delete_owned!(Api::<Pod>::namespaced(c, ns)),
-        ("pvc", Some(ns)) => delete_owned!(Api::<PersistentVolumeClaim>::namespaced(c, ns)),
-        ("volumesnapshot", Some(ns)) => delete_owned!(Api::<VolumeSnapshot>::namespaced(c, ns)),
-        ("namespace", None) => delete_owned!(Api::<k8s_openapi::api::core::v1::Namespace>::all(c)),
-        ("cordon", None) => {
-            let api: Api<Node> = Api::all(c);
-            p.limiter.acquire().await;
-            let Some(n) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
-                return Ok(false);
-            };
-            if uid.is_some() && n.uid() != uid {
-                return Ok(false);
-            }
-            if n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) {
-                return Ok(false);
-            }
-            p.limiter.acquire().await;
-            api.patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"unschedulable": false}})),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            Ok(true)
-        }
-        (k, _) => Err(format!("unknown ledger kind {k:?}")),
-    }
-}
-
-/// Removes the ledger's leftovers: pods, then snapshots, then PVCs, then the run's
-/// namespace, then uncordons; each group in parallel, each object with a UID precondition.
-pub(crate) async fn cleanup(p: &Kube, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
-    let mut report = CleanupReport::default();
-    let ledger = replay::Ledger::open(&run.run_dir).ok();
-    let mut sorted: Vec<&LedgerEntry> = leftovers.iter().collect();
-    sorted.sort_by_key(|e| rank(&e.kind));
-    for r in 0..=4 {
-        let group: Vec<&LedgerEntry> = sorted
-            .iter()
-            .copied()
-            .filter(|e| rank(&e.kind) == r)
-            .collect();
-        let results = join_all(group.iter().map(|e| remove(p, run, e))).await;
-        for (e, res) in group.iter().zip(results) {
-            match res {
-                Ok(removed) => {
-                    if removed {
-                        report.removed += 1;
-                    } else {
-                        report.already_gone += 1;
-                    }
-                    if let Some(l) = &ledger {
-                        let _ = l.release(&e.kind, &e.id);
-                    }
-                }
-                Err(m) => report.failed.push(format!("{} {}: {m}", e.kind, e.id)),
-            }
-        }
-    }
-    report
 }

