@@ -325,8 +325,6 @@ impl Kube {
                     .to_owned(),
             );
         }
-        let env_text = serde_json::to_vec_pretty(&env).unwrap_or_default();
-        std::fs::write(run.run_dir.join("environment.json"), env_text).map_err(io_err)?;
         let _ = self.environment.set(env);
         let labels = run.owner_label();
         let cfg = watcher::Config::default().labels(&labels);
@@ -434,6 +432,14 @@ impl Provider for KubeProvider {
 
     fn environment(&self) -> serde_json::Value {
         KubeProvider::environment(self)
+    }
+
+    fn finish_notices(&self) -> Vec<String> {
+        let notices = self.throttle_notices();
+        for n in &notices {
+            tracing::warn!("{n}");
+        }
+        notices
     }
 
     async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {

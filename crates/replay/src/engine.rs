@@ -327,6 +327,7 @@ pub fn run<P: Provider>(
         provider: ProviderInfo {
             name: provider.name().to_owned(),
             config: provider.config(),
+            environment: serde_json::Value::Null,
         },
         started: started_wall,
         finished: None,
@@ -340,6 +341,10 @@ pub fn run<P: Provider>(
         provider: provider.name().to_owned(),
         source,
     })?;
+    manifest.provider.environment = provider.environment();
+    if !manifest.provider.environment.is_null() {
+        rd.write_manifest(&manifest)?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(opts.workers.max(1))
         .enable_time()
@@ -370,11 +375,26 @@ pub fn run<P: Provider>(
             ledger.clone(),
             snapshots.clone(),
         ));
-        rt.block_on(provider.execute(ev, ctx))
-            .map_err(|source| Error::Provider {
+        if let Err(source) = rt.block_on(provider.execute(ev, ctx)) {
+            // Nothing was replayed, but objects may exist already (this volume half-made, or
+            // earlier ones): remove them before reporting, and leave the run marked.
+            drop(rt);
+            let leftovers = ledger.live()?;
+            if !leftovers.is_empty() {
+                provider.cleanup(&info, &leftovers);
+            }
+            manifest.state = CompletionState::Interrupted;
+            manifest.reason = Some(format!(
+                "creating pre-existing volume {} failed: {source}",
+                v.name
+            ));
+            manifest.finished = Some(jiff::Timestamp::now());
+            rd.write_manifest(&manifest)?;
+            return Err(Error::Provider {
                 provider: provider.name().to_owned(),
                 source,
-            })?;
+            });
+        }
         deps.exists(Key::Volume(v.name.clone()));
     }
 
@@ -574,7 +594,10 @@ pub fn run<P: Provider>(
         io: sunk.io,
         cleaned_up: cleanup.removed,
         cleanup_failures: cleanup.failed,
-        notices,
+        notices: {
+            notices.extend(provider.finish_notices());
+            notices
+        },
     };
     rd.write_summary(&summary)?;
     manifest.state = summary.state;

@@ -166,7 +166,13 @@ impl OpCtx {
 
     /// Marks the end of phase `name` now.
     pub fn phase(&self, name: &str) {
-        let at = self.now_ns();
+        self.phase_at(name, Instant::now());
+    }
+
+    /// Marks the end of phase `name` at `when`: the instant the provider learned of it (e.g.
+    /// when the watch event that showed it arrived), which may be earlier than now.
+    pub fn phase_at(&self, name: &str, when: Instant) {
+        let at = ns_since(self.origin, when);
         self.phases
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -241,6 +247,12 @@ pub trait Provider: Send + Sync + 'static {
     /// `Null` when it has nothing to say.
     fn environment(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+
+    /// Notices about the run as a whole, asked once after the last operation (e.g. client-side
+    /// throttling that delayed requests); they join the summary's notices.
+    fn finish_notices(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// Performs one event's operation. Markers are never passed here.

@@ -59,6 +59,10 @@ pub struct ProviderInfo {
     pub name: String,
     /// Its configuration (rebuilds it for `cleanup`).
     pub config: serde_json::Value,
+    /// What it found about its environment while preparing (for a cluster: server version,
+    /// nodes, storage and snapshot classes, CSI drivers); absent when it had nothing to say.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub environment: serde_json::Value,
 }
 
 /// `manifest.json`.

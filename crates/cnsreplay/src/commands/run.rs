@@ -310,20 +310,11 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
             &output,
             &Arc::new(LocalProvider::new(local_config(&a.settings)?)),
         )?,
-        ProviderKind::Kube => {
-            let p = Arc::new(KubeProvider::new(kube_config(&a.settings)?)?);
-            let mut s = execute(a, &output, &p)?;
-            // Throttling is only known at the end: add it to the summary's notices.
-            let extra = p.throttle_notices();
-            if !extra.is_empty() {
-                for n in &extra {
-                    tracing::warn!("{n}");
-                }
-                s.notices.extend(extra);
-                RunDir::open(&output).write_summary(&s)?;
-            }
-            s
-        }
+        ProviderKind::Kube => execute(
+            a,
+            &output,
+            &Arc::new(KubeProvider::new(kube_config(&a.settings)?)?),
+        )?,
     };
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &summary)?;

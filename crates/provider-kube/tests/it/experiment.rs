@@ -98,7 +98,12 @@ fn experiment1_one_and_fifty_pods_new_and_preexisting_volumes() {
             .iter()
             .any(|s| s["name"] == class.as_str())
     );
-    assert!(run_dir.join("environment.json").exists());
+    let manifest = replay::RunDir::open(&run_dir).manifest().expect("manifest");
+    let env = &manifest.provider.environment;
+    assert!(
+        env.get("server_version").is_some() && env.get("nodes").is_some(),
+        "the manifest records the cluster: {env}"
+    );
     // Nothing of the run is left (the run-owned namespace went in the final cleanup).
     let left = rt.block_on(run_objects(&c, &out.manifest.run_id));
     assert!(left.is_empty(), "left behind: {left:?}");
