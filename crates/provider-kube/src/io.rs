@@ -16,7 +16,7 @@ use replay::{OpCtx, ProviderError};
 use trace_format::{Event, IoPhase};
 
 use crate::objects::{self, DATA_FILE, PodVolume, k8s_name};
-use crate::{Kube, KubeConfig, io_err};
+use crate::{Kube, KubeConfig, io_err, stamp};
 
 /// The pod of an `io_phase` event: what the provider creates, exposed for rendering and
 /// review (`deploy/iogen-pod.yaml` is its template form).
@@ -83,6 +83,10 @@ pub(crate) async fn io_phase(
         .get(&ph.volume)
         .cloned()
         .ok_or_else(|| ProviderError::new("not_found", format!("volume {:?}", ph.volume)))?;
+    if p.config.io_exec == crate::IoExec::Local {
+        return crate::io_local::io_phase(p, ev, ph, ctx, &vol.pvc, vol.block, wl.node.as_deref())
+            .await;
+    }
     let pod = io_pod(
         &p.config,
         &p.run()?.run_id,
@@ -96,24 +100,25 @@ pub(crate) async fn io_phase(
         wl.node.as_deref(),
     );
     let name = pod.meta().name.clone().unwrap_or_default();
-    let created = p.create(ctx, "pod", &pod).await?;
+    let created = p.create(ctx, "pod", &pod, Some(&p.watches()?.pod)).await?;
     let uid = created.uid().unwrap_or_default();
     if let Some(w) = p.state().workloads.get_mut(&ph.workload) {
         w.io_pods.push(name.clone());
     }
     let w = &p.watches()?.pod;
-    w.wait_for(&name, |s| {
-        let o = s.get(&ObjectRef::new(&name).within(ns))?;
-        if o.uid().as_deref() != Some(&uid) {
-            return None;
-        }
-        let phase = o.status.as_ref()?.phase.clone()?;
-        (phase != "Pending").then_some(())
-    })
-    .await;
-    ctx.phase("running");
-    let start_ns = ctx.now_ns();
-    let phase = w
+    let ((), at) = w
+        .wait_for(&name, |s| {
+            let o = s.get(&ObjectRef::new(&name).within(ns))?;
+            if o.uid().as_deref() != Some(&uid) {
+                return None;
+            }
+            let phase = o.status.as_ref()?.phase.clone()?;
+            (phase != "Pending").then_some(())
+        })
+        .await;
+    stamp::phase_at(ctx, "running", at);
+    let start_ns = replay::provider::ns_since(ctx.origin(), at);
+    let (phase, at) = w
         .wait_for(&name, |s| {
             let Some(o) = s.get(&ObjectRef::new(&name).within(ns)) else {
                 return Some(None);
@@ -126,10 +131,10 @@ pub(crate) async fn io_phase(
         .await;
     let Some(phase) = phase else {
         // Deleted under us: abort_workload or detach stopped the I/O.
-        ctx.phase("io-stopped");
+        stamp::phase_at(ctx, "io-stopped", at);
         return Ok(());
     };
-    ctx.phase("io-done");
+    stamp::phase_at(ctx, "io-done", at);
     let api: Api<Pod> = Api::namespaced(p.client.clone(), ns);
     let log = p
         .call(api.logs(
@@ -140,7 +145,7 @@ pub(crate) async fn io_phase(
             },
         ))
         .await?;
-    ctx.phase("logs");
+    stamp::phase(ctx, "logs");
     let io_dir = p.run()?.run_dir.join("io");
     std::fs::create_dir_all(&io_dir).map_err(io_err)?;
     std::fs::write(io_dir.join(format!("{}.log", ev.id)), &log).map_err(io_err)?;

@@ -13,9 +13,11 @@
 mod cleanup;
 mod env;
 mod io;
+mod io_local;
 pub mod limiter;
 pub mod objects;
 mod ops;
+mod stamp;
 mod watch;
 
 use std::collections::HashMap;
@@ -34,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use trace_format::Event;
 
 pub use crate::io::{io_pod, split_log};
+pub use crate::io_local::IoExec;
 pub use crate::limiter::{ClientStats, Limiter};
 pub use crate::objects::{VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
 use crate::watch::Watch;
@@ -65,6 +68,9 @@ pub struct KubeConfig {
     pub iogen_image: String,
     /// Image of workload pods (`attach`).
     pub pause_image: String,
+    /// Where `io_phase` I/O runs: `pod` (an iogen pod) or `local` (iogen in this process on
+    /// the device the CSI driver attached; test clusters only, Block volumes only).
+    pub io_exec: IoExec,
 }
 
 impl Default for KubeConfig {
@@ -80,6 +86,7 @@ impl Default for KubeConfig {
             burst: 100,
             iogen_image: "cnsreplay/iogen:latest".into(),
             pause_image: "registry.k8s.io/pause:3.10".into(),
+            io_exec: IoExec::Pod,
         }
     }
 }
@@ -129,6 +136,8 @@ pub(crate) struct WlState {
     pub(crate) tenant: Option<String>,
     /// I/O pods of `io_phase` events running in it.
     pub(crate) io_pods: Vec<String>,
+    /// Stop flags of `io_phase` units running in this process (`io_exec: local`).
+    pub(crate) io_local: Vec<io_local::LocalIo>,
 }
 
 #[derive(Debug, Default)]
@@ -391,6 +400,12 @@ pub(crate) fn uid_detail(m: &ObjectMeta) -> serde_json::Value {
     serde_json::json!({ "uid": m.uid })
 }
 
+/// Runs blocking work (the ledger's fsync, file writes) without stalling the other tasks of
+/// this worker thread: they would otherwise stamp their phases late.
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
 #[allow(clippy::needless_pass_by_value)] // used as `.map_err(io_err)`
 pub(crate) fn io_err(e: std::io::Error) -> ProviderError {
     ProviderError::new("io", e.to_string())
@@ -447,10 +462,10 @@ impl Provider for KubeProvider {
         // runtime has no I/O driver: run the operation on the provider's runtime. Dropping
         // the returned future (timeout, cancel) aborts it.
         let this = self.inner.clone();
-        let mut task = AbortOnDrop(
-            self.rt
-                .spawn(async move { ops::execute(&this, ev, ctx).await }),
-        );
+        let mut task =
+            AbortOnDrop(self.rt.spawn(stamp::scope(
+                async move { ops::execute(&this, ev, ctx).await },
+            )));
         match (&mut task.0).await {
             Ok(r) => r,
             Err(e) => Err(ProviderError::new("panic", e.to_string())),

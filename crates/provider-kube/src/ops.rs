@@ -3,6 +3,7 @@
 //! phases it passes.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
@@ -14,7 +15,9 @@ use serde_json::json;
 use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
 
 use crate::objects::{self, DataSource, PodVolume, PvcSpec, VolumeSnapshot, k8s_name};
-use crate::{Kube, VolState, WlState, delete_params, io_err, uid_detail};
+use crate::stamp::{done_at, phase, phase_at};
+use crate::watch::Watch;
+use crate::{Kube, VolState, WlState, blocking, delete_params, io_err, uid_detail};
 
 fn missing(what: &str, name: &str) -> ProviderError {
     ProviderError::new(
@@ -52,32 +55,39 @@ impl Kube {
         ctx: &OpCtx,
         kind: &str,
         obj: &K,
+        watch: Option<&Watch<K>>,
     ) -> Result<K, ProviderError>
     where
         K: Resource<DynamicType = ()>
             + Clone
             + serde::Serialize
             + serde::de::DeserializeOwned
-            + std::fmt::Debug,
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
         K: Resource<Scope = kube::core::NamespaceResourceScope>,
     {
         let ns = self.ns()?;
         let id = format!("{ns}/{}", obj.meta().name.as_deref().unwrap_or_default());
-        ctx.ledger()
-            .intend(kind, &id, serde_json::Value::Null)
-            .map_err(io_err)?;
+        blocking(|| ctx.ledger().intend(kind, &id, serde_json::Value::Null)).map_err(io_err)?;
         let api: Api<K> = Api::namespaced(self.client.clone(), ns);
         match self.call(api.create(&PostParams::default(), obj)).await {
             Ok(o) => {
-                // The phase first: the ledger's fsync must not count as API latency.
-                ctx.phase("created");
-                ctx.ledger()
-                    .intend(kind, &id, uid_detail(o.meta()))
+                // The phase first: the ledger's fsync must not count as API latency. The
+                // object's ADDED watch event may have been seen before this task got to run
+                // with the response: the earlier of the two.
+                let now = Instant::now();
+                let seen = watch
+                    .zip(o.meta().name.as_deref().zip(o.meta().uid.as_deref()))
+                    .and_then(|(w, (n, u))| w.first_seen(n, u));
+                phase_at(ctx, "created", seen.map_or(now, |s| s.min(now)));
+                blocking(|| ctx.ledger().intend(kind, &id, uid_detail(o.meta())))
                     .map_err(io_err)?;
                 Ok(o)
             }
             Err(e) if e.class == "already_exists" => {
-                let _ = ctx.ledger().release(kind, &id);
+                let _ = blocking(|| ctx.ledger().release(kind, &id));
                 Err(e)
             }
             Err(e) => Err(e),
@@ -133,9 +143,10 @@ impl Kube {
         &self,
         name: &str,
         uid: &str,
-    ) -> Result<Arc<PersistentVolumeClaim>, ProviderError> {
+    ) -> Result<(Arc<PersistentVolumeClaim>, Instant), ProviderError> {
         let ns = self.ns()?;
-        self.watches()?
+        let (r, at) = self
+            .watches()?
             .pvc
             .wait_for(name, |s| {
                 let o = get(s, ns, name, uid)?;
@@ -148,7 +159,8 @@ impl Kube {
                     _ => None,
                 }
             })
-            .await
+            .await;
+        Ok((r?, at))
     }
 
     async fn create_volume(
@@ -204,7 +216,14 @@ impl Kube {
             source,
         };
         let meta = objects::meta(&name, ns, &self.run()?.run_id, ev.tenant.as_deref());
-        let created = self.create(ctx, "pvc", &objects::pvc(meta, &spec)).await?;
+        let created = self
+            .create(
+                ctx,
+                "pvc",
+                &objects::pvc(meta, &spec),
+                Some(&self.watches()?.pvc),
+            )
+            .await?;
         let uid = created.uid().unwrap_or_default();
         let wffc = self.class_is_wffc(class.as_deref());
         self.state().volumes.insert(
@@ -217,11 +236,11 @@ impl Kube {
         );
         if wffc {
             // Binding waits for the first pod; that attach measures it (phase `bound`).
-            ctx.phase("wait-for-first-consumer");
+            phase(ctx, "wait-for-first-consumer");
             return Ok(());
         }
-        self.wait_pvc_bound(&name, &uid).await?;
-        ctx.phase("bound");
+        let (_, at) = self.wait_pvc_bound(&name, &uid).await?;
+        phase_at(ctx, "bound", at);
         Ok(())
     }
 
@@ -242,12 +261,13 @@ impl Kube {
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
         self.call(api.delete(&vs.pvc, &delete_params(Some(uid.clone()), None)))
             .await?;
-        ctx.phase("deleted");
-        w.pvc
+        phase(ctx, "deleted");
+        let ((), at) = w
+            .pvc
             .wait_for(&vs.pvc, |s| gone(s, Some(ns), &vs.pvc, &uid).then_some(()))
             .await;
-        ctx.phase("pvc-gone");
-        let _ = ctx.ledger().release("pvc", &format!("{ns}/{}", vs.pvc));
+        phase_at(ctx, "pvc-gone", at);
+        let _ = blocking(|| ctx.ledger().release("pvc", &format!("{ns}/{}", vs.pvc)));
         self.state().volumes.remove(v);
         if let Some(pv) = pv
             && pv
@@ -257,9 +277,10 @@ impl Kube {
                 == Some("Delete")
         {
             let (pv_name, pv_uid) = (pv.name_any(), pv.uid().unwrap_or_default());
-            w.pv.wait_for(&pv_name, |s| gone(s, None, &pv_name, &pv_uid).then_some(()))
-                .await;
-            ctx.phase("pv-gone");
+            let ((), at) =
+                w.pv.wait_for(&pv_name, |s| gone(s, None, &pv_name, &pv_uid).then_some(()))
+                    .await;
+            phase_at(ctx, "pv-gone", at);
         }
         Ok(())
     }
@@ -321,7 +342,7 @@ impl Kube {
             &self.config.pause_image,
             None,
         );
-        let created = self.create(ctx, "pod", &pod).await?;
+        let created = self.create(ctx, "pod", &pod, Some(&w.pod)).await?;
         let uid = created.uid().unwrap_or_default();
         let failed = |o: &Pod| {
             matches!(
@@ -335,7 +356,7 @@ impl Kube {
                 )
             })
         };
-        let node_name = w
+        let (node_name, at) = w
             .pod
             .wait_for(&name, |s| {
                 let o = get(s, ns, &name, &uid)?;
@@ -344,8 +365,9 @@ impl Kube {
                 }
                 o.spec.as_ref()?.node_name.clone().map(Ok)
             })
-            .await?;
-        ctx.phase("scheduled");
+            .await;
+        let node_name = node_name?;
+        phase_at(ctx, "scheduled", at);
         let wffc: Vec<(Name, VolState)> = volumes
             .iter()
             .zip(&vols)
@@ -353,6 +375,7 @@ impl Kube {
             .map(|(n, v)| (n.clone(), v.clone()))
             .collect();
         if !wffc.is_empty() {
+            let mut bound = None;
             for (n, v) in &wffc {
                 let pvc_uid = w
                     .pvc
@@ -360,32 +383,37 @@ impl Kube {
                     .get(&ObjectRef::new(&v.pvc).within(ns))
                     .and_then(|o| o.uid())
                     .unwrap_or_default();
-                self.wait_pvc_bound(&v.pvc, &pvc_uid).await?;
+                let (_, at) = self.wait_pvc_bound(&v.pvc, &pvc_uid).await?;
+                bound = bound.max(Some(at));
                 if let Some(s) = self.state().volumes.get_mut(n) {
                     s.wffc = false;
                 }
             }
-            ctx.phase("bound");
+            phase_at(ctx, "bound", bound.unwrap_or_else(Instant::now));
         }
         let claims: Vec<String> = vols.iter().map(|v| v.pvc.clone()).collect();
         let pvs = self.attachable_pvs(&claims)?;
+        let mut attached = None;
         for pv in &pvs {
-            w.va.wait_for(pv, |s| {
-                s.state()
-                    .iter()
-                    .any(|va| {
-                        va.spec.source.persistent_volume_name.as_deref() == Some(pv)
-                            && va.spec.node_name == node_name
-                            && va.status.as_ref().is_some_and(|st| st.attached)
-                    })
-                    .then_some(())
-            })
-            .await;
+            let ((), at) =
+                w.va.wait_for(pv, |s| {
+                    s.state()
+                        .iter()
+                        .any(|va| {
+                            va.spec.source.persistent_volume_name.as_deref() == Some(pv)
+                                && va.spec.node_name == node_name
+                                && va.status.as_ref().is_some_and(|st| st.attached)
+                        })
+                        .then_some(())
+                })
+                .await;
+            attached = attached.max(Some(at));
         }
-        if !pvs.is_empty() {
-            ctx.phase("attached");
+        if let Some(at) = attached {
+            phase_at(ctx, "attached", at);
         }
-        w.pod
+        let (r, at) = w
+            .pod
             .wait_for(&name, |s| {
                 let o = get(s, ns, &name, &uid)?;
                 if let Some(f) = failed(&o) {
@@ -393,9 +421,11 @@ impl Kube {
                 }
                 (o.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(Ok(()))
             })
-            .await?;
-        ctx.phase("running");
-        w.pod
+            .await;
+        r?;
+        phase_at(ctx, "running", at);
+        let (r, at) = w
+            .pod
             .wait_for(&name, |s| {
                 let o = get(s, ns, &name, &uid)?;
                 if let Some(f) = failed(&o) {
@@ -409,14 +439,16 @@ impl Kube {
                     .any(|c| c.type_ == "Ready" && c.status == "True")
                     .then_some(Ok(()))
             })
-            .await?;
-        ctx.phase("ready");
+            .await;
+        r?;
+        phase_at(ctx, "ready", at);
         Ok(WlState {
             pod: name,
             volumes: volumes.to_vec(),
             node: Some(node_name),
             tenant: tenant.map(str::to_owned),
             io_pods: Vec::new(),
+            io_local: Vec::new(),
         })
     }
 
@@ -448,24 +480,28 @@ impl Kube {
             Err(e) if e.class == "not_found" => {}
             Err(e) => return Err(e),
         }
-        ctx.phase("deleted");
-        w.pod
+        phase(ctx, "deleted");
+        let ((), at) = w
+            .pod
             .wait_for(pod, |s| gone(s, Some(ns), pod, &uid).then_some(()))
             .await;
-        ctx.phase("pod-gone");
-        let _ = ctx.ledger().release("pod", &format!("{ns}/{pod}"));
+        phase_at(ctx, "pod-gone", at);
+        let _ = blocking(|| ctx.ledger().release("pod", &format!("{ns}/{pod}")));
+        let mut detached = None;
         for pv in &pvs {
-            w.va.wait_for(pv, |s| {
-                (!s.state().iter().any(|va| {
-                    va.spec.source.persistent_volume_name.as_deref() == Some(pv.as_str())
-                        && node.is_none_or(|n| va.spec.node_name == n)
-                }))
-                .then_some(())
-            })
-            .await;
+            let ((), at) =
+                w.va.wait_for(pv, |s| {
+                    (!s.state().iter().any(|va| {
+                        va.spec.source.persistent_volume_name.as_deref() == Some(pv.as_str())
+                            && node.is_none_or(|n| va.spec.node_name == n)
+                    }))
+                    .then_some(())
+                })
+                .await;
+            detached = detached.max(Some(at));
         }
-        if !pvs.is_empty() {
-            ctx.phase("detached");
+        if let Some(at) = detached {
+            phase_at(ctx, "detached", at);
         }
         Ok(())
     }
@@ -482,6 +518,9 @@ impl Kube {
             .remove(workload)
             .ok_or_else(|| missing("workload", workload))?;
         let grace = abort.then_some(0);
+        for l in &wl.io_local {
+            l.stop.request();
+        }
         let io = wl
             .io_pods
             .iter()
@@ -494,8 +533,11 @@ impl Kube {
                 return Err(e);
             }
         }
-        if !wl.io_pods.is_empty() {
-            ctx.phase("io-stopped");
+        for l in &wl.io_local {
+            l.ended().await;
+        }
+        if !wl.io_pods.is_empty() || !wl.io_local.is_empty() {
+            phase(ctx, "io-stopped");
         }
         self.stop_pod(ctx, &wl.pod, &wl.volumes, wl.node.as_deref(), grace)
             .await?;
@@ -522,19 +564,21 @@ impl Kube {
         let api: Api<Node> = Api::all(self.client.clone());
         let n = self.call(api.get(node)).await?;
         if n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
-            ctx.phase("already-cordoned");
+            phase(ctx, "already-cordoned");
             return Ok(());
         }
-        ctx.ledger()
-            .intend("cordon", node, json!({ "uid": n.uid() }))
-            .map_err(io_err)?;
+        blocking(|| {
+            ctx.ledger()
+                .intend("cordon", node, json!({ "uid": n.uid() }))
+        })
+        .map_err(io_err)?;
         self.call(api.patch(
             node,
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"unschedulable": true}})),
         ))
         .await?;
-        ctx.phase("cordoned");
+        phase(ctx, "cordoned");
         Ok(())
     }
 
@@ -570,14 +614,15 @@ impl Kube {
             },
             status: None,
         };
-        let created = self.create(ctx, "volumesnapshot", &obj).await?;
+        let created = self.create(ctx, "volumesnapshot", &obj, Some(&w)).await?;
         let uid = created.uid().unwrap_or_default();
-        w.wait_for(&name, |st| {
-            let o = get(st, ns, &name, &uid)?;
-            (o.status.as_ref()?.ready_to_use == Some(true)).then_some(())
-        })
-        .await;
-        ctx.phase("ready");
+        let ((), at) = w
+            .wait_for(&name, |st| {
+                let o = get(st, ns, &name, &uid)?;
+                (o.status.as_ref()?.ready_to_use == Some(true)).then_some(())
+            })
+            .await;
+        phase_at(ctx, "ready", at);
         Ok(())
     }
 
@@ -595,12 +640,15 @@ impl Kube {
         let api: Api<VolumeSnapshot> = Api::namespaced(self.client.clone(), ns);
         self.call(api.delete(&name, &delete_params(Some(uid.clone()), None)))
             .await?;
-        ctx.phase("deleted");
-        w.wait_for(&name, |st| gone(st, Some(ns), &name, &uid).then_some(()))
+        phase(ctx, "deleted");
+        let ((), at) = w
+            .wait_for(&name, |st| gone(st, Some(ns), &name, &uid).then_some(()))
             .await;
-        let _ = ctx
-            .ledger()
-            .release("volumesnapshot", &format!("{ns}/{name}"));
+        done_at(ctx, at);
+        let _ = blocking(|| {
+            ctx.ledger()
+                .release("volumesnapshot", &format!("{ns}/{name}"))
+        });
         Ok(())
     }
 
@@ -617,9 +665,10 @@ impl Kube {
                 ),
             ))
             .await?;
-        ctx.phase("patched");
+        phase(ctx, "patched");
         let uid = patched.uid().unwrap_or_default();
-        self.watches()?
+        let ((), at) = self
+            .watches()?
             .pvc
             .wait_for(&vs.pvc, |s| {
                 let o = get(s, ns, &vs.pvc, &uid)?;
@@ -627,7 +676,7 @@ impl Kube {
                 (cap >= r.size).then_some(())
             })
             .await;
-        ctx.phase("resized");
+        phase_at(ctx, "resized", at);
         Ok(())
     }
 }
@@ -683,7 +732,7 @@ pub(crate) async fn execute(
             for r in join_all(moves).await {
                 r?;
             }
-            ctx.phase("drained");
+            phase(ctx, "drained");
             Ok(())
         }
         Op::Snapshot(s) => p.snapshot(&ev, s, ctx).await,

@@ -4,12 +4,18 @@
 //! and never polls: it registers, checks its condition against the reflector's cache, and
 //! sleeps until its key changes. Thousands of objects in flight therefore cost one watch
 //! connection per kind and a map entry each.
+//!
+//! Timing: the watch task takes `Instant::now()` as soon as the reflector yields an event and
+//! hands it to the waiters with the notification (and keeps the latest per key), so a wait
+//! returns the instant the satisfying event *arrived*, not when the waiting task got to run —
+//! on a loaded machine the wake-up delay is milliseconds. Phases and completion use it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -30,8 +36,30 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     store: Store<K>,
-    waiters: Mutex<HashMap<String, watch::Sender<u64>>>,
+    waiters: Mutex<Waiters>,
     key: KeyFn<K>,
+}
+
+/// When events of a key's current object arrived.
+#[derive(Clone, PartialEq)]
+struct Seen {
+    uid: Option<String>,
+    first: Instant,
+    last: Instant,
+}
+
+/// How long the arrival instant of a deleted object's last event is kept (for a waiter that
+/// registers after the deletion arrived).
+const KEEP_DELETED: Duration = Duration::from_secs(60);
+
+/// Waiters per key, and the arrival instants of the events per key.
+#[derive(Default)]
+struct Waiters {
+    tx: HashMap<String, watch::Sender<Option<Instant>>>,
+    last: HashMap<String, Seen>,
+    /// Keys whose object was deleted, oldest first: pruned from `last` after
+    /// [`KEEP_DELETED`].
+    deleted: VecDeque<(Instant, String)>,
 }
 
 impl<K> Debug for Watch<K>
@@ -61,7 +89,7 @@ where
         let (store, writer) = reflector::store::<K>();
         let this = Arc::new(Self {
             store,
-            waiters: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(Waiters::default()),
             key,
         });
         let me = this.clone();
@@ -69,9 +97,11 @@ where
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(ev) = stream.next().await {
+                let at = Instant::now();
                 match ev {
-                    Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => me.notify(&o),
-                    Ok(watcher::Event::InitDone) => me.notify_all(),
+                    Ok(watcher::Event::Apply(o)) => me.notify(&o, at, false),
+                    Ok(watcher::Event::Delete(o)) => me.notify(&o, at, true),
+                    Ok(watcher::Event::InitDone) => me.notify_all(at),
                     Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
                     Err(e) => {
                         limiter.watch_errors.fetch_add(1, Relaxed);
@@ -83,33 +113,67 @@ where
                 }
             }
         });
-        tokio::time::timeout(
-            std::time::Duration::from_secs(30),
-            this.store.wait_until_ready(),
-        )
-        .await
-        .map_err(|_| {
-            format!(
-                "the {} watch did not list within 30 s (RBAC: list and watch needed)",
-                K::kind(&K::DynamicType::default())
-            )
-        })?
-        .map_err(|e| e.to_string())?;
+        tokio::time::timeout(Duration::from_secs(30), this.store.wait_until_ready())
+            .await
+            .map_err(|_| {
+                format!(
+                    "the {} watch did not list within 30 s (RBAC: list and watch needed)",
+                    K::kind(&K::DynamicType::default())
+                )
+            })?
+            .map_err(|e| e.to_string())?;
         Ok(this)
     }
 
-    fn notify(&self, o: &K) {
+    fn notify(&self, o: &K, at: Instant, deleted: bool) {
         let Some(k) = (self.key)(o) else { return };
-        let w = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(tx) = w.get(&k) {
-            tx.send_modify(|v| *v += 1);
+        let mut w = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = w.tx.get(&k) {
+            tx.send_replace(Some(at));
+        }
+        while let Some((t, _)) = w.deleted.front()
+            && at.saturating_duration_since(*t) > KEEP_DELETED
+        {
+            let Some((t, old)) = w.deleted.pop_front() else {
+                break;
+            };
+            if w.last.get(&old).is_some_and(|s| s.last == t) {
+                w.last.remove(&old);
+            }
+        }
+        if deleted {
+            w.deleted.push_back((at, k.clone()));
+        }
+        let uid = o.meta().uid.clone();
+        match w.last.get_mut(&k) {
+            Some(s) if s.uid == uid => s.last = at,
+            _ => {
+                w.last.insert(
+                    k,
+                    Seen {
+                        uid,
+                        first: at,
+                        last: at,
+                    },
+                );
+            }
         }
     }
 
-    fn notify_all(&self) {
+    /// When the first event of the object with key `key` and UID `uid` arrived (for a
+    /// create: its ADDED event, which may be seen before the create's response is).
+    pub(crate) fn first_seen(&self, key: &str, uid: &str) -> Option<Instant> {
         let w = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
-        for tx in w.values() {
-            tx.send_modify(|v| *v += 1);
+        w.last
+            .get(key)
+            .filter(|s| s.uid.as_deref() == Some(uid))
+            .map(|s| s.first)
+    }
+
+    fn notify_all(&self, at: Instant) {
+        let w = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        for tx in w.tx.values() {
+            tx.send_replace(Some(at));
         }
     }
 
@@ -119,17 +183,19 @@ where
     }
 
     /// Waits until `check` (run against the cache) returns `Some`, re-checking only when an
-    /// object with key `key` changed (or the watch relisted). Cancel-safe: a dropped wait
-    /// removes its registration.
+    /// object with key `key` changed (or the watch relisted). Returns the value and the
+    /// instant the event that satisfied it arrived (when it was satisfied at once: the
+    /// arrival of the key's latest event, or now when none is known). Cancel-safe: a dropped
+    /// wait removes its registration.
     pub(crate) async fn wait_for<T>(
         &self,
         key: &str,
         mut check: impl FnMut(&Store<K>) -> Option<T>,
-    ) -> T {
+    ) -> (T, Instant) {
         let rx = {
             let mut w = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
-            w.entry(key.to_owned())
-                .or_insert_with(|| watch::channel(0).0)
+            w.tx.entry(key.to_owned())
+                .or_insert_with(|| watch::channel(None).0)
                 .subscribe()
         };
         let mut reg = Registration {
@@ -137,9 +203,14 @@ where
             key,
             rx: Some(rx),
         };
+        let mut arrived = None;
         loop {
             if let Some(t) = check(&self.store) {
-                return t;
+                let at = arrived.or_else(|| {
+                    let w = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+                    w.last.get(key).map(|s| s.last)
+                });
+                return (t, at.unwrap_or_else(Instant::now));
             }
             let Some(rx) = reg.rx.as_mut() else {
                 return std::future::pending().await;
@@ -148,23 +219,27 @@ where
                 // The sender lives in the map while a receiver exists; not reachable.
                 return std::future::pending().await;
             }
+            arrived = *rx.borrow_and_update();
         }
     }
 }
 
 /// A waiter's registration; dropping it unregisters the key when it was the last waiter.
 struct Registration<'a> {
-    waiters: &'a Mutex<HashMap<String, watch::Sender<u64>>>,
+    waiters: &'a Mutex<Waiters>,
     key: &'a str,
-    rx: Option<watch::Receiver<u64>>,
+    rx: Option<watch::Receiver<Option<Instant>>>,
 }
 
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
         drop(self.rx.take());
         let mut w = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
-        if w.get(self.key).is_some_and(|tx| tx.receiver_count() == 0) {
-            w.remove(self.key);
+        if w.tx
+            .get(self.key)
+            .is_some_and(|tx| tx.receiver_count() == 0)
+        {
+            w.tx.remove(self.key);
         }
     }
 }

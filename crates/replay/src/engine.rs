@@ -212,7 +212,13 @@ async fn execute_event<P: Provider>(
         }
     }
     .await;
-    let completed = sh.now();
+    let now = sh.now();
+    // A provider may know the operation completed before `execute` returned (the arrival of
+    // the watch event that showed it): use that, within [started, now].
+    let completed = match ctx.completed_ns() {
+        Some(c) if result.is_ok() => c.clamp(started, now),
+        _ => now,
+    };
     if let Some(i) = snap_idx {
         sh.snapshots.end(i, completed);
     }

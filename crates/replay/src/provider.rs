@@ -122,6 +122,7 @@ pub struct OpCtx {
     ledger: Arc<Ledger>,
     snapshots: Arc<SnapshotTimeline>,
     io: Mutex<Vec<IoReport>>,
+    completed: Mutex<Option<Instant>>,
     /// Trace id of the event.
     pub event_id: u64,
 }
@@ -150,6 +151,7 @@ impl OpCtx {
             ledger,
             snapshots,
             io: Mutex::new(Vec::new()),
+            completed: Mutex::new(None),
             event_id,
         }
     }
@@ -180,6 +182,25 @@ impl OpCtx {
                 name: name.to_owned(),
                 at,
             });
+    }
+
+    /// Reports the instant the operation completed (e.g. when the watch event that showed
+    /// its completion arrived), which may be earlier than when `execute` returns. The engine
+    /// uses it for a successful operation's `completed`, kept within `[started, return]`;
+    /// the last call wins.
+    pub fn completed_at(&self, when: Instant) {
+        *self
+            .completed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(when);
+    }
+
+    /// The completion instant reported with [`OpCtx::completed_at`], as ns since the origin.
+    pub(crate) fn completed_ns(&self) -> Option<u64> {
+        self.completed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .map(|t| ns_since(self.origin, t))
     }
 
     /// The run's ledger: write every object to it *before* creating it.

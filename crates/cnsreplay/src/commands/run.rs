@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use provider_kube::{KubeConfig, KubeProvider};
+use provider_kube::{IoExec, KubeConfig, KubeProvider};
 use provider_local::{LocalConfig, LocalProvider, Mode};
 use replay::sim::{Latency, SimConfig, SimProvider, Stall};
 use replay::{
@@ -123,6 +123,10 @@ pub struct ProviderArgs {
     /// kube: image of the `io_phase` pods (runs iogen; deploy/iogen.Containerfile).
     #[arg(long, value_name = "IMAGE", default_value = "cnsreplay/iogen:latest")]
     pub iogen_image: String,
+    /// kube: where `io_phase` I/O runs: `pod` (an iogen pod) or `local` (iogen in this
+    /// process on the device the CSI driver attached; test clusters only, Block volumes).
+    #[arg(long, value_name = "MODE", default_value = "pod")]
+    pub kube_io_exec: String,
 }
 
 /// `cleanup`.
@@ -226,6 +230,11 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
         qps: a.kube_qps,
         burst: a.kube_burst,
         iogen_image: a.iogen_image.clone(),
+        io_exec: match a.kube_io_exec.as_str() {
+            "pod" => IoExec::Pod,
+            "local" => IoExec::Local,
+            other => bail!("--kube-io-exec {other}: expected `pod` or `local`"),
+        },
         ..KubeConfig::default()
     })
 }

@@ -155,6 +155,18 @@ pub fn provider(env: &TestEnv, class: &str) -> KubeProvider {
 }
 
 pub fn replay_run(trace: &Path, dir: &Path, p: KubeProvider) -> (RunOutcome, Arc<KubeProvider>) {
+    // The engine's run id is `<start ms>-<pid>`: two tests of this process starting a run in
+    // the same millisecond would share it (and the run namespace). Space the starts apart.
+    static LAST_START: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    {
+        let mut last = LAST_START
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(t) = *last {
+            std::thread::sleep(std::time::Duration::from_millis(100).saturating_sub(t.elapsed()));
+        }
+        *last = Some(std::time::Instant::now());
+    }
     let p = Arc::new(p);
     let opts = RunOptions {
         grace_ns: 60_000_000_000,
@@ -197,4 +209,42 @@ pub fn ordered_phases(r: &EventRecord) -> Vec<&str> {
         last = p.at;
     }
     r.phases.iter().map(|p| p.name.as_str()).collect()
+}
+
+/// Whether the cluster has the project's CSI driver (its `cnsreplay-csi` StorageClass) and,
+/// when `local`, runs it on this machine (`TESTENV_CSI_ROOT`); otherwise prints the skip
+/// notice (a failure when `CNSREPLAY_REQUIRE_CSI=1`) and returns None. Some: the driver's
+/// root folder (empty when not `local` and unknown).
+pub fn csi_driver(
+    env: &TestEnv,
+    rt: &tokio::runtime::Runtime,
+    c: &Client,
+    local: bool,
+) -> Option<PathBuf> {
+    let has_class = rt
+        .block_on(Api::<StorageClass>::all(c.clone()).get_opt("cnsreplay-csi"))
+        .unwrap()
+        .is_some();
+    let root = env
+        .vars
+        .get("TESTENV_CSI_ROOT")
+        .filter(|r| !r.is_empty())
+        .map(PathBuf::from);
+    if has_class && (root.is_some() || !local) {
+        return Some(root.unwrap_or_default());
+    }
+    assert!(
+        std::env::var("CNSREPLAY_REQUIRE_CSI").as_deref() != Ok("1"),
+        "CNSREPLAY_REQUIRE_CSI=1 but the cluster has no cnsreplay-csi StorageClass{}",
+        if local {
+            " or its driver does not run on this machine (TESTENV_CSI_ROOT)"
+        } else {
+            ""
+        }
+    );
+    #[allow(clippy::print_stderr)] // the skip notice is the contract
+    {
+        eprintln!("skipped: no cnsreplay-csi StorageClass in the cluster (CSI driver not running)");
+    }
+    None
 }

@@ -3,8 +3,6 @@
 //! once the driver is built) and otherwise print a skip notice (a failure when
 //! `CNSREPLAY_REQUIRE_CSI=1`).
 
-use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::Api;
 use trace_format::OpType;
 
 use crate::common::*;
@@ -14,21 +12,7 @@ fn snapshot_restore_clone_resize_with_the_csi_driver() {
     let Some(env) = testenv() else { return };
     let rt = rt();
     let c = rt.block_on(client(&env));
-    let has_csi = rt
-        .block_on(Api::<StorageClass>::all(c.clone()).get_opt("cnsreplay-csi"))
-        .unwrap()
-        .is_some();
-    if !has_csi {
-        assert!(
-            std::env::var("CNSREPLAY_REQUIRE_CSI").as_deref() != Ok("1"),
-            "CNSREPLAY_REQUIRE_CSI=1 but the cluster has no cnsreplay-csi StorageClass"
-        );
-        #[allow(clippy::print_stderr)] // the skip notice is the contract
-        {
-            eprintln!(
-                "skipped: no cnsreplay-csi StorageClass in the cluster (CSI driver not running)"
-            );
-        }
+    if csi_driver(&env, &rt, &c, false).is_none() {
         return;
     }
     let t = "format: cnsreplay-trace\nversion: 1\n\

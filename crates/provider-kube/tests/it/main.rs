@@ -5,6 +5,8 @@
 mod common;
 mod csi;
 mod experiment;
+mod experiment2;
 mod fidelity;
 mod ownership;
 mod render;
+mod workloads;
