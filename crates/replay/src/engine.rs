@@ -404,6 +404,31 @@ pub fn run<P: Provider>(
         deps.exists(Key::Volume(v.name.clone()));
     }
 
+    // The reader decodes ahead of the timing thread and resolves each event's dependencies
+    // (in trace order, which is dispatch order), so neither delays a dispatch.
+    let (ev_tx, ev_rx) = mpsc::sync_channel::<Result<Due, trace_format::Error>>(1 << 14);
+    let stop = control.stop_flag();
+    let reader_stop = stop.clone();
+    let speed = opts.speed;
+    let reader_thread = std::thread::Builder::new()
+        .name("cnsreplay-reader".into())
+        .spawn(move || {
+            for item in reader.events() {
+                let item = item.map(|ev| Due {
+                    intended: intended_ns(ev.at, speed),
+                    plan: deps.plan(&ev.op),
+                    ev,
+                });
+                let is_err = item.is_err();
+                if ev_tx.send(item).is_err() || is_err || reader_stop.load(Relaxed) {
+                    break;
+                }
+            }
+        })?;
+    // The clock starts once the first event is decoded and planned: a YAML trace is parsed
+    // whole before its first event, which must not count as lateness of the first events.
+    let first = ev_rx.recv().ok();
+
     let origin = Instant::now();
     let (done_tx, done_rx) = mpsc::channel::<Done>();
     let sink = Sink::create(rd.path(), origin, SystemTime::now())?;
@@ -434,28 +459,6 @@ pub fn run<P: Provider>(
         control: control.clone(),
     });
 
-    // The reader decodes ahead of the timing thread and resolves each event's dependencies
-    // (in trace order, which is dispatch order), so neither delays a dispatch.
-    let (ev_tx, ev_rx) = mpsc::sync_channel::<Result<Due, trace_format::Error>>(1 << 14);
-    let stop = control.stop_flag();
-    let reader_stop = stop.clone();
-    let speed = opts.speed;
-    let reader_thread = std::thread::Builder::new()
-        .name("cnsreplay-reader".into())
-        .spawn(move || {
-            for item in reader.events() {
-                let item = item.map(|ev| Due {
-                    intended: intended_ns(ev.at, speed),
-                    plan: deps.plan(&ev.op),
-                    ev,
-                });
-                let is_err = item.is_err();
-                if ev_tx.send(item).is_err() || is_err || reader_stop.load(Relaxed) {
-                    break;
-                }
-            }
-        })?;
-
     // The timing loop: wait for the next deadline, then hand every event that is due by now
     // to the runtime in one batch (one cross-thread wake-up instead of one per event).
     let handle = rt.handle().clone();
@@ -468,10 +471,11 @@ pub fn run<P: Provider>(
                 .spawn_scoped(scope, move || {
                     let notices = precise::prepare_timing_thread();
                     let mut next: Option<Due> = None;
+                    let mut pre = first;
                     'timing: loop {
                         let first = match next.take() {
                             Some(d) => d,
-                            None => match ev_rx.recv() {
+                            None => match pre.take().map_or_else(|| ev_rx.recv(), Ok) {
                                 Ok(Ok(d)) => d,
                                 Ok(Err(e)) => {
                                     control.request_stop(format!("trace read error: {e}"));

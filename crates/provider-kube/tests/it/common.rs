@@ -208,6 +208,17 @@ pub fn ordered_phases(r: &EventRecord) -> Vec<&str> {
         );
         last = p.at;
     }
+    // The provider reports its completion: the instant its last phase was seen (a snapshot
+    // delete completes at the arrival of the deletion, after its only phase `deleted`).
+    if let Some(p) = r.phases.last()
+        && r.op != trace_format::OpType::DeleteSnapshot
+    {
+        assert_eq!(
+            r.completed, p.at,
+            "event {} ({}) completed at {}, its last phase {} at {}",
+            r.id, r.op, r.completed, p.name, p.at
+        );
+    }
     r.phases.iter().map(|p| p.name.as_str()).collect()
 }
 
