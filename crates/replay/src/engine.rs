@@ -316,7 +316,16 @@ pub fn run<P: Provider>(
     let started_wall = jiff::Timestamp::now();
     let info = RunInfo {
         run_dir: abs_dir,
-        run_id: format!("{}-{}", started_wall.as_millisecond(), std::process::id()),
+        // Unique per run, also for several runs started by one process in one millisecond.
+        run_id: {
+            static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = RUNS.fetch_add(1, Relaxed);
+            format!(
+                "{}-{}-{n}",
+                started_wall.as_millisecond(),
+                std::process::id()
+            )
+        },
         header: header.clone(),
     };
     let mut manifest = Manifest {

@@ -65,6 +65,7 @@ fn interval_log_parses_back() {
 }
 
 /// The HdrHistogram jar `scripts/install-java-hdr.sh` downloads, when it and `java` exist.
+#[allow(clippy::print_stderr)] // the skip notice is for the person running the tests
 fn java_hdr() -> Option<std::path::PathBuf> {
     let jar = std::env::var_os("CNSREPLAY_HDR_JAR").map_or_else(
         || {
