@@ -3,7 +3,9 @@
 # (`run --provider kube`) and peers/pvc-baseline (plain client-go; kube-burner's Go module is
 # filtered on the module proxy here, answering 403) each create N PVCs of the cnsreplay-csi
 # StorageClass open-loop at RATE/s, wait for Bound, then delete them. Both use client QPS 200 /
-# burst 400 and measure create→Bound from each PVC's intended instant. Alternates ROUNDS times
+# burst 400 and measure create→Bound from each PVC's intended instant. Before each tool runs,
+# the script waits until no PV of the class and no terminating namespace is left from the
+# previous one. Alternates ROUNDS times
 # and prints achieved rate and latency percentiles of both, and the ratios.
 #
 #   scripts/bench-kube-peer.sh [N] [RATE] [ROUNDS]     (default 100 PVCs at 10/s, 2 rounds)
@@ -75,8 +77,24 @@ peer() {
     -storage-class "$TESTENV_STORAGE_CLASS" -count "$n" -rate "$rate" -size 16Mi \
     -qps 200 -burst 400
 }
+# Each round starts on a settled cluster: PVs of the class still being deleted (and their
+# backing images) from the previous tool's run would slow the next one down.
+settle() {
+  local left
+  for _ in $(seq 1 300); do
+    left=$(kubectl get pv -o jsonpath="{range .items[?(@.spec.storageClassName==\"$TESTENV_STORAGE_CLASS\")]}{.metadata.name}{'\n'}{end}" | grep -c . || true)
+    # A run namespace cnsreplay deleted may still be terminating (its controller busy).
+    left=$((left + $(kubectl get ns -o jsonpath="{range .items[?(@.status.phase==\"Terminating\")]}{.metadata.name}{'\n'}{end}" | grep -c . || true)))
+    [ "$left" -eq 0 ] && return 0
+    sleep 1
+  done
+  echo "PVs of $TESTENV_STORAGE_CLASS still present after 300 s" >&2
+  return 1
+}
 for r in $(seq 1 "$rounds"); do
+  settle
   ours "$r" > "$tmp/o$r.json"
+  settle
   peer > "$tmp/p$r.json"
 done
 python3 - "$tmp" "$rounds" "$n" "$rate" <<'PY'
