@@ -544,6 +544,45 @@ pub fn read_histograms(path: &Path) -> Result<Histograms, Error> {
     parse_log(&bytes).map_err(|reason| Error::Histogram(format!("{}: {reason}", path.display())))
 }
 
+/// Sums the response histograms of every kind in an iogen interval log (`bytes`) into two
+/// halves: intervals for which `first(start_s, length_s)` is true, and the rest. Start times
+/// are as written, seconds from the log's own start. For splitting a unit's I/O by whether
+/// something (a snapshot) was in flight during each interval.
+pub fn split_responses(
+    bytes: &[u8],
+    mut first: impl FnMut(f64, f64) -> bool,
+) -> Result<(Histogram<u64>, Histogram<u64>), Error> {
+    let bad = |reason: String| Error::Histogram(format!("interval log: {reason}"));
+    let new = || Histogram::<u64>::new(3).map_err(|e| bad(format!("{e:?}")));
+    let (mut yes, mut no) = (new()?, new()?);
+    let mut de = Deserializer::new();
+    for (n, entry) in IntervalLogIterator::new(bytes).enumerate() {
+        let entry = entry.map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
+        let LogEntry::Interval(iv) = entry else {
+            continue;
+        };
+        if !iv.tag().is_some_and(|t| t.as_str().ends_with(".response")) {
+            continue;
+        }
+        let raw = base64_decode(iv.encoded_histogram())
+            .ok_or_else(|| bad(format!("log entry {}: bad base64", n + 1)))?;
+        let h: Histogram<u64> = de
+            .deserialize(&mut raw.as_slice())
+            .map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
+        let side = if first(
+            iv.start_timestamp().as_secs_f64(),
+            iv.duration().as_secs_f64(),
+        ) {
+            &mut yes
+        } else {
+            &mut no
+        };
+        side.add(&h)
+            .map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
+    }
+    Ok((yes, no))
+}
+
 pub(crate) fn parse_log(bytes: &[u8]) -> Result<Histograms, String> {
     let mut out = Histograms::new();
     let mut de = Deserializer::new();

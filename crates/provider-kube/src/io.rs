@@ -181,54 +181,23 @@ pub fn split_log(
     ctx: &OpCtx,
     hlog: &std::path::Path,
 ) -> Result<IoReport, ProviderError> {
-    let (mut all, mut with, mut without) = (String::new(), String::new(), String::new());
+    let mut all = String::new();
     for line in log.lines() {
-        if line.starts_with("#[") || line.starts_with("\"StartTimestamp\"") {
-            for out in [&mut all, &mut with, &mut without] {
-                let _ = writeln!(out, "{line}");
-            }
-            continue;
+        if line.starts_with("#[")
+            || line.starts_with("\"StartTimestamp\"")
+            || line.starts_with("Tag=")
+        {
+            let _ = writeln!(all, "{line}");
         }
-        let Some((tag, body)) = line.strip_prefix("Tag=").and_then(|r| r.split_once(',')) else {
-            continue;
-        };
-        let _ = writeln!(all, "{line}");
-        if !tag.ends_with(".response") {
-            continue;
-        }
-        let mut f = body.split(',');
-        let (Some(Ok(s)), Some(Ok(len))) = (
-            f.next().map(str::parse::<f64>),
-            f.next().map(str::parse::<f64>),
-        ) else {
-            continue;
-        };
-        let s = start_ns + (s * 1e9) as u64;
-        let e = s + (len * 1e9) as u64;
-        let out = if ctx.snapshots().overlaps(s, e) {
-            &mut with
-        } else {
-            &mut without
-        };
-        let _ = writeln!(out, "{line}");
     }
     std::fs::write(hlog, &all).map_err(io_err)?;
-    let read = |text: &str, ext: &str| -> Result<hdrhistogram::Histogram<u64>, ProviderError> {
-        let tmp = hlog.with_extension(ext);
-        std::fs::write(&tmp, text).map_err(io_err)?;
-        let h = iogen::read_histograms(&tmp);
-        let _ = std::fs::remove_file(&tmp);
-        let h = h.map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
-        let mut sum = hdrhistogram::Histogram::<u64>::new(3)
-            .map_err(|e| ProviderError::new("io_failed", format!("{e:?}")))?;
-        for (_, k) in h.iter() {
-            sum.add(&k.response)
-                .map_err(|e| ProviderError::new("io_failed", format!("{e:?}")))?;
-        }
-        Ok(sum)
-    };
+    let (with_snapshot, without_snapshot) = iogen::split_responses(all.as_bytes(), |start, len| {
+        let s = start_ns + (start * 1e9) as u64;
+        ctx.snapshots().overlaps(s, s + (len * 1e9) as u64)
+    })
+    .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
     Ok(IoReport {
-        with_snapshot: read(&with, "with.tmp")?,
-        without_snapshot: read(&without, "without.tmp")?,
+        with_snapshot,
+        without_snapshot,
     })
 }

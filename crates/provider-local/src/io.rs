@@ -5,7 +5,6 @@
 //! it, and the two halves are reported to the engine's I/O split. Single `io` events are one
 //! pread/pwrite/fsync each on the same target.
 
-use std::fmt::Write as _;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -118,59 +117,15 @@ impl Drop for StopOnDrop {
 /// Splits an iogen interval log by whether a snapshot was in flight during each interval and
 /// sums the response histograms of every kind on each side.
 fn split_by_snapshot(log: &Path, start_ns: u64, ctx: &OpCtx) -> Result<IoReport, ProviderError> {
-    let text = fs_err::read_to_string(log).map_err(io_err)?;
-    let (mut with, mut without) = (String::new(), String::new());
-    for line in text.lines() {
-        if line.starts_with('#') || line.starts_with('"') {
-            let _ = writeln!(with, "{line}");
-            let _ = writeln!(without, "{line}");
-            continue;
-        }
-        let body = match line.strip_prefix("Tag=") {
-            Some(rest) => {
-                let Some((tag, body)) = rest.split_once(',') else {
-                    continue;
-                };
-                if !tag.ends_with(".response") {
-                    continue;
-                }
-                body
-            }
-            None => continue,
-        };
-        let mut f = body.split(',');
-        let (Some(Ok(start)), Some(Ok(len))) = (
-            f.next().map(str::parse::<f64>),
-            f.next().map(str::parse::<f64>),
-        ) else {
-            continue;
-        };
+    let bytes = fs_err::read(log).map_err(io_err)?;
+    let (with_snapshot, without_snapshot) = iogen::split_responses(&bytes, |start, len| {
         let s = start_ns + (start * 1e9) as u64;
-        let e = s + (len * 1e9) as u64;
-        let out = if ctx.snapshots().overlaps(s, e) {
-            &mut with
-        } else {
-            &mut without
-        };
-        let _ = writeln!(out, "{line}");
-    }
-    let read = |text: &str, suffix: &str| -> Result<hdrhistogram::Histogram<u64>, ProviderError> {
-        let tmp = log.with_extension(suffix);
-        fs_err::write(&tmp, text).map_err(io_err)?;
-        let h = iogen::read_histograms(&tmp);
-        let _ = fs_err::remove_file(&tmp);
-        let h = h.map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
-        let mut sum = hdrhistogram::Histogram::<u64>::new(3)
-            .map_err(|e| ProviderError::new("io_failed", format!("{e:?}")))?;
-        for (_, k) in h.iter() {
-            sum.add(&k.response)
-                .map_err(|e| ProviderError::new("io_failed", format!("{e:?}")))?;
-        }
-        Ok(sum)
-    };
+        ctx.snapshots().overlaps(s, s + (len * 1e9) as u64)
+    })
+    .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
     Ok(IoReport {
-        with_snapshot: read(&with, "with.tmp")?,
-        without_snapshot: read(&without, "without.tmp")?,
+        with_snapshot,
+        without_snapshot,
     })
 }
 

@@ -228,26 +228,17 @@ pub const UNMOUNT_PATIENCE: std::time::Duration = std::time::Duration::from_secs
 /// would leave the loop device attached behind it. Lazy unmount is the last resort, and says
 /// so.
 fn unmount_patiently(p: &std::path::Path) -> Result<(), String> {
-    let s = p.to_string_lossy();
-    let give_up = std::time::Instant::now() + UNMOUNT_PATIENCE;
-    let mut pause = std::time::Duration::from_millis(5);
-    loop {
-        let err = match sys::cmd("umount", &[&s]) {
-            Ok(_) => return Ok(()),
-            Err(_) if !sys::is_mounted(p) => return Ok(()),
-            Err(e) => e.message,
-        };
-        if std::time::Instant::now() >= give_up {
-            return match sys::cmd("umount", &["-l", &s]) {
-                Ok(_) => Err(format!(
-                    "still busy after {UNMOUNT_PATIENCE:?} ({err}); detached lazily, its loop \
-                     device is freed when the last user closes it"
-                )),
-                Err(e) => Err(format!("{err}; lazy unmount failed too: {}", e.message)),
-            };
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(std::time::Duration::from_millis(250));
+    let err = match storage::unmount(p, UNMOUNT_PATIENCE) {
+        Ok(()) => return Ok(()),
+        Err(_) if !sys::is_mounted(p) => return Ok(()),
+        Err(e) => e.to_string(),
+    };
+    match sys::cmd("umount", &["-l", &p.to_string_lossy()]) {
+        Ok(_) => Err(format!(
+            "still busy after {UNMOUNT_PATIENCE:?} ({err}); detached lazily, its loop device is \
+             freed when the last user closes it"
+        )),
+        Err(e) => Err(format!("{err}; lazy unmount failed too: {}", e.message)),
     }
 }
 

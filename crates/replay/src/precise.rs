@@ -3,12 +3,13 @@
 //! OS sleeps overshoot by the thread's timer slack (50 µs by default on Linux) and tokio's
 //! timer wheel rounds to whole milliseconds. The timing thread therefore lowers its own timer
 //! slack to 1 µs and sleeps until each absolute deadline (`origin + offset`, so error never
-//! accumulates the way it does with relative sleeps). It does not spin: measured on this
-//! 2-core machine at 100 k events/s, a thread that spins (even yielding between checks) is
-//! runnable all the time, so the scheduler time-slices it against the runtime's workers and
-//! it stalls for whole slices (2–3 ms), while a thread that sleeps wins the core back on every
-//! wake-up. It also asks for a higher priority (nice −10: needs root or `CAP_SYS_NICE`), so the
-//! workers it feeds cannot delay it; when it may not, the run says so in its notices.
+//! accumulates the way it does with relative sleeps). It does not spin: on this 2-core
+//! machine at 100 k events/s, yield-spinning in the last 20 µs gave lateness p90 0.73 ms and
+//! p99 1.83 ms, pure sleeping p90 82–86 µs and p99 0.42–0.50 ms (docs/PERFORMANCE.md, Replay
+//! engine) — our reading: a thread that is always runnable gets time-sliced against the
+//! workers, while one that sleeps wins its core back at each wake-up. It also asks for a
+//! higher priority (nice −10: needs root or `CAP_SYS_NICE`), so the workers it feeds delay it
+//! less; when it may not, the run says so in its notices.
 
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};

@@ -155,18 +155,6 @@ pub fn provider(env: &TestEnv, class: &str) -> KubeProvider {
 }
 
 pub fn replay_run(trace: &Path, dir: &Path, p: KubeProvider) -> (RunOutcome, Arc<KubeProvider>) {
-    // The engine's run id is `<start ms>-<pid>`: two tests of this process starting a run in
-    // the same millisecond would share it (and the run namespace). Space the starts apart.
-    static LAST_START: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
-    {
-        let mut last = LAST_START
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(t) = *last {
-            std::thread::sleep(std::time::Duration::from_millis(100).saturating_sub(t.elapsed()));
-        }
-        *last = Some(std::time::Instant::now());
-    }
     let p = Arc::new(p);
     let opts = RunOptions {
         grace_ns: 60_000_000_000,
