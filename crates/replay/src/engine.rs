@@ -21,11 +21,11 @@ use crate::Error;
 use crate::deps::{Deps, Key, Plan, State, wait_all};
 use crate::ledger::Ledger;
 use crate::live::Live;
-use crate::precise::{self, wait_until};
 use crate::provider::{OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline, ns_since};
 use crate::record::{CompletionState, EventRecord, Outcome, Summary};
 use crate::rundir::{HostInfo, Manifest, ProviderInfo, RunDir, TraceInfo, sha256_file};
 use crate::sink::{Done, Sink};
+use crate::timing;
 
 /// Engine options (recorded in the manifest).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -110,6 +110,10 @@ impl RunControl {
             .unwrap_or_else(|| "interrupted by a signal".to_owned())
     }
 }
+
+/// How far after setup the run's clock starts: the first events are not late because the
+/// sink and the timing thread were still being set up.
+const START_LEAD: Duration = Duration::from_millis(5);
 
 /// What a finished run returns.
 #[derive(Debug, Clone)]
@@ -270,24 +274,6 @@ async fn execute_event<P: Provider>(
     sh.live.done.fetch_add(1, SeqCst);
 }
 
-/// Most events handed to the runtime in one batch.
-const MAX_BATCH: usize = 256;
-
-/// An event ready for dispatch: its intended instant and resolved dependencies.
-struct Due {
-    ev: Event,
-    plan: Plan,
-    intended: u64,
-}
-
-fn intended_ns(at: u64, speed: f64) -> u64 {
-    if speed == 1.0 {
-        at
-    } else {
-        (at as f64 / speed) as u64
-    }
-}
-
 /// Replays the trace at `trace` against `provider`, writing the run directory `run_dir`
 /// (which must not exist or be empty). Blocks until the run has finished and been cleaned up.
 pub fn run<P: Provider>(
@@ -413,34 +399,16 @@ pub fn run<P: Provider>(
         deps.exists(Key::Volume(v.name.clone()));
     }
 
-    // The reader decodes ahead of the timing thread and resolves each event's dependencies
-    // (in trace order, which is dispatch order), so neither delays a dispatch.
-    let (ev_tx, ev_rx) = mpsc::sync_channel::<Result<Due, trace_format::Error>>(1 << 14);
-    let stop = control.stop_flag();
-    let reader_stop = stop.clone();
-    let speed = opts.speed;
-    let reader_thread = std::thread::Builder::new()
-        .name("cnsreplay-reader".into())
-        .spawn(move || {
-            for item in reader.events() {
-                let item = item.map(|ev| Due {
-                    intended: intended_ns(ev.at, speed),
-                    plan: deps.plan(&ev.op),
-                    ev,
-                });
-                let is_err = item.is_err();
-                if ev_tx.send(item).is_err() || is_err || reader_stop.load(Relaxed) {
-                    break;
-                }
-            }
-        })?;
-    // The clock starts once the first event is decoded and planned: a YAML trace is parsed
-    // whole before its first event, which must not count as lateness of the first events.
-    let first = ev_rx.recv().ok();
+    let (reader_thread, mut feed) =
+        timing::spawn_reader(reader, deps, opts.speed, control.stop_flag())?;
+    // The clock starts once the first event is decoded and planned (a YAML trace is parsed
+    // whole before its first event, which must not count as lateness of the first events),
+    // and START_LEAD later, so that setting up the sink and the timing thread does not either.
+    let first = feed.next_blocking();
 
-    let origin = Instant::now();
+    let origin = Instant::now() + START_LEAD;
     let (done_tx, done_rx) = mpsc::channel::<Done>();
-    let sink = Sink::create(rd.path(), origin, SystemTime::now())?;
+    let sink = Sink::create(rd.path(), origin, SystemTime::now() + START_LEAD)?;
     let sink_thread = std::thread::Builder::new()
         .name("cnsreplay-sink".into())
         .spawn(move || sink.run(&done_rx))?;
@@ -468,89 +436,23 @@ pub fn run<P: Provider>(
         control: control.clone(),
     });
 
-    // The timing loop: wait for the next deadline, then hand every event that is due by now
-    // to the runtime in one batch (one cross-thread wake-up instead of one per event).
+    // The timing and dispatch threads; each batch of due events becomes one runtime task
+    // that spawns one task per event.
     let handle = rt.handle().clone();
-    // It runs on a thread of its own so its priority and timer slack stay with it.
-    let timing_notices = {
-        let (shared, live, stop, handle) = (&shared, &live, &stop, &handle);
-        std::thread::scope(|scope| {
-            std::thread::Builder::new()
-                .name("cnsreplay-timing".into())
-                .spawn_scoped(scope, move || {
-                    let notices = precise::prepare_timing_thread();
-                    let mut next: Option<Due> = None;
-                    let mut pre = first;
-                    'timing: loop {
-                        let first = match next.take() {
-                            Some(d) => d,
-                            None => match pre.take().map_or_else(|| ev_rx.recv(), Ok) {
-                                Ok(Ok(d)) => d,
-                                Ok(Err(e)) => {
-                                    control.request_stop(format!("trace read error: {e}"));
-                                    break;
-                                }
-                                Err(_) => break,
-                            },
-                        };
-                        let deadline = origin + Duration::from_nanos(first.intended);
-                        if !wait_until(deadline, || stop.load(Relaxed)) {
-                            break;
-                        }
-                        let mut batch = Vec::with_capacity(16);
-                        batch.push(first);
-                        let mut read_error = None;
-                        while batch.len() < MAX_BATCH {
-                            match ev_rx.try_recv() {
-                                Ok(Ok(d)) => {
-                                    if origin + Duration::from_nanos(d.intended) <= Instant::now() {
-                                        batch.push(d);
-                                    } else {
-                                        next = Some(d);
-                                        break;
-                                    }
-                                }
-                                Ok(Err(e)) => {
-                                    read_error = Some(e);
-                                    break;
-                                }
-                                Err(_) => break,
-                            }
-                        }
-                        let dispatched = ns_since(origin, Instant::now());
-                        let n = batch.len() as u64;
-                        let lateness = dispatched.saturating_sub(batch[0].intended);
-                        let late = batch
-                            .iter()
-                            .filter(|d| dispatched.saturating_sub(d.intended) > 1_000_000)
-                            .count() as u64;
-                        live.dispatched.fetch_add(n, SeqCst);
-                        if late > 0 {
-                            live.late.fetch_add(late, Relaxed);
-                        }
-                        live.worst_lag_ns.fetch_max(lateness, Relaxed);
-                        let sh = shared.clone();
-                        handle.spawn(async move {
-                            for d in batch {
-                                tokio::spawn(execute_event(
-                                    sh.clone(),
-                                    Arc::new(d.ev),
-                                    d.plan,
-                                    d.intended,
-                                    dispatched,
-                                ));
-                            }
-                        });
-                        if let Some(e) = read_error {
-                            control.request_stop(format!("trace read error: {e}"));
-                            break 'timing;
-                        }
-                    }
-                    notices
-                })
-                .map(|t| t.join().unwrap_or_default())
-        })?
-    };
+    let timing_notices = timing::dispatch(feed, first, origin, control, &live, |batch| {
+        let sh = shared.clone();
+        handle.spawn(async move {
+            for (d, dispatched) in batch {
+                tokio::spawn(execute_event(
+                    sh.clone(),
+                    Arc::new(d.ev),
+                    d.plan,
+                    d.intended,
+                    dispatched,
+                ));
+            }
+        });
+    })?;
     notices.extend(timing_notices);
     let _ = reader_thread.join();
     drop(shared);

@@ -20,6 +20,7 @@ pub mod record;
 pub mod rundir;
 pub mod sim;
 mod sink;
+mod timing;
 
 pub use engine::{RunControl, RunOptions, RunOutcome, run};
 pub use ledger::{Ledger, LedgerEntry};

@@ -10,6 +10,14 @@
 //! workers, while one that sleeps wins its core back at each wake-up. It also asks for a
 //! higher priority (nice −10: needs root or `CAP_SYS_NICE`), so the workers it feeds delay it
 //! less; when it may not, the run says so in its notices.
+//!
+//! While a run lasts it also holds a CPU wake-up latency request of 0 µs on
+//! `/dev/cpu_dma_latency` (the kernel's PM QoS interface, as cyclictest does), which keeps idle
+//! CPUs out of deep idle states. On this VM an idle CPU sometimes took its timer interrupt a
+//! whole 4 ms tick late (seen with `perf` as `hrtimer_expire_entry` 4006 µs after expiry,
+//! on the idle task); with the request held, dispatch lateness p99.9 fell from 2.1–3.4 ms to
+//! 0.69–0.91 ms (docs/PERFORMANCE.md, Replay engine). Idle CPUs then poll instead of halting,
+//! which costs power, not time of the run's threads; the request ends when the run does.
 
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
@@ -30,14 +38,41 @@ pub fn prepare_timing_thread() -> Vec<String> {
              dispatch lateness may be higher"
         ));
     }
-    let tid = rustix::thread::gettid();
-    if let Err(e) = rustix::process::setpriority_process(Some(tid), TIMING_NICE) {
+    if let Err(e) = raise_priority() {
         notices.push(format!(
             "could not raise the timing thread's priority to nice {TIMING_NICE} ({e}; needs root \
              or CAP_SYS_NICE); dispatch lateness may be higher on a busy machine"
         ));
     }
     notices
+}
+
+/// A held CPU wake-up latency request; dropping it ends the request.
+#[derive(Debug)]
+pub struct CpuLatencyRequest {
+    _file: fs_err::File,
+}
+
+/// Asks the kernel to keep CPU wake-up latency at 0 µs for as long as the returned request
+/// is held. Without permission (root) or the PM QoS device, returns a notice instead.
+pub fn request_cpu_latency() -> Result<CpuLatencyRequest, String> {
+    use std::io::Write;
+    let open = fs_err::OpenOptions::new()
+        .write(true)
+        .open("/dev/cpu_dma_latency");
+    open.and_then(|mut f| f.write_all(&0i32.to_ne_bytes()).map(|()| f))
+        .map(|f| CpuLatencyRequest { _file: f })
+        .map_err(|e| {
+            format!(
+                "could not hold a 0 µs CPU wake-up latency request ({e}); an idle CPU may take \
+                 its timer interrupt late and dispatch lateness may be higher"
+            )
+        })
+}
+
+/// Sets the calling thread's nice value to [`TIMING_NICE`].
+pub fn raise_priority() -> rustix::io::Result<()> {
+    rustix::process::setpriority_process(Some(rustix::thread::gettid()), TIMING_NICE)
 }
 
 /// Waits until `deadline`, returning early (false) if `stop()` becomes true. Checks `stop`
