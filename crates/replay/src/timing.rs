@@ -5,7 +5,7 @@
 //! The timing thread must never wait for another thread: it runs at a higher priority than
 //! everything else, so when it blocks on a lock held by a thread that was preempted, it waits
 //! until that thread gets a CPU again, milliseconds on a busy 2-core machine. `perf` showed
-//! exactly that with the timing thread spawning onto tokio itself: hundreds of futex waits a
+//! exactly that with the timing thread spawning onto tokio itself: over a hundred futex waits a
 //! second in tokio's inject-queue and task-list locks, some 3–5 ms long. So:
 //! - The reader hands over chunks of up to [`CHUNK`] decoded events (dependencies already
 //!   planned) through a lock-free bounded queue; when it is full the reader polls, so the
@@ -204,8 +204,9 @@ pub fn dispatch(
         let dispatcher = std::thread::Builder::new()
             .name("cnsreplay-dispatch".into())
             .spawn_scoped(scope, move || {
-                // Behind the timing thread, ahead of the workers: at nice 0 events waited
-                // here ~1 ms (pickup p50) on the 2-core benchmark, at nice −10 ~0.1 ms.
+                // Behind the timing thread, ahead of the workers: on the 2-core benchmark
+                // (with a real-time timing thread) events waited here 0.4–1.0 ms (pickup p50)
+                // at nice 0, 64–159 µs at nice −10.
                 // Without permission it stays at nice 0; the timing thread's notice says so.
                 let _ = precise::raise_priority();
                 loop {
