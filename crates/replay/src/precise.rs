@@ -16,8 +16,8 @@
 //! CPUs out of deep idle states. On this VM an idle CPU sometimes took its timer interrupt a
 //! whole 4 ms tick late (seen with `perf` as `hrtimer_expire_entry` 4006 µs after expiry,
 //! on the idle task); with the request held, dispatch lateness p99.9 fell from 2.1–3.4 ms to
-//! 0.69–0.91 ms (docs/PERFORMANCE.md, Replay engine). Idle CPUs then poll instead of halting,
-//! which costs power, not time of the run's threads; the request ends when the run does.
+//! 0.69–1.12 ms in 4 runs (docs/PERFORMANCE.md, Replay engine). Idle CPUs then poll instead
+//! of halting, which costs power, not time of the run's threads; the request ends with the run.
 
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};

@@ -5,8 +5,9 @@
 //! The timing thread must never wait for another thread: it runs at a higher priority than
 //! everything else, so when it blocks on a lock held by a thread that was preempted, it waits
 //! until that thread gets a CPU again, milliseconds on a busy 2-core machine. `perf` showed
-//! exactly that with the timing thread spawning onto tokio itself: over a hundred futex waits a
-//! second in tokio's inject-queue and task-list locks, some 3–5 ms long. So:
+//! exactly that with the timing thread spawning onto tokio itself: futex waits in tokio's
+//! inject-queue and task-list locks (~16 a second at nice −10, ~125 real-time), some 3.5–5.4 ms
+//! long. So:
 //! - The reader hands over chunks of up to [`CHUNK`] decoded events (dependencies already
 //!   planned) through a lock-free bounded queue; when it is full the reader polls, so the
 //!   timing thread never has to wake it (waking a sender blocked on a full `sync_channel`
@@ -230,24 +231,23 @@ pub fn dispatch(
                 }
             })?;
         let waker = dispatcher.thread().clone();
-        let stop_dispatcher = {
-            let waker = waker.clone();
-            move || {
-                finished.store(true, Release);
-                waker.unpark();
-            }
+        // Owned by the timing thread: however it ends (trace end, stop, panic, or failing to
+        // start at all), the dispatch thread is told to drain and exit, so the scope ends.
+        let finish = FinishDispatch {
+            finished,
+            waker: waker.clone(),
         };
         let timing = std::thread::Builder::new()
             .name("cnsreplay-timing".into())
             .spawn_scoped(scope, move || {
-                let notices = timing_loop(
+                let _finish = finish;
+                timing_loop(
                     feed,
                     first,
                     origin,
                     control,
                     live,
-                    |d| {
-                        let mut d = d;
+                    |mut d| {
                         while let Err(back) = handoff.push(d) {
                             d = back;
                             waker.unpark();
@@ -255,16 +255,25 @@ pub fn dispatch(
                         }
                     },
                     || waker.unpark(),
-                );
-                finished.store(true, Release);
-                waker.unpark();
-                notices
-            })
-            .inspect_err(|_| stop_dispatcher())?;
+                )
+            })?;
         let notices = timing.join().unwrap_or_default();
         let _ = dispatcher.join();
         Ok(notices)
     })
+}
+
+/// Tells the dispatch thread that nothing more will be handed over, when dropped.
+struct FinishDispatch<'a> {
+    finished: &'a AtomicBool,
+    waker: std::thread::Thread,
+}
+
+impl Drop for FinishDispatch<'_> {
+    fn drop(&mut self) {
+        self.finished.store(true, Release);
+        self.waker.unpark();
+    }
 }
 
 /// The timing loop proper: `hand_off` each due event with its dispatch instant, then
