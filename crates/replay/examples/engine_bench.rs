@@ -1,6 +1,7 @@
 //! Runs the engine on the sim provider without the CLI: `engine_bench TRACE RUNDIR` replays
 //! TRACE with exponential service times (mean 200 µs) and prints dispatch lateness. A quick
-//! loop for engine work; `scripts/bench-replay.sh` measures the release CLI end to end.
+//! loop for engine work (the environment variables LANES, MIN_WAKE_NS, PIN=0|1 and
+//! REALTIME=0|1 override the timing options); `scripts/bench-replay.sh` measures the release CLI end to end.
 
 use std::sync::Arc;
 
@@ -21,7 +22,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         trace.as_ref(),
         dir.as_ref(),
         &provider,
-        &RunOptions::default(),
+        &RunOptions {
+            timing: replay::TimingOptions {
+                lanes: env_or("LANES", 0) as usize,
+                min_wake_ns: env_or("MIN_WAKE_NS", replay::TimingOptions::default().min_wake_ns),
+                pin: env_or("PIN", 1) == 1,
+                realtime: env_or("REALTIME", 1) == 1,
+            },
+            ..RunOptions::default()
+        },
         &RunControl::new(),
     )?;
     let s = out.summary;
@@ -46,4 +55,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
     )?;
     Ok(())
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }

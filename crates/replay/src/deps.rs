@@ -1,5 +1,5 @@
 //! Dependencies between events: an operation on an object waits until the operation that
-//! creates the object has completed. Resolved on the timing thread in dispatch (= trace)
+//! creates the object has completed. Resolved on the reader thread in trace
 //! order, so "the creating operation" is always the latest earlier create of that name.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! The engine: one timing thread dispatching events at absolute deadlines onto a tokio
+//! The engine: timing lanes dispatching events at absolute deadlines onto a tokio
 //! multi-thread runtime, where each event waits for its dependencies and a concurrency slot,
 //! runs on the provider under an optional timeout, and sends its record to the sink thread.
 //!
@@ -46,6 +46,9 @@ pub struct RunOptions {
     pub workers: usize,
     /// Program name and version for the manifest.
     pub tool: String,
+    /// How the timing lanes run.
+    #[serde(default)]
+    pub timing: timing::TimingOptions,
 }
 
 impl Default for RunOptions {
@@ -59,6 +62,7 @@ impl Default for RunOptions {
             seed: 0,
             workers: 2,
             tool: format!("cnsreplay {}", env!("CARGO_PKG_VERSION")),
+            timing: timing::TimingOptions::default(),
         }
     }
 }
@@ -112,7 +116,7 @@ impl RunControl {
 }
 
 /// How far after setup the run's clock starts: the first events are not late because the
-/// sink and the timing thread were still being set up.
+/// sink and the timing lanes were still being set up.
 const START_LEAD: Duration = Duration::from_millis(5);
 
 /// What a finished run returns.
@@ -322,7 +326,12 @@ pub fn run<P: Provider>(
             sha256,
             header: header.clone(),
         },
-        options: serde_json::to_value(opts).unwrap_or_default(),
+        // With the lane count this machine resolved `lanes: 0` to.
+        options: serde_json::to_value(RunOptions {
+            timing: opts.timing.resolved(),
+            ..opts.clone()
+        })
+        .unwrap_or_default(),
         seed: opts.seed,
         host: HostInfo::current(),
         provider: ProviderInfo {
@@ -399,11 +408,11 @@ pub fn run<P: Provider>(
         deps.exists(Key::Volume(v.name.clone()));
     }
 
-    let (reader_thread, mut feed) =
+    let (reader_thread, feed) =
         timing::spawn_reader(reader, deps, opts.speed, control.stop_flag())?;
     // The clock starts once the first event is decoded and planned (a YAML trace is parsed
     // whole before its first event, which must not count as lateness of the first events),
-    // and START_LEAD later, so that setting up the sink and the timing thread does not either.
+    // and START_LEAD later, so that setting up the sink and the timing lanes does not either.
     let first = feed.next_blocking();
 
     let origin = Instant::now() + START_LEAD;
@@ -439,20 +448,21 @@ pub fn run<P: Provider>(
     // The timing and dispatch threads; each batch of due events becomes one runtime task
     // that spawns one task per event.
     let handle = rt.handle().clone();
-    let timing_notices = timing::dispatch(feed, first, origin, control, &live, |batch| {
-        let sh = shared.clone();
-        handle.spawn(async move {
-            for (d, dispatched) in batch {
-                tokio::spawn(execute_event(
-                    sh.clone(),
-                    Arc::new(d.ev),
-                    d.plan,
-                    d.intended,
-                    dispatched,
-                ));
-            }
-        });
-    })?;
+    let timing_notices =
+        timing::dispatch(feed, first, origin, opts.timing, control, &live, |batch| {
+            let sh = shared.clone();
+            handle.spawn(async move {
+                for (d, dispatched) in batch {
+                    tokio::spawn(execute_event(
+                        sh.clone(),
+                        Arc::new(d.ev),
+                        d.plan,
+                        d.intended,
+                        dispatched,
+                    ));
+                }
+            });
+        })?;
     notices.extend(timing_notices);
     let _ = reader_thread.join();
     drop(shared);

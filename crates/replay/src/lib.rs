@@ -6,7 +6,7 @@
 //!
 //! Why open loop: a closed-loop tool waits for an operation before sending the next, so a stall
 //! hides every operation that *would* have been sent during it (coordinated omission). Here a
-//! dedicated timing thread hands each event over at `origin + at / speed` from one `Instant`
+//! dedicated timing lane hands each event over at `origin + at / speed` from one `Instant`
 //! origin, whatever happened before, and every latency is measured from that intended instant.
 //! The design and the run directory are described in `docs/replay.md` and `docs/run-dir.md`.
 
@@ -30,6 +30,7 @@ pub use record::{
     CompletionState, EventRecord, IoSplit, OpSummary, Outcome, Percentiles, Phase, Summary,
 };
 pub use rundir::{Manifest, RunDir};
+pub use timing::TimingOptions;
 
 /// Errors of the engine and the run directory.
 #[derive(Debug, thiserror::Error)]

@@ -1,15 +1,15 @@
 //! Waiting for an absolute deadline with microsecond precision.
 //!
 //! OS sleeps overshoot by the thread's timer slack (50 µs by default on Linux) and tokio's
-//! timer wheel rounds to whole milliseconds. The timing thread therefore lowers its own timer
+//! timer wheel rounds to whole milliseconds. A timing lane therefore lowers its own timer
 //! slack to 1 µs and sleeps until each absolute deadline (`origin + offset`, so error never
 //! accumulates the way it does with relative sleeps). It does not spin: on this 2-core
 //! machine at 100 k events/s, yield-spinning in the last 20 µs gave lateness p90 0.73 ms and
 //! p99 1.83 ms, pure sleeping p90 82–86 µs and p99 0.42–0.50 ms (docs/PERFORMANCE.md, Replay
 //! engine) — our reading: a thread that is always runnable gets time-sliced against the
-//! workers, while one that sleeps wins its core back at each wake-up. It also asks for a
-//! higher priority (nice −10: needs root or `CAP_SYS_NICE`), so the workers it feeds delay it
-//! less; when it may not, the run says so in its notices.
+//! workers, while one that sleeps wins its core back at each wake-up. It runs real-time
+//! (SCHED_FIFO) when permitted, else at nice −10 (both need root or `CAP_SYS_NICE`); when
+//! neither is allowed, the run says so in its notices. The module notes of `timing` say why.
 //!
 //! While a run lasts it also holds a CPU wake-up latency request of 0 µs on
 //! `/dev/cpu_dma_latency` (the kernel's PM QoS interface, as cyclictest does), which keeps idle
@@ -22,29 +22,78 @@
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
-/// Timer slack the timing thread asks for, ns.
+/// Timer slack a timing lane asks for, ns.
 pub const TIMER_SLACK_NS: u64 = 1_000;
 
-/// Nice value the timing thread asks for.
+/// Nice value a timing lane asks for when it may not run real-time.
 pub const TIMING_NICE: i32 = -10;
 
-/// Prepares the calling thread to be a timing thread: 1 µs timer slack and nice −10. Returns
-/// a notice for each setting it could not make (the thread still works, less precisely).
-pub fn prepare_timing_thread() -> Vec<String> {
+/// Prepares the calling thread to be a timing lane: 1 µs timer slack, then SCHED_FIFO at
+/// [`TIMING_RT_PRIORITY`] when `realtime` (falling back to nice −10), else nice −10. Returns a
+/// notice for each setting it could not make (the thread still works, less precisely).
+pub fn prepare_timing_thread(realtime: bool) -> Vec<String> {
     let mut notices = Vec::new();
     if let Err(e) = rustix::thread::set_current_timer_slack(NonZeroU64::new(TIMER_SLACK_NS)) {
         notices.push(format!(
-            "could not lower the timing thread's timer slack to {TIMER_SLACK_NS} ns ({e}); \
+            "could not lower the timing lanes' timer slack to {TIMER_SLACK_NS} ns ({e}); \
              dispatch lateness may be higher"
         ));
     }
+    if realtime {
+        match make_realtime(TIMING_RT_PRIORITY) {
+            Ok(()) => return notices,
+            Err(e) => notices.push(format!(
+                "could not make the timing lanes real-time (SCHED_FIFO {TIMING_RT_PRIORITY}: {e}; \
+                 needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO); they run at nice {TIMING_NICE} \
+                 instead, and dispatch lateness will be higher on a busy machine"
+            )),
+        }
+    }
     if let Err(e) = raise_priority() {
         notices.push(format!(
-            "could not raise the timing thread's priority to nice {TIMING_NICE} ({e}; needs root \
+            "could not raise the timing lanes' priority to nice {TIMING_NICE} ({e}; needs root \
              or CAP_SYS_NICE); dispatch lateness may be higher on a busy machine"
         ));
     }
     notices
+}
+
+/// Real-time priority of the timing lanes (SCHED_FIFO, 1–99): low, so that anything the
+/// machine's administrator made real-time still comes first.
+pub const TIMING_RT_PRIORITY: u8 = 10;
+
+/// Makes the calling thread a SCHED_FIFO thread at `priority`.
+fn make_realtime(priority: u8) -> Result<(), String> {
+    use thread_priority::{
+        RealtimeThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy,
+    };
+    let prio = ThreadPriorityValue::try_from(priority)?;
+    thread_priority::set_thread_priority_and_policy(
+        thread_priority::thread_native_id(),
+        ThreadPriority::Crossplatform(prio),
+        ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
+    )
+    .map_err(|e| match e {
+        thread_priority::Error::OS(code) => std::io::Error::from_raw_os_error(code).to_string(),
+        other => format!("{other:?}"),
+    })
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_to_cpu(cpu: usize) -> rustix::io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set)
+}
+
+/// The CPUs this process may run on, in order.
+pub fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&i| set.is_set(i))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// A held CPU wake-up latency request; dropping it ends the request.

@@ -1,6 +1,6 @@
 //! What a run records: one [`EventRecord`] per dispatched event (`events.jsonl`), and the
 //! [`Summary`] (`summary.json`, also `run --json`). All instants are nanoseconds since the run
-//! origin (the `Instant` the timing thread started from); durations are nanoseconds.
+//! origin (the `Instant` the timing lanes start from); durations are nanoseconds.
 
 use std::collections::BTreeMap;
 
@@ -38,7 +38,7 @@ pub struct EventRecord {
     pub op: OpType,
     /// Intended time: origin + `at` / speed.
     pub intended: u64,
-    /// When the timing thread handed the event over.
+    /// When a timing lane handed the event over.
     pub dispatched: u64,
     /// When the provider call began (after dependency wait and queueing).
     pub started: u64,

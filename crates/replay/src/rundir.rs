@@ -74,7 +74,7 @@ pub struct Manifest {
     pub run_id: String,
     /// The trace.
     pub trace: TraceInfo,
-    /// Engine options as given.
+    /// Engine options as given, with `timing.lanes` resolved to the count used.
     pub options: serde_json::Value,
     /// Seed of every random choice (sim latencies).
     pub seed: u64,

@@ -5,7 +5,7 @@
 //!
 //! Latencies are served by one timer thread (a deadline heap it sleeps on), not tokio's
 //! millisecond timer, so a 200 µs operation takes 200 µs plus the OS wake-up delay (tens of
-//! µs), and the timer never competes with the timing thread for a core. Each draw is a hash
+//! µs), and the timer never competes with the timing lanes for a core. Each draw is a hash
 //! of the seed and the event id, so a run's latencies do not depend on thread scheduling.
 //!
 //! A stall `[t0, t0 + d)` (times from the run origin) stops all progress: an operation that

@@ -116,7 +116,7 @@ impl Sink {
                     self.add(d)?;
                     // Take what else is queued, then pause: at high event rates this thread
                     // wakes ~1000 times a second instead of once per record, leaving the cores
-                    // to the timing thread and the workers. Records wait in the channel.
+                    // to the timing lanes and the workers. Records wait in the channel.
                     while let Ok(d) = rx.try_recv() {
                         self.add(d)?;
                     }

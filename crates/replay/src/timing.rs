@@ -1,23 +1,42 @@
-//! The dispatch path: a reader thread decoding the trace ahead of time, the timing thread
-//! that hands events over at their deadlines, and a dispatch thread that gives them to the
-//! runtime.
+//! The dispatch path: a reader thread decoding the trace ahead of time, timing lanes that
+//! hand events over at their deadlines, and a dispatch thread that gives them to the runtime.
 //!
-//! The timing thread must never wait for another thread: it runs at a higher priority than
-//! everything else, so when it blocks on a lock held by a thread that was preempted, it waits
-//! until that thread gets a CPU again, milliseconds on a busy 2-core machine. `perf` showed
-//! exactly that with the timing thread spawning onto tokio itself: futex waits in tokio's
-//! inject-queue and task-list locks (~16 a second at nice −10, ~125 real-time), some 3.5–5.4 ms
-//! long. So:
-//! - The reader hands over chunks of up to [`CHUNK`] decoded events (dependencies already
-//!   planned) through a lock-free bounded queue; when it is full the reader polls, so the
-//!   timing thread never has to wake it (waking a sender blocked on a full `sync_channel`
-//!   took a lock and a syscall, and per event cost the reader a fifth of a core).
-//! - The timing thread sleeps to each absolute deadline ([`precise::wait_until`]), stamps every
-//!   event due by then as dispatched, pushes it onto a lock-free queue, and unparks the
+//! Measured on the 2-core benchmark VM (docs/PERFORMANCE.md, Replay engine), three things
+//! decide dispatch lateness at 100 k events/s:
+//! - **The host stops a vCPU** for up to ~3 ms at a time, tens of times in 10 s
+//!   (`cyclictest -p80` sees it with nothing else running). One timing thread stalls with its
+//!   vCPU and every event due meanwhile is late: hundreds of events per stall, p99.9 above
+//!   1 ms. So there are two timing **lanes**, pinned to different CPUs, taking events from
+//!   one lock-free queue: each holds only the next event it took, so a stalled lane delays
+//!   that one event (and any it was handing over) while the other lane carries on. With two
+//!   lanes the late events came in groups of 1–3 instead of 100–400.
+//! - **The scheduler lets a woken thread wait**: a nice −10 thread woken by its timer still
+//!   waited for the running thread's slice, whole 4 ms ticks at times. The lanes therefore
+//!   run SCHED_FIFO (at a low real-time priority) when permitted, so a wake-up preempts at
+//!   once; otherwise nice −10, with a notice.
+//! - **Wake-ups are expensive on a VM**: arming the timer and taking its interrupt cost a lane
+//!   ~8 µs of CPU each. One wake-up per event took 70–90 % of a core and left the runtime
+//!   behind. A lane sleeps at least [`TimingOptions::min_wake_ns`] (50 µs) between wake-ups
+//!   and then hands over everything due: at high rates events go out in small groups, up to
+//!   that much late; events further apart are unaffected. At 30 µs the two lanes took 2.6 s
+//!   of CPU each per 10 s and the runtime fell up to a second behind; at 50 µs 2.1 s.
+//!
+//! The lanes must never wait for another thread: when a real-time thread blocks on a lock
+//! held by a preempted thread, it waits until that thread gets a CPU again. `perf` showed
+//! exactly that with the timing thread spawning onto tokio itself (futex waits in tokio's
+//! inject-queue and task-list locks, some 3.5–5.4 ms). So:
+//! - The reader queues decoded events (dependencies already planned) in a lock-free bounded
+//!   queue; when it is full the reader polls, so a lane never has to wake it.
+//! - A lane sleeps to an absolute deadline ([`precise::wait_until`]), stamps every event due
+//!   by then as dispatched, pushes it onto a lock-free hand-off queue, and unparks the
 //!   dispatch thread (an atomic swap and, when it sleeps, one futex wake: no lock).
 //! - The dispatch thread takes what is queued and spawns it onto the runtime in one batch; it
 //!   is the one that takes tokio's locks. The time an event waits there is part of its
 //!   `pickup` (dispatched → started), which is recorded per event and summarised.
+//!
+//! Two lanes can hand over events due at nearly the same time in either order; dependencies
+//! are planned in trace order by the reader and waited for by the operations, so that order
+//! does not matter.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -32,18 +51,11 @@ use crate::live::Live;
 use crate::precise::{self, wait_until};
 use crate::provider::ns_since;
 
-/// Most events the reader hands over at once.
-pub const CHUNK: usize = 1024;
-
-/// Chunks buffered between the reader and the timing thread (so up to `CHUNKS × CHUNK`
-/// events are decoded ahead).
-const CHUNKS: usize = 16;
-
-/// Most events the timing thread hands over per wake-up before it looks at the clock again,
+/// Most events a timing lane hands over per wake-up before it looks at the clock again,
 /// and the dispatch thread spawns per runtime task.
 pub const MAX_BATCH: usize = 256;
 
-/// Events handed over but not yet spawned before the timing thread waits for the dispatch
+/// Events handed over but not yet spawned before a timing lane waits for the dispatch
 /// thread (82 ms at 100 k events/s: a runtime that far behind is the run's bottleneck, and
 /// the lateness it then causes is recorded).
 const HANDOFF: usize = 1 << 13;
@@ -61,30 +73,33 @@ pub struct Due {
 
 type Item = Result<Due, trace_format::Error>;
 
+/// Decoded events between the reader and the timing lanes.
+const FEED: usize = 1 << 14;
+
 struct FeedQueue {
-    chunks: ArrayQueue<Vec<Item>>,
-    /// Set by the reader after its last chunk is queued.
+    events: ArrayQueue<Item>,
+    /// Set by the reader after its last event is queued.
     done: AtomicBool,
     /// Set when the timing side is gone, so a reader waiting for room stops.
     closed: AtomicBool,
 }
 
-/// The timing thread's end of the reader: events in trace order, a chunk at a time.
+/// The timing side's end of the reader: events in trace order. Several lanes may take from it
+/// at once (a lock-free queue), each the next event in trace order.
 pub struct Feed {
     queue: Arc<FeedQueue>,
-    cur: std::vec::IntoIter<Item>,
 }
 
 impl Feed {
     /// The next event, waiting for the reader if it has none decoded; `None` at the end.
-    pub fn next_blocking(&mut self) -> Option<Item> {
+    pub fn next_blocking(&self) -> Option<Item> {
         loop {
-            if let Some(item) = self.try_next() {
+            if let Some(item) = self.queue.events.pop() {
                 return Some(item);
             }
             if self.queue.done.load(Acquire) {
                 // Everything the reader queued is visible once `done` is.
-                return self.try_next();
+                return self.queue.events.pop();
             }
             // Only when the reader is behind (the first events, or a trace decoding slower
             // than it dispatches): poll rather than make the reader wake us.
@@ -93,13 +108,8 @@ impl Feed {
     }
 
     /// The next event if one is decoded already.
-    fn try_next(&mut self) -> Option<Item> {
-        loop {
-            if let Some(item) = self.cur.next() {
-                return Some(item);
-            }
-            self.cur = self.queue.chunks.pop()?.into_iter();
-        }
+    fn try_next(&self) -> Option<Item> {
+        self.queue.events.pop()
     }
 }
 
@@ -127,7 +137,7 @@ pub fn spawn_reader(
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<(std::thread::JoinHandle<()>, Feed)> {
     let queue = Arc::new(FeedQueue {
-        chunks: ArrayQueue::new(CHUNKS),
+        events: ArrayQueue::new(FEED),
         done: AtomicBool::new(false),
         closed: AtomicBool::new(false),
     });
@@ -135,80 +145,123 @@ pub fn spawn_reader(
     let handle = std::thread::Builder::new()
         .name("cnsreplay-reader".into())
         .spawn(move || {
-            let push = |mut chunk: Vec<Item>| -> bool {
-                loop {
-                    match q.chunks.push(chunk) {
-                        Ok(()) => return true,
-                        Err(back) if !(q.closed.load(Acquire) || stop.load(Relaxed)) => {
-                            chunk = back;
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                        Err(_) => return false,
-                    }
-                }
-            };
-            // The first chunk holds only the first event, so the clock starts without waiting
-            // for a whole chunk to decode.
-            let mut chunk = Vec::with_capacity(1);
             for item in reader.events() {
-                let item = item.map(|ev| Due {
+                let mut item = item.map(|ev| Due {
                     intended: intended_ns(ev.at, speed),
                     plan: deps.plan(&ev.op),
                     ev,
                 });
                 let end = item.is_err() || stop.load(Relaxed);
-                chunk.push(item);
-                if chunk.len() == chunk.capacity() || end {
-                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
-                    if !push(full) {
-                        break;
+                // Polls when the queue is full (a quarter of a second ahead at 100 k/s), so
+                // the lanes never have to wake the reader.
+                loop {
+                    match q.events.push(item) {
+                        Ok(()) => break,
+                        Err(back) if !(q.closed.load(Acquire) || stop.load(Relaxed)) => {
+                            item = back;
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Err(_) => {
+                            q.done.store(true, Release);
+                            return;
+                        }
                     }
                 }
                 if end {
                     break;
                 }
             }
-            if !chunk.is_empty() {
-                push(chunk);
-            }
             q.done.store(true, Release);
         })?;
-    Ok((
-        handle,
-        Feed {
-            queue,
-            cur: Vec::new().into_iter(),
-        },
-    ))
+    Ok((handle, Feed { queue }))
 }
 
 /// An event handed to the dispatch thread, with its dispatch instant (ns from the origin).
 pub type Dispatched = (Due, u64);
 
-/// Runs the dispatch path until the trace ends or a stop is requested: a timing thread that
-/// waits for each deadline `origin + intended` and hands over every event due by then, and
+/// How the timing lanes run (recorded in the manifest with the run options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimingOptions {
+    /// Timing lanes: threads that each hold the next event, sleep to its deadline and hand
+    /// over everything due by then. 0 = one per CPU the process may use, at most 2 (see the
+    /// module notes for why two).
+    pub lanes: usize,
+    /// Shortest time between two wake-ups of one lane, ns: a lane that just woke sleeps at
+    /// least this long, so at high rates events go out in small groups, each up to this much
+    /// late, instead of costing a wake-up each. Events further apart are not affected.
+    pub min_wake_ns: u64,
+    /// Pin each lane to its own CPU (when there are as many CPUs as lanes).
+    pub pin: bool,
+    /// Run the lanes SCHED_FIFO (needs root or CAP_SYS_NICE; nice −10 otherwise).
+    pub realtime: bool,
+}
+
+/// Default of [`TimingOptions::min_wake_ns`].
+pub const MIN_WAKE_NS: u64 = 50_000;
+
+impl Default for TimingOptions {
+    fn default() -> Self {
+        Self {
+            lanes: 0,
+            min_wake_ns: MIN_WAKE_NS,
+            pin: true,
+            realtime: true,
+        }
+    }
+}
+
+impl TimingOptions {
+    /// The same options with `lanes` resolved for this process.
+    pub fn resolved(self) -> Self {
+        Self {
+            lanes: match self.lanes {
+                0 => precise::allowed_cpus().len().clamp(1, 2),
+                n => n,
+            },
+            ..self
+        }
+    }
+}
+
+/// Runs the dispatch path until the trace ends or a stop is requested: timing lanes that
+/// wait for each deadline `origin + intended` and hand over every event due by then, and
 /// a dispatch thread that passes them to `spawn` in batches. `first` is an event the caller
-/// took from `feed` already. Returns the notices of [`precise::prepare_timing_thread`] and
-/// [`precise::request_cpu_latency`].
+/// took from `feed` already. Returns notices about settings that could not be made.
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the feed is dropped here, which tells a reader still waiting for room to stop"
+)]
 pub fn dispatch(
     feed: Feed,
     first: Option<Item>,
     origin: Instant,
+    opts: TimingOptions,
     control: &RunControl,
     live: &Live,
     mut spawn: impl FnMut(Vec<Dispatched>) + Send,
 ) -> std::io::Result<Vec<String>> {
+    let mut notices = Vec::new();
+    let _cpu_latency = precise::request_cpu_latency()
+        .map_err(|n| notices.push(n))
+        .ok();
+    let opts = opts.resolved();
+    let cpus = precise::allowed_cpus();
+    // Pinned only when each lane gets a CPU of its own.
+    let pin = opts.pin && opts.lanes > 1 && cpus.len() >= opts.lanes;
     let handoff = ArrayQueue::<Dispatched>::new(HANDOFF);
     let finished = AtomicBool::new(false);
+    let feed = &feed;
     std::thread::scope(|scope| {
         let (handoff, finished) = (&handoff, &finished);
         let dispatcher = std::thread::Builder::new()
             .name("cnsreplay-dispatch".into())
             .spawn_scoped(scope, move || {
-                // Behind the timing thread, ahead of the workers: on the 2-core benchmark
+                // Behind the timing lanes, ahead of the workers: on the 2-core benchmark
                 // (with a real-time timing thread) events waited here 0.4–1.0 ms (pickup p50)
                 // at nice 0, 64–159 µs at nice −10.
-                // Without permission it stays at nice 0; the timing thread's notice says so.
+                // Without permission it stays at nice 0; the lanes' notice says so.
+                // (Real-time, it made pickup worse: 2.2–4.8 ms p99 against 0.5–0.8 ms.)
                 let _ = precise::raise_priority();
                 loop {
                     let mut batch = Vec::new();
@@ -231,33 +284,60 @@ pub fn dispatch(
                 }
             })?;
         let waker = dispatcher.thread().clone();
-        // Owned by the timing thread: however it ends (trace end, stop, panic, or failing to
-        // start at all), the dispatch thread is told to drain and exit, so the scope ends.
-        let finish = FinishDispatch {
+        // However the lanes end (trace end, stop, panic, or failing to start at all), the
+        // dispatch thread is told to drain and exit once the last of them is gone, so the
+        // scope ends.
+        let finish = Arc::new(FinishDispatch {
             finished,
             waker: waker.clone(),
-        };
-        let timing = std::thread::Builder::new()
-            .name("cnsreplay-timing".into())
-            .spawn_scoped(scope, move || {
-                let _finish = finish;
-                timing_loop(
-                    feed,
-                    first,
-                    origin,
-                    control,
-                    live,
-                    |mut d| {
-                        while let Err(back) = handoff.push(d) {
-                            d = back;
-                            waker.unpark();
-                            std::thread::sleep(Duration::from_micros(50));
-                        }
-                    },
-                    || waker.unpark(),
-                )
-            })?;
-        let notices = timing.join().unwrap_or_default();
+        });
+        let mut first = Some(first);
+        let mut threads = Vec::new();
+        for lane in 0..opts.lanes {
+            let finish = finish.clone();
+            let waker = waker.clone();
+            let first = first.take().flatten();
+            let cpu = cpus.get(lane).filter(|_| pin).copied();
+            let t = std::thread::Builder::new()
+                .name(format!("cnsreplay-timing-{lane}"))
+                .spawn_scoped(scope, move || {
+                    let _finish = finish;
+                    let mut notices = precise::prepare_timing_thread(opts.realtime);
+                    if let Some(cpu) = cpu
+                        && let Err(e) = precise::pin_to_cpu(cpu)
+                    {
+                        notices.push(format!(
+                            "could not pin timing lane {lane} to CPU {cpu} ({e})"
+                        ));
+                    }
+                    lane_loop(
+                        feed,
+                        first,
+                        origin,
+                        opts.min_wake_ns,
+                        control,
+                        live,
+                        |mut d| {
+                            while let Err(back) = handoff.push(d) {
+                                d = back;
+                                waker.unpark();
+                                std::thread::sleep(Duration::from_micros(50));
+                            }
+                        },
+                        || waker.unpark(),
+                    );
+                    notices
+                })?;
+            threads.push(t);
+        }
+        drop(finish);
+        for t in threads {
+            for n in t.join().unwrap_or_default() {
+                if !notices.contains(&n) {
+                    notices.push(n);
+                }
+            }
+        }
         let _ = dispatcher.join();
         Ok(notices)
     })
@@ -276,24 +356,27 @@ impl Drop for FinishDispatch<'_> {
     }
 }
 
-/// The timing loop proper: `hand_off` each due event with its dispatch instant, then
-/// `flush` once per wake-up.
-fn timing_loop(
-    mut feed: Feed,
+/// One timing lane: holds the next event it took, sleeps to its deadline (and at least
+/// `min_wake_ns` after its previous wake-up), then hands over it and every further event due
+/// by then, each with the dispatch instant, and `flush`es once per wake-up.
+#[allow(clippy::too_many_arguments)]
+fn lane_loop(
+    feed: &Feed,
     first: Option<Item>,
     origin: Instant,
+    min_wake_ns: u64,
     control: &RunControl,
     live: &Live,
     mut hand_off: impl FnMut(Dispatched),
     flush: impl Fn(),
-) -> Vec<String> {
-    let mut notices = precise::prepare_timing_thread();
-    let _cpu_latency = precise::request_cpu_latency()
-        .map_err(|n| notices.push(n))
-        .ok();
+) {
     let stop = control.stop_flag();
     let mut next = first;
+    let mut earliest = 0u64;
     loop {
+        if stop.load(Relaxed) {
+            break;
+        }
         let head = match next.take().or_else(|| feed.next_blocking()) {
             Some(Ok(d)) => d,
             Some(Err(e)) => {
@@ -302,14 +385,14 @@ fn timing_loop(
             }
             None => break,
         };
-        let deadline = origin + Duration::from_nanos(head.intended);
+        let deadline = origin + Duration::from_nanos(head.intended.max(earliest));
         if !wait_until(deadline, || stop.load(Relaxed)) {
             break;
         }
         // Every event due by `now` goes out stamped with it (up to MAX_BATCH per look at
         // the clock, so a backlog cannot age the stamp).
         let now = ns_since(origin, Instant::now());
-        let (mut n, mut late, mut worst) = (0u64, 0u64, 0u64);
+        let (mut n, mut late, mut worst) = (0usize, 0u64, 0u64);
         let mut due = Some(head);
         while let Some(d) = due.take() {
             let lateness = now.saturating_sub(d.intended);
@@ -319,7 +402,7 @@ fn timing_loop(
             // Counted before the hand-off, so `in_flight` never sees it done but not dispatched.
             live.dispatched.fetch_add(1, Relaxed);
             hand_off((d, now));
-            if n as usize == MAX_BATCH {
+            if n == MAX_BATCH {
                 break;
             }
             match feed.try_next() {
@@ -328,10 +411,10 @@ fn timing_loop(
             }
         }
         flush();
+        earliest = if n == MAX_BATCH { 0 } else { now + min_wake_ns };
         if late > 0 {
             live.late.fetch_add(late, Relaxed);
         }
         live.worst_lag_ns.fetch_max(worst, Relaxed);
     }
-    notices
 }

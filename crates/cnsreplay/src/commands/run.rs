@@ -18,6 +18,7 @@ use provider_local::{LocalConfig, LocalProvider, Mode};
 use replay::sim::{Latency, SimConfig, SimProvider, Stall};
 use replay::{
     CompletionState, Live, Percentiles, Provider, RunControl, RunDir, RunInfo, RunOptions, Summary,
+    TimingOptions,
 };
 use trace_format::OpType;
 use trace_format::units::parse_duration;
@@ -81,6 +82,21 @@ pub struct ProviderArgs {
     /// tokio worker threads.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
+    /// Timing lanes (threads that sleep to event deadlines and dispatch); 0 = one per CPU, at
+    /// most 2.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub timing_lanes: usize,
+    /// Shortest time between two wake-ups of a timing lane: at high event rates events go out
+    /// in groups, each up to this much late, instead of one wake-up each.
+    #[arg(long, value_name = "DUR", default_value = "50us")]
+    pub min_wake: String,
+    /// Let the timing lanes run on any CPU instead of one each.
+    #[arg(long)]
+    pub no_pin_lanes: bool,
+    /// Run the timing lanes at nice -10 instead of real-time (SCHED_FIFO, which needs root or
+    /// CAP_SYS_NICE).
+    #[arg(long)]
+    pub no_realtime: bool,
     /// sim: configuration file (YAML: seed, default, ops, errors, stalls).
     #[arg(long, value_name = "FILE")]
     pub sim_config: Option<PathBuf>,
@@ -155,6 +171,12 @@ fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
         grace_ns: dur_ns(&a.grace).context("--grace")?,
         seed: a.settings.seed,
         workers: a.settings.workers,
+        timing: TimingOptions {
+            lanes: a.settings.timing_lanes,
+            min_wake_ns: dur_ns(&a.settings.min_wake).context("--min-wake")?,
+            pin: !a.settings.no_pin_lanes,
+            realtime: !a.settings.no_realtime,
+        },
         ..RunOptions::default()
     };
     for c in &a.settings.concurrency {

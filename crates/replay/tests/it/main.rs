@@ -3,6 +3,7 @@
 
 mod co;
 mod engine;
+mod timing;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,0 +1,119 @@
+//! The timing lanes: every event handed over exactly once, never early, whatever the number of
+//! lanes; and the minimum wake-up interval groups events as documented.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use replay::{RunOptions, TimingOptions};
+
+use crate::{MS, cordon, records, run_sim};
+
+const US: u64 = 1_000;
+
+fn opts(lanes: usize, min_wake_ns: u64) -> RunOptions {
+    RunOptions {
+        timing: TimingOptions {
+            lanes,
+            min_wake_ns,
+            // Tests run without root too: the lanes then fall back to nice values, with a
+            // notice, and must dispatch the same events.
+            ..TimingOptions::default()
+        },
+        ..RunOptions::default()
+    }
+}
+
+/// `n` cordon events `gap` apart.
+fn evenly(n: u64, gap: u64) -> Vec<(u64, trace_format::Op)> {
+    (0..n).map(|i| (i * gap, cordon("n"))).collect()
+}
+
+#[test]
+fn every_event_is_dispatched_once_and_never_early_with_any_number_of_lanes() {
+    for lanes in [1, 2, 3, 5] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // 3000 events 20 µs apart (50 k/s): the lanes race for them all the time.
+        let out = run_sim(
+            dir.path(),
+            &evenly(3000, 20 * US),
+            "default: {dist: constant, value: 0}\n",
+            &opts(lanes, 0),
+        );
+        assert_eq!(out.summary.dispatched, 3000, "{lanes} lanes");
+        let recs = records(&dir.path().join("run"));
+        let ids: BTreeSet<u64> = recs.iter().map(|r| r.id).collect();
+        assert_eq!(recs.len(), 3000, "{lanes} lanes: one record per event");
+        assert_eq!(ids.len(), 3000, "{lanes} lanes: no event twice");
+        for r in &recs {
+            assert!(
+                r.dispatched >= r.intended,
+                "{lanes} lanes: event {} dispatched {} ns before its time",
+                r.id,
+                r.intended - r.dispatched
+            );
+            assert_eq!(r.intended, r.id * 20 * US);
+        }
+        let timing = &out.manifest.options["timing"];
+        assert_eq!(timing["lanes"], lanes, "the manifest records the lanes");
+    }
+}
+
+#[test]
+fn automatic_lanes_resolve_to_a_count_in_the_manifest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = run_sim(
+        dir.path(),
+        &evenly(10, MS),
+        "default: {dist: constant, value: 0}\n",
+        &opts(0, TimingOptions::default().min_wake_ns),
+    );
+    let lanes = out.manifest.options["timing"]["lanes"]
+        .as_u64()
+        .expect("lanes");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    assert_eq!(lanes, cpus.clamp(1, 2));
+}
+
+#[test]
+fn a_lane_sleeps_at_least_the_minimum_wake_interval_between_hand_overs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 2000 events 50 µs apart over 100 ms; one lane that wakes at most every 10 ms.
+    let min_wake = 10 * MS;
+    run_sim(
+        dir.path(),
+        &evenly(2000, 50 * US),
+        "default: {dist: constant, value: 0}\n",
+        &opts(1, min_wake),
+    );
+    let recs = records(&dir.path().join("run"));
+    assert_eq!(recs.len(), 2000);
+    // Group events by the wake-up (dispatch instant) that handed them over.
+    let mut groups: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for r in &recs {
+        groups.entry(r.dispatched).or_default().push(r.intended);
+    }
+    let stamps: Vec<u64> = groups.keys().copied().collect();
+    for w in stamps.windows(2) {
+        assert!(
+            w[1] - w[0] >= min_wake,
+            "wake-ups {} ns apart, less than the minimum {min_wake}",
+            w[1] - w[0]
+        );
+    }
+    // So events went out in groups: ~100 ms / 10 ms wake-ups for 2000 events.
+    assert!(
+        stamps.len() <= 12,
+        "{} wake-ups for 100 ms of events",
+        stamps.len()
+    );
+    // And each wake-up handed over everything due by then, nothing later.
+    for (&at, intended) in &groups {
+        assert!(intended.iter().all(|&i| i <= at));
+    }
+    for (w, next) in stamps.iter().zip(stamps.iter().skip(1)) {
+        let later = &groups[next];
+        assert!(
+            later.iter().all(|&i| i > *w),
+            "an event due by the wake-up at {w} waited for the next one"
+        );
+    }
+}
