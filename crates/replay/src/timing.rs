@@ -9,17 +9,20 @@
 //!   1 ms. So there are two timing **lanes**, pinned to different CPUs, taking events from
 //!   one lock-free queue: each holds only the next event it took, so a stalled lane delays
 //!   that one event (and any it was handing over) while the other lane carries on. With two
-//!   lanes the late events came in groups of 1–3 instead of 100–400.
-//! - **The scheduler lets a woken thread wait**: a nice −10 thread woken by its timer still
-//!   waited for the running thread's slice, whole 4 ms ticks at times. The lanes therefore
-//!   run SCHED_FIFO (at a low real-time priority) when permitted, so a wake-up preempts at
-//!   once; otherwise nice −10, with a notice.
+//!   lanes the events more than 0.3 ms late came mostly in groups of 1–3 (once 80) instead of
+//!   up to 100–400.
+//! - **A woken thread may wait for the CPU**: with one nice −10 lane the worst groups of late
+//!   events lasted whole 4 ms scheduler ticks (3998–4066 µs). Our reading: the woken lane
+//!   waited for the running thread's time slice to end. The lanes therefore run SCHED_FIFO
+//!   (at a low real-time priority) when permitted, which preempts at once, and those groups
+//!   were gone; otherwise nice −10, with a notice.
 //! - **Wake-ups are expensive on a VM**: arming the timer and taking its interrupt cost a lane
-//!   ~8 µs of CPU each. One wake-up per event took 70–90 % of a core and left the runtime
-//!   behind. A lane sleeps at least [`TimingOptions::min_wake_ns`] (50 µs) between wake-ups
-//!   and then hands over everything due: at high rates events go out in small groups, up to
-//!   that much late; events further apart are unaffected. At 30 µs the two lanes took 2.6 s
-//!   of CPU each per 10 s and the runtime fell up to a second behind; at 50 µs 2.1 s.
+//!   7–10 µs of CPU each. One wake-up per event took 70–80 % of a core and left the runtime
+//!   short of CPU. A lane sleeps at least [`TimingOptions::min_wake_ns`] (50 µs) between
+//!   wake-ups and then hands over everything due: at high rates events go out in small
+//!   groups, up to that much late; events further apart are unaffected. At 30 µs the two lanes
+//!   took 2.6–2.9 s of CPU each per 10 s and in 4 of 7 runs the runtime fell up to a second
+//!   behind; at 50 µs 2.1 s, and it kept up.
 //!
 //! The lanes must never wait for another thread: when a real-time thread blocks on a lock
 //! held by a preempted thread, it waits until that thread gets a CPU again. `perf` showed
