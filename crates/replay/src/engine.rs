@@ -119,6 +119,9 @@ impl RunControl {
 /// sink and the timing lanes were still being set up.
 const START_LEAD: Duration = Duration::from_millis(5);
 
+/// Most timing lanes a run may ask for (two are enough to ride out one stalled CPU).
+const MAX_LANES: usize = 16;
+
 /// What a finished run returns.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
@@ -291,6 +294,12 @@ pub fn run<P: Provider>(
         return Err(Error::Options(format!(
             "speed must be > 0, got {}",
             opts.speed
+        )));
+    }
+    if opts.timing.lanes > MAX_LANES {
+        return Err(Error::Options(format!(
+            "at most {MAX_LANES} timing lanes, got {}",
+            opts.timing.lanes
         )));
     }
     if opts.concurrency.values().any(|&n| n == 0) {

@@ -330,8 +330,18 @@ pub fn dispatch(
                         || waker.unpark(),
                     );
                     notices
-                })?;
-            threads.push(t);
+                });
+            match t {
+                Ok(t) => threads.push(t),
+                // The lanes already running carry the run (less well); none at all is an error.
+                Err(e) if !threads.is_empty() => {
+                    notices.push(format!(
+                        "could not start timing lane {lane} ({e}); running with {lane}"
+                    ));
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
         }
         drop(finish);
         for t in threads {

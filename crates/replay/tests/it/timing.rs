@@ -119,3 +119,24 @@ fn a_lane_sleeps_at_least_the_minimum_wake_interval_between_hand_overs() {
         );
     }
 }
+
+#[test]
+fn too_many_lanes_is_an_options_error_before_anything_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = crate::write_trace(dir.path(), &evenly(3, MS));
+    let cfg = replay::sim::SimConfig::default();
+    let p = std::sync::Arc::new(replay::sim::SimProvider::new(cfg).expect("sim"));
+    let err = replay::run(
+        &trace,
+        &dir.path().join("run"),
+        &p,
+        &opts(17, 0),
+        &replay::RunControl::new(),
+    )
+    .expect_err("17 lanes");
+    assert!(
+        matches!(&err, replay::Error::Options(m) if m.contains("at most 16 timing lanes, got 17")),
+        "{err}"
+    );
+    assert!(!dir.path().join("run").exists(), "no run directory");
+}
