@@ -66,8 +66,8 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         "m" => 60.0,
         _ => return None,
     };
-    let secs = v * scale;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    // `try_`: a finite value past the range of `Duration` (e.g. `1e30s`) is an error too.
+    Duration::try_from_secs_f64(v * scale).ok()
 }
 
 impl Dist {
@@ -193,7 +193,7 @@ pub struct Plan {
 impl Plan {
     /// Delay plus stall.
     pub fn total(&self) -> Duration {
-        self.delay + self.stall
+        self.delay.saturating_add(self.stall)
     }
 }
 
@@ -301,6 +301,28 @@ mod tests {
         assert!(Dist::parse("k", "lognormal 1ms x").is_err());
         let e = Dist::parse("latency.CreateVolume", "bogus 1").unwrap_err();
         assert_eq!(e.key, "latency.CreateVolume");
+    }
+
+    /// Found while writing the `csi_latency` fuzz target: `Duration::from_secs_f64` panics
+    /// past ~584 billion years, and adding a huge delay and stall overflowed.
+    #[test]
+    fn durations_past_the_duration_range_are_errors_not_panics() {
+        assert_eq!(parse_duration("1e30s"), None);
+        assert!(Dist::parse("latency.CreateVolume", "fixed 1e30s").is_err());
+        assert!(
+            validate_params(&BTreeMap::from([(
+                "stall.*".to_owned(),
+                "1 1e300m".to_owned()
+            )]))
+            .is_err()
+        );
+        let big = Duration::from_secs(u64::MAX / 2 + 1);
+        let plan = Plan {
+            delay: big,
+            stall: big,
+            fail: false,
+        };
+        assert_eq!(plan.total(), Duration::MAX);
     }
 
     #[test]

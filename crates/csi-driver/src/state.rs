@@ -217,12 +217,17 @@ impl OpLog {
 /// Reads every record of an `ops.jsonl` file; errors name the line.
 pub fn read_ops(path: &Path) -> Result<Vec<OpRecord>, StateError> {
     let text = fs_err::read_to_string(path)?;
+    parse_ops(&text, &path.display().to_string())
+}
+
+/// Parses the text of an `ops.jsonl` file named `file` (in errors, with the line).
+pub fn parse_ops(text: &str, file: &str) -> Result<Vec<OpRecord>, StateError> {
     text.lines()
-        .filter(|l| !l.trim().is_empty())
         .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
             serde_json::from_str(l).map_err(|source| StateError::Parse {
-                path: PathBuf::from(format!("{}:{}", path.display(), i + 1)),
+                path: PathBuf::from(format!("{file}:{}", i + 1)),
                 source,
             })
         })
@@ -234,4 +239,17 @@ pub fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Errors name the line in the file, blank lines included (they were numbered among the
+    /// non-blank lines only).
+    #[test]
+    fn ops_errors_name_the_file_line() {
+        let err = parse_ops("\n\n{not json}\n", "ops.jsonl").expect_err("bad line");
+        assert!(err.to_string().contains("ops.jsonl:3"), "{err}");
+    }
 }

@@ -82,7 +82,21 @@ pub fn replay_trace(
         let intended = if ro.no_stall {
             Instant::now()
         } else {
-            let at = t0 + Duration::from_secs_f64(ev.at as f64 / 1e9 / ro.speed);
+            // A tiny speed can scale a late event past what an `Instant` holds: an error, not
+            // a panic.
+            let Some(at) = Duration::try_from_secs_f64(ev.at as f64 / 1e9 / ro.speed)
+                .ok()
+                .and_then(|d| t0.checked_add(d))
+            else {
+                failure = Some(Error::InvalidSpec {
+                    field: "speed",
+                    reason: format!(
+                        "event {} (at {} ns) is out of time range at speed {}",
+                        ev.id, ev.at, ro.speed
+                    ),
+                });
+                break;
+            };
             if let Some(wait) = at.checked_duration_since(Instant::now() + LOOKAHEAD) {
                 std::thread::sleep(wait);
             }

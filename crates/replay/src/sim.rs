@@ -124,7 +124,7 @@ impl Latency {
     }
 
     /// A draw from two independent uniforms in (0, 1).
-    fn sample(&self, u1: f64, u2: f64) -> u64 {
+    pub fn sample(&self, u1: f64, u2: f64) -> u64 {
         let v = match self {
             Latency::Constant { value } => return value.0,
             Latency::Uniform { min, max } => min.0 as f64 + u1 * (max.0 - min.0) as f64,

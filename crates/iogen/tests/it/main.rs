@@ -3,6 +3,7 @@
 mod closed;
 mod hist;
 mod open;
+mod replay;
 mod stop;
 mod stream;
 mod verify;
