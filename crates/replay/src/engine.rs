@@ -422,7 +422,7 @@ pub fn run<P: Provider>(
     // The clock starts once the first event is decoded and planned (a YAML trace is parsed
     // whole before its first event, which must not count as lateness of the first events),
     // and START_LEAD later, so that setting up the sink and the timing lanes does not either.
-    let first = feed.next_blocking();
+    feed.wait_first();
 
     let origin = Instant::now() + START_LEAD;
     let (done_tx, done_rx) = mpsc::channel::<Done>();
@@ -457,21 +457,20 @@ pub fn run<P: Provider>(
     // The timing and dispatch threads; each batch of due events becomes one runtime task
     // that spawns one task per event.
     let handle = rt.handle().clone();
-    let timing_notices =
-        timing::dispatch(feed, first, origin, opts.timing, control, &live, |batch| {
-            let sh = shared.clone();
-            handle.spawn(async move {
-                for (d, dispatched) in batch {
-                    tokio::spawn(execute_event(
-                        sh.clone(),
-                        Arc::new(d.ev),
-                        d.plan,
-                        d.intended,
-                        dispatched,
-                    ));
-                }
-            });
-        })?;
+    let timing_notices = timing::dispatch(feed, origin, opts.timing, control, &live, |batch| {
+        let sh = shared.clone();
+        handle.spawn(async move {
+            for (d, dispatched) in batch {
+                tokio::spawn(execute_event(
+                    sh.clone(),
+                    Arc::new(d.ev),
+                    d.plan,
+                    d.intended,
+                    dispatched,
+                ));
+            }
+        });
+    })?;
     notices.extend(timing_notices);
     let _ = reader_thread.join();
     drop(shared);

@@ -6,11 +6,12 @@
 //! - **The host stops a vCPU** for up to ~3 ms at a time, tens of times in 10 s
 //!   (`cyclictest -p80` sees it with nothing else running). One timing thread stalls with its
 //!   vCPU and every event due meanwhile is late: hundreds of events per stall, p99.9 above
-//!   1 ms. So there are two timing **lanes**, pinned to different CPUs, taking events from
-//!   one lock-free queue: each holds only the next event it took, so a stalled lane delays
-//!   that one event (and any it was handing over) while the other lane carries on. With two
-//!   lanes the events more than 0.3 ms late came mostly in groups of 1–3 (once 80) instead of
-//!   up to 100–400.
+//!   1 ms. So there are two timing **lanes**, pinned to different CPUs, sharing one feed:
+//!   each looks at the next deadline, and whichever lane is awake when an event is due claims
+//!   it (a compare-and-swap on a counter) and hands it over. No lane holds an event that is
+//!   not due, so a stalled lane delays nothing but what it was handing over, and the other
+//!   lane carries on. (A first version where each lane took the next event and slept with it
+//!   still left that one event to the stalled lane: max lateness ~3 ms, p99.9 0.1–0.3 ms.)
 //! - **A woken thread may wait for the CPU**: with one nice −10 lane the worst groups of late
 //!   events lasted whole 4 ms scheduler ticks (3998–4066 µs). Our reading: the woken lane
 //!   waited for the running thread's time slice to end. The lanes therefore run SCHED_FIFO
@@ -18,21 +19,22 @@
 //!   were gone; otherwise nice −10, with a notice.
 //! - **Wake-ups are expensive on a VM**: arming the timer and taking its interrupt cost a lane
 //!   7–10 µs of CPU each. One wake-up per event took 70–80 % of a core and left the runtime
-//!   short of CPU. A lane sleeps at least [`TimingOptions::min_wake_ns`] (50 µs) between
-//!   wake-ups and then hands over everything due: at high rates events go out in small
-//!   groups, up to that much late; events further apart are unaffected. At 30 µs the two lanes
-//!   took 2.6–2.9 s of CPU each per 10 s and in 4 of 7 runs the runtime fell up to a second
-//!   behind; at 50 µs 2.1 s, and it kept up.
-//!
+//!   short of CPU. So each lane wakes at most once per point of its own grid, spaced
+//!   [`TimingOptions::min_wake_ns`] (50 µs) apart, with the lanes' grids interleaved (lane `i`
+//!   of `n` at phase `i·50/n` µs): together they look at the clock every 25 µs at high
+//!   rates, and hand over everything due then; events further apart wake a lane at their own
+//!   deadline. With 30 µs the two lanes took 2.6–2.9 s of CPU each per 10 s and in 4 of 7
+//!   runs the runtime fell up to a second behind; with 50 µs ~2.1–2.4 s, and it kept up.
+
 //! The lanes must never wait for another thread: when a real-time thread blocks on a lock
 //! held by a preempted thread, it waits until that thread gets a CPU again. `perf` showed
 //! exactly that with the timing thread spawning onto tokio itself (futex waits in tokio's
 //! inject-queue and task-list locks, some 3.5–5.4 ms). So:
 //! - The reader queues decoded events (dependencies already planned) in a lock-free bounded
 //!   queue; when it is full the reader polls, so a lane never has to wake it.
-//! - A lane sleeps to an absolute deadline ([`precise::wait_until`]), stamps every event due
-//!   by then as dispatched, pushes it onto a lock-free hand-off queue, and unparks the
-//!   dispatch thread (an atomic swap and, when it sleeps, one futex wake: no lock).
+//! - A lane sleeps to an absolute instant ([`precise::wait_until`]), claims every event due
+//!   by then, stamps it as dispatched, pushes it onto a lock-free hand-off queue, and unparks
+//!   the dispatch thread (an atomic swap and, when it sleeps, one futex wake: no lock).
 //! - The dispatch thread takes what is queued and spawns it onto the runtime in one batch; it
 //!   is the one that takes tokio's locks. The time an event waits there is part of its
 //!   `pickup` (dispatched → started), which is recorded per event and summarised.
@@ -42,7 +44,10 @@
 //! does not matter.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed,
+    Ordering::Release,
+};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
@@ -79,40 +84,97 @@ type Item = Result<Due, trace_format::Error>;
 /// Decoded events between the reader and the timing lanes.
 const FEED: usize = 1 << 14;
 
+/// Extra room in the event queue for events claimed but not yet taken (one per lane).
+const FEED_SLACK: usize = 64;
+
 struct FeedQueue {
     events: ArrayQueue<Item>,
+    /// The intended instant of event `n` (in trace order) at `n % FEED`; written before
+    /// `published` counts the event, so lanes can look at the next deadline without taking
+    /// the event.
+    intended: Box<[AtomicU64]>,
+    /// Events queued so far.
+    published: AtomicU64,
+    /// Events claimed by a lane so far; a lane claims event `n` (by moving this from `n` to
+    /// `n + 1`) only when it is due.
+    claimed: AtomicU64,
     /// Set by the reader after its last event is queued.
     done: AtomicBool,
     /// Set when the timing side is gone, so a reader waiting for room stops.
     closed: AtomicBool,
 }
 
-/// The timing side's end of the reader: events in trace order. Several lanes may take from it
-/// at once (a lock-free queue), each the next event in trace order.
+impl FeedQueue {
+    fn slot(n: u64) -> usize {
+        (n % FEED as u64) as usize
+    }
+}
+
+/// What comes next in the feed.
+enum Next {
+    /// An event intended at this instant (ns from the origin).
+    At(u64),
+    /// Nothing decoded yet.
+    Waiting,
+    /// The trace has ended.
+    End,
+}
+
+/// The timing side's end of the reader: events in trace order. Several lanes share it: each
+/// looks at the next deadline, and whichever is awake when it is due claims the event (a
+/// compare-and-swap on a counter) and takes it; nobody holds an event that is not due.
 pub struct Feed {
     queue: Arc<FeedQueue>,
 }
 
 impl Feed {
-    /// The next event, waiting for the reader if it has none decoded; `None` at the end.
-    pub fn next_blocking(&self) -> Option<Item> {
-        loop {
-            if let Some(item) = self.queue.events.pop() {
-                return Some(item);
-            }
-            if self.queue.done.load(Acquire) {
-                // Everything the reader queued is visible once `done` is.
-                return self.queue.events.pop();
-            }
-            // Only when the reader is behind (the first events, or a trace decoding slower
-            // than it dispatches): poll rather than make the reader wake us.
+    /// Waits until the reader has queued the first event or ended.
+    pub fn wait_first(&self) {
+        let q = &self.queue;
+        while q.published.load(Acquire) == 0 && !q.done.load(Acquire) {
             std::thread::sleep(Duration::from_micros(20));
         }
     }
 
-    /// The next event if one is decoded already.
-    fn try_next(&self) -> Option<Item> {
-        self.queue.events.pop()
+    /// The next unclaimed event's deadline.
+    fn next(&self) -> Next {
+        let q = &self.queue;
+        // `done` first: once it is set, `published` is final.
+        let done = q.done.load(Acquire);
+        let c = q.claimed.load(Acquire);
+        if c < q.published.load(Acquire) {
+            Next::At(q.intended[FeedQueue::slot(c)].load(Relaxed))
+        } else if done {
+            Next::End
+        } else {
+            Next::Waiting
+        }
+    }
+
+    /// Claims and takes the next event if it is due by `now`.
+    fn claim_due(&self, now: u64) -> Option<Item> {
+        let q = &self.queue;
+        let mut c = q.claimed.load(Acquire);
+        loop {
+            if c >= q.published.load(Acquire) || q.intended[FeedQueue::slot(c)].load(Relaxed) > now
+            {
+                return None;
+            }
+            // A failed exchange means another lane claimed `c` (or a stale slot was read):
+            // look again at the new head.
+            match q.claimed.compare_exchange_weak(c, c + 1, AcqRel, Acquire) {
+                Ok(_) => break,
+                Err(actual) => c = actual,
+            }
+        }
+        // Every claimed event is queued already (it was published after being pushed); two
+        // lanes claiming at once may take each other's, both due.
+        loop {
+            if let Some(item) = q.events.pop() {
+                return Some(item);
+            }
+            std::hint::spin_loop();
+        }
     }
 }
 
@@ -140,7 +202,10 @@ pub fn spawn_reader(
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<(std::thread::JoinHandle<()>, Feed)> {
     let queue = Arc::new(FeedQueue {
-        events: ArrayQueue::new(FEED),
+        events: ArrayQueue::new(FEED + FEED_SLACK),
+        intended: (0..FEED).map(|_| AtomicU64::new(0)).collect(),
+        published: AtomicU64::new(0),
+        claimed: AtomicU64::new(0),
         done: AtomicBool::new(false),
         closed: AtomicBool::new(false),
     });
@@ -148,6 +213,8 @@ pub fn spawn_reader(
     let handle = std::thread::Builder::new()
         .name("cnsreplay-reader".into())
         .spawn(move || {
+            let gone = || q.closed.load(Acquire) || stop.load(Relaxed);
+            let mut n = 0u64;
             for item in reader.events() {
                 let mut item = item.map(|ev| Due {
                     intended: intended_ns(ev.at, speed),
@@ -155,14 +222,24 @@ pub fn spawn_reader(
                     ev,
                 });
                 let end = item.is_err() || stop.load(Relaxed);
-                // Polls when the queue is full (a quarter of a second ahead at 100 k/s), so
-                // the lanes never have to wake the reader.
+                // Polls while FEED events are queued (a sixth of a second ahead at 100 k/s), so
+                // the lanes never have to wake the reader. A read error is due at once.
+                while n - q.claimed.load(Acquire) >= FEED as u64 {
+                    if gone() {
+                        q.done.store(true, Release);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                let at = item.as_ref().map_or(0, |d| d.intended);
+                q.intended[FeedQueue::slot(n)].store(at, Relaxed);
+                // Room for FEED unclaimed events plus those claimed but not yet taken.
                 loop {
                     match q.events.push(item) {
                         Ok(()) => break,
-                        Err(back) if !(q.closed.load(Acquire) || stop.load(Relaxed)) => {
+                        Err(back) if !gone() => {
                             item = back;
-                            std::thread::sleep(Duration::from_millis(1));
+                            std::thread::sleep(Duration::from_micros(50));
                         }
                         Err(_) => {
                             q.done.store(true, Release);
@@ -170,6 +247,8 @@ pub fn spawn_reader(
                         }
                     }
                 }
+                n += 1;
+                q.published.store(n, Release);
                 if end {
                     break;
                 }
@@ -186,13 +265,14 @@ pub type Dispatched = (Due, u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimingOptions {
-    /// Timing lanes: threads that each hold the next event, sleep to its deadline and hand
-    /// over everything due by then. 0 = one per CPU the process may use, at most 2 (see the
-    /// module notes for why two).
+    /// Timing lanes: threads that each sleep to the next deadline (or their next grid point)
+    /// and hand over everything due by then. 0 = one per CPU the process may use, at most 2
+    /// (see the module notes for why two).
     pub lanes: usize,
-    /// Shortest time between two wake-ups of one lane, ns: a lane that just woke sleeps at
-    /// least this long, so at high rates events go out in small groups, each up to this much
-    /// late, instead of costing a wake-up each. Events further apart are not affected.
+    /// Spacing of each lane's grid of wake-up points, ns: a lane wakes at most once per point
+    /// (the lanes' grids interleaved), so at high rates events go out in small groups, each up
+    /// to `min_wake_ns / lanes` late while all lanes run, instead of costing a wake-up each.
+    /// Events further apart wake a lane at their own deadline. 0: every deadline.
     pub min_wake_ns: u64,
     /// Pin each lane to its own CPU (when there are as many CPUs as lanes).
     pub pin: bool,
@@ -229,15 +309,14 @@ impl TimingOptions {
 
 /// Runs the dispatch path until the trace ends or a stop is requested: timing lanes that
 /// wait for each deadline `origin + intended` and hand over every event due by then, and
-/// a dispatch thread that passes them to `spawn` in batches. `first` is an event the caller
-/// took from `feed` already. Returns notices about settings that could not be made.
+/// a dispatch thread that passes them to `spawn` in batches. Returns notices about settings
+/// that could not be made.
 #[expect(
     clippy::needless_pass_by_value,
     reason = "the feed is dropped here, which tells a reader still waiting for room to stop"
 )]
 pub fn dispatch(
     feed: Feed,
-    first: Option<Item>,
     origin: Instant,
     opts: TimingOptions,
     control: &RunControl,
@@ -294,12 +373,10 @@ pub fn dispatch(
             finished,
             waker: waker.clone(),
         });
-        let mut first = Some(first);
         let mut threads = Vec::new();
         for lane in 0..opts.lanes {
             let finish = finish.clone();
             let waker = waker.clone();
-            let first = first.take().flatten();
             let cpu = cpus.get(lane).filter(|_| pin).copied();
             let t = std::thread::Builder::new()
                 .name(format!("cnsreplay-timing-{lane}"))
@@ -315,9 +392,11 @@ pub fn dispatch(
                     }
                     lane_loop(
                         feed,
-                        first,
                         origin,
-                        opts.min_wake_ns,
+                        Grid {
+                            period: opts.min_wake_ns,
+                            phase: opts.min_wake_ns * lane as u64 / opts.lanes as u64,
+                        },
                         control,
                         live,
                         |mut d| {
@@ -369,36 +448,60 @@ impl Drop for FinishDispatch<'_> {
     }
 }
 
-/// One timing lane: holds the next event it took, sleeps to its deadline (and at least
-/// `min_wake_ns` after its previous wake-up), then hands over it and every further event due
-/// by then, each with the dispatch instant, and `flush`es once per wake-up.
-#[allow(clippy::too_many_arguments)]
+/// When a lane may wake: on its own points `phase + k·period` (ns from the origin), at
+/// most one wake-up per point, so lanes take turns (lane `i` of `n` at phase `i·period/n`)
+/// and events go out at most `period / n` after they are due while every lane is running;
+/// or at a deadline itself when that is later. `period` 0: at every deadline.
+#[derive(Debug, Clone, Copy)]
+struct Grid {
+    period: u64,
+    phase: u64,
+}
+
+impl Grid {
+    /// The first instant after `last_wake` this lane may wake for an event due at `due`.
+    fn wake_at(self, last_wake: Option<u64>, due: u64) -> u64 {
+        let Some(t) = last_wake.filter(|_| self.period > 0) else {
+            return due;
+        };
+        let point = if t < self.phase {
+            self.phase
+        } else {
+            ((t - self.phase) / self.period + 1) * self.period + self.phase
+        };
+        due.max(point)
+    }
+}
+
+/// One timing lane: looks at the next deadline, sleeps until it (or the lane's next grid
+/// point, if later), then claims every event due by then and hands it over with the
+/// dispatch instant, and `flush`es once per wake-up.
 fn lane_loop(
     feed: &Feed,
-    first: Option<Item>,
     origin: Instant,
-    min_wake_ns: u64,
+    grid: Grid,
     control: &RunControl,
     live: &Live,
     mut hand_off: impl FnMut(Dispatched),
     flush: impl Fn(),
 ) {
     let stop = control.stop_flag();
-    let mut next = first;
-    let mut earliest = 0u64;
+    let mut last_wake = None;
     loop {
         if stop.load(Relaxed) {
             break;
         }
-        let head = match next.take().or_else(|| feed.next_blocking()) {
-            Some(Ok(d)) => d,
-            Some(Err(e)) => {
-                control.request_stop(format!("trace read error: {e}"));
-                break;
+        let due = match feed.next() {
+            Next::At(at) => at,
+            Next::End => break,
+            Next::Waiting => {
+                // Only when the reader is behind (the first events, or a trace decoding
+                // slower than it dispatches): poll rather than make the reader wake us.
+                std::thread::sleep(Duration::from_micros(20));
+                continue;
             }
-            None => break,
         };
-        let deadline = origin + Duration::from_nanos(head.intended.max(earliest));
+        let deadline = origin + Duration::from_nanos(grid.wake_at(last_wake, due));
         if !wait_until(deadline, || stop.load(Relaxed)) {
             break;
         }
@@ -406,25 +509,36 @@ fn lane_loop(
         // the clock, so a backlog cannot age the stamp).
         let now = ns_since(origin, Instant::now());
         let (mut n, mut late, mut worst) = (0usize, 0u64, 0u64);
-        let mut due = Some(head);
-        while let Some(d) = due.take() {
-            let lateness = now.saturating_sub(d.intended);
+        while n < MAX_BATCH {
+            let d = match feed.claim_due(now) {
+                None => break,
+                Some(Ok(d)) => d,
+                Some(Err(e)) => {
+                    control.request_stop(format!("trace read error: {e}"));
+                    flush();
+                    return;
+                }
+            };
+            // Two lanes claiming at once may take each other's event: one due by the other
+            // lane's clock reading, which came after ours; read the clock again for it.
+            let at = if d.intended <= now {
+                now
+            } else {
+                ns_since(origin, Instant::now())
+            };
+            let lateness = at.saturating_sub(d.intended);
             worst = worst.max(lateness);
             late += u64::from(lateness > LATE_NS);
             n += 1;
             // Counted before the hand-off, so `in_flight` never sees it done but not dispatched.
             live.dispatched.fetch_add(1, Relaxed);
-            hand_off((d, now));
-            if n == MAX_BATCH {
-                break;
-            }
-            match feed.try_next() {
-                Some(Ok(d)) if d.intended <= now => due = Some(d),
-                other => next = other,
-            }
+            hand_off((d, at));
         }
-        flush();
-        earliest = if n == MAX_BATCH { 0 } else { now + min_wake_ns };
+        if n > 0 {
+            flush();
+        }
+        // A full batch: look at the clock again at once.
+        last_wake = (n < MAX_BATCH).then_some(now);
         if late > 0 {
             live.late.fetch_add(late, Relaxed);
         }

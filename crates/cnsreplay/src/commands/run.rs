@@ -86,8 +86,9 @@ pub struct ProviderArgs {
     /// most 2.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub timing_lanes: usize,
-    /// Shortest time between two wake-ups of a timing lane: at high event rates events go out
-    /// in groups, each up to this much late, instead of one wake-up each.
+    /// Spacing of each timing lane's wake-up points (the lanes' interleaved): at high event
+    /// rates events go out in groups, each up to this much / lanes late, instead of one
+    /// wake-up each.
     #[arg(long, value_name = "DUR", default_value = "50us")]
     pub min_wake: String,
     /// Let the timing lanes run on any CPU instead of one each.

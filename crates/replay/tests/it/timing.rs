@@ -76,15 +76,15 @@ fn automatic_lanes_resolve_to_a_count_in_the_manifest() {
 }
 
 #[test]
-fn a_lane_sleeps_at_least_the_minimum_wake_interval_between_hand_overs() {
+fn a_lane_wakes_at_most_once_per_point_of_its_grid() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // 2000 events 50 µs apart over 100 ms; one lane that wakes at most every 10 ms.
-    let min_wake = 10 * MS;
+    // 2000 events 50 µs apart over 100 ms; one lane whose grid points are 10 ms apart.
+    let period = 10 * MS;
     run_sim(
         dir.path(),
         &evenly(2000, 50 * US),
         "default: {dist: constant, value: 0}\n",
-        &opts(1, min_wake),
+        &opts(1, period),
     );
     let recs = records(&dir.path().join("run"));
     assert_eq!(recs.len(), 2000);
@@ -94,12 +94,10 @@ fn a_lane_sleeps_at_least_the_minimum_wake_interval_between_hand_overs() {
         groups.entry(r.dispatched).or_default().push(r.intended);
     }
     let stamps: Vec<u64> = groups.keys().copied().collect();
-    for w in stamps.windows(2) {
-        assert!(
-            w[1] - w[0] >= min_wake,
-            "wake-ups {} ns apart, less than the minimum {min_wake}",
-            w[1] - w[0]
-        );
+    // The first wake-up is at the first deadline; after that, one per grid period at most.
+    let periods: Vec<u64> = stamps.iter().map(|s| s / period).collect();
+    for w in periods.windows(2) {
+        assert!(w[0] < w[1], "two wake-ups in one grid period: {stamps:?}");
     }
     // So events went out in groups: ~100 ms / 10 ms wake-ups for 2000 events.
     assert!(
@@ -117,6 +115,36 @@ fn a_lane_sleeps_at_least_the_minimum_wake_interval_between_hand_overs() {
             later.iter().all(|&i| i > *w),
             "an event due by the wake-up at {w} waited for the next one"
         );
+    }
+}
+
+#[test]
+fn two_lanes_take_turns_on_their_grids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Events 50 µs apart over 200 ms; two lanes with 10 ms periods, at phases 0 and 5 ms:
+    // together they wake about every 5 ms, so no event waits a whole period.
+    let period = 10 * MS;
+    run_sim(
+        dir.path(),
+        &evenly(4000, 50 * US),
+        "default: {dist: constant, value: 0}\n",
+        &opts(2, period),
+    );
+    let recs = records(&dir.path().join("run"));
+    assert_eq!(recs.len(), 4000);
+    let stamps: BTreeSet<u64> = recs.iter().map(|r| r.dispatched).collect();
+    // Per lane at most its first wake-up (at the first deadline) and one per grid point up
+    // to a period past the last event: 1 + 21.
+    assert!(stamps.len() <= 2 * (1 + 21), "{} wake-ups", stamps.len());
+    // Both phases were used: wake-ups in the first and in the second half of a period.
+    let halves: BTreeSet<bool> = stamps.iter().map(|s| s % period >= period / 2).collect();
+    assert_eq!(
+        halves.len(),
+        2,
+        "wake-ups only in one half of the period: {stamps:?}"
+    );
+    for r in &recs {
+        assert!(r.dispatched >= r.intended);
     }
 }
 
