@@ -26,7 +26,6 @@
 //!   deadline. With 30 µs the two lanes took 2.6–2.9 s of CPU each per 10 s and in 4 of 7
 //!   runs the runtime fell up to a second behind; with 50 µs ~2.1–2.4 s, and it kept up.
 //!
-
 //! The lanes must never wait for another thread: when a real-time thread blocks on a lock
 //! held by a preempted thread, it waits until that thread gets a CPU again. `perf` showed
 //! exactly that with the timing thread spawning onto tokio itself (futex waits in tokio's
