@@ -141,13 +141,19 @@ impl Feed {
         let q = &self.queue;
         // `done` first: once it is set, `published` is final.
         let done = q.done.load(Acquire);
-        let c = q.claimed.load(Acquire);
-        if c < q.published.load(Acquire) {
-            Next::At(q.intended[FeedQueue::slot(c)].load(Relaxed))
-        } else if done {
-            Next::End
-        } else {
-            Next::Waiting
+        let mut c = q.claimed.load(Acquire);
+        loop {
+            if c >= q.published.load(Acquire) {
+                return if done { Next::End } else { Next::Waiting };
+            }
+            let at = q.intended[FeedQueue::slot(c)].load(Acquire);
+            // Unchanged head: the slot still held event `c` (a lane that stalled between the
+            // two loads could otherwise read the slot's next occupant, FEED events later).
+            let now = q.claimed.load(Acquire);
+            if now == c {
+                return Next::At(at);
+            }
+            c = now;
         }
     }
 
@@ -232,7 +238,7 @@ pub fn spawn_reader(
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 let at = item.as_ref().map_or(0, |d| d.intended);
-                q.intended[FeedQueue::slot(n)].store(at, Relaxed);
+                q.intended[FeedQueue::slot(n)].store(at, Release);
                 // Room for FEED unclaimed events plus those claimed but not yet taken.
                 loop {
                     match q.events.push(item) {
