@@ -20,11 +20,12 @@
 //! - **Wake-ups are expensive on a VM**: arming the timer and taking its interrupt cost a lane
 //!   7–10 µs of CPU each. One wake-up per event took 70–80 % of a core and left the runtime
 //!   short of CPU. So each lane wakes at most once per point of its own grid, spaced
-//!   [`TimingOptions::min_wake_ns`] (50 µs) apart, with the lanes' grids interleaved (lane `i`
-//!   of `n` at phase `i·50/n` µs): together they look at the clock every 25 µs at high
-//!   rates, and hand over everything due then; events further apart wake a lane at their own
-//!   deadline. With 30 µs the two lanes took 2.6–2.9 s of CPU each per 10 s and in 4 of 7
-//!   runs the runtime fell up to a second behind; with 50 µs ~2.1–2.4 s, and it kept up.
+//!   [`TimingOptions::min_wake_ns`] (80 µs) apart, with the lanes' grids interleaved (lane
+//!   `i` of `n` at phase `i·80/n` µs): together they look at the clock every 40 µs at high
+//!   rates and hand over everything due then; events further apart wake a lane at their own
+//!   deadline. The spacing trades lateness for the runtime's CPU: at 100 k events/s, 50 µs
+//!   took 2.3–2.8 s of CPU per lane per 10 s and the runtime fell tens of ms behind in 2 of
+//!   3 runs; 80 µs 1.7–2.0 s, and it kept up in 7 of 7.
 //!
 //! The lanes must never wait for another thread: when a real-time thread blocks on a lock
 //! held by a preempted thread, it waits until that thread gets a CPU again. `perf` showed
@@ -287,7 +288,7 @@ pub struct TimingOptions {
 }
 
 /// Default of [`TimingOptions::min_wake_ns`].
-pub const MIN_WAKE_NS: u64 = 50_000;
+pub const MIN_WAKE_NS: u64 = 80_000;
 
 impl Default for TimingOptions {
     fn default() -> Self {
@@ -511,8 +512,7 @@ fn lane_loop(
         if !wait_until(deadline, || stop.load(Relaxed)) {
             break;
         }
-        // Every event due by `now` goes out stamped with it (up to MAX_BATCH per look at
-        // the clock, so a backlog cannot age the stamp).
+        // Every event due by `now` goes out (up to MAX_BATCH per look at the clock).
         let now = ns_since(origin, Instant::now());
         let (mut n, mut late, mut worst) = (0usize, 0u64, 0u64);
         while n < MAX_BATCH {
@@ -525,13 +525,11 @@ fn lane_loop(
                     return;
                 }
             };
-            // Two lanes claiming at once may take each other's event: one due by the other
-            // lane's clock reading, which came after ours; read the clock again for it.
-            let at = if d.intended <= now {
-                now
-            } else {
-                ns_since(origin, Instant::now())
-            };
+            // Stamped when claimed, not with the wake-up's clock reading: a lane stopped
+            // mid-batch must not make the rest of the batch look on time. (It also covers two
+            // lanes claiming at once and taking each other's event, which was due by the other
+            // lane's earlier reading.)
+            let at = ns_since(origin, Instant::now());
             let lateness = at.saturating_sub(d.intended);
             worst = worst.max(lateness);
             late += u64::from(lateness > LATE_NS);

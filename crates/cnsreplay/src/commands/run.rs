@@ -89,7 +89,7 @@ pub struct ProviderArgs {
     /// Spacing of each timing lane's wake-up points (the lanes' interleaved): at high event
     /// rates events go out in groups, each up to this much / lanes late, instead of one
     /// wake-up each.
-    #[arg(long, value_name = "DUR", default_value = "50us")]
+    #[arg(long, value_name = "DUR", default_value = "80us")]
     pub min_wake: String,
     /// Let the timing lanes run on any CPU instead of one each.
     #[arg(long)]

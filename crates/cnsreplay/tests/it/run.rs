@@ -96,10 +96,17 @@ fn sim_run_prints_the_summary_and_its_schema_is_committed() {
     assert_eq!(v["state"], "complete");
     assert_eq!(v["dispatched"], 21);
     assert_eq!(v["ops"]["snapshot"]["count"], 3);
+    let manifest = RunDir::open(&run).manifest().expect("manifest");
+    assert_eq!(manifest.state, CompletionState::Complete);
+    // The CLI's default timing options are the engine's, and the lane count is resolved.
+    let timing: replay::TimingOptions =
+        serde_json::from_value(manifest.options["timing"].clone()).expect("timing options");
     assert_eq!(
-        RunDir::open(&run).manifest().expect("manifest").state,
-        CompletionState::Complete
+        timing.min_wake_ns,
+        replay::TimingOptions::default().min_wake_ns
     );
+    assert!(timing.pin && timing.realtime);
+    assert!((1..=2).contains(&timing.lanes), "{timing:?}");
 
     // The table names every op type and the I/O split line is absent on sim (no I/O).
     let run2 = dir.path().join("run2");
