@@ -39,21 +39,31 @@ pub fn prepare_timing_thread(realtime: bool) -> Vec<String> {
              dispatch lateness may be higher"
         ));
     }
-    if realtime {
+    let rt = if realtime {
         match make_realtime(TIMING_RT_PRIORITY) {
             Ok(()) => return notices,
-            Err(e) => notices.push(format!(
-                "could not make the timing lanes real-time (SCHED_FIFO {TIMING_RT_PRIORITY}: {e}; \
-                 needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO); they run at nice {TIMING_NICE} \
-                 instead, and dispatch lateness will be higher on a busy machine"
-            )),
+            Err(e) => Some(e),
         }
-    }
-    if let Err(e) = raise_priority() {
-        notices.push(format!(
+    } else {
+        None
+    };
+    let nice = raise_priority();
+    match (rt, nice) {
+        (Some(rt), Ok(())) => notices.push(format!(
+            "could not make the timing lanes real-time (SCHED_FIFO {TIMING_RT_PRIORITY}: {rt}; \
+             needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO); they run at nice {TIMING_NICE} \
+             instead, and dispatch lateness will be higher on a busy machine"
+        )),
+        (Some(rt), Err(e)) => notices.push(format!(
+            "could not make the timing lanes real-time (SCHED_FIFO {TIMING_RT_PRIORITY}: {rt}) \
+             nor raise them to nice {TIMING_NICE} ({e}); needs root or CAP_SYS_NICE; they run \
+             at the default priority, and dispatch lateness will be higher on a busy machine"
+        )),
+        (None, Err(e)) => notices.push(format!(
             "could not raise the timing lanes' priority to nice {TIMING_NICE} ({e}; needs root \
              or CAP_SYS_NICE); dispatch lateness may be higher on a busy machine"
-        ));
+        )),
+        (None, Ok(())) => {}
     }
     notices
 }

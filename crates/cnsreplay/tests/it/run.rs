@@ -246,3 +246,73 @@ impl Drop for LoopGuard {
         let _ = Command::new("losetup").args(["-d", &self.0]).status();
     }
 }
+
+/// Without root the engine cannot hold the CPU latency request, make its timing lanes
+/// real-time or raise their priority: the run still completes, and its summary says what it
+/// could not do. Run as `nobody` through `setpriv` when the tests run as root (as in CI).
+#[test]
+fn without_privileges_the_run_completes_and_says_what_it_could_not_set() {
+    let root = rustix::process::geteuid().is_root();
+    if !root {
+        // Already unprivileged, perhaps with capabilities: only the run itself is checked.
+        eprintln!("not root: running as the current user");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs_err::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod");
+    let run = dir.path().join("run");
+    let bin = env!("CARGO_BIN_EXE_cnsreplay");
+    let args = [
+        "-q",
+        "run",
+        QUICK,
+        "--provider",
+        "sim",
+        "--speed",
+        "20",
+        "--json",
+        "--sim-latency",
+        "default=constant:1ms",
+        "-o",
+        run.to_str().expect("utf-8"),
+    ];
+    let mut cmd = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin]);
+        c
+    } else {
+        Command::new(bin)
+    };
+    let o = cmd
+        .args(args)
+        .current_dir(workspace())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run cnsreplay");
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["state"], "complete");
+    assert_eq!(v["dispatched"], 21);
+    let notices: Vec<&str> = v["notices"]
+        .as_array()
+        .expect("notices")
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    if !root {
+        return;
+    }
+    let has = |s: &str| notices.iter().any(|n| n.contains(s));
+    assert!(has("/dev/cpu_dma_latency"), "{notices:?}");
+    assert!(
+        has("could not make the timing lanes real-time") && has("nor raise them to nice -10"),
+        "{notices:?}"
+    );
+    assert!(
+        !has("they run at nice -10 instead"),
+        "a notice must not claim a priority the lanes did not get: {notices:?}"
+    );
+}
