@@ -119,9 +119,6 @@ impl RunControl {
 /// sink and the timing lanes were still being set up.
 const START_LEAD: Duration = Duration::from_millis(5);
 
-/// Most timing lanes a run may ask for (two are enough to ride out one stalled CPU).
-const MAX_LANES: usize = 16;
-
 /// What a finished run returns.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
@@ -296,9 +293,10 @@ pub fn run<P: Provider>(
             opts.speed
         )));
     }
-    if opts.timing.lanes > MAX_LANES {
+    if opts.timing.lanes > timing::MAX_LANES {
         return Err(Error::Options(format!(
-            "at most {MAX_LANES} timing lanes, got {}",
+            "at most {} timing lanes, got {}",
+            timing::MAX_LANES,
             opts.timing.lanes
         )));
     }

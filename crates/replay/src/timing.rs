@@ -17,9 +17,9 @@
 //!   waited for the running thread's time slice to end. The lanes therefore run SCHED_FIFO
 //!   (at a low real-time priority) when permitted, which preempts at once, and those groups
 //!   were gone; otherwise nice −10, with a notice.
-//! - **Wake-ups are expensive on a VM**: arming the timer and taking its interrupt cost a lane
-//!   7–10 µs of CPU each. One wake-up per event took 70–80 % of a core and left the runtime
-//!   short of CPU. So each lane wakes at most once per point of its own grid, spaced
+//! - **Wake-ups are expensive on a VM**: a lane woken for every event used 7.0 s of CPU for
+//!   1 M events, nearly all system time (arming the timer, taking its interrupt): ~7 µs per
+//!   wake-up, 70–80 % of a core at 100 k events/s, which left the runtime short of CPU. So each lane wakes at most once per point of its own grid, spaced
 //!   [`TimingOptions::min_wake_ns`] (80 µs) apart, with the lanes' grids interleaved (lane
 //!   `i` of `n` at phase `i·80/n` µs): together they look at the clock every 40 µs at high
 //!   rates and hand over everything due then; events further apart wake a lane at their own
@@ -85,8 +85,11 @@ type Item = Result<Due, trace_format::Error>;
 /// Decoded events between the reader and the timing lanes.
 const FEED: usize = 1 << 14;
 
-/// Extra room in the event queue for events claimed but not yet taken (one per lane).
-const FEED_SLACK: usize = 64;
+/// Most timing lanes a run may ask for (two are enough to ride out one stalled CPU).
+pub const MAX_LANES: usize = 16;
+
+/// Extra room in the event queue for events claimed but not yet taken (at most one per lane).
+const FEED_SLACK: usize = MAX_LANES;
 
 struct FeedQueue {
     events: ArrayQueue<Item>,
@@ -200,7 +203,7 @@ fn intended_ns(at: u64, speed: f64) -> u64 {
 }
 
 /// Starts the reader thread: decodes `reader`'s events, plans their dependencies with `deps`
-/// (in trace order, which is dispatch order) and queues them in chunks. Stops after the
+/// (in trace order, which is dispatch order) and queues them. Stops after the
 /// first read error (which it passes on), when `stop` is set, or when the feed is dropped.
 pub fn spawn_reader(
     reader: TraceReader,
@@ -304,9 +307,14 @@ impl Default for TimingOptions {
 impl TimingOptions {
     /// The same options with `lanes` resolved for this process.
     pub fn resolved(self) -> Self {
+        self.resolved_for(precise::allowed_cpus().len())
+    }
+
+    /// The same options with `lanes` resolved for a process that may use `cpus` CPUs.
+    fn resolved_for(self, cpus: usize) -> Self {
         Self {
             lanes: match self.lanes {
-                0 => precise::allowed_cpus().len().clamp(1, 2),
+                0 => cpus.clamp(1, 2),
                 n => n,
             },
             ..self
@@ -334,8 +342,8 @@ pub fn dispatch(
     let _cpu_latency = precise::request_cpu_latency()
         .map_err(|n| notices.push(n))
         .ok();
-    let opts = opts.resolved();
     let cpus = precise::allowed_cpus();
+    let opts = opts.resolved_for(cpus.len());
     // Pinned only when each lane gets a CPU of its own.
     let pin = opts.pin && opts.lanes > 1 && cpus.len() >= opts.lanes;
     let handoff = ArrayQueue::<Dispatched>::new(HANDOFF);
@@ -350,7 +358,7 @@ pub fn dispatch(
                 // (with a real-time timing thread) events waited here 0.4–1.0 ms (pickup p50)
                 // at nice 0, 64–159 µs at nice −10.
                 // Without permission it stays at nice 0; the lanes' notice says so.
-                // (Real-time, it made pickup worse: 2.2–4.8 ms p99 against 0.5–0.8 ms.)
+                // (Real-time, it made pickup worse: 2.2–4.8 ms p99 against 0.47–0.89 ms.)
                 let _ = precise::raise_priority();
                 loop {
                     let mut batch = Vec::new();
@@ -540,12 +548,12 @@ fn lane_loop(
         }
         if n > 0 {
             flush();
+            if late > 0 {
+                live.late.fetch_add(late, Relaxed);
+            }
+            live.worst_lag_ns.fetch_max(worst, Relaxed);
         }
         // A full batch: look at the clock again at once.
         last_wake = (n < MAX_BATCH).then_some(now);
-        if late > 0 {
-            live.late.fetch_add(late, Relaxed);
-        }
-        live.worst_lag_ns.fetch_max(worst, Relaxed);
     }
 }

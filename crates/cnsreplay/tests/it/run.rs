@@ -73,11 +73,10 @@ fn wait_for_attach(run: &Path) {
     panic!("the run never attached its volumes");
 }
 
-#[test]
-fn sim_run_prints_the_summary_and_its_schema_is_committed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let run = dir.path().join("run");
-    let o = cnsreplay(&[
+/// `run` of the quickstart trace on the sim (1 ms per op, 20× speed) with a JSON summary,
+/// into `run`.
+fn quick_sim_json(run: &Path) -> [&str; 12] {
+    [
         "-q",
         "run",
         QUICK,
@@ -90,7 +89,14 @@ fn sim_run_prints_the_summary_and_its_schema_is_committed() {
         "default=constant:1ms",
         "-o",
         run.to_str().expect("utf-8"),
-    ]);
+    ]
+}
+
+#[test]
+fn sim_run_prints_the_summary_and_its_schema_is_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run");
+    let o = cnsreplay(&quick_sim_json(&run));
     ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["state"], "complete");
@@ -263,20 +269,6 @@ fn without_privileges_the_run_completes_and_says_what_it_could_not_set() {
     .expect("chmod");
     let run = dir.path().join("run");
     let bin = env!("CARGO_BIN_EXE_cnsreplay");
-    let args = [
-        "-q",
-        "run",
-        QUICK,
-        "--provider",
-        "sim",
-        "--speed",
-        "20",
-        "--json",
-        "--sim-latency",
-        "default=constant:1ms",
-        "-o",
-        run.to_str().expect("utf-8"),
-    ];
     let mut cmd = if root {
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin]);
@@ -285,7 +277,7 @@ fn without_privileges_the_run_completes_and_says_what_it_could_not_set() {
         Command::new(bin)
     };
     let o = cmd
-        .args(args)
+        .args(quick_sim_json(&run))
         .current_dir(workspace())
         .env("NO_COLOR", "1")
         .output()

@@ -92,21 +92,27 @@ fn wakeups(recs: &[replay::EventRecord], gap: u64) -> Vec<u64> {
     out
 }
 
-#[test]
-fn a_lane_wakes_at_most_once_per_point_of_its_grid() {
+/// Replays `n` events 50 µs apart with `lanes` lanes on grids `period` apart; checks that
+/// every event was dispatched, none early, and returns the records.
+fn grid_run(n: u64, lanes: usize, period: u64) -> Vec<replay::EventRecord> {
     let dir = tempfile::tempdir().expect("tempdir");
-    // 2000 events 50 µs apart over 100 ms; one lane whose grid points are 10 ms apart.
-    let period = 10 * MS;
     run_sim(
         dir.path(),
-        &evenly(2000, 50 * US),
+        &evenly(n, 50 * US),
         "default: {dist: constant, value: 0}\n",
-        &opts(1, period),
+        &opts(lanes, period),
     );
     let recs = records(&dir.path().join("run"));
-    assert_eq!(recs.len(), 2000);
+    assert_eq!(recs.len() as u64, n);
     assert!(recs.iter().all(|r| r.dispatched >= r.intended));
-    let wakes = wakeups(&recs, period / 2);
+    recs
+}
+
+#[test]
+fn a_lane_wakes_at_most_once_per_point_of_its_grid() {
+    // 2000 events over 100 ms; one lane whose grid points are 10 ms apart.
+    let period = 10 * MS;
+    let wakes = wakeups(&grid_run(2000, 1, period), period / 2);
     // The first wake-up is at the first deadline; after that, one per grid period at most.
     let periods: Vec<u64> = wakes.iter().map(|w| w / period).collect();
     for w in periods.windows(2) {
@@ -118,20 +124,10 @@ fn a_lane_wakes_at_most_once_per_point_of_its_grid() {
 
 #[test]
 fn two_lanes_take_turns_on_their_grids() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    // Events 50 µs apart over 200 ms; two lanes with 10 ms periods, at phases 0 and 5 ms:
-    // together they wake about every 5 ms, so no event waits a whole period.
+    // 4000 events over 200 ms; two lanes with 10 ms periods, at phases 0 and 5 ms: together
+    // they wake about every 5 ms, so no event waits a whole period.
     let period = 10 * MS;
-    run_sim(
-        dir.path(),
-        &evenly(4000, 50 * US),
-        "default: {dist: constant, value: 0}\n",
-        &opts(2, period),
-    );
-    let recs = records(&dir.path().join("run"));
-    assert_eq!(recs.len(), 4000);
-    assert!(recs.iter().all(|r| r.dispatched >= r.intended));
-    let wakes = wakeups(&recs, period / 5);
+    let wakes = wakeups(&grid_run(4000, 2, period), period / 5);
     // Per lane at most its first wake-up (at the first deadline) and one per grid point up
     // to a period past the last event: 1 + 21.
     assert!(wakes.len() <= 2 * (1 + 21), "{} wake-ups", wakes.len());
