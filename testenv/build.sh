@@ -59,7 +59,7 @@ for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	kube_ldflags+=" -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
 done
 t_all=$(date +%s)
-while read -r name module pkg; do
+while read -r name module pkg tags cgo; do
 	[ -n "$name" ] || continue
 	if [ -x "$out/bin.partial/$name" ]; then
 		testenv_log "  $name: already built"
@@ -69,8 +69,12 @@ while read -r name module pkg; do
 	[ "$module" = kube ] && ldflags=$kube_ldflags
 	testenv_log "  $name <- $pkg (wrapper testenv/go/$module)"
 	t0=$(date +%s)
+	[ "${tags:--}" = - ] && tags=""
+	cgo_env=()
+	[ "${cgo:-}" = cgo0 ] && cgo_env=(CGO_ENABLED=0)
 	(cd "$TESTENV_SRC/go/$module" &&
-		nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$out/bin.partial/$name.tmp" "$pkg")
+		env "${cgo_env[@]}" nice -n 10 go build -trimpath -tags "$tags" -ldflags "$ldflags" \
+			-o "$out/bin.partial/$name.tmp" "$pkg")
 	mv "$out/bin.partial/$name.tmp" "$out/bin.partial/$name"
 	testenv_log "  $name: $(($(date +%s) - t0)) s"
 done <<<"$TESTENV_BINARIES"

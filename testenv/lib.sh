@@ -5,8 +5,9 @@ TESTENV_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TESTENV_CACHE=${TESTENV_CACHE:-$HOME/.cache/cnsreplay/testenv}
 TESTENV_DIR=${TESTENV_DIR:-$TESTENV_CACHE/run}
 
-# name  wrapper-module  package
-# (every wrapper in testenv/go pins its versions in go.mod and go.sum)
+# name  wrapper-module  package  [build tags, comma-separated, "-" for none]  [cgo0: CGO_ENABLED=0]
+# (every wrapper in testenv/go pins its versions in go.mod and go.sum; pause and cni-eth0
+# are this repository's own code, without dependencies)
 TESTENV_BINARIES="
 etcd                    etcd        go.etcd.io/etcd/server/v3
 kube-apiserver          kube        k8s.io/kubernetes/cmd/kube-apiserver
@@ -19,10 +20,17 @@ csi-attacher            attacher    github.com/kubernetes-csi/external-attacher/
 csi-resizer             resizer     github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
 csi-snapshotter         snapshotter github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
 snapshot-controller     snapshotter github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
+kubelet                 kube        k8s.io/kubernetes/cmd/kubelet
+containerd              containerd  github.com/containerd/containerd/v2/cmd/containerd urfave_cli_no_docs,no_btrfs,no_devmapper,no_zfs cgo0
+containerd-shim-runc-v2 containerd  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 urfave_cli_no_docs,no_grpc cgo0
+loopback                cni         github.com/containernetworking/plugins/plugins/main/loopback - cgo0
+crane                   crane       github.com/google/go-containerregistry/cmd/crane - cgo0
+pause                   pause       cnsreplay.local/testenv/pause - cgo0
+cni-eth0                cni-eth0    cnsreplay.local/testenv/cni-eth0 - cgo0
 "
 
 # The wrapper modules of the cluster's binaries, in the order their go.mod/go.sum are hashed.
-TESTENV_WRAPPERS="attacher etcd kube kwok provisioner resizer snapshotter"
+TESTENV_WRAPPERS="attacher etcd kube kwok provisioner resizer snapshotter containerd cni crane pause cni-eth0"
 
 # The version key: Kubernetes version plus a hash of every wrapper's go.mod and go.sum, the
 # binary table and the Go version. Any change to a pinned version gives a new cache folder.
@@ -32,7 +40,8 @@ testenv_version_key() {
 		# Only the cluster's wrappers (not go/csi-sanity, which has its own key): the same
 		# bytes as `cat */go.mod */go.sum` before csi-sanity existed, so the key is unchanged.
 		for w in $TESTENV_WRAPPERS; do cat "$w/go.mod"; done
-		for w in $TESTENV_WRAPPERS; do cat "$w/go.sum"; done
+		for w in $TESTENV_WRAPPERS; do [ ! -e "$w/go.sum" ] || cat "$w/go.sum"; done
+		cat pause/*.go cni-eth0/*.go
 		echo "$TESTENV_BINARIES"
 		go env GOVERSION GOOS GOARCH
 	} | sha256sum | cut -c1-12)

@@ -24,12 +24,20 @@
 #   TESTENV_CSI_SOCKET     path of another CSI driver's unix socket: start the four CSI sidecars
 #                          against it instead (cnsreplay-csi is then not started)
 #   TESTENV_TIMEOUT        seconds to wait for readiness (default 120)
+#   TESTENV_REAL_NODE=1    also start one real node (testenv/node.sh): a registry on 127.0.0.1
+#                          with the pause and iogen images, containerd and a kubelet; node
+#                          testenv-real-node (TESTENV_REAL_NODE_NAME), label
+#                          cnsreplay.dev/real-node=true; cnsreplay-csi then serves that node
+#                          and registers with its kubelet. Needs root, runc, docker-registry
+#                          and a static iogen (TESTENV_IOGEN_BIN, default
+#                          $CARGO_TARGET_DIR/x86_64-unknown-linux-musl/release/iogen)
 #
 # Afterwards: `. $TESTENV_DIR/testenv.env` sets KUBECONFIG, PATH (kubectl) and TESTENV_*.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 NODES=${TESTENV_NODES:-3}
+REAL=${TESTENV_REAL_NODE:-0}
 QPS=${TESTENV_QPS:-200}
 BURST=${TESTENV_BURST:-400}
 DRIVER=${TESTENV_CSI_DRIVER:-csi.cnsreplay.dev}
@@ -154,6 +162,12 @@ for c in kwok snapshot-controller csi-provisioner csi-attacher csi-resizer csi-s
 	client "$c" "/O=system:masters/CN=$c"
 done
 mv "$S/admin.kubeconfig" "$S/kubeconfig"
+WANT_NODES=$NODES
+if [ "$REAL" = 1 ]; then
+	. "$TESTENV_SRC/node.sh"
+	real_node_prepare
+	WANT_NODES=$((NODES + 1))
+fi
 ADMIN_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo "$ADMIN_TOKEN" >"$S/admin.token"
 echo "$ADMIN_TOKEN,cnsreplay-admin-token,cnsreplay-admin-token,\"system:masters\"" >"$P/tokens.csv"
@@ -178,6 +192,7 @@ export TESTENV_CSI_OPS_LOG=${CSI_ROOT:+$CSI_ROOT/ops.jsonl}
 export TESTENV_STORAGE_CLASS=${CSI_ROOT:+cnsreplay-csi}
 export TESTENV_STORAGE_CLASS_WFFC=${CSI_ROOT:+cnsreplay-csi-wffc}
 export TESTENV_SNAPSHOT_CLASS=${CSI_ROOT:+cnsreplay-csi}
+export TESTENV_REAL_NODE=
 export KUBECONFIG=$S/kubeconfig
 export PATH=$BIN:\$PATH
 EOF
@@ -318,8 +333,16 @@ start snapshot-controller --kubeconfig="$S/snapshot-controller.kubeconfig" \
 if $OWN_CSI; then
 	mkdir -p "$S/csi" "$CSI_ROOT"
 	node_ids=$(seq -s, -f "testenv-node-%g" 1 "$NODES")
+	node_id=testenv-node-1
+	registration=()
+	if [ "$REAL" = 1 ]; then
+		# The driver's node service is the real node's: the kubelet finds it through the
+		# registration socket and writes the node's CSINode from its NodeGetInfo.
+		node_id=$REAL_NODE
+		registration=(--registration-socket="$KUBELET_ROOT/plugins_registry/$DRIVER-reg.sock")
+	fi
 	start_exe cnsreplay-csi "$CSI_BIN" --endpoint="$CSI_SOCKET" --root="$CSI_ROOT" \
-		--driver-name="$DRIVER" --node-id=testenv-node-1 --nodes="$node_ids" \
+		--driver-name="$DRIVER" --node-id="$node_id" --nodes="$node_ids" "${registration[@]}" \
 		--topology-key="$TOPOLOGY_KEY" ${TESTENV_CSI_TOPOLOGY:+--topology} \
 		${TESTENV_CSI_LATENCY_CONFIG:+--latency-config="$TESTENV_CSI_LATENCY_CONFIG"}
 	wait_for "cnsreplay-csi socket" test -S "$CSI_SOCKET"
@@ -340,11 +363,14 @@ if $OWN_CSI; then
 	k apply -f "$S/csi/objects.yaml" >/dev/null
 fi
 
+if [ "$REAL" = 1 ]; then
+	real_node_start
+fi
 all_nodes_ready() {
 	[ "$(k get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
-		grep -c '^True$')" -ge "$NODES" ]
+		grep -c '^True$')" -ge "$WANT_NODES" ]
 }
-wait_for "$NODES nodes Ready" all_nodes_ready
+wait_for "$WANT_NODES nodes Ready" all_nodes_ready
 wait_for "default service account" k -n default get serviceaccount default
 if [ -n "$CSI_SOCKET" ]; then
 	# A sidecar exits when it cannot talk to the driver (about 1 s after its start): give them
@@ -358,6 +384,6 @@ for f in "$S"/pids/*.pid; do
 	}
 done
 trap - EXIT
-testenv_log "ready: $NODES nodes, start to ready $(since "$t_procs") s (with certificates $(since "$t_start") s)"
+testenv_log "ready: $WANT_NODES nodes, start to ready $(since "$t_procs") s (with certificates $(since "$t_start") s)"
 testenv_rss >&2
 echo "$S/testenv.env"

@@ -21,6 +21,7 @@ pub mod state;
 
 mod controller;
 mod node;
+mod registration;
 mod server;
 mod snapshot;
 
@@ -36,6 +37,18 @@ pub mod pb {
     tonic::include_proto!("csi.v1");
 }
 
+#[allow(
+    missing_docs,
+    clippy::all,
+    clippy::pedantic,
+    unused_qualifications,
+    rust_2018_idioms
+)]
+/// Code generated from `proto/pluginregistration.proto` (the kubelet's plugin registration).
+pub mod pb_registration {
+    tonic::include_proto!("pluginregistration");
+}
+
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -43,6 +56,7 @@ use std::time::Duration;
 
 use tonic::Status;
 
+pub use registration::{Registered, serve_registration};
 pub use server::{Served, serve};
 
 use crate::latency::{LatencyConfig, Plan, Rng};

@@ -41,6 +41,11 @@ struct Args {
     /// Capacity of a volume whose request gives none, bytes.
     #[arg(long, default_value_t = 1 << 30)]
     default_size: u64,
+    /// Also serve the kubelet's plugin registration on this socket (in the kubelet's
+    /// `plugins_registry` directory, e.g. `/var/lib/kubelet/plugins_registry/NAME-reg.sock`):
+    /// the kubelet then registers the driver and writes the node's CSINode itself.
+    #[arg(long)]
+    registration_socket: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -84,14 +89,50 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let served = rt.block_on(csi_driver::serve(driver, &socket, async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
         }
-    }))?;
+    };
+    let name = driver.config().name.clone();
+    let served = rt.block_on(async {
+        let signals = async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .context("SIGTERM handler")?;
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+                () = stopped() => {}
+            }
+            let _ = stop_tx.send(true);
+            anyhow::Ok(())
+        };
+        // Either server ending (e.g. its socket cannot be bound) stops the other.
+        let csi = async {
+            let r = csi_driver::serve(driver, &socket, stopped()).await;
+            let _ = stop_tx.send(true);
+            r
+        };
+        let registration = async {
+            match &args.registration_socket {
+                Some(reg) => {
+                    tracing::info!(socket = %reg.display(), "serving the kubelet's plugin registration");
+                    let r = csi_driver::serve_registration(&name, &socket, reg, stopped()).await;
+                    let _ = stop_tx.send(true);
+                    r.map(Some)
+                }
+                None => Ok(None),
+            }
+        };
+        let (sig, served, registered) = tokio::join!(signals, csi, registration);
+        sig?;
+        let registered = registered.context("plugin registration server")?;
+        tracing::info!(?registered, "plugin registration stopped");
+        served.context("CSI server")
+    })?;
     tracing::info!(?served, "stopped");
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! The Node service: stage (mount the loop device), publish (bind mount), expand, info.
-//! Without a kubelet (the local test cluster) nothing calls it; tests call it directly.
+//! The Node service: stage (mount the loop device), publish (bind mount), expand, volume
+//! stats, info. On testenv's real node the kubelet calls it (it finds the driver through the
+//! plugin registration, [`crate::serve_registration`]); on kwok's fake nodes nothing does.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -284,9 +285,29 @@ impl Node for Driver {
 
     async fn node_get_volume_stats(
         &self,
-        _request: Request<pb::NodeGetVolumeStatsRequest>,
+        request: Request<pb::NodeGetVolumeStatsRequest>,
     ) -> Result<Response<pb::NodeGetVolumeStatsResponse>, Status> {
-        Err(Status::unimplemented("NodeGetVolumeStats is not supported"))
+        let req = request.into_inner();
+        let id = required("volume_id", &req.volume_id)?;
+        let path = path_arg("volume_path", &req.volume_path)?;
+        let v = self.volume(id)?;
+        if !path.exists() {
+            return Err(Status::not_found(format!("volume_path {}", path.display())));
+        }
+        let usage = if v.block || !self.loop_mode() {
+            // A raw device (or a file-mode volume, which has no file system): its size only.
+            vec![pb::VolumeUsage {
+                unit: pb::volume_usage::Unit::Bytes.into(),
+                total: i64::try_from(v.capacity).unwrap_or(i64::MAX),
+                ..Default::default()
+            }]
+        } else {
+            blocking(move || fs_usage(&path)).await?
+        };
+        Ok(Response::new(pb::NodeGetVolumeStatsResponse {
+            usage,
+            volume_condition: None,
+        }))
     }
 
     async fn node_expand_volume(
@@ -307,7 +328,11 @@ impl Node for Driver {
         &self,
         _request: Request<pb::NodeGetCapabilitiesRequest>,
     ) -> Result<Response<pb::NodeGetCapabilitiesResponse>, Status> {
-        let capabilities = [NodeCap::StageUnstageVolume, NodeCap::ExpandVolume]
+        let capabilities = [
+            NodeCap::StageUnstageVolume,
+            NodeCap::ExpandVolume,
+            NodeCap::GetVolumeStats,
+        ]
             .into_iter()
             .map(|t| pb::NodeServiceCapability {
                 r#type: Some(pb::node_service_capability::Type::Rpc(
@@ -333,4 +358,33 @@ impl Node for Driver {
             }),
         }))
     }
+}
+
+/// Bytes and inodes of the file system mounted at `path` (`stat -f`: block size, blocks,
+/// free blocks, blocks available to non-root, inodes, free inodes).
+fn fs_usage(path: &Path) -> Result<Vec<pb::VolumeUsage>, storage::StorageError> {
+    let p = storage::path_str(path)?;
+    let out = storage::run("stat", &["-f", "--format=%S %b %f %a %c %d", p])?;
+    let n: Vec<i64> = out
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|e| std::io::Error::other(format!("stat -f {p}: {out:?}: {e}")))?;
+    let &[bsize, blocks, free, avail, inodes, ifree] = n.as_slice() else {
+        return Err(std::io::Error::other(format!("stat -f {p}: {out:?}: expected 6 numbers")).into());
+    };
+    Ok(vec![
+        pb::VolumeUsage {
+            unit: pb::volume_usage::Unit::Bytes.into(),
+            total: bsize * blocks,
+            available: bsize * avail,
+            used: bsize * (blocks - free),
+        },
+        pb::VolumeUsage {
+            unit: pb::volume_usage::Unit::Inodes.into(),
+            total: inodes,
+            available: ifree,
+            used: inodes - ifree,
+        },
+    ])
 }

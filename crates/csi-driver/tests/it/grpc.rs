@@ -394,6 +394,23 @@ async fn publish_stage_expand_snapshot_and_teardown_leave_nothing() {
     fs_err::write(target.join("data.bin"), &data).unwrap();
     if is_root() {
         assert_eq!(mounts_under(tmp.path()).len(), 2);
+        let stats = d
+            .node
+            .node_get_volume_stats(pb::NodeGetVolumeStatsRequest {
+                volume_id: id.clone(),
+                volume_path: target.display().to_string(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let bytes = &stats.usage[0];
+        assert_eq!(bytes.unit, pb::volume_usage::Unit::Bytes as i32);
+        assert!(bytes.used >= 100_000, "the file written counts: {bytes:?}");
+        assert!(bytes.total > bytes.available && bytes.total <= 32 * MIB);
+        let inodes = &stats.usage[1];
+        assert_eq!(inodes.unit, pb::volume_usage::Unit::Inodes as i32);
+        assert!(inodes.used >= 12 && inodes.used < inodes.total, "{inodes:?}");
         let before = fs_size(&target);
         let grown = d
             .ctl

@@ -5,3 +5,4 @@
 mod cluster;
 mod grpc;
 mod harness;
+mod registration;
