@@ -10,6 +10,8 @@
 # tests must use it (CNSREPLAY_REQUIRE_TESTENV=1), and the CSI sanity suite runs against our
 # driver; CNSREPLAY_TESTENV=0 skips the cluster and
 # its tests say they skipped; CNSREPLAY_TESTENV=<testenv.env> uses a cluster already running.
+# TESTENV_REAL_NODE=1 (the default) adds testenv's real kubelet node (testenv/README.md), with
+# the iogen image built from a static (musl) iogen; TESTENV_REAL_NODE=0 runs without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
@@ -31,6 +33,15 @@ elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
   cargo build --locked -q -p csi-driver -p iogen
   target=$(cargo metadata --format-version 1 --no-deps --locked |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+  export TESTENV_REAL_NODE=${TESTENV_REAL_NODE:-1}
+  if [ "$TESTENV_REAL_NODE" = 1 ]; then
+    # The iogen image's binary must be static (FROM scratch).
+    rustup target list --installed | grep -qx x86_64-unknown-linux-musl ||
+      rustup target add x86_64-unknown-linux-musl
+    cargo build --locked -q --release -p iogen --bin iogen --target x86_64-unknown-linux-musl
+    export TESTENV_IOGEN_BIN=$target/x86_64-unknown-linux-musl/release/iogen
+    export CNSREPLAY_REQUIRE_REAL_NODE=1
+  fi
   cluster=$(mktemp -d /tmp/cnsreplay-testenv.XXXXXX)
   env_file=$(TESTENV_DIR=$cluster TESTENV_APISERVER_PORT=0 \
     TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" testenv/up.sh)

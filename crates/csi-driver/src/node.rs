@@ -333,13 +333,13 @@ impl Node for Driver {
             NodeCap::ExpandVolume,
             NodeCap::GetVolumeStats,
         ]
-            .into_iter()
-            .map(|t| pb::NodeServiceCapability {
-                r#type: Some(pb::node_service_capability::Type::Rpc(
-                    pb::node_service_capability::Rpc { r#type: t.into() },
-                )),
-            })
-            .collect();
+        .into_iter()
+        .map(|t| pb::NodeServiceCapability {
+            r#type: Some(pb::node_service_capability::Type::Rpc(
+                pb::node_service_capability::Rpc { r#type: t.into() },
+            )),
+        })
+        .collect();
         Ok(Response::new(pb::NodeGetCapabilitiesResponse {
             capabilities,
         }))
@@ -371,7 +371,9 @@ fn fs_usage(path: &Path) -> Result<Vec<pb::VolumeUsage>, storage::StorageError> 
         .collect::<Result<_, _>>()
         .map_err(|e| std::io::Error::other(format!("stat -f {p}: {out:?}: {e}")))?;
     let &[bsize, blocks, free, avail, inodes, ifree] = n.as_slice() else {
-        return Err(std::io::Error::other(format!("stat -f {p}: {out:?}: expected 6 numbers")).into());
+        return Err(
+            std::io::Error::other(format!("stat -f {p}: {out:?}: expected 6 numbers")).into(),
+        );
     };
     Ok(vec![
         pb::VolumeUsage {

@@ -99,6 +99,9 @@ pub async fn serve_registration(
         .await;
     let _ = fs_err::remove_file(socket);
     served?;
-    let last = status.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let last = status
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     Ok(last)
 }

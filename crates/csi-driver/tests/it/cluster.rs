@@ -44,18 +44,18 @@ pub fn testenv() -> Option<TestEnv> {
     Some(env)
 }
 
-const TIMEOUT: Duration = Duration::from_secs(90);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(90);
 
 impl TestEnv {
-    fn get(&self, k: &str) -> &str {
+    pub(crate) fn get(&self, k: &str) -> &str {
         self.vars.get(k).map_or("", String::as_str)
     }
 
-    fn root(&self) -> PathBuf {
+    pub(crate) fn root(&self) -> PathBuf {
         PathBuf::from(self.get("TESTENV_CSI_ROOT"))
     }
 
-    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+    pub(crate) fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
         use std::io::Write;
         let mut cmd = Command::new(Path::new(self.get("TESTENV_BIN")).join("kubectl"));
         cmd.arg("--kubeconfig")
@@ -86,24 +86,24 @@ impl TestEnv {
         }
     }
 
-    fn k(&self, args: &[&str]) -> String {
+    pub(crate) fn k(&self, args: &[&str]) -> String {
         self.kubectl(args, None).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn apply(&self, ns: &str, yaml: &str) {
+    pub(crate) fn apply(&self, ns: &str, yaml: &str) {
         self.kubectl(&["-n", ns, "apply", "-f", "-"], Some(yaml))
             .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
     }
 
     /// jsonpath of an object; empty when it does not exist.
-    fn get_path(&self, ns: &str, obj: &str, path: &str) -> String {
+    pub(crate) fn get_path(&self, ns: &str, obj: &str, path: &str) -> String {
         let jp = format!("jsonpath={path}");
         self.kubectl(&["-n", ns, "get", obj, "-o", &jp], None)
             .unwrap_or_default()
     }
 
     /// Polls until `f` gives `Some`, or panics naming `what` after the timeout.
-    fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    pub(crate) fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         let deadline = Instant::now() + TIMEOUT;
         loop {
             if let Some(v) = f() {
@@ -114,13 +114,13 @@ impl TestEnv {
         }
     }
 
-    fn wait_path(&self, ns: &str, obj: &str, path: &str, want: &str) {
+    pub(crate) fn wait_path(&self, ns: &str, obj: &str, path: &str, want: &str) {
         self.wait(&format!("{obj} {path} = {want}"), || {
             (self.get_path(ns, obj, path) == want).then_some(())
         });
     }
 
-    fn wait_gone(&self, ns: &str, obj: &str) {
+    pub(crate) fn wait_gone(&self, ns: &str, obj: &str) {
         self.wait(&format!("{obj} gone"), || {
             self.kubectl(
                 &["-n", ns, "get", obj, "--ignore-not-found", "-o", "name"],
@@ -132,14 +132,14 @@ impl TestEnv {
     }
 
     /// A fresh namespace for one test.
-    fn namespace(&self, test: &str) -> String {
+    pub(crate) fn namespace(&self, test: &str) -> String {
         let ns = format!("csi-it-{test}-{}", std::process::id());
         self.k(&["create", "namespace", &ns]);
         ns
     }
 
     /// The PV of a bound PVC and the image backing it.
-    fn backing(&self, ns: &str, pvc: &str) -> (String, PathBuf) {
+    pub(crate) fn backing(&self, ns: &str, pvc: &str) -> (String, PathBuf) {
         let pv = self.get_path(ns, &format!("pvc/{pvc}"), "{.spec.volumeName}");
         let handle = self.get_path("", &format!("pv/{pv}"), "{.spec.csi.volumeHandle}");
         assert!(!handle.is_empty(), "PV {pv} has a CSI volume handle");
@@ -150,7 +150,13 @@ impl TestEnv {
     }
 }
 
-fn pvc_yaml(name: &str, class: &str, size: &str, block: bool, source: Option<&str>) -> String {
+pub(crate) fn pvc_yaml(
+    name: &str,
+    class: &str,
+    size: &str,
+    block: bool,
+    source: Option<&str>,
+) -> String {
     let mode = if block { "Block" } else { "Filesystem" };
     let source = source.map_or(String::new(), |s| {
         format!(
@@ -173,7 +179,7 @@ fn pod_yaml(name: &str, pvc: &str, node: &str) -> String {
     )
 }
 
-fn loops_of(image: &Path) -> Vec<String> {
+pub(crate) fn loops_of(image: &Path) -> Vec<String> {
     provider_local::storage::loops_of(image)
 }
 

@@ -410,7 +410,10 @@ async fn publish_stage_expand_snapshot_and_teardown_leave_nothing() {
         assert!(bytes.total > bytes.available && bytes.total <= 32 * MIB);
         let inodes = &stats.usage[1];
         assert_eq!(inodes.unit, pb::volume_usage::Unit::Inodes as i32);
-        assert!(inodes.used >= 12 && inodes.used < inodes.total, "{inodes:?}");
+        assert!(
+            inodes.used >= 12 && inodes.used < inodes.total,
+            "{inodes:?}"
+        );
         let before = fs_size(&target);
         let grown = d
             .ctl

@@ -5,4 +5,5 @@
 mod cluster;
 mod grpc;
 mod harness;
+mod real_node;
 mod registration;

@@ -10,7 +10,9 @@ use crate::harness::connect;
 async fn registration_reports_the_driver_and_records_the_kubelets_answer() {
     let tmp = tempfile::tempdir().unwrap();
     let csi = tmp.path().join("csi/csi.sock");
-    let reg = tmp.path().join("plugins_registry/csi.cnsreplay.dev-reg.sock");
+    let reg = tmp
+        .path()
+        .join("plugins_registry/csi.cnsreplay.dev-reg.sock");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn({
         let (csi, reg) = (csi.clone(), reg.clone());
@@ -44,5 +46,8 @@ async fn registration_reports_the_driver_and_records_the_kubelets_answer() {
     let last = server.await.unwrap().unwrap();
     assert!(!last.registered);
     assert_eq!(last.error, "version 1.0.0 not supported");
-    assert!(!reg.exists(), "the registration socket is removed on shutdown");
+    assert!(
+        !reg.exists(),
+        "the registration socket is removed on shutdown"
+    );
 }
