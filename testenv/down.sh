@@ -83,6 +83,10 @@ if $real_node; then
 		case "$(readlink "$l")" in "$S"/*) rm -f "$l" ;; esac
 	done
 	rm -f /var/lib/cni/results/testenv-lo-*
+	# The kubelet's device manager always uses /var/lib/kubelet/device-plugins: remove its
+	# socket and checkpoint, then the folders if nothing else is in them.
+	rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
+	rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null || true
 	# The pod cgroups the kubelet created (empty now), deepest first.
 	for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/unified/kubepods; do
 		[ -d "$root" ] || continue
