@@ -11,7 +11,7 @@
 # runs but no trial compares a run with itself.
 #
 # Usage: scripts/calibrate-compare.sh [WORKDIR]   (env: TRIALS=100 POWER=50 RUNS=5
-#        POOL_A=40 POOL_B=20 EVENTS=600 RATE=500 CNSREPLAY=path/to/cnsreplay)
+#        POOL_A=40 POOL_B=20 EVENTS=600 RATE=500 JOBS=4 CNSREPLAY=path/to/cnsreplay)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRIALS=${TRIALS:-100}
@@ -43,28 +43,36 @@ if [[ ! -s $trace ]]; then
   }' > "$trace"
 fi
 
-# Sim configs: attach 20 ms median σ 0.3, create_volume 50 ms σ 0.4.
-base_lat=(--sim-latency attach=lognormal:20ms:0.3 --sim-latency create_volume=lognormal:50ms:0.4)
-p50_lat=(--sim-latency attach=lognormal:24ms:0.3 --sim-latency create_volume=lognormal:50ms:0.4)
+# Sim configs: attach 200 ms median σ 0.3, create_volume 500 ms σ 0.4 (latencies long
+# against the host's scheduling jitter, which is part of every run's noise).
+base_lat=(--sim-latency attach=lognormal:200ms:0.3 --sim-latency create_volume=lognormal:500ms:0.4)
+p50_lat=(--sim-latency attach=lognormal:240ms:0.3 --sim-latency create_volume=lognormal:500ms:0.4)
 # p99 = m·e^(2.3263σ): σ' = 0.3 + ln(1.2)/2.3263 = 0.3784 raises p99 by 20%, keeps p50.
-p99_lat=(--sim-latency attach=lognormal:20ms:0.3784 --sim-latency create_volume=lognormal:50ms:0.4)
+p99_lat=(--sim-latency attach=lognormal:200ms:0.3784 --sim-latency create_volume=lognormal:500ms:0.4)
 
-pool() { # NAME COUNT LATENCY-ARGS...
-  local name=$1 count=$2 seed
+one_run() { # NAME SEED LATENCY-ARGS...
+  local name=$1 seed=$2
   shift 2
-  for ((seed = 1; seed <= count; seed++)); do
-    local dir=$work/$name/$seed
-    [[ -f $dir/summary.json ]] && continue
-    rm -rf "$dir"
-    mkdir -p "$work/$name"
-    "$bin" -q run "$trace" --provider sim -o "$dir" --seed $((seed * 1000 + ${#name})) "$@" \
-      > /dev/null
-  done
+  local dir=$work/$name/$seed
+  [[ -f $dir/summary.json ]] && return
+  rm -rf "$dir"
+  mkdir -p "$work/$name"
+  "$bin" -q run "$trace" --provider sim -o "$dir" --seed $((seed * 1000 + ${#name})) "$@" \
+    > /dev/null
 }
 t0=$(date +%s)
-pool a "$POOL_A" "${base_lat[@]}"
-pool p50 "$POOL_B" "${p50_lat[@]}"
-pool p99 "$POOL_B" "${p99_lat[@]}"
+# Interleaved (A, p50, p99, A, …), so a change of the host's load over the minutes this takes
+# falls on every pool alike rather than looking like a shift between pools.
+last=0
+for ((seed = 1; seed <= POOL_A; seed++)); do
+  one_run a "$seed" "${base_lat[@]}"
+  k=$((seed * POOL_B / POOL_A))
+  if ((k > last)); then
+    one_run p50 "$k" "${p50_lat[@]}"
+    one_run p99 "$k" "${p99_lat[@]}"
+    last=$k
+  fi
+done
 t1=$(date +%s)
 echo "runs: $POOL_A A + 2×$POOL_B shifted, $((2 * EVENTS)) events each, $((t1 - t0)) s" >&2
 
@@ -74,73 +82,84 @@ pick() { # SEED N COUNT: COUNT distinct numbers from 1..N
       printf "%d ", p[i] } }'
 }
 
-# Prints "exit-code verdicts" where verdicts is the JSON array of [op, metric, verdict].
+# Verdicts of a comparison as one JSON array of [op, metric, verdict]; `rc` in $rc.
 judge() { # BASE-DIRS... -- NEW-DIRS...
-  local out rc=0
+  local out
+  rc=0
   out=$("$bin" analyze compare --json "$@") || rc=$?
-  [[ $rc == 2 ]] && { echo "compare failed: $*" >&2; exit 2; }
-  echo "$rc $(jq -c '[.rows[] | [.op, .metric, .verdict]]' <<< "$out")"
+  if [[ $rc == 2 ]]; then
+    echo "compare failed: $*" >&2
+    return 2
+  fi
+  verdicts=$(jq -c '[.rows[] | [.op, .metric, .verdict]]' <<< "$out")
 }
 mirror='map([.[0], .[1], (if .[2] == "regression" then "improvement"
   elif .[2] == "improvement" then "regression" else .[2] end)])'
 
-aa_reg=0 aa_inc=0 order_bad=0 aa_rows_reg=0 aa_rows=0
-for ((t = 1; t <= TRIALS; t++)); do
-  read -ra s <<< "$(pick "$t" "$POOL_A" $((2 * RUNS)))"
-  b=() n=()
-  for ((i = 0; i < RUNS; i++)); do
-    b+=("$work/a/${s[i]}")
-    n+=("$work/a/${s[i + RUNS]}")
-  done
-  read -r rc1 v1 <<< "$(judge "${b[@]}" -- "${n[@]}")"
-  read -r rc2 v2 <<< "$(judge "${n[@]}" -- "${b[@]}")"
-  [[ $rc1 == 1 ]] && aa_reg=$((aa_reg + 1))
-  [[ $rc2 == 1 ]] && aa_reg=$((aa_reg + 1))
-  [[ $rc1 == 3 ]] && aa_inc=$((aa_inc + 1))
-  [[ $rc2 == 3 ]] && aa_inc=$((aa_inc + 1))
-  aa_rows=$((aa_rows + $(jq length <<< "$v1")))
-  aa_rows_reg=$((aa_rows_reg + $(jq '[.[] | select(.[2] == "regression")] | length' <<< "$v1")))
-  if [[ $(jq -c "$mirror" <<< "$v1") != "$v2" ]]; then
-    order_bad=$((order_bad + 1))
-    echo "order-dependent verdicts in A/A trial $t: $v1 vs $v2" >&2
-  fi
-  if ((t % 10 == 0)); then echo "A/A: $t of $TRIALS trials, $aa_reg false regressions" >&2; fi
-done
-
-power() { # NAME METRIC
-  local name=$1 metric=$2 hit=0 t i b n rc v rc2 v2
-  for ((t = 1; t <= POWER; t++)); do
-    read -ra s <<< "$(pick $((t + 7919)) "$POOL_A" "$RUNS")"
-    read -ra u <<< "$(pick $((t + 104729)) "$POOL_B" "$RUNS")"
-    b=() n=()
+# One trial, both ways. KIND is a (A/A) or a shifted pool (p50, p99). Prints
+# "KIND T rc-forward rc-backward order-ok hit regression-rows rows".
+trial() { # KIND T
+  local kind=$1 t=$2 b=() n=() i s u rc1 rc2 v1 v2 order=1 hit=0 metric
+  if [[ $kind == a ]]; then
+    read -ra s <<< "$(pick "$t" "$POOL_A" $((2 * RUNS)))"
     for ((i = 0; i < RUNS; i++)); do
       b+=("$work/a/${s[i]}")
-      n+=("$work/$name/${u[i]}")
+      n+=("$work/a/${s[i + RUNS]}")
     done
-    read -r rc v <<< "$(judge "${b[@]}" -- "${n[@]}")"
-    read -r rc2 v2 <<< "$(judge "${n[@]}" -- "${b[@]}")"
-    if [[ $(jq -c "$mirror" <<< "$v") != "$v2" ]]; then
-      order_bad=$((order_bad + 1))
-      echo "order-dependent verdicts in $name trial $t" >&2
-    fi
-    if [[ $(jq -r --arg m "$metric" '.[] | select(.[0] == "attach" and .[1] == $m) | .[2]' \
-      <<< "$v") == regression ]]; then
-      hit=$((hit + 1))
-    fi
-    if ((t % 10 == 0)); then echo "power $name: $t of $POWER trials, $hit detected" >&2; fi
-  done
-  echo "$hit"
+  else
+    read -ra s <<< "$(pick $((t + 7919)) "$POOL_A" "$RUNS")"
+    read -ra u <<< "$(pick $((t + 104729)) "$POOL_B" "$RUNS")"
+    for ((i = 0; i < RUNS; i++)); do
+      b+=("$work/a/${s[i]}")
+      n+=("$work/$kind/${u[i]}")
+    done
+  fi
+  judge "${b[@]}" -- "${n[@]}" || return 2
+  rc1=$rc v1=$verdicts
+  judge "${n[@]}" -- "${b[@]}" || return 2
+  rc2=$rc v2=$verdicts
+  if [[ $(jq -c "$mirror" <<< "$v1") != "$v2" ]]; then
+    order=0
+    echo "order-dependent verdicts in $kind trial $t: $v1 vs $v2" >&2
+  fi
+  metric=$kind
+  [[ $kind == a ]] && metric=none
+  if [[ $(jq -r --arg m "$metric" '.[] | select(.[0] == "attach" and .[1] == $m) | .[2]' \
+    <<< "$v1") == regression ]]; then
+    hit=1
+  fi
+  echo "$kind $t $rc1 $rc2 $order $hit $(jq '[.[] | select(.[2] == "regression")] | length' \
+    <<< "$v1") $(jq length <<< "$v1")"
 }
-p50_hit=$(power p50 p50)
-p99_hit=$(power p99 p99)
+export -f pick judge trial
+export bin work RUNS POOL_A POOL_B mirror
+
+# Trials run JOBS at a time (each compare is one process reading 2 × RUNS run directories).
+results=$work/results.txt
+{
+  for ((t = 1; t <= TRIALS; t++)); do echo "a $t"; done
+  for ((t = 1; t <= POWER; t++)); do echo "p50 $t"; echo "p99 $t"; done
+} | xargs -P "${JOBS:-4}" -L 1 bash -c 'trial "$0" "$1"' > "$results"
 t2=$(date +%s)
+
+sum() { awk -v k="$1" -v c="$2" -v want="$3" '$1 == k && (want == "" || $c == want) { n++ }
+  END { print n + 0 }' "$results"; }
+aa_reg=$(($(sum a 3 1) + $(sum a 4 1)))
+aa_inc=$(($(sum a 3 3) + $(sum a 4 3)))
+aa_rows_reg=$(awk '$1 == "a" { n += $7 } END { print n + 0 }' "$results")
+aa_rows=$(awk '$1 == "a" { n += $8 } END { print n + 0 }' "$results")
+order_bad=$(awk '$5 == 0 { n++ } END { print n + 0 }' "$results")
+done_trials=$(wc -l < "$results")
+p50_hit=$(sum p50 6 1)
+p99_hit=$(sum p99 6 1)
+[[ $done_trials == $((TRIALS + 2 * POWER)) ]] || { echo "only $done_trials trials ran" >&2; exit 2; }
 
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f %%", 100 * a / b }'; }
 echo "A/A: $((2 * TRIALS)) comparisons ($TRIALS trials × both orders, $RUNS runs per side)"
 echo "  false-regression rate (exit 1): $aa_reg of $((2 * TRIALS)) = $(pct "$aa_reg" $((2 * TRIALS)))"
 echo "  regression rows: $aa_rows_reg of $aa_rows = $(pct "$aa_rows_reg" "$aa_rows")"
 echo "  inconclusive (exit 3): $aa_inc of $((2 * TRIALS)) = $(pct "$aa_inc" $((2 * TRIALS)))"
-echo "  verdicts depending on argument order: $order_bad of $((2 * TRIALS + 2 * POWER)) trials"
+echo "  verdicts depending on argument order: $order_bad of $((TRIALS + 2 * POWER)) trials (A/A and power, each run both ways)"
 echo "power: +20% attach p50 detected in $p50_hit of $POWER = $(pct "$p50_hit" "$POWER")"
 echo "power: +20% attach p99 detected in $p99_hit of $POWER = $(pct "$p99_hit" "$POWER")"
 echo "time: runs $((t1 - t0)) s, comparisons $((t2 - t1)) s"
