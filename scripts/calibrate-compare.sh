@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Calibrates `cnsreplay analyze compare` on real sim runs (release binary):
+# Calibrates `cnsreplay analyze compare` on real sim runs (release binary unless CNSREPLAY):
 #  - A/A: TRIALS trials of RUNS runs per side, all with the same sim config and distinct
 #    seeds; each compared both ways. Reports the false-regression rate (exit 1) and checks
 #    that no verdict depends on argument order (every row's verdict mirrors exactly).
