@@ -1,5 +1,5 @@
-//! Run analysis: summaries, run-to-run regression verdicts with bootstrap confidence
-//! intervals, capacity planning over speed sweeps, per-tenant QoS attribution, a self-contained
+//! Run analysis: summaries, run-to-run regression verdicts (Welch's t on per-run values, Holm
+//! over rows), capacity planning over speed sweeps, per-tenant QoS attribution, a self-contained
 //! HTML report with inline SVG figures (also rasterized to PNG by resvg), and CSV and Parquet
 //! export. polars lives here and only here. `io_phase` units are read from their interval
 //! histograms ([`phase_io`]), so their I/O shows over time in the report and in QoS windows.
@@ -14,6 +14,7 @@ pub mod capacity;
 pub mod compare;
 pub mod frame;
 pub mod hist;
+pub mod inference;
 pub mod load;
 pub mod phase_io;
 pub mod qos;

@@ -319,4 +319,26 @@ fn io_phase_interval_logs_land_on_the_run_axis_for_report_and_qos() {
     assert_eq!((v.start_ns, v.ios), (3_000_000_000, 20), "{v:#?}");
     assert_eq!(v.value_ns / 100_000, 60, "{v:#?}");
     assert_eq!(v.in_flight, ["snapshot"]);
+
+    // The I/O as a whole, for I/O SLOs: 70 reads of 1–7 ms, not the unit's 1.5 s duration.
+    let io = analyze::phase_io::RunIo::read(&run)
+        .expect("read")
+        .expect("units");
+    assert_eq!(io.units, 1);
+    let read = io
+        .response(Some(trace_format::IoKind::Read))
+        .expect("reads");
+    assert_eq!(read.len(), 70);
+    assert_eq!(io.percentile(None, 50.0).map(|v| v / 100_000), Some(40));
+    assert_eq!(io.percentile(None, 100.0).map(|v| v / 100_000), Some(70));
+    assert!(io.response(Some(trace_format::IoKind::Write)).is_none());
+    // compare's rows of the run include `io read` from the histograms.
+    let values = analyze::compare::run_values(&r).expect("values");
+    let p50 = values[&("io read".to_owned(), analyze::compare::Metric::P50)];
+    assert_eq!((p50.events, p50.value as u64 / 100_000), (70, 40));
+    assert!(
+        analyze::phase_io::RunIo::read(dir.path())
+            .expect("no io dir")
+            .is_none()
+    );
 }

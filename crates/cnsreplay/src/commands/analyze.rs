@@ -29,8 +29,9 @@ pub enum AnalyzeCommand {
     /// Per op type: counts, errors, rates, response/service percentiles, lateness, dependency
     /// wait; I/O per unit; replayed vs observed latency when the trace carried it.
     Summary(SummaryArgs),
-    /// Compare two runs per op type (p50, p99, mean, error rate) with bootstrap 95% CIs;
-    /// exits 1 when any row is a regression.
+    /// Compare BASE runs with NEW runs per op type (p50, p99, p99.9, mean, error rate; I/O of
+    /// io_phase units): Welch's t on per-run values, Holm over rows. Exit 0 no regression,
+    /// 1 regression, 2 error, 3 inconclusive.
     Compare(CompareArgs),
     /// The highest rate of a sweep (`cnsreplay sweep`) that meets the SLOs, and the knee.
     Capacity(CapacityArgs),
@@ -56,26 +57,28 @@ pub struct SummaryArgs {
 /// `analyze compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The baseline run directory.
-    pub base: PathBuf,
-    /// The run to judge.
-    pub new: PathBuf,
+    /// Baseline run directories (`BASE... -- NEW...`; or exactly `BASE NEW`).
+    #[arg(required = true, num_args = 1.., value_name = "BASE")]
+    pub base: Vec<PathBuf>,
+    /// Run directories to judge, after `--`.
+    #[arg(last = true, value_name = "NEW")]
+    pub new: Vec<PathBuf>,
     /// Allow runs of different traces: compare op types only.
     #[arg(long)]
     pub by_op_type: bool,
-    /// Smallest change that counts, `METRIC=VALUE` (p50, p99, mean: relative, e.g. `p99=10%`;
-    /// error_rate: absolute fraction, e.g. `error_rate=1%`; `all=…`). Repeatable.
+    /// Smallest change that counts, `METRIC=VALUE` (p50, p99, p99.9, mean: relative, e.g.
+    /// `p99=10%`; error_rate: absolute fraction, e.g. `error_rate=1%`; `all=…`). Repeatable.
     #[arg(long, value_name = "METRIC=VALUE")]
     pub threshold: Vec<String>,
-    /// Bootstrap resamples.
-    #[arg(long, default_value_t = 1000)]
-    pub resamples: u32,
-    /// Bootstrap seed.
-    #[arg(long, default_value_t = 0x00C0_FFEE)]
-    pub seed: u64,
-    /// Fewest events of an op type in each run for a verdict (fewer: no verdict).
+    /// Family-wise error rate over the rows (Holm); intervals are 1 − α.
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    /// Fewest events per run for any verdict (fewer: insufficient data).
     #[arg(long, default_value_t = 10)]
     pub min_events: u64,
+    /// Events beyond a percentile each run needs for its verdict (p99: 100×, p99.9: 1000×).
+    #[arg(long, default_value_t = 5)]
+    pub min_tail: u64,
     /// Print JSON (schema: docs/schemas/analyze-compare.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -302,25 +305,33 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
 fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut opts = CompareOptions {
         by_op_type: a.by_op_type,
-        resamples: a.resamples,
-        seed: a.seed,
+        alpha: a.alpha,
         min_events: a.min_events,
+        min_tail: a.min_tail,
         ..CompareOptions::default()
     };
+    anyhow::ensure!(
+        a.alpha > 0.0 && a.alpha < 1.0,
+        "--alpha {}: expected a level in (0, 1), e.g. 0.05",
+        a.alpha
+    );
     for t in &a.threshold {
         opts.thresholds.set(t)?;
     }
-    let r = analyze::compare(&a.base, &a.new, &opts)?;
+    let (base, new) = match (a.base.as_slice(), a.new.is_empty()) {
+        (_, false) => (a.base.clone(), a.new.clone()),
+        ([b, n], true) => (vec![b.clone()], vec![n.clone()]),
+        _ => anyhow::bail!(
+            "separate the BASE runs from the NEW runs with `--`: compare BASE... -- NEW..."
+        ),
+    };
+    let r = analyze::compare(&base, &new, &opts)?;
     if a.json {
         json(&r, out)?;
     } else {
         write_compare(&r, out)?;
     }
-    Ok(if r.regressions > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(ExitCode::from(r.exit_code()))
 }
 
 fn show(m: Metric, v: f64) -> String {
@@ -334,60 +345,83 @@ fn show(m: Metric, v: f64) -> String {
 fn change(r: &Row, v: f64) -> String {
     if r.metric == Metric::ErrorRate {
         format!("{:+.2}pp", v * 100.0)
-    } else {
+    } else if v.is_finite() {
         format!("{:+.1}%", v * 100.0)
+    } else {
+        "∞".to_owned()
     }
 }
 
 fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "base {} → new {}{}; 95% CIs from {} bootstrap resamples (seed {})",
-        r.base,
-        r.new,
+        "base: {} run(s) {}\nnew:  {} run(s) {}{}",
+        r.base.len(),
+        r.base.join(" "),
+        r.new.len(),
+        r.new.join(" "),
         if r.same_trace {
             ""
         } else {
-            " (different traces: by op type)"
+            "\n(different traces: by op type)"
         },
-        r.options.resamples,
-        r.options.seed
     )?;
     writeln!(
         out,
-        "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>9}  verdict",
-        "operation", "metric", "base", "new", "change", "95% CI", "threshold"
+        "Welch's t on per-run values (log scale for latencies); {:.0}% CIs; Holm over {} tested \
+         row(s) at α = {}",
+        (1.0 - r.options.alpha) * 100.0,
+        r.tested,
+        r.options.alpha
+    )?;
+    writeln!(
+        out,
+        "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>8} {:>9}  verdict",
+        "operation", "metric", "base", "new", "change", "CI", "p(Holm)", "threshold"
     )?;
     for row in &r.rows {
         let verdict = match row.verdict {
-            _ if row.insufficient => "too few events for a verdict",
-            Verdict::Regression => "REGRESSION",
-            Verdict::Improvement => "improvement",
-            Verdict::NoChange => "no significant change",
+            Verdict::Regression => "REGRESSION".to_owned(),
+            Verdict::Improvement => "improvement".to_owned(),
+            Verdict::NoChange => "no change".to_owned(),
+            Verdict::Inconclusive => "inconclusive".to_owned(),
+            Verdict::InsufficientData => format!(
+                "insufficient data (< {} events in a run)",
+                row.required_events
+            ),
+        };
+        let ci = match (row.ci_low, row.ci_high) {
+            (Some(l), Some(h)) => format!("[{}, {}]", change(row, l), change(row, h)),
+            _ => "-".to_owned(),
+        };
+        let p = if row.df > 0.0 && row.verdict != Verdict::InsufficientData {
+            format!("{:.3}", row.p_holm)
+        } else {
+            "-".to_owned()
         };
         writeln!(
             out,
-            "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>9}  {verdict}",
+            "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>8} {:>9}  {verdict}",
             row.op,
             row.metric.name(),
             show(row.metric, row.base),
             show(row.metric, row.new),
             change(row, row.change),
-            format!(
-                "[{}, {}]",
-                change(row, row.ci_low),
-                change(row, row.ci_high)
-            ),
+            ci,
+            p,
             change(row, row.threshold).trim_start_matches('+'),
         )?;
     }
     if !r.unmatched.is_empty() {
-        writeln!(out, "in one run only: {}", r.unmatched.join(", "))?;
+        writeln!(out, "not in every run: {}", r.unmatched.join(", "))?;
+    }
+    for n in &r.notes {
+        writeln!(out, "note: {n}")?;
     }
     writeln!(
         out,
-        "{} regression(s), {} improvement(s)",
-        r.regressions, r.improvements
+        "{} regression(s), {} improvement(s), {} inconclusive, {} with insufficient data",
+        r.regressions, r.improvements, r.inconclusive, r.insufficient
     )
 }
 
