@@ -28,6 +28,7 @@ use crate::record::{CompletionState, EventRecord, Outcome, Summary};
 use crate::rundir::{HostInfo, Manifest, ProviderInfo, RunDir, TraceInfo, sha256_file};
 use crate::sink::{Done, Sink, SinkResult};
 use crate::timing;
+use crate::validity::{self, Measured, ValidityOptions, Verdict};
 
 /// Engine options (recorded in the manifest).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,6 +52,9 @@ pub struct RunOptions {
     /// How the timing lanes run.
     #[serde(default)]
     pub timing: timing::TimingOptions,
+    /// Thresholds of the run's verdict.
+    #[serde(default)]
+    pub validity: ValidityOptions,
 }
 
 impl Default for RunOptions {
@@ -65,6 +69,7 @@ impl Default for RunOptions {
             workers: 2,
             tool: format!("cnsreplay {}", env!("CARGO_PKG_VERSION")),
             timing: timing::TimingOptions::default(),
+            validity: ValidityOptions::default(),
         }
     }
 }
@@ -176,6 +181,13 @@ async fn execute_event<P: Provider>(
         sh.snapshots.clone(),
     ));
     let (mut dep_wait, mut queue, mut started) = (0, 0, t0);
+    // Whether the start depends on more than the engine: a creator still running now, or
+    // (below) no free slot.
+    let mut waited = plan
+        .waits
+        .iter()
+        .any(|(_, rx)| *rx.borrow() == State::Pending);
+    let mut reached = false;
     let mut snap_idx = None;
     let mark = sh.snapshots.mark();
     let result: Result<(), Failure> = async {
@@ -190,9 +202,15 @@ async fn execute_event<P: Provider>(
         let _permit = match sh.sems.get(&op) {
             Some(sem) => {
                 let q0 = sh.now();
-                let p = tokio::select! {
-                    p = sem.clone().acquire_owned() => p.map_err(|_| fail("cancelled", "semaphore closed")),
-                    () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while queued")),
+                let p = match sem.clone().try_acquire_owned() {
+                    Ok(p) => Ok(p),
+                    Err(_) => {
+                        waited = true;
+                        tokio::select! {
+                            p = sem.clone().acquire_owned() => p.map_err(|_| fail("cancelled", "semaphore closed")),
+                            () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while queued")),
+                        }
+                    }
                 };
                 queue = sh.now() - q0;
                 Some(p?)
@@ -200,6 +218,7 @@ async fn execute_event<P: Provider>(
             None => None,
         };
         started = sh.now();
+        reached = true;
         if op == OpType::Marker {
             return Ok(());
         }
@@ -262,6 +281,8 @@ async fn execute_event<P: Provider>(
         service: 0,
         lateness: 0,
         pickup: t0.saturating_sub(dispatched),
+        waited,
+        start_lateness: (reached && !waited).then(|| started.saturating_sub(intended)),
         during_snapshot: matches!(op, OpType::Io | OpType::IoPhase)
             && sh.snapshots.overlapped_since(mark),
     };
@@ -298,6 +319,7 @@ pub fn run<P: Provider>(
     let mut prepared = prepare(trace, run_dir, provider, opts)?;
     let clocked = clock(&mut prepared, provider, opts, control)?;
     drain(&control.live(), control, opts.grace_ns, &clocked.cancel);
+    let workers_busy = clocked.workers_busy(&prepared.rt);
     let Prepared {
         rd,
         manifest,
@@ -319,6 +341,7 @@ pub fn run<P: Provider>(
         opts,
         control,
         stopped,
+        workers_busy,
         sunk,
         cleanup,
         notices,
@@ -495,6 +518,21 @@ fn check_options(opts: &RunOptions) -> Result<(), Error> {
 struct Clocked {
     sink: std::thread::JoinHandle<std::io::Result<SinkResult>>,
     cancel: watch::Sender<bool>,
+    origin: Instant,
+    /// The workers' busy time when the clock started.
+    busy_before: Duration,
+}
+
+impl Clocked {
+    /// Mean busy fraction of the runtime's workers from the origin until now (`None` for a
+    /// run too short to say).
+    fn workers_busy(&self, rt: &tokio::runtime::Runtime) -> Option<f64> {
+        let period = Instant::now().saturating_duration_since(self.origin);
+        let workers = rt.metrics().num_workers();
+        let busy = busy_time(rt.handle()).saturating_sub(self.busy_before);
+        (period >= Duration::from_millis(1) && workers > 0)
+            .then(|| busy.as_secs_f64() / (period.as_secs_f64() * workers as f64))
+    }
 }
 
 /// Starts the reader, waits for the first event, sets the origin, starts the sink and runs
@@ -520,7 +558,12 @@ fn clock<P: Provider>(
 
     let origin = Instant::now() + START_LEAD;
     let (done_tx, done_rx) = mpsc::channel::<Done>();
-    let sink = Sink::create(p.rd.path(), origin, SystemTime::now() + START_LEAD)?;
+    let sink = Sink::create(
+        p.rd.path(),
+        origin,
+        SystemTime::now() + START_LEAD,
+        opts.validity.window_ns,
+    )?;
     let sink = std::thread::Builder::new()
         .name("cnsreplay-sink".into())
         .spawn(move || sink.run(&done_rx))?;
@@ -551,6 +594,7 @@ fn clock<P: Provider>(
     // The timing and dispatch threads; each batch of due events becomes one runtime task
     // that spawns one task per event.
     let handle = p.rt.handle().clone();
+    let busy_before = busy_time(&handle);
     let timing_notices = timing::dispatch(feed, origin, opts.timing, control, &live, |batch| {
         let sh = shared.clone();
         handle.spawn(async move {
@@ -570,7 +614,19 @@ fn clock<P: Provider>(
     Ok(Clocked {
         sink,
         cancel: cancel_tx,
+        origin,
+        busy_before,
     })
+}
+
+/// Time the runtime's workers have spent busy (polling tasks) so far, all workers together.
+/// tokio brings these counters up to date when a worker parks or every few dozen polls, so
+/// they are read over a whole run, after the drain.
+fn busy_time(rt: &tokio::runtime::Handle) -> Duration {
+    let m = rt.metrics();
+    (0..m.num_workers())
+        .map(|w| m.worker_total_busy_duration(w))
+        .sum()
 }
 
 /// Waits until everything in flight has finished; after a stop, only for `grace_ns`, then
@@ -624,6 +680,7 @@ struct Finished<'a, P> {
     control: &'a RunControl,
     /// Whether a stop had been requested when the runtime was gone.
     stopped: bool,
+    workers_busy: Option<f64>,
     sunk: SinkResult,
     cleanup: CleanupReport,
     notices: Vec<String>,
@@ -639,19 +696,50 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         opts,
         control,
         stopped,
+        workers_busy,
         sunk,
         cleanup,
         mut notices,
     } = f;
     let wall = sunk.last_completed as f64 / 1e9;
     notices.extend(provider.finish_notices());
-    let summary = Summary {
-        state: if stopped {
-            CompletionState::Interrupted
-        } else {
-            CompletionState::Complete
+    let client_throttling = provider.client_throttling();
+    let dispatch_rate = validity::dispatch_rate(&sunk.windows, &opts.validity);
+    let state = if stopped {
+        CompletionState::Interrupted
+    } else {
+        CompletionState::Complete
+    };
+    let reason = stopped.then(|| control.reason());
+    let provider_ops = || {
+        sunk.ops
+            .iter()
+            .filter(|(op, _)| *op != OpType::Marker.name())
+    };
+    let validity = validity::judge(
+        &Measured {
+            state,
+            reason: reason.as_deref(),
+            operations: provider_ops().map(|(_, o)| o.count).sum(),
+            operations_ok: provider_ops().map(|(_, o)| o.ok).sum(),
+            start_lateness: &sunk.start_lateness,
+            waited: sunk.waited,
+            rate: dispatch_rate.as_ref(),
+            workers_busy,
+            throttling: &client_throttling,
         },
-        reason: stopped.then(|| control.reason()),
+        &opts.validity,
+    );
+    if matches!(validity.verdict, Verdict::EngineBound | Verdict::Failed) {
+        notices.push(format!(
+            "verdict {}: {}",
+            validity.verdict,
+            validity.evidence()
+        ));
+    }
+    let summary = Summary {
+        state,
+        reason,
         provider: provider.name().to_owned(),
         speed: opts.speed,
         dispatched: sunk.dispatched,
@@ -666,6 +754,12 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         },
         lateness: sunk.lateness,
         pickup: sunk.pickup,
+        start_lateness: sunk.start_lateness,
+        waited: sunk.waited,
+        dispatch_rate,
+        workers_busy,
+        client_throttling,
+        validity: Some(validity),
         ops: sunk.ops,
         io: sunk.io,
         cleaned_up: cleanup.removed,
