@@ -138,6 +138,9 @@ pub struct CompareOptions {
     pub seed: u64,
     /// Fewest events of an op type, in each run, for a verdict other than no change.
     pub min_events: u64,
+    /// Admit runs that did not finish or whose verdict is not `valid` ([`Run::check_valid`]).
+    #[serde(default)]
+    pub allow_invalid: bool,
 }
 
 impl Default for CompareOptions {
@@ -148,6 +151,7 @@ impl Default for CompareOptions {
             resamples: 1000,
             seed: 0x00C0_FFEE,
             min_events: 10,
+            allow_invalid: false,
         }
     }
 }
@@ -217,7 +221,10 @@ pub struct CompareReport {
 
 /// Compares two run directories.
 pub fn compare(base: &Path, new: &Path, opts: &CompareOptions) -> Result<CompareReport> {
-    let (b, n) = (Run::open(base)?, Run::open(new)?);
+    let (b, n) = (
+        Run::open_for_analysis(base, opts.allow_invalid)?,
+        Run::open_for_analysis(new, opts.allow_invalid)?,
+    );
     let same_trace = b.manifest.trace.sha256 == n.manifest.trace.sha256;
     if !same_trace && !opts.by_op_type {
         return Err(Error::TraceMismatch {

@@ -14,6 +14,7 @@ mod deps;
 pub mod engine;
 pub mod ledger;
 pub mod live;
+pub mod noop;
 pub mod precise;
 pub mod provider;
 pub mod record;
