@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use replay::{CompletionState, EventRecord, RunDir};
 
-use super::{cnsreplay, ok, stdout, workspace};
+use super::{LENIENT, cnsreplay, ok, stdout, workspace};
 
 const QUICK: &str = "traces/quickstart.yaml";
 
@@ -328,8 +328,6 @@ fn quick_sim(run: &Path, extra: &[&str]) -> (Option<i32>, String) {
     (o.status.code(), stdout(&o))
 }
 
-/// Limits nothing can fail on a loaded test machine: the verdict is then `valid`.
-const LENIENT: &str = "--validity=start.p99=10s,start.p99.9=10s,rate=100%,workers=100%";
 
 #[test]
 fn the_verdict_is_in_the_table_and_require_valid_exits_4() {
