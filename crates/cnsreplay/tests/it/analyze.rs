@@ -24,7 +24,16 @@ fn trace(dir: &Path, name: &str, events: &[(u64, String)]) -> PathBuf {
 }
 
 fn sim_run(trace: &Path, out: &Path, args: &[&str]) {
-    let mut all = vec!["-q", "run", s(trace), "--provider", "sim", "-o", s(out), LENIENT];
+    let mut all = vec![
+        "-q",
+        "run",
+        s(trace),
+        "--provider",
+        "sim",
+        "-o",
+        s(out),
+        LENIENT,
+    ];
     all.extend_from_slice(args);
     ok(&cnsreplay(&all));
 }

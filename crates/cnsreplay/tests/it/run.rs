@@ -328,7 +328,6 @@ fn quick_sim(run: &Path, extra: &[&str]) -> (Option<i32>, String) {
     (o.status.code(), stdout(&o))
 }
 
-
 #[test]
 fn the_verdict_is_in_the_table_and_require_valid_exits_4() {
     let dir = tempfile::tempdir().expect("tempdir");
