@@ -164,11 +164,12 @@ fn fmt_ns(ns: u64) -> String {
     crate::report::fmt_ns(ns as f64)
 }
 
-/// Evaluates a sweep against SLOs.
-pub fn capacity(dir: &Path, slos: &[Slo]) -> Result<CapacityReport> {
+/// Evaluates a sweep against SLOs (refusing runs that are not valid unless `allow_invalid`,
+/// see [`Run::check_valid`]).
+pub fn capacity(dir: &Path, slos: &[Slo], allow_invalid: bool) -> Result<CapacityReport> {
     let mut points = Vec::new();
     for path in sweep_runs(dir)? {
-        let run = Run::open(&path)?;
+        let run = Run::open_for_analysis(&path, allow_invalid)?;
         let stats = RunStats::of(&run)?;
         let (intended_rate, achieved_rate) = stats.total().rates();
         let values: Vec<SloValue> = slos

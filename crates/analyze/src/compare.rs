@@ -178,6 +178,9 @@ pub struct CompareOptions {
     /// Events beyond a percentile each run must have for its verdict: percentile p needs
     /// `min_tail / (1 − p)` events (5: p50 10, p99 500, p99.9 5000).
     pub min_tail: u64,
+    /// Admit runs that did not finish or whose verdict is not `valid` ([`Run::check_valid`]).
+    #[serde(default)]
+    pub allow_invalid: bool,
 }
 
 impl Default for CompareOptions {
@@ -188,6 +191,7 @@ impl Default for CompareOptions {
             alpha: 0.05,
             min_events: 10,
             min_tail: 5,
+            allow_invalid: false,
         }
     }
 }
@@ -341,8 +345,11 @@ impl CompareReport {
 
 /// Opens every run (the one place where runs enter `compare`: a run-validity check belongs
 /// here).
-fn open_runs(paths: &[PathBuf]) -> Result<Vec<Run>> {
-    paths.iter().map(|p| Run::open(p)).collect()
+fn open_runs(paths: &[PathBuf], allow_invalid: bool) -> Result<Vec<Run>> {
+    paths
+        .iter()
+        .map(|p| Run::open_for_analysis(p, allow_invalid))
+        .collect()
 }
 
 /// Compares BASE runs with NEW runs (run directories).
@@ -352,7 +359,10 @@ pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Resu
             "compare needs at least one BASE and one NEW run".into(),
         ));
     }
-    let (b, n) = (open_runs(base)?, open_runs(new)?);
+    let (b, n) = (
+        open_runs(base, opts.allow_invalid)?,
+        open_runs(new, opts.allow_invalid)?,
+    );
     let first = &b[0];
     let mut same_trace = true;
     for r in b.iter().chain(&n) {

@@ -55,6 +55,20 @@ pub enum Error {
         /// Why.
         source: replay::Error,
     },
+    /// The run did not finish, or its verdict says the tool limited it: its numbers do not
+    /// describe the system under test.
+    #[error(
+        "{path}: refused, the run's verdict is {verdict}: {evidence} (analyze it anyway with \
+         --allow-invalid)"
+    )]
+    InvalidRun {
+        /// The run directory.
+        path: PathBuf,
+        /// `incomplete`, `engine-bound` or `failed`.
+        verdict: String,
+        /// The failed checks, in words.
+        evidence: String,
+    },
     /// The trace could not be read.
     #[error(transparent)]
     Trace(#[from] trace_format::Error),

@@ -2,7 +2,9 @@
 //!
 //! The binary only parses arguments and calls [`run`]; every command writes its report to a
 //! `Write` it is given, so tests drive the same code the binary runs. Exit codes: 0 success,
-//! 1 the input has problems (an invalid trace), 2 the command could not run (I/O, usage).
+//! 1 the input has problems (an invalid trace; for `run`: interrupted, or every operation
+//! failed), 2 the command could not run (I/O, usage), 4 `run
+//! --require-valid` whose verdict is not `valid`.
 
 pub mod cli;
 pub mod commands;

@@ -31,7 +31,7 @@ use kube::runtime::watcher;
 use kube::{Client, Config};
 use replay::ledger::LedgerEntry;
 use replay::provider::CleanupReport;
-use replay::{OpCtx, Provider, ProviderError, RunInfo};
+use replay::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo};
 use serde::{Deserialize, Serialize};
 use trace_format::Event;
 
@@ -447,6 +447,23 @@ impl Provider for KubeProvider {
 
     fn environment(&self) -> serde_json::Value {
         KubeProvider::environment(self)
+    }
+
+    /// The client rate limiter's waits: they go into the run's verdict (any throttled
+    /// request makes the run `engine-bound` by default).
+    fn client_throttling(&self) -> Vec<ClientThrottling> {
+        let s = self.client_stats();
+        let c = &self.inner.config;
+        vec![ClientThrottling {
+            limiter: format!(
+                "kube client rate limiter (--kube-qps {}, --kube-burst {})",
+                c.qps, c.burst
+            ),
+            requests: s.requests,
+            throttled: s.throttled_requests,
+            waited_ns: (s.throttled_seconds * 1e9) as u64,
+            max_wait_ns: (s.max_wait_seconds * 1e9) as u64,
+        }]
     }
 
     fn finish_notices(&self) -> Vec<String> {

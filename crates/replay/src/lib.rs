@@ -14,6 +14,7 @@ mod deps;
 pub mod engine;
 pub mod ledger;
 pub mod live;
+pub mod noop;
 pub mod precise;
 pub mod provider;
 pub mod record;
@@ -21,16 +22,18 @@ pub mod rundir;
 pub mod sim;
 mod sink;
 mod timing;
+pub mod validity;
 
 pub use engine::{RunControl, RunOptions, RunOutcome, run};
 pub use ledger::{Ledger, LedgerEntry};
 pub use live::Live;
-pub use provider::{OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline};
+pub use provider::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline};
 pub use record::{
     CompletionState, EventRecord, IoSplit, OpSummary, Outcome, Percentiles, Phase, Summary,
 };
 pub use rundir::{Manifest, RunDir};
 pub use timing::TimingOptions;
+pub use validity::{Check, DispatchRate, Validity, ValidityOptions, Verdict};
 
 /// Errors of the engine and the run directory.
 #[derive(Debug, thiserror::Error)]

@@ -82,7 +82,7 @@ fn capacity_finds_the_rate_within_the_slo_and_the_knee() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sweep = fake_sweep(dir.path());
     let slo = Slo::parse("create_volume.p99=200ms").expect("slo");
-    let r = capacity(&sweep, &[slo]).expect("capacity");
+    let r = capacity(&sweep, &[slo], false).expect("capacity");
     let max = r.max_rate.expect("a rate meets the SLO");
     assert!((max - 19.0).abs() < 0.5, "{max}");
     assert_eq!(r.max_speed, Some(1.9));
@@ -145,7 +145,7 @@ fn qos_attributes_violations_to_snapshots() {
     )
     .expect("yaml");
     let spec = QosSpec::from_file(&spec_path).expect("spec");
-    let r = qos(&run, &spec).expect("qos");
+    let r = qos(&run, &spec, false).expect("qos");
     let t = &r.targets[0];
     let snap = t
         .attribution
@@ -203,7 +203,7 @@ fn report_has_every_figure_with_data_and_export_writes_csv() {
         }
     }
     let run = write_run(&dir.path().join("run"), &trace, 1.0, &recs);
-    let r = analyze::report::report(&[run.as_path()]).expect("report");
+    let r = analyze::report::report(&[run.as_path()], false).expect("report");
     let ids: Vec<&str> = r.figures.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(ids, ["cdf", "io-timeline-1", "rate-1"]);
     assert!(
@@ -296,7 +296,7 @@ fn io_phase_interval_logs_land_on_the_run_axis_for_report_and_qos() {
     let starts: Vec<u64> = units[0].intervals.iter().map(|iv| iv.start_ns).collect();
     assert_eq!(starts[..2], [2_010_000_000, 2_210_000_000]);
 
-    let rep = analyze::report::report(&[run.as_path()]).expect("report");
+    let rep = analyze::report::report(&[run.as_path()], false).expect("report");
     let tl = rep
         .figures
         .iter()
@@ -311,7 +311,7 @@ fn io_phase_interval_logs_land_on_the_run_axis_for_report_and_qos() {
     // Window [2 s, 3 s) holds intervals 0–4 (1–5 ms, p50 3 ms); [3 s, 4 s) holds 5–6 (6–7 ms).
     let spec: QosSpec =
         serde_saphyr::from_str("window: 1s\ntenants:\n  db:\n    read.p50: 4ms\n").expect("spec");
-    let q = qos(&run, &spec).expect("qos");
+    let q = qos(&run, &spec, false).expect("qos");
     assert_eq!(q.io_phase_units, 1);
     let t = &q.targets[0];
     assert_eq!((t.windows, t.violated), (2, 1), "{t:#?}");

@@ -79,6 +79,9 @@ pub struct CompareArgs {
     /// Events beyond a percentile each run needs for its verdict (p99: 100×, p99.9: 1000×).
     #[arg(long, default_value_t = 5)]
     pub min_tail: u64,
+    /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
+    #[arg(long)]
+    pub allow_invalid: bool,
     /// Print JSON (schema: docs/schemas/analyze-compare.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -92,6 +95,9 @@ pub struct CapacityArgs {
     /// An SLO, `OP[.METRIC].PCT=LIMIT`, e.g. `attach.p99=30s`, `io.p99.9=10ms` (repeatable).
     #[arg(long, required = true, value_name = "SLO")]
     pub slo: Vec<String>,
+    /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
+    #[arg(long)]
+    pub allow_invalid: bool,
     /// Print JSON (schema: docs/schemas/analyze-capacity.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -105,6 +111,9 @@ pub struct QosArgs {
     /// Per-tenant targets (YAML; see docs/analyze.md).
     #[arg(long, value_name = "FILE")]
     pub slo_file: PathBuf,
+    /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
+    #[arg(long)]
+    pub allow_invalid: bool,
     /// Print JSON (schema: docs/schemas/analyze-qos.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -129,6 +138,9 @@ pub struct ReportArgs {
     /// Pixels per SVG unit of the PNGs (figures are 760×360 units).
     #[arg(long, value_name = "X", default_value_t = 2.0)]
     pub png_scale: f32,
+    /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
+    #[arg(long)]
+    pub allow_invalid: bool,
 }
 
 /// `analyze export`.
@@ -211,6 +223,11 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
         s.achieved_rate,
         fmt_ns(s.lateness.p99 as f64)
     )?;
+    match &s.validity {
+        Some(v) if v.verdict == replay::Verdict::Valid => writeln!(out, "verdict: valid")?,
+        Some(v) => writeln!(out, "verdict: {}: {}", v.verdict, v.evidence())?,
+        None => writeln!(out, "verdict: none recorded")?,
+    }
     writeln!(
         out,
         "{:<16} {:>8} {:>6} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
@@ -308,6 +325,7 @@ fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
         alpha: a.alpha,
         min_events: a.min_events,
         min_tail: a.min_tail,
+        allow_invalid: a.allow_invalid,
         ..CompareOptions::default()
     };
     anyhow::ensure!(
@@ -431,7 +449,7 @@ fn run_capacity(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCod
         .iter()
         .map(|s| Slo::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let r = analyze::capacity(&a.sweep, &slos)?;
+    let r = analyze::capacity(&a.sweep, &slos, a.allow_invalid)?;
     if a.json {
         json(&r, out)?;
         return Ok(ExitCode::SUCCESS);
@@ -467,7 +485,7 @@ fn run_capacity(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCod
 
 fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let spec = QosSpec::from_file(&a.slo_file)?;
-    let r = analyze::qos(&a.run, &spec)?;
+    let r = analyze::qos(&a.run, &spec, a.allow_invalid)?;
     if a.json {
         json(&r, out)?;
         return Ok(ExitCode::SUCCESS);
@@ -505,7 +523,7 @@ fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
 fn run_report(a: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let runs: Vec<&Path> = a.runs.iter().map(PathBuf::as_path).collect();
-    let r = analyze::report::report(&runs)?;
+    let r = analyze::report::report(&runs, a.allow_invalid)?;
     fs_err::write(&a.output, &r.html)?;
     if let Some(dir) = &a.svg {
         fs_err::create_dir_all(dir)?;

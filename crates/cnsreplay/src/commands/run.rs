@@ -18,7 +18,7 @@ use provider_local::{LocalConfig, LocalProvider, Mode};
 use replay::sim::{Latency, SimConfig, SimProvider, Stall};
 use replay::{
     CompletionState, Live, Percentiles, Provider, RunControl, RunDir, RunInfo, RunOptions, Summary,
-    TimingOptions,
+    TimingOptions, Verdict,
 };
 use trace_format::OpType;
 use trace_format::units::parse_duration;
@@ -28,6 +28,8 @@ use trace_format::units::parse_duration;
 pub enum ProviderKind {
     /// Simulated latencies, no data (tests the engine).
     Sim,
+    /// Every operation succeeds at once (measures the engine alone).
+    Noop,
     /// Real loop-device volumes on this machine (directories without root).
     Local,
     /// A Kubernetes cluster: PVCs, pods, VolumeSnapshots (docs/kubernetes.md).
@@ -64,7 +66,13 @@ pub struct RunArgs {
     /// Print the summary as JSON (schema: docs/schemas/run.schema.json).
     #[arg(long)]
     pub json: bool,
+    /// Exit 4 unless the run's verdict is `valid` (not engine-bound, incomplete or failed).
+    #[arg(long)]
+    pub require_valid: bool,
 }
+
+/// Exit code of `run --require-valid` when the verdict is not `valid`.
+pub const EXIT_NOT_VALID: u8 = 4;
 
 /// Engine and provider settings of `run`, shared with `sweep` so each sweep point is exactly
 /// a run.
@@ -98,6 +106,12 @@ pub struct ProviderArgs {
     /// CAP_SYS_NICE).
     #[arg(long)]
     pub no_realtime: bool,
+    /// Thresholds of the run's verdict, `KEY=VALUE` (repeatable or comma-separated):
+    /// `start.p99=1ms`, `start.p99.9=10ms` (start lateness), `rate=2%` (dispatch rate
+    /// shortfall), `window=1s`, `window.events=100`, `workers=90%` (runtime workers busy),
+    /// `throttled=0%` (requests held back by the provider's client). Defaults as shown.
+    #[arg(long, value_name = "KEY=VALUE", value_delimiter = ',')]
+    pub validity: Vec<String>,
     /// sim: configuration file (YAML: seed, default, ops, errors, stalls).
     #[arg(long, value_name = "FILE")]
     pub sim_config: Option<PathBuf>,
@@ -188,6 +202,11 @@ fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
     for t in &a.settings.timeout {
         let (op, d) = op_value(t).context("--timeout")?;
         o.timeouts.insert(op, dur_ns(d).context("--timeout")?);
+    }
+    for v in &a.settings.validity {
+        o.validity
+            .set(v)
+            .map_err(|e| anyhow::anyhow!("--validity {e}"))?;
     }
     Ok(o)
 }
@@ -337,6 +356,7 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
             &output,
             &Arc::new(SimProvider::new(sim_config(&a.settings)?)?),
         )?,
+        ProviderKind::Noop => execute(a, &output, &Arc::new(replay::noop::NoopProvider))?,
         ProviderKind::Local => execute(
             a,
             &output,
@@ -355,10 +375,20 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         write_table(&summary, out)?;
         writeln!(out, "run directory: {}", output.display())?;
     }
-    Ok(match summary.state {
-        CompletionState::Complete => ExitCode::SUCCESS,
-        _ => ExitCode::from(1),
-    })
+    Ok(exit_code(&summary, a.require_valid))
+}
+
+/// 0 complete; 1 interrupted or every operation failed; 4 (`--require-valid`) any verdict
+/// but `valid`.
+fn exit_code(s: &Summary, require_valid: bool) -> ExitCode {
+    let verdict = s.validity.as_ref().map(|v| v.verdict);
+    if require_valid && verdict != Some(Verdict::Valid) {
+        ExitCode::from(EXIT_NOT_VALID)
+    } else if s.state != CompletionState::Complete || verdict == Some(Verdict::Failed) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
@@ -381,6 +411,7 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
         ms(s.lateness.p99),
         ms(s.lateness.max)
     )?;
+    write_verdict(s, out)?;
     writeln!(out)?;
     writeln!(
         out,
@@ -438,6 +469,45 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The verdict line: for a valid run the engine's delay in brief, otherwise every failed
+/// check with its evidence.
+fn write_verdict(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
+    let sl = &s.start_lateness;
+    writeln!(
+        out,
+        "engine delay: start lateness p50 {} p99 {} p99.9 {} max {} ({} events that did not wait, \
+         {} that waited); pickup p99 {}",
+        ms(sl.p50),
+        ms(sl.p99),
+        ms(sl.p999),
+        ms(sl.max),
+        sl.count,
+        s.waited,
+        ms(s.pickup.p99)
+    )?;
+    if let Some(r) = &s.dispatch_rate {
+        writeln!(
+            out,
+            "dispatch rate: {:.0} of {:.0} events/s intended",
+            r.achieved, r.intended
+        )?;
+    }
+    let Some(v) = &s.validity else {
+        return writeln!(
+            out,
+            "verdict: none (summary written before verdicts existed)"
+        );
+    };
+    if v.verdict == Verdict::Valid {
+        return writeln!(out, "verdict: valid ({} checks passed)", v.checks.len());
+    }
+    writeln!(out, "verdict: {}", v.verdict.name().to_uppercase())?;
+    for c in v.failed() {
+        writeln!(out, "  {}: {}", c.check, c.message)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let rd = RunDir::open(&a.run_dir);
     let m = rd
@@ -463,7 +533,7 @@ pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<Ex
         "kube" => KubeProvider::from_config(&m.provider.config)
             .context("manifest provider.config")?
             .cleanup(&info, &leftovers),
-        "sim" => replay::provider::CleanupReport::default(),
+        "sim" | "noop" => replay::provider::CleanupReport::default(),
         other => bail!("unknown provider {other:?} in the manifest"),
     };
     writeln!(

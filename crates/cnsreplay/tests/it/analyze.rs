@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{cnsreplay, ok, s, stdout, workspace};
+use super::{LENIENT, cnsreplay, ok, s, stdout, workspace};
 
 /// Writes a JSON Lines trace: header, then `(at_ns, body)` events with ids 1…
 fn trace(dir: &Path, name: &str, events: &[(u64, String)]) -> PathBuf {
@@ -24,7 +24,16 @@ fn trace(dir: &Path, name: &str, events: &[(u64, String)]) -> PathBuf {
 }
 
 fn sim_run(trace: &Path, out: &Path, args: &[&str]) {
-    let mut all = vec!["-q", "run", s(trace), "--provider", "sim", "-o", s(out)];
+    let mut all = vec![
+        "-q",
+        "run",
+        s(trace),
+        "--provider",
+        "sim",
+        "-o",
+        s(out),
+        LENIENT,
+    ];
     all.extend_from_slice(args);
     ok(&cnsreplay(&all));
 }
@@ -187,6 +196,7 @@ fn capacity_of_a_sim_sweep_finds_the_saturation_rate() {
             "create_volume=1",
             "--sim-latency",
             "create_volume=constant:50ms",
+            LENIENT,
         ]);
         ok(&o);
         stdout(&o)
@@ -542,6 +552,7 @@ events:
         "local",
         "-o",
         s(&run),
+        LENIENT,
     ]));
     run
 }

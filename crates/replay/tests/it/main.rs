@@ -4,6 +4,7 @@
 mod co;
 mod engine;
 mod timing;
+mod validity;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
