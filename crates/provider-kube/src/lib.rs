@@ -40,7 +40,8 @@ use trace_format::{Event, OpType};
 pub use crate::io::{io_pod, split_log};
 pub use crate::io_local::IoExec;
 pub use crate::limiter::{ClientStats, Limiter};
-pub use crate::objects::{VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
+pub use crate::objects::{PodOptions, VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
+pub use crate::ops::{pod_failure, unschedulable, warning_class};
 use crate::watch::Watch;
 
 /// The kube provider's configuration (recorded in the manifest; rebuilds it for cleanup).
@@ -85,6 +86,8 @@ pub struct KubeConfig {
     /// `attach_failed`, `mount_failed`; the Event's message). A condition that clears within
     /// it (the scheduler retries on cluster changes; a PV just being bound) passes.
     pub failure_grace_ns: u64,
+    /// How every pod runs (security context, placement, resources, pull secrets).
+    pub pod: PodOptions,
 }
 
 /// The default timeout of each op type (ns): generous for a real cloud's provisioning and
@@ -125,6 +128,7 @@ impl Default for KubeConfig {
             io_exec: IoExec::Pod,
             timeouts: default_timeouts(),
             failure_grace_ns: 3_000_000_000,
+            pod: PodOptions::default(),
         }
     }
 }
@@ -601,7 +605,8 @@ impl Provider for KubeProvider {
                     format!(
                         "{op} did not complete within {timeout:?} (--timeout {op}=DUR); \
                          waiting for {}",
-                        this.waiting_for(id).unwrap_or_else(|| "nothing recorded".into())
+                        this.waiting_for(id)
+                            .unwrap_or_else(|| "nothing recorded".into())
                     ),
                 )),
             }

@@ -200,16 +200,16 @@ impl Kube {
         let ns = self.ns()?;
         let w = self.watches()?;
         let bound = w.pvc.wait_for(name, |s| {
-                let o = get(s, ns, name, uid)?;
-                match o.status.as_ref().and_then(|s| s.phase.as_deref()) {
-                    Some("Bound") => Some(Ok(o)),
-                    Some("Lost") => Some(Err(ProviderError::new(
-                        "lost",
-                        format!("PVC {name} is Lost"),
-                    ))),
-                    _ => None,
-                }
-            });
+            let o = get(s, ns, name, uid)?;
+            match o.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                Some("Bound") => Some(Ok(o)),
+                Some("Lost") => Some(Err(ProviderError::new(
+                    "lost",
+                    format!("PVC {name} is Lost"),
+                ))),
+                _ => None,
+            }
+        });
         let (r, at) = self
             .or_warning(ctx, bound, name, uid, &["ProvisioningFailed"])
             .await;
@@ -332,7 +332,10 @@ impl Kube {
                 == Some("Delete")
         {
             let (pv_name, pv_uid) = (pv.name_any(), pv.uid().unwrap_or_default());
-            self.waiting(ctx, format!("PV {pv_name} (reclaim policy Delete) to be gone"));
+            self.waiting(
+                ctx,
+                format!("PV {pv_name} (reclaim policy Delete) to be gone"),
+            );
             let ((), at) =
                 w.pv.wait_for(&pv_name, |s| gone(s, None, &pv_name, &pv_uid).then_some(()))
                     .await;
@@ -397,12 +400,11 @@ impl Kube {
             node,
             &self.config.pause_image,
             None,
+            &self.config.pod,
         );
         let created = self.create(ctx, "pod", &pod, Some(&w.pod)).await?;
         let uid = created.uid().unwrap_or_default();
-        let r = self
-            .run_pod(ctx, &name, &uid, volumes, &vols, node)
-            .await;
+        let r = self.run_pod(ctx, &name, &uid, volumes, &vols, node).await;
         if r.is_err() {
             // A pod that will not run must not keep its volumes from being deleted (the
             // trace's later delete waits for this attach): delete it now, without waiting;
@@ -463,9 +465,12 @@ impl Kube {
             });
             let r = match unschedulable_since {
                 None => Some(wait.await),
-                Some(t0) => tokio::time::timeout((t0 + grace).saturating_duration_since(Instant::now()), wait)
-                    .await
-                    .ok(),
+                Some(t0) => tokio::time::timeout(
+                    (t0 + grace).saturating_duration_since(Instant::now()),
+                    wait,
+                )
+                .await
+                .ok(),
             };
             match r {
                 Some((Ok(Ok(n)), at)) => break (n, at),
@@ -502,7 +507,10 @@ impl Kube {
             .map(|(n, v)| (n.clone(), v.clone()))
             .collect();
         if !wffc.is_empty() {
-            self.waiting(ctx, format!("the WaitForFirstConsumer PVCs of pod {ns}/{name} to bind"));
+            self.waiting(
+                ctx,
+                format!("the WaitForFirstConsumer PVCs of pod {ns}/{name} to bind"),
+            );
             let mut bound = None;
             for (n, v) in &wffc {
                 let pvc_uid = w
@@ -525,25 +533,25 @@ impl Kube {
         for pv in &pvs {
             self.waiting(ctx, format!("PV {pv} to be attached to node {node_name}"));
             let attached_va = w.va.wait_for(pv, |s| {
-                    let vas = s.state();
-                    let va = vas.iter().find(|va| {
-                        va.spec.source.persistent_volume_name.as_deref() == Some(pv)
-                            && va.spec.node_name == node_name
-                    })?;
-                    let st = va.status.as_ref()?;
-                    if st.attached {
-                        return Some(Ok(()));
-                    }
-                    let e = st.attach_error.as_ref()?;
-                    Some(Err(ProviderError::new(
-                        "attach_failed",
-                        format!(
-                            "VolumeAttachment {} of PV {pv} on node {node_name}: attachError: {}",
-                            va.name_any(),
-                            e.message.as_deref().unwrap_or("(no message)")
-                        ),
-                    )))
-                });
+                let vas = s.state();
+                let va = vas.iter().find(|va| {
+                    va.spec.source.persistent_volume_name.as_deref() == Some(pv)
+                        && va.spec.node_name == node_name
+                })?;
+                let st = va.status.as_ref()?;
+                if st.attached {
+                    return Some(Ok(()));
+                }
+                let e = st.attach_error.as_ref()?;
+                Some(Err(ProviderError::new(
+                    "attach_failed",
+                    format!(
+                        "VolumeAttachment {} of PV {pv} on node {node_name}: attachError: {}",
+                        va.name_any(),
+                        e.message.as_deref().unwrap_or("(no message)")
+                    ),
+                )))
+            });
             let (r, at) = self
                 .or_warning(ctx, attached_va, name, uid, POD_VOLUME_WARNINGS)
                 .await;
@@ -851,7 +859,7 @@ pub fn warning_class(reason: &str) -> &'static str {
 }
 
 /// The scheduler's message when the pod is `PodScheduled=False` with reason `Unschedulable`.
-pub(crate) fn unschedulable(o: &Pod) -> Option<String> {
+pub fn unschedulable(o: &Pod) -> Option<String> {
     o.status
         .as_ref()?
         .conditions

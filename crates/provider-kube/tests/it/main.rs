@@ -6,6 +6,7 @@ mod common;
 mod csi;
 mod experiment;
 mod experiment2;
+mod failures;
 mod fidelity;
 mod ownership;
 mod render;

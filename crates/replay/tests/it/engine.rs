@@ -308,7 +308,11 @@ fn delete_volume_waits_for_the_earlier_users_of_the_volume() {
         d.completed
     );
     assert!(dv.dep_wait >= 300 * MS, "dep_wait {}", dv.dep_wait);
-    assert!(free.dep_wait < 100 * MS, "unused volume waited {}", free.dep_wait);
+    assert!(
+        free.dep_wait < 100 * MS,
+        "unused volume waited {}",
+        free.dep_wait
+    );
 
     // The users' outcome does not matter: a failed (timed-out) attach ends the wait too.
     let dir = tempfile::tempdir().expect("tempdir");
