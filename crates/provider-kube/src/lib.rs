@@ -17,6 +17,7 @@ mod io_local;
 pub mod limiter;
 pub mod objects;
 mod ops;
+mod preflight;
 mod stamp;
 mod watch;
 
@@ -42,6 +43,7 @@ pub use crate::io_local::IoExec;
 pub use crate::limiter::{ClientStats, Limiter};
 pub use crate::objects::{PodOptions, VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
 pub use crate::ops::{pod_failure, unschedulable, warning_class};
+pub use crate::preflight::TraceUses;
 use crate::watch::Watch;
 
 /// The kube provider's configuration (recorded in the manifest; rebuilds it for cleanup).
@@ -56,11 +58,17 @@ pub struct KubeConfig {
     /// Namespace to work in; a run-owned namespace `cnsreplay-<run id>` when absent (created
     /// in `prepare`, deleted by cleanup).
     pub namespace: Option<String>,
-    /// StorageClass when neither the event nor the trace header names one (None: the
-    /// cluster default class).
+    /// StorageClass of every volume, replacing the trace's classes (those of its events and
+    /// header) except the ones `storage_class_map` remaps; None: the trace's class, else the
+    /// cluster default class.
     pub storage_class: Option<String>,
-    /// VolumeSnapshotClass when neither the event nor the header names one.
+    /// Trace StorageClass → cluster StorageClass (`--map-storage-class OLD=NEW`); beats
+    /// `storage_class`.
+    pub storage_class_map: BTreeMap<String, String>,
+    /// VolumeSnapshotClass of every snapshot, as `storage_class`.
     pub snapshot_class: Option<String>,
+    /// Trace VolumeSnapshotClass → cluster class (`--map-snapshot-class OLD=NEW`).
+    pub snapshot_class_map: BTreeMap<String, String>,
     /// Node to pin workloads to when the event names none.
     pub node: Option<String>,
     /// Client-side request rate limit (requests/s over our own requests; 0 = off).
@@ -119,7 +127,9 @@ impl Default for KubeConfig {
             context: None,
             namespace: None,
             storage_class: None,
+            storage_class_map: BTreeMap::new(),
             snapshot_class: None,
+            snapshot_class_map: BTreeMap::new(),
             node: None,
             qps: 50.0,
             burst: 100,
@@ -166,6 +176,12 @@ pub enum KubeError {
     /// The provider's runtime could not start.
     #[error("tokio runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// The trace could not be read for the checks before the run.
+    #[error("{0}")]
+    Trace(String),
+    /// The cluster lacks a class, node or namespace the trace needs.
+    #[error("{0}")]
+    Preflight(String),
 }
 
 /// The shared watches, one per kind.
@@ -328,6 +344,18 @@ impl KubeProvider {
     /// The cluster as captured by `prepare` (server version, nodes, classes, drivers).
     pub fn environment(&self) -> serde_json::Value {
         self.inner.environment()
+    }
+
+    /// Checks before the clock starts that every StorageClass, VolumeSnapshotClass, node and
+    /// namespace `trace` will use (after the header's defaults and this configuration)
+    /// exists and is usable; the error names each missing one, where the trace uses it and
+    /// what the cluster has.
+    pub fn preflight(&self, trace: &std::path::Path) -> Result<TraceUses, KubeError> {
+        let uses = TraceUses::scan(&self.inner.config, trace).map_err(KubeError::Trace)?;
+        self.rt
+            .block_on(self.inner.preflight(&uses))
+            .map_err(KubeError::Preflight)?;
+        Ok(uses)
     }
 
     /// The operations in flight and what each waits for (for a deadline's report).

@@ -224,12 +224,12 @@ impl Kube {
     ) -> Result<(), ProviderError> {
         let d = self.header_defaults()?;
         let ns = self.ns()?;
-        let class = c
+        let trace_class = c
             .storage_class
             .clone()
             .or_else(|| d.storage_class.clone())
-            .map(|n| n.to_string())
-            .or_else(|| self.config.storage_class.clone());
+            .map(|n| n.to_string());
+        let class = self.config.storage_class_for(trace_class.as_deref());
         let mode = c.volume_mode.or(d.volume_mode);
         let (source, source_size) = match &c.source {
             None => (None, None),
@@ -742,12 +742,12 @@ impl Kube {
             ));
         };
         let d = self.header_defaults()?;
-        let class = s
+        let trace_class = s
             .class
             .clone()
             .or_else(|| d.snapshot_class.clone())
-            .map(|n| n.to_string())
-            .or_else(|| self.config.snapshot_class.clone());
+            .map(|n| n.to_string());
+        let class = self.config.snapshot_class_for(trace_class.as_deref());
         let name = k8s_name(&s.snapshot);
         let obj = VolumeSnapshot {
             metadata: objects::meta(&name, ns, &self.run()?.run_id, ev.tenant.as_deref()),

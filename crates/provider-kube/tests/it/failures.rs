@@ -180,7 +180,13 @@ fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
         ),
     );
     let run_dir = dir.path().join("run");
-    let (_out, _p) = replay_run(&trace, &run_dir, provider(&env, "cnsreplay-csi"));
+    // No --storage-class: it would replace the classes the events name.
+    let p = KubeProvider::new(KubeConfig {
+        kubeconfig: Some(env.kubeconfig()),
+        ..KubeConfig::default()
+    })
+    .unwrap();
+    let (_out, _p) = replay_run(&trace, &run_dir, p);
     let recs = events(&run_dir);
     let create_bad = recs
         .iter()
@@ -199,4 +205,130 @@ fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
         let _ =
             rt.block_on(Api::<StorageClass>::all(c.clone()).delete(n, &DeleteParams::default()));
     }
+}
+
+/// Before the clock starts: a class or node the cluster lacks is named with where the trace
+/// uses it and what the cluster has; `--storage-class` and `--map-storage-class` override the
+/// trace's class.
+#[test]
+fn preflight_names_what_is_missing() {
+    let Some(env) = testenv() else { return };
+    let rt = rt();
+    let c = rt.block_on(client(&env));
+    let class = uniq("pre");
+    rt.block_on(static_class(&c, &class, 0));
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.yaml");
+    std::fs::write(
+        &trace,
+        "format: cnsreplay-trace\nversion: 1\ndefaults: {storage_class: standard-missing}\n\
+         events:\n  - {at: 0s, create_volume: {volume: v}}\n  \
+         - {at: 1s, attach: {workload: w, volumes: [v], node: no-such-node}}\n",
+    )
+    .unwrap();
+    let cfg = KubeConfig {
+        kubeconfig: Some(env.kubeconfig()),
+        ..KubeConfig::default()
+    };
+    let e = KubeProvider::new(cfg.clone())
+        .unwrap()
+        .preflight(&trace)
+        .unwrap_err()
+        .to_string();
+    for needle in [
+        "StorageClass standard-missing",
+        "event 0 (at 0.000s), from the trace header's defaults",
+        "the cluster has:",
+        &class,
+        "--map-storage-class standard-missing=CLASS",
+        "node no-such-node",
+        "event 1 (at 1.000s)",
+    ] {
+        assert!(e.contains(needle), "{needle:?} not in: {e}");
+    }
+    // The flags override the trace's class; only the node is left.
+    for cfg in [
+        KubeConfig {
+            storage_class: Some(class.clone()),
+            ..cfg.clone()
+        },
+        KubeConfig {
+            storage_class_map: [("standard-missing".to_owned(), class.clone())].into(),
+            ..cfg.clone()
+        },
+    ] {
+        let e = KubeProvider::new(cfg)
+            .unwrap()
+            .preflight(&trace)
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("StorageClass"), "{e}");
+        assert!(e.contains("node no-such-node"), "{e}");
+    }
+    // A missing --namespace is named too.
+    let e = KubeProvider::new(KubeConfig {
+        namespace: Some("cnsreplay-no-such-ns".into()),
+        storage_class: Some(class.clone()),
+        ..cfg
+    })
+    .unwrap()
+    .preflight(&trace)
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("namespace cnsreplay-no-such-ns"), "{e}");
+    rt.block_on(drop_static(&c, &class));
+}
+
+/// The provider's pods pass the `restricted` Pod Security level: in a namespace that
+/// enforces it (admission runs in the API server, so kwok nodes suffice) a run creates its
+/// pods, while a pod without the security context is refused there.
+#[test]
+fn pods_are_admitted_in_a_restricted_namespace() {
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    let Some(env) = testenv() else { return };
+    let rt = rt();
+    let c = rt.block_on(client(&env));
+    let class = uniq("psa");
+    rt.block_on(static_class(&c, &class, 1));
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": class, "labels": {
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest"}},
+    }))
+    .unwrap();
+    rt.block_on(Api::<Namespace>::all(c.clone()).create(&PostParams::default(), &ns))
+        .unwrap();
+    let plain: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    }))
+    .unwrap();
+    let refused = rt
+        .block_on(Api::<Pod>::namespaced(c.clone(), &class).create(&PostParams::default(), &plain))
+        .expect_err("the namespace enforces the restricted level");
+    assert!(refused.to_string().contains("restricted"), "{refused}");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(
+        dir.path(),
+        "  - {at: 0s, create_volume: {volume: v}}\n  \
+         - {at: 0s, attach: {workload: w, volumes: [v]}}\n  \
+         - {at: 1s, detach: {workload: w}}\n  \
+         - {at: 1s, delete_volume: {volume: v}}\n",
+    );
+    let p = KubeProvider::new(KubeConfig {
+        kubeconfig: Some(env.kubeconfig()),
+        namespace: Some(class.clone()),
+        storage_class: Some(class.clone()),
+        ..KubeConfig::default()
+    })
+    .unwrap();
+    let run_dir = dir.path().join("run");
+    let (out, _p) = replay_run(&trace, &run_dir, p);
+    let recs = events(&run_dir);
+    let attach = record(&recs, OpType::Attach);
+    assert_eq!(attach.outcome, Outcome::Ok, "{:?}", attach.error);
+    assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
+    let _ = rt.block_on(Api::<Namespace>::all(c.clone()).delete(&class, &DeleteParams::default()));
+    rt.block_on(drop_static(&c, &class));
 }
