@@ -146,7 +146,7 @@ pub async fn run_objects(c: &Client, run_id: &str) -> Vec<String> {
 
 pub fn provider(env: &TestEnv, class: &str) -> KubeProvider {
     KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.kubeconfig()),
+        kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: Some(class.to_owned()),
         qps: 200.0,
         burst: 400,
@@ -328,4 +328,55 @@ pub fn output_within(
     let mut child = cmd.stdout(out.reopen().unwrap()).spawn().unwrap();
     let status = wait_child(&mut child, what);
     (status, std::fs::read_to_string(out.path()).unwrap())
+}
+
+impl TestEnv {
+    /// The testenv's kubectl.
+    pub fn kubectl(&self) -> std::process::Command {
+        let bin = self.vars["PATH"].split(':').next().unwrap_or_default();
+        let mut c = std::process::Command::new(Path::new(bin).join("kubectl"));
+        c.arg("--kubeconfig").arg(self.kubeconfig());
+        c
+    }
+
+    /// Runs kubectl with `args` as the admin; panics with its output when it fails.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A kubeconfig of the service account `cnsreplay/<sa>`, with a fresh token.
+    pub fn service_account_kubeconfig(&self, sa: &str) -> PathBuf {
+        let token = self.kubectl_ok(&["create", "token", sa, "-n", "cnsreplay", "--duration=3h"]);
+        let mut kc = kube::config::Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        for a in &mut kc.auth_infos {
+            a.auth_info = Some(kube::config::AuthInfo {
+                token: Some(token.trim().to_owned().into()),
+                ..kube::config::AuthInfo::default()
+            });
+        }
+        let path =
+            std::env::temp_dir().join(format!("cnsreplay-{sa}-{}.kubeconfig", std::process::id()));
+        std::fs::write(&path, serde_json::to_vec(&kc).unwrap()).unwrap();
+        path
+    }
+
+    /// The kubeconfig the tests run the provider with: the service account `cnsreplay`
+    /// bound by exactly `deploy/rbac.yaml` (applied once per test process), not the admin.
+    pub fn runner_kubeconfig(&self) -> PathBuf {
+        static RUNNER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        RUNNER
+            .get_or_init(|| {
+                let rbac = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac.yaml");
+                self.kubectl_ok(&["apply", "-f", rbac]);
+                self.service_account_kubeconfig("cnsreplay")
+            })
+            .clone()
+    }
 }

@@ -68,7 +68,7 @@ fn delete_after_an_unschedulable_attach_ends_with_the_schedulers_reason() {
          - {at: 400ms, delete_volume: {volume: v}}\n",
     );
     let mut cfg = KubeConfig {
-        kubeconfig: Some(env.kubeconfig()),
+        kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: Some(class.clone()),
         ..KubeConfig::default()
     };
@@ -118,7 +118,7 @@ fn io_exec_local_is_refused_for_other_drivers() {
          - {at: 2s, delete_volume: {volume: v}}\n",
     );
     let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.kubeconfig()),
+        kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: Some(class.clone()),
         io_exec: provider_kube::IoExec::Local,
         ..KubeConfig::default()
@@ -182,7 +182,7 @@ fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
     let run_dir = dir.path().join("run");
     // No --storage-class: it would replace the classes the events name.
     let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.kubeconfig()),
+        kubeconfig: Some(env.runner_kubeconfig()),
         ..KubeConfig::default()
     })
     .unwrap();
@@ -227,7 +227,7 @@ fn preflight_names_what_is_missing() {
     )
     .unwrap();
     let cfg = KubeConfig {
-        kubeconfig: Some(env.kubeconfig()),
+        kubeconfig: Some(env.runner_kubeconfig()),
         ..KubeConfig::default()
     };
     let e = KubeProvider::new(cfg.clone())
@@ -317,7 +317,7 @@ fn pods_are_admitted_in_a_restricted_namespace() {
          - {at: 1s, delete_volume: {volume: v}}\n",
     );
     let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.kubeconfig()),
+        kubeconfig: Some(env.runner_kubeconfig()),
         namespace: Some(class.clone()),
         storage_class: Some(class.clone()),
         ..KubeConfig::default()

@@ -9,5 +9,6 @@ mod experiment2;
 mod failures;
 mod fidelity;
 mod ownership;
+mod rbac;
 mod render;
 mod workloads;

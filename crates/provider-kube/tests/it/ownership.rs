@@ -67,7 +67,7 @@ fn preexisting_pvc_of_the_same_name_is_never_touched() {
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
     let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.kubeconfig()),
+        kubeconfig: Some(env.runner_kubeconfig()),
         namespace: Some(ns.clone()),
         storage_class: Some(class.clone()),
         ..KubeConfig::default()
@@ -142,7 +142,7 @@ fn start_run(
     let mut cmd = Command::new(cnsreplay_bin());
     cmd.args(["run", "--provider", "kube", "--grace", "1s", "-q"])
         .arg("--kubeconfig")
-        .arg(env.kubeconfig())
+        .arg(env.runner_kubeconfig())
         .arg("-o")
         .arg(run_dir)
         .args(extra)
