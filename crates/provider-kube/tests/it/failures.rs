@@ -168,6 +168,20 @@ fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
     let publ = uniq("failpub");
     rt.block_on(faulty_class(&c, &prov, "CreateVolume"));
     rt.block_on(faulty_class(&c, &publ, "ControllerPublishVolume"));
+    let snapclass = uniq("failsnap");
+    let sc_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        sc_file.path(),
+        serde_json::to_vec(&serde_json::json!({
+            "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
+            "metadata": {"name": snapclass},
+            "driver": "csi.cnsreplay.dev", "deletionPolicy": "Delete",
+            "parameters": {"failRate.CreateSnapshot": "1"},
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    env.kubectl_ok(&["apply", "-f", &sc_file.path().to_string_lossy()]);
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(
         dir.path(),
@@ -176,7 +190,10 @@ fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
              - {{at: 0s, create_volume: {{volume: v, storage_class: {publ}}}}}\n  \
              - {{at: 0s, attach: {{workload: w, volumes: [v]}}}}\n  \
              - {{at: 1s, detach: {{workload: w}}}}\n  \
-             - {{at: 1s, delete_volume: {{volume: v}}}}\n"
+             - {{at: 1s, delete_volume: {{volume: v}}}}\n  \
+             - {{at: 0s, create_volume: {{volume: s, storage_class: cnsreplay-csi}}}}\n  \
+             - {{at: 0s, snapshot: {{volume: s, snapshot: snap, class: {snapclass}}}}}\n  \
+             - {{at: 1s, delete_volume: {{volume: s}}}}\n"
         ),
     );
     let run_dir = dir.path().join("run");
@@ -199,8 +216,12 @@ fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
         msg.contains("attachError") || msg.contains("FailedAttachVolume"),
         "{msg}"
     );
-    let delete = record(&recs, OpType::DeleteVolume);
-    assert_eq!(delete.outcome, Outcome::Ok, "{:?}", delete.error);
+    let msg = failed_within(record(&recs, OpType::Snapshot), "snapshot_failed", 10);
+    assert!(msg.contains("status.error"), "{msg}");
+    for r in recs.iter().filter(|r| r.op == OpType::DeleteVolume) {
+        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+    }
+    env.kubectl_ok(&["delete", "volumesnapshotclass", &snapclass]);
     for n in [&prov, &publ] {
         let _ =
             rt.block_on(Api::<StorageClass>::all(c.clone()).delete(n, &DeleteParams::default()));

@@ -139,7 +139,7 @@ fn pod_log_histograms_are_collected() {
     assert!(!std::fs::read_to_string(&out).unwrap().contains("io_phase"));
 }
 
-fn pod_with_status(status: serde_json::Value) -> k8s_openapi::api::core::v1::Pod {
+fn pod_with_status(status: &serde_json::Value) -> k8s_openapi::api::core::v1::Pod {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "iogen", "image": "reg/iogen:1"}]},
@@ -154,7 +154,7 @@ fn pod_with_status(status: serde_json::Value) -> k8s_openapi::api::core::v1::Pod
 fn pod_failures_are_classified_with_the_kubelets_reason() {
     let waiting = |reason: &str, message: &str| {
         pod_with_status(
-            serde_json::json!({"phase": "Pending", "containerStatuses": [{
+            &serde_json::json!({"phase": "Pending", "containerStatuses": [{
             "name": "iogen", "image": "reg/iogen:1", "imageID": "", "ready": false,
             "restartCount": 0, "state": {"waiting": {"reason": reason, "message": message}}}]}),
         )
@@ -178,7 +178,7 @@ fn pod_failures_are_classified_with_the_kubelets_reason() {
     // Still creating: not a failure.
     assert!(provider_kube::pod_failure(&waiting("ContainerCreating", ""), "p").is_none());
     let exited = pod_with_status(
-        serde_json::json!({"phase": "Running", "containerStatuses": [{
+        &serde_json::json!({"phase": "Running", "containerStatuses": [{
         "name": "iogen", "image": "reg/iogen:1", "imageID": "", "ready": false,
         "restartCount": 0, "state": {"terminated": {"exitCode": 2, "reason": "Error",
         "message": "open /data/0: permission denied"}}}]}),
@@ -187,7 +187,7 @@ fn pod_failures_are_classified_with_the_kubelets_reason() {
     assert_eq!(e.class, "container_failed");
     assert!(e.message.contains("code 2") && e.message.contains("permission denied"));
     let ok = pod_with_status(
-        serde_json::json!({"phase": "Succeeded", "containerStatuses": [{
+        &serde_json::json!({"phase": "Succeeded", "containerStatuses": [{
         "name": "iogen", "image": "reg/iogen:1", "imageID": "", "ready": false,
         "restartCount": 0, "state": {"terminated": {"exitCode": 0}}}]}),
     );
@@ -196,7 +196,7 @@ fn pod_failures_are_classified_with_the_kubelets_reason() {
         "pod_failed",
         "a workload pod that ended is not ready"
     );
-    let unsched = pod_with_status(serde_json::json!({"phase": "Pending", "conditions": [{
+    let unsched = pod_with_status(&serde_json::json!({"phase": "Pending", "conditions": [{
         "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
         "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}]}));
     assert!(
