@@ -136,12 +136,36 @@ pub struct ProviderArgs {
     /// kube: namespace to work in (default: a run-owned `cnsreplay-<run id>`, deleted after).
     #[arg(long, value_name = "NS")]
     pub namespace: Option<String>,
-    /// kube: StorageClass when neither the event nor the trace header names one.
+    /// kube: StorageClass of every volume, replacing the classes the trace names (events
+    /// and header) except those `--map-storage-class` remaps.
     #[arg(long, value_name = "CLASS")]
     pub storage_class: Option<String>,
-    /// kube: VolumeSnapshotClass when neither the event nor the trace header names one.
+    /// kube: use cluster StorageClass NEW where the trace names OLD (repeatable; beats
+    /// `--storage-class`).
+    #[arg(long, value_name = "OLD=NEW")]
+    pub map_storage_class: Vec<String>,
+    /// kube: VolumeSnapshotClass of every snapshot, replacing the trace's classes except
+    /// those `--map-snapshot-class` remaps.
     #[arg(long, value_name = "CLASS")]
     pub snapshot_class: Option<String>,
+    /// kube: use VolumeSnapshotClass NEW where the trace names OLD (repeatable).
+    #[arg(long, value_name = "OLD=NEW")]
+    pub map_snapshot_class: Vec<String>,
+    /// kube: nodeSelector of every pod, `KEY=VALUE` (repeatable).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub node_selector: Vec<String>,
+    /// kube: toleration of every pod, `KEY[=VALUE][:EFFECT]` (repeatable).
+    #[arg(long, value_name = "TOLERATION")]
+    pub toleration: Vec<String>,
+    /// kube: resource request of every container, e.g. `cpu=250m` (repeatable).
+    #[arg(long, value_name = "RES=QTY")]
+    pub pod_request: Vec<String>,
+    /// kube: resource limit of every container, e.g. `memory=256Mi` (repeatable).
+    #[arg(long, value_name = "RES=QTY")]
+    pub pod_limit: Vec<String>,
+    /// kube: imagePullSecret of every pod (a Secret in the run's namespace; repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub image_pull_secret: Vec<String>,
     /// kube: pin workloads whose event names no node to this node.
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
@@ -258,16 +282,50 @@ fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
     })
 }
 
+fn pairs(flag: &str, v: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    v.iter()
+        .map(|s| {
+            let (k, v) = s
+                .split_once('=')
+                .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+                .with_context(|| format!("{flag} {s:?}: expected KEY=VALUE"))?;
+            Ok((k.to_owned(), v.to_owned()))
+        })
+        .collect()
+}
+
 fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
     if !(a.kube_qps.is_finite() && a.kube_qps >= 0.0) {
         bail!("--kube-qps {}: expected a rate >= 0", a.kube_qps);
     }
+    let mut timeouts = provider_kube::default_timeouts();
+    for t in &a.timeout {
+        let (op, d) = op_value(t).context("--timeout")?;
+        timeouts.insert(op, dur_ns(d).context("--timeout")?);
+    }
+    let pod = provider_kube::PodOptions {
+        node_selector: pairs("--node-selector", &a.node_selector)?,
+        tolerations: a
+            .toleration
+            .iter()
+            .map(|t| provider_kube::objects::parse_toleration(t))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("--toleration: {e}"))?,
+        requests: pairs("--pod-request", &a.pod_request)?,
+        limits: pairs("--pod-limit", &a.pod_limit)?,
+        image_pull_secrets: a.image_pull_secret.clone(),
+        ..provider_kube::PodOptions::default()
+    };
     Ok(KubeConfig {
         kubeconfig: a.kubeconfig.clone(),
         context: a.context.clone(),
         namespace: a.namespace.clone(),
         storage_class: a.storage_class.clone(),
+        storage_class_map: pairs("--map-storage-class", &a.map_storage_class)?,
         snapshot_class: a.snapshot_class.clone(),
+        snapshot_class_map: pairs("--map-snapshot-class", &a.map_snapshot_class)?,
+        timeouts,
+        pod,
         node: a.node.clone(),
         qps: a.kube_qps,
         burst: a.kube_burst,
@@ -321,7 +379,12 @@ fn ms(ns: u64) -> String {
 }
 
 fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: &Arc<P>) -> anyhow::Result<Summary> {
-    let opts = options(a)?;
+    let mut opts = options(a)?;
+    if provider.name() == "kube" {
+        // The kube provider applies `--timeout` itself (recorded in its configuration), so
+        // a timeout names what the operation was waiting for.
+        opts.timeouts.clear();
+    }
     let control = RunControl::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, control.stop_flag())?;
@@ -362,11 +425,11 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
             &output,
             &Arc::new(LocalProvider::new(local_config(&a.settings)?)),
         )?,
-        ProviderKind::Kube => execute(
-            a,
-            &output,
-            &Arc::new(KubeProvider::new(kube_config(&a.settings)?)?),
-        )?,
+        ProviderKind::Kube => {
+            let p = KubeProvider::new(kube_config(&a.settings)?)?;
+            p.preflight(&a.trace)?;
+            execute(a, &output, &Arc::new(p))?
+        }
     };
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &summary)?;
