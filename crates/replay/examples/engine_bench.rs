@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use replay::sim::{Dur, Latency, SimConfig, SimProvider};
+use provider_sim::{Dur, Latency, SimConfig, SimProvider};
 use replay::{RunControl, RunOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -15,7 +15,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use provider_kube::{IoExec, KubeConfig, KubeProvider};
 use provider_local::{LocalConfig, LocalProvider, Mode};
-use replay::sim::{Latency, SimConfig, SimProvider, Stall};
+use provider_sim::{Latency, SimConfig, SimProvider, Stall};
 use replay::{
     CompletionState, Live, Percentiles, Provider, RunControl, RunDir, RunInfo, RunOptions, Summary,
     TimingOptions,
@@ -192,7 +192,7 @@ fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
     Ok(o)
 }
 
-fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
+pub(crate) fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
     let mut c = match &a.sim_config {
         Some(p) => SimConfig::from_file(p)?,
         None => SimConfig {

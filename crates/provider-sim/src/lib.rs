@@ -18,34 +18,27 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Deserializer, Serialize};
+use replay::ledger::LedgerEntry;
+use replay::provider::{CleanupReport, OpCtx, Provider, ProviderError, RunInfo};
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
+pub use trace_format::units::Dur;
 use trace_format::{Event, OpType};
 
-use crate::Error;
-use crate::ledger::LedgerEntry;
-use crate::provider::{CleanupReport, OpCtx, Provider, ProviderError, RunInfo};
-
-/// A duration in ns; YAML accepts an integer or a string such as `"250ms"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
-pub struct Dur(pub u64);
-
-impl<'de> Deserialize<'de> for Dur {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(Dur(n)),
-            Raw::S(s) => trace_format::units::parse_duration(&s)
-                .map(Dur)
-                .map_err(serde::de::Error::custom),
-        }
-    }
+/// Errors of the sim provider's configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration file could not be read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The configuration is invalid.
+    #[error("{file}: {message}")]
+    Config {
+        /// The file (or `--sim-*` flag) the configuration came from.
+        file: String,
+        /// What is wrong, with the field.
+        message: String,
+    },
 }
 
 /// A latency distribution.
@@ -212,7 +205,7 @@ impl SimConfig {
 
     /// Parses YAML; `file` names it in errors.
     pub fn from_yaml(text: &str, file: &str) -> Result<Self, Error> {
-        let c: SimConfig = serde_saphyr::from_str(text).map_err(|e| Error::SimConfig {
+        let c: SimConfig = serde_saphyr::from_str(text).map_err(|e| Error::Config {
             file: file.to_owned(),
             message: e.to_string(),
         })?;
@@ -222,7 +215,7 @@ impl SimConfig {
 
     /// Checks distributions and probabilities.
     pub fn check(&self, file: &str) -> Result<(), Error> {
-        let bad = |message: String| Error::SimConfig {
+        let bad = |message: String| Error::Config {
             file: file.to_owned(),
             message,
         };
