@@ -131,19 +131,29 @@ impl PointEval {
     }
 }
 
-/// Per op type: (intended, completed, response, failed) of every event.
+/// What the point needs of one event (ns).
+#[derive(Debug, Clone, Copy)]
+struct Ev {
+    intended: u64,
+    completed: u64,
+    response: u64,
+    service: u64,
+    failed: bool,
+}
+
+/// Per op type: every event.
 #[derive(Debug, Default)]
-struct Times(BTreeMap<OpType, Vec<(u64, u64, u64, u64, bool)>>);
+struct Times(BTreeMap<OpType, Vec<Ev>>);
 
 impl Accumulator for Times {
     fn add(&mut self, r: &Rec<'_>) {
-        self.0.entry(r.op).or_default().push((
-            r.intended,
-            r.completed,
-            r.response,
-            r.service,
-            r.outcome == Outcome::Error,
-        ));
+        self.0.entry(r.op).or_default().push(Ev {
+            intended: r.intended,
+            completed: r.completed,
+            response: r.response,
+            service: r.service,
+            failed: r.outcome == Outcome::Error,
+        });
     }
 
     fn merge(&mut self, o: Self) {
@@ -178,15 +188,15 @@ fn rates(intended: &mut [u64], completed: &mut [u64]) -> (f64, f64) {
 }
 
 /// The throughput of a set of events.
-fn throughput(op: &str, ev: &[&(u64, u64, u64, u64, bool)], o: &PointOptions) -> OpThroughput {
-    let mut i: Vec<u64> = ev.iter().map(|e| e.0).collect();
-    let mut c: Vec<u64> = ev.iter().map(|e| e.1).collect();
+fn throughput(op: &str, ev: &[&Ev], o: &PointOptions) -> OpThroughput {
+    let mut i: Vec<u64> = ev.iter().map(|e| e.intended).collect();
+    let mut c: Vec<u64> = ev.iter().map(|e| e.completed).collect();
     let (offered_rate, achieved_rate) = rates(&mut i, &mut c);
     let count = ev.len() as u64;
     OpThroughput {
         op: op.to_owned(),
         count,
-        failed: ev.iter().filter(|e| e.4).count() as u64,
+        failed: ev.iter().filter(|e| e.failed).count() as u64,
         offered_rate,
         achieved_rate,
         kept_up: count < o.min_events || achieved_rate >= (1.0 - o.tolerance) * offered_rate,
@@ -200,11 +210,17 @@ fn throughput(op: &str, ev: &[&(u64, u64, u64, u64, bool)], o: &PointOptions) ->
 pub fn validity(run_dir: &Path) -> Result<(String, String, Option<String>)> {
     let path = run_dir.join("summary.json");
     if !path.is_file() {
-        return Ok((
-            "incomplete".into(),
-            "capacity".into(),
-            Some("no summary.json (the run did not finish)".into()),
-        ));
+        // No summary: the manifest's state is all there is.
+        let run = Run::open(run_dir)?;
+        return Ok(if run.manifest.state == CompletionState::Complete {
+            ("valid".into(), "capacity (manifest only)".into(), None)
+        } else {
+            (
+                "incomplete".into(),
+                "capacity".into(),
+                Some("no summary.json and the manifest does not say complete".into()),
+            )
+        });
     }
     let raw: serde_json::Value =
         serde_json::from_slice(&fs_err::read(&path)?).map_err(|e| Error::Config {
@@ -254,7 +270,7 @@ fn fmt_ns(ns: u64) -> String {
 pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointEval> {
     let run = Run::open(run_dir)?;
     let times = run.scan(Times::default)?;
-    let all: Vec<&(u64, u64, u64, u64, bool)> = times.0.values().flatten().collect();
+    let all: Vec<&Ev> = times.0.values().flatten().collect();
     let mut reasons = Vec::new();
 
     // Throughput, whole run.
@@ -264,7 +280,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
     }
     let single_op = times.0.len() == 1;
     for t in &tp {
-        if !t.kept_up && !(single_op && t.op == "all") {
+        if !(t.kept_up || single_op && t.op == "all") {
             reasons.push(format!(
                 "{} fell behind: achieved {:.2}/s of {:.2}/s offered",
                 t.op, t.achieved_rate, t.offered_rate
@@ -281,7 +297,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
     }
 
     // Halves by intended instant.
-    let mut intended: Vec<u64> = all.iter().map(|e| e.0).collect();
+    let mut intended: Vec<u64> = all.iter().map(|e| e.intended).collect();
     intended.sort_unstable();
     let split = intended.get(intended.len() / 2).copied().unwrap_or(0);
     let mut stationary = true;
@@ -289,8 +305,8 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
         let med = |first: bool| -> Option<u64> {
             let mut v: Vec<u64> = ev
                 .iter()
-                .filter(|e| (e.0 < split) == first)
-                .map(|e| e.2)
+                .filter(|e| (e.intended < split) == first)
+                .map(|e| e.response)
                 .collect();
             (v.len() as u64 >= o.min_events).then(|| {
                 v.sort_unstable();
@@ -321,14 +337,14 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
     for s in slos {
         let hist = |range: (u64, u64)| -> Histogram<u64> {
             let mut h = latency();
-            let take = |e: &&(u64, u64, u64, u64, bool)| e.0 >= range.0 && e.0 < range.1;
+            let take = |e: &&Ev| e.intended >= range.0 && e.intended < range.1;
             match s.target() {
                 SloTarget::Io(kind) => {
                     // Single `io` events (their kind is in the trace, not the record: counted
                     // only when the SLO covers every kind).
                     if kind.is_none() {
                         for e in times.0.get(&OpType::Io).into_iter().flatten().filter(take) {
-                            h.saturating_record(e.2.max(1));
+                            h.saturating_record(e.response.max(1));
                         }
                     }
                     crate::hist::add_saturating(
@@ -337,12 +353,16 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
                     );
                 }
                 SloTarget::Op(op) => {
-                    let evs: Box<dyn Iterator<Item = &(u64, u64, u64, u64, bool)>> = match op {
+                    let evs: Box<dyn Iterator<Item = &Ev>> = match op {
                         None => Box::new(all.iter().copied()),
                         Some(op) => Box::new(times.0.get(&op).into_iter().flatten()),
                     };
                     for e in evs.filter(|e| take(e)) {
-                        let v = if s.metric == "service" { e.3 } else { e.2 };
+                        let v = if s.metric == "service" {
+                            e.service
+                        } else {
+                            e.response
+                        };
                         h.saturating_record(v.max(1));
                     }
                 }

@@ -429,7 +429,7 @@ pub(crate) fn write_points(
     let searched = points.iter().any(|p| p.0.is_some());
     writeln!(
         out,
-        "{}{:>8} {:>11} {:>11}  {}{:>6}  {}",
+        "{}{:>8} {:>11} {:>11}  {}{:>6}  why not",
         if searched {
             format!("{:>10} ", "intensity")
         } else {
@@ -442,7 +442,6 @@ pub(crate) fn write_points(
             .map(|s| format!("{:>22}", s.spec))
             .collect::<String>(),
         "pass",
-        "why not"
     )?;
     for (x, p) in points {
         let vals: String = p
