@@ -299,6 +299,37 @@ impl RunIo {
     }
 }
 
+/// Every `io_phase` unit of a run on its time axis ([`units`] after a [`Spans`] scan).
+pub fn run_units(run: &Run) -> Result<Vec<PhaseUnit>> {
+    if !has_units(&run.path)? {
+        return Ok(Vec::new());
+    }
+    let spans = run.scan(Spans::default)?;
+    units(run, &spans)
+}
+
+/// The I/O response times (iogen's, completion − intended: coordinated-omission safe) of
+/// every unit merged into one histogram: only I/Os of `kind` when given, and only intervals
+/// whose midpoint lies in `range` (`[start, end)` ns since the run origin) when given. The
+/// one reader of `io_phase` I/O latency for SLOs (capacity) and run-to-run comparison.
+pub fn response(
+    units: &[PhaseUnit],
+    kind: Option<IoKind>,
+    range: Option<(u64, u64)>,
+) -> Histogram<u64> {
+    let mut h = crate::hist::latency();
+    for iv in units.iter().flat_map(|u| &u.intervals) {
+        if kind.is_some_and(|k| k != iv.kind) {
+            continue;
+        }
+        if range.is_some_and(|(a, b)| !(a..b).contains(&iv.mid_ns())) {
+            continue;
+        }
+        crate::hist::add_saturating(&mut h, &iv.response);
+    }
+    h
+}
+
 /// Tenants of the trace's `io_phase` events: event id → tenant.
 pub fn tenants(trace: &Path) -> Result<HashMap<u64, String>> {
     let mut out = HashMap::new();

@@ -27,8 +27,8 @@ use std::path::Path;
 
 use hdrhistogram::Histogram;
 use replay::Outcome;
-use replay::sim::Dur;
 use serde::{Deserialize, Serialize};
+use trace_format::units::Dur;
 use trace_format::{IoKind, Op, OpType, TraceReader};
 
 use crate::capacity::parse_percentile;

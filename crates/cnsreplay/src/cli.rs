@@ -43,6 +43,9 @@ pub enum Command {
     Synth(crate::commands::synth::SynthArgs),
     /// Replay a trace at several speeds or rates into SWEEPDIR/<speed>/ (for `analyze capacity`).
     Sweep(crate::commands::sweep::SweepArgs),
+    /// Find the maximum sustainable rate: step up, then bisect the intensity (speed of a trace,
+    /// target rate of a synth model) against SLOs, with repeats near the limit.
+    Capacity(crate::commands::capacity::CapacityArgs),
     /// Analyze run directories: summary, compare, capacity, qos, report, export.
     Analyze(crate::commands::analyze::AnalyzeArgs),
     /// Print a shell completion script.
@@ -227,4 +230,6 @@ pub enum SchemaFor {
     AnalyzeCapacity,
     /// `analyze qos --json`.
     AnalyzeQos,
+    /// `capacity --json`.
+    Capacity,
 }

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 pub mod logging;
 pub mod report;
+pub mod search;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -35,6 +36,7 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Command::Cleanup(a) => commands::run::cleanup(&a, out),
         Command::Synth(a) => commands::synth::run(&a, out),
         Command::Sweep(a) => commands::sweep::run(&a, out),
+        Command::Capacity(a) => commands::capacity::run(&a, out),
         Command::Analyze(a) => commands::analyze::run(&a, out),
         Command::Completions(a) => commands::meta::completions(&a, out),
         Command::Man(a) => commands::meta::man(&a, out),

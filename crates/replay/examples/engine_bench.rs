@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use replay::sim::{Dur, Latency, SimConfig, SimProvider};
+use provider_sim::{Dur, Latency, SimConfig, SimProvider};
 use replay::{Provider, RunControl, RunOptions, RunOutcome};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

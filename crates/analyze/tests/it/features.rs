@@ -82,23 +82,41 @@ fn capacity_finds_the_rate_within_the_slo_and_the_knee() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sweep = fake_sweep(dir.path());
     let slo = Slo::parse("create_volume.p99=200ms").expect("slo");
-    let r = capacity(&sweep, &[slo], false).expect("capacity");
+    let r = capacity(&sweep, &[slo], &analyze::PointOptions::default()).expect("capacity");
     let max = r.max_rate.expect("a rate meets the SLO");
     assert!((max - 19.0).abs() < 0.5, "{max}");
     assert_eq!(r.max_speed, Some(1.9));
-    let knee = r.knee_rate.expect("knee");
-    assert!((knee - 19.0).abs() < 0.5, "{knee}");
+    // 22/s is the first failing point: it fell behind (20/s served), so the answer is the
+    // bracket [19, 22) and its width, not a false "sustains 22".
+    let limit = r.limit_rate.expect("limit");
+    assert!((limit - 22.0).abs() < 0.5, "{limit}");
+    assert!((r.resolution.expect("resolution") - 3.0 / 19.0).abs() < 0.01);
     assert!(
-        r.answer.contains("19.0 ops/s") && r.answer.contains("create_volume.p99=200ms"),
+        r.limited_by.iter().any(|w| w.contains("fell behind")),
+        "{:?}",
+        r.limited_by
+    );
+    assert!(
+        r.answer.contains("19.00 ops/s")
+            && r.answer.contains("create_volume.p99=200ms")
+            && r.answer.contains("resolution 15.8 %"),
         "{}",
         r.answer
     );
     assert!(Slo::parse("attach.p42x=1s").is_err());
     assert!(Slo::parse("nope.p99=1s").is_err());
+    // I/O SLOs are on response time, by kind or all; both syntaxes parse.
+    assert!(Slo::parse("io.service.p99.9=10ms").is_err());
+    let io = Slo::parse("io.read p99.9<=10ms").expect("slo");
+    assert_eq!((io.percentile, io.limit_ns), (99.9, 10_000_000));
     assert_eq!(
-        Slo::parse("io.service.p99.9=10ms").expect("slo").percentile,
-        99.9
+        io.target(),
+        analyze::capacity::SloTarget::Io(Some(trace_format::IoKind::Read))
     );
+    let a = Slo::parse("attach p99<=2s").expect("slo");
+    assert_eq!((a.op.as_str(), a.metric.as_str()), ("attach", "response"));
+    let a = Slo::parse("create_volume.service p50<=1s").expect("slo");
+    assert_eq!(a.metric, "service");
 }
 
 #[test]

@@ -90,14 +90,21 @@ pub struct CompareArgs {
 /// `analyze capacity`.
 #[derive(Debug, Args)]
 pub struct CapacityArgs {
-    /// The sweep directory (`cnsreplay sweep -o SWEEPDIR`).
+    /// The sweep directory (`cnsreplay sweep -o SWEEPDIR`, or a `cnsreplay capacity` output).
     pub sweep: PathBuf,
-    /// An SLO, `OP[.METRIC].PCT=LIMIT`, e.g. `attach.p99=30s`, `io.p99.9=10ms` (repeatable).
-    #[arg(long, required = true, value_name = "SLO")]
+    /// An SLO, `OP[.METRIC] PCT<=LIMIT` (`'attach p99<=2s'`, `'io p99.9<=10ms'`) or
+    /// `OP.PCT=LIMIT` (`attach.p99=30s`); repeatable. None: throughput only.
+    #[arg(long, value_name = "SLO")]
     pub slo: Vec<String>,
     /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
     #[arg(long)]
     pub allow_invalid: bool,
+    /// Achieved throughput may fall short of offered by this fraction.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.02)]
+    pub tolerance: f64,
+    /// Largest fraction of failed operations at a sustained point.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.01)]
+    pub max_error_rate: f64,
     /// Print JSON (schema: docs/schemas/analyze-capacity.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -449,38 +456,70 @@ fn run_capacity(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCod
         .iter()
         .map(|s| Slo::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let r = analyze::capacity(&a.sweep, &slos, a.allow_invalid)?;
+    let opts = analyze::PointOptions {
+        tolerance: a.tolerance,
+        max_error_rate: a.max_error_rate,
+        allow_invalid: a.allow_invalid,
+        ..analyze::PointOptions::default()
+    };
+    let r = analyze::capacity(&a.sweep, &slos, &opts)?;
     if a.json {
         json(&r, out)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let rows: Vec<_> = r.points.iter().map(|p| (None, p)).collect();
+    write_points(&slos, &rows, out)?;
+    writeln!(out, "{}", r.answer)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The curve: one row per run (with its search intensity when given).
+pub(crate) fn write_points(
+    slos: &[Slo],
+    points: &[(Option<f64>, &analyze::PointEval)],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let searched = points.iter().any(|p| p.0.is_some());
     writeln!(
         out,
-        "{:>8} {:>12} {:>12}  {}",
+        "{}{:>8} {:>11} {:>11}  {}{:>6}  why not",
+        if searched {
+            format!("{:>10} ", "intensity")
+        } else {
+            String::new()
+        },
         "speed",
-        "intended/s",
+        "offered/s",
         "achieved/s",
         slos.iter()
-            .map(|s| format!("{:>18}", s.spec))
-            .collect::<String>()
+            .map(|s| format!("{:>22}", s.spec))
+            .collect::<String>(),
+        "pass",
     )?;
-    for p in &r.points {
+    for (x, p) in points {
         let vals: String = p
             .slos
             .iter()
             .map(|v| {
                 let t = v.value_ns.map_or("–".to_owned(), |x| fmt_ns(x as f64));
-                format!("{:>18}", format!("{t}{}", if v.met { "" } else { " ✗" }))
+                format!("{:>22}", format!("{t}{}", if v.met { "" } else { " ✗" }))
             })
             .collect();
+        let (off, ach) = p
+            .total()
+            .map_or((0.0, 0.0), |t| (t.offered_rate, t.achieved_rate));
         writeln!(
             out,
-            "{:>8} {:>12.2} {:>12.2}  {vals}",
-            p.speed, p.intended_rate, p.achieved_rate
+            "{}{:>8} {:>11.2} {:>11.2}  {vals}{:>6}  {}",
+            x.map_or(String::new(), |x| format!("{x:>10.4} ")),
+            (p.speed * 1e4).round() / 1e4,
+            off,
+            ach,
+            if p.pass { "yes" } else { "no" },
+            p.reasons.join("; ")
         )?;
     }
-    writeln!(out, "{}", r.answer)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

@@ -15,7 +15,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use provider_kube::{IoExec, KubeConfig, KubeProvider};
 use provider_local::{LocalConfig, LocalProvider, Mode};
-use replay::sim::{Latency, SimConfig, SimProvider, Stall};
+use provider_sim::{Latency, SimConfig, SimProvider, Stall};
 use replay::{
     CompletionState, Live, Percentiles, Provider, RunControl, RunDir, RunInfo, RunOptions, Summary,
     TimingOptions, Verdict,
@@ -121,6 +121,11 @@ pub struct ProviderArgs {
     /// sim: inject a stall, `AT+DURATION` from the run start, e.g. `10s+2s` (repeatable).
     #[arg(long, value_name = "AT+DUR")]
     pub sim_stall: Vec<String>,
+    /// sim: queueing model, FIFO servers of an op type (`attach=4`) or one pool shared by
+    /// every other op type (`shared=8`); repeatable. An op type with N servers and mean
+    /// service S saturates at N / S per second.
+    #[arg(long, value_name = "OP=N")]
+    pub sim_servers: Vec<String>,
     /// local: `auto` (loop devices when root), `loop` or `dir`.
     #[arg(long, value_name = "MODE", default_value = "auto")]
     pub local_mode: String,
@@ -235,7 +240,7 @@ fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
     Ok(o)
 }
 
-fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
+pub(crate) fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
     let mut c = match &a.sim_config {
         Some(p) => SimConfig::from_file(p)?,
         None => SimConfig {
@@ -259,6 +264,10 @@ fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
     for s in &a.sim_stall {
         c.stalls
             .push(Stall::parse(s).map_err(|e| anyhow::anyhow!("--sim-stall: {e}"))?);
+    }
+    for s in &a.sim_servers {
+        c.set_servers(s)
+            .map_err(|e| anyhow::anyhow!("--sim-servers: {e}"))?;
     }
     Ok(c)
 }

@@ -2,6 +2,7 @@
 //! output snapshots.
 
 mod analyze;
+mod capacity;
 mod run;
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use replay::sim::{SimConfig, SimProvider};
+use provider_sim::{SimConfig, SimProvider};
 use replay::{CompletionState, Outcome, RunControl, RunDir, RunOptions};
 use trace_format::{Attach, CreateVolume, Op, OpType};
 
@@ -241,7 +241,7 @@ proptest::proptest! {
     /// A stall only ever delays, by at most its length, and only ops that overlap it.
     #[test]
     fn stalls_delay_by_at_most_their_length(start in 0u64..10_000, service in 0u64..5_000, at in 0u64..10_000, len in 0u64..5_000) {
-        let cfg = SimConfig { stalls: vec![replay::sim::Stall { at: replay::sim::Dur(at), duration: replay::sim::Dur(len) }], ..SimConfig::default() };
+        let cfg = SimConfig { stalls: vec![provider_sim::Stall { at: provider_sim::Dur(at), duration: provider_sim::Dur(len) }], ..SimConfig::default() };
         let end = cfg.completion(start, service);
         proptest::prop_assert!(end >= start + service);
         proptest::prop_assert!(end <= start + service + len);

@@ -9,7 +9,7 @@ mod validity;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use replay::sim::{SimConfig, SimProvider};
+use provider_sim::{SimConfig, SimProvider};
 use replay::{EventRecord, RunControl, RunOptions, RunOutcome};
 use trace_format::{Encoding, Event, Header, Op, TraceWriter};
 

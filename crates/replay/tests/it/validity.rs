@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use replay::provider::CleanupReport;
-use replay::sim::{SimConfig, SimProvider};
+use provider_sim::{SimConfig, SimProvider};
 use replay::{
     ClientThrottling, LedgerEntry, OpCtx, Provider, ProviderError, RunControl, RunInfo, RunOptions,
     ValidityOptions, Verdict,
