@@ -276,10 +276,10 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
     let times = run.scan(Times::default)?;
     let all: Vec<&Ev> = times.0.values().flatten().collect();
     let mut reasons = Vec::new();
-    if !o.allow_invalid {
-        if let Err(e) = run.check_valid() {
-            reasons.push(e.to_string());
-        }
+    if !o.allow_invalid
+        && let Err(e) = run.check_valid()
+    {
+        reasons.push(e.to_string());
     }
 
     // Throughput, whole run.

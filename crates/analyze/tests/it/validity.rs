@@ -49,7 +49,12 @@ fn engine_bound_and_incomplete_runs_are_refused_unless_allowed() {
     let bound = noop_run(dir.path(), "bound", &t, 0, false);
     let stopped = noop_run(dir.path(), "stopped", &t, 10_000_000_000, true);
 
-    let err = compare(&valid, &bound, &CompareOptions::default()).expect_err("refused");
+    let err = compare(
+        std::slice::from_ref(&valid),
+        std::slice::from_ref(&bound),
+        &CompareOptions::default(),
+    )
+    .expect_err("refused");
     let Error::InvalidRun {
         path,
         verdict,
@@ -70,7 +75,12 @@ fn engine_bound_and_incomplete_runs_are_refused_unless_allowed() {
         "{text}"
     );
 
-    let err = compare(&stopped, &valid, &CompareOptions::default()).expect_err("refused");
+    let err = compare(
+        std::slice::from_ref(&stopped),
+        std::slice::from_ref(&valid),
+        &CompareOptions::default(),
+    )
+    .expect_err("refused");
     assert!(
         matches!(&err, Error::InvalidRun { verdict, evidence, .. }
             if verdict == "incomplete" && evidence == "the run is interrupted (test stop)"),
@@ -83,7 +93,12 @@ fn engine_bound_and_incomplete_runs_are_refused_unless_allowed() {
         allow_invalid: true,
         ..CompareOptions::default()
     };
-    compare(&valid, &bound, &allow).expect("admitted");
+    compare(
+        std::slice::from_ref(&valid),
+        std::slice::from_ref(&bound),
+        &allow,
+    )
+    .expect("admitted");
     let rep = analyze::report::report(&[bound.as_path()], true).expect("admitted");
     assert!(rep.html.contains("not valid"), "the report marks it");
 

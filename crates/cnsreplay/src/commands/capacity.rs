@@ -514,6 +514,7 @@ fn search_loop(
             grace: "30s".into(),
             metrics_addr: None,
             json: true,
+            require_valid: false,
         };
         let mut sink = Vec::new();
         crate::commands::run::run(&args, &mut sink)

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use replay::provider::CleanupReport;
 use provider_sim::{SimConfig, SimProvider};
+use replay::provider::CleanupReport;
 use replay::{
     ClientThrottling, LedgerEntry, OpCtx, Provider, ProviderError, RunControl, RunInfo, RunOptions,
     ValidityOptions, Verdict,
