@@ -433,43 +433,6 @@ fn report_renders_every_figure_with_data_in_headless_chromium_and_qos_and_export
     }
 
     // QoS: db reads exceed 20 ms only while the stalled snapshots run.
-    // An `io` SLO judges iogen's I/O response times (every I/O of both units, from the
-    // interval histograms), not the units' durations, which `io_phase` names.
-    let o = cnsreplay(&[
-        "analyze",
-        "capacity",
-        s(dir.path()),
-        "--slo",
-        "io p99.9<=10s",
-        "--slo",
-        "io_phase p50<=1ms",
-        "--json",
-    ]);
-    ok(&o);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    let slos = &v["points"][0]["slos"];
-    let ios: u64 = [5, 6]
-        .iter()
-        .map(|id| {
-            let unit: serde_json::Value = serde_json::from_slice(
-                &fs_err::read(run.join(format!("io/{id}.json"))).expect("unit json"),
-            )
-            .expect("unit");
-            unit["ios"].as_u64().expect("ios")
-        })
-        .sum();
-    assert!(ios > 1000, "{ios}");
-    assert_eq!(slos[0]["samples"].as_u64(), Some(ios), "{v:#}");
-    assert!(
-        slos[0]["value_ns"].as_u64().expect("io p99.9") < 1_000_000_000,
-        "{v:#}"
-    );
-    assert_eq!(slos[1]["samples"], 2, "{v:#}");
-    assert!(
-        slos[1]["value_ns"].as_u64().expect("unit p50") >= 2_900_000_000,
-        "{v:#}"
-    );
-
     let qos = dir.path().join("qos.yaml");
     fs_err::write(
         &qos,
@@ -633,6 +596,43 @@ fn io_phase_units_show_in_the_report_timeline_and_qos_and_figures_export_as_png(
 
     // QoS from the interval histograms: a limit every window violates lists every window with
     // data; each I/O is counted in exactly one window, and the windows lie within the unit.
+    // An `io` SLO judges iogen's I/O response times (every I/O of both units, from the
+    // interval histograms), not the units' durations, which `io_phase` names.
+    let o = cnsreplay(&[
+        "analyze",
+        "capacity",
+        s(dir.path()),
+        "--slo",
+        "io p99.9<=10s",
+        "--slo",
+        "io_phase p50<=1ms",
+        "--json",
+    ]);
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let slos = &v["points"][0]["slos"];
+    let ios: u64 = [5, 6]
+        .iter()
+        .map(|id| {
+            let unit: serde_json::Value = serde_json::from_slice(
+                &fs_err::read(run.join(format!("io/{id}.json"))).expect("unit json"),
+            )
+            .expect("unit");
+            unit["ios"].as_u64().expect("ios")
+        })
+        .sum();
+    assert!(ios > 1000, "{ios}");
+    assert_eq!(slos[0]["samples"].as_u64(), Some(ios), "{v:#}");
+    assert!(
+        slos[0]["value_ns"].as_u64().expect("io p99.9") < 1_000_000_000,
+        "{v:#}"
+    );
+    assert_eq!(slos[1]["samples"], 2, "{v:#}");
+    assert!(
+        slos[1]["value_ns"].as_u64().expect("unit p50") >= 2_900_000_000,
+        "{v:#}"
+    );
+
     let qos = dir.path().join("qos.yaml");
     fs_err::write(
         &qos,
