@@ -210,9 +210,7 @@ impl Kube {
                 _ => None,
             }
         });
-        let (r, at) = self
-            .or_warning(ctx, bound, name, uid, &["ProvisioningFailed"])
-            .await;
+        let (r, at) = self.or_warning(ctx, bound, name, uid, &[]).await;
         Ok((r?, at))
     }
 
