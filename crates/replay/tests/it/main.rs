@@ -56,3 +56,7 @@ pub fn cordon(n: &str) -> Op {
 
 /// One millisecond in ns.
 pub const MS: u64 = 1_000_000;
+
+/// Tests that load the CPUs (blocking providers, busy lanes) and the coordinated-omission test,
+/// whose analytic bound needs the CPUs, take turns.
+pub static CPU_HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -83,6 +83,9 @@ fn failed_checks(v: &replay::Validity) -> Vec<&str> {
 
 #[test]
 fn a_low_rate_sim_run_is_valid_and_every_check_is_recorded() {
+    let _turn = crate::CPU_HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().expect("tempdir");
     // 300 events at 100 /s: with the default windows (1 s, at least 100 events) no rate would
     // be judged; in 200 ms windows of at least 10 events it is.
@@ -132,6 +135,9 @@ fn a_low_rate_sim_run_is_valid_and_every_check_is_recorded() {
 
 #[test]
 fn waits_are_flagged_and_left_out_of_start_lateness() {
+    let _turn = crate::CPU_HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().expect("tempdir");
     // One slot, 100 ms each, five at once: the first starts at once, four queue.
     let events: Vec<_> = (0..5).map(|_| (0, cordon("n"))).collect();
@@ -165,6 +171,9 @@ fn waits_are_flagged_and_left_out_of_start_lateness() {
 
 #[test]
 fn a_provider_blocking_the_runtime_workers_makes_the_run_engine_bound() {
+    let _turn = crate::CPU_HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().expect("tempdir");
     // 1000 events/s for 0.6 s; two workers each blocked 5 ms per event manage 400/s.
     let events: Vec<_> = (0..600u64).map(|i| (i * MS, cordon("n"))).collect();
@@ -219,6 +228,9 @@ fn a_provider_blocking_the_runtime_workers_makes_the_run_engine_bound() {
 
 #[test]
 fn client_side_throttling_makes_the_run_engine_bound_unless_allowed() {
+    let _turn = crate::CPU_HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let throttling = || {
         vec![ClientThrottling {
             limiter: "test limiter (qps 1)".into(),
@@ -280,6 +292,9 @@ fn client_side_throttling_makes_the_run_engine_bound_unless_allowed() {
 
 #[test]
 fn a_stopped_run_is_incomplete_and_a_run_of_failures_is_failed() {
+    let _turn = crate::CPU_HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().expect("tempdir");
     let events: Vec<_> = (0..1000u64).map(|i| (i * 10 * MS, cordon("n"))).collect();
     let trace = write_trace(dir.path(), &events);
