@@ -48,7 +48,7 @@ elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
     TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" testenv/up.sh)
   export CNSREPLAY_TESTENV=$env_file CNSREPLAY_REQUIRE_TESTENV=1 CNSREPLAY_REQUIRE_CSI=1
 fi
-cargo test --workspace --locked 2>&1 | tee "$log"
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 if [ -n "$cluster" ]; then
   # CSI conformance: kubernetes-csi's sanity suite against our driver (exits non-zero on a
   # failed spec). It needs no cluster, only the driver binary built above.

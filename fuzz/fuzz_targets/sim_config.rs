@@ -3,7 +3,7 @@
 //! and a config that parses must draw latencies and place completions around its stalls.
 #![no_main]
 
-use replay::sim::{Latency, SimConfig, Stall};
+use provider_sim::{Latency, SimConfig, Stall};
 
 const DRAWS: [(f64, f64); 3] = [(1e-12, 0.5), (0.5, 0.5), (1.0 - 1e-12, 0.25)];
 

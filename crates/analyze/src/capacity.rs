@@ -1,22 +1,28 @@
 //! `analyze capacity SWEEPDIR`: over the runs of a sweep (`SWEEPDIR/<speed>/`, written by
-//! `cnsreplay sweep`), the highest offered rate that meets every SLO, the throughput knee, and
-//! a one-sentence answer.
+//! `cnsreplay sweep`) or of a search (`cnsreplay capacity`), the highest offered rate the
+//! system sustained, the rate where it stopped, and a one-sentence answer.
 //!
-//! An SLO is `OP[.METRIC].PCT=LIMIT`: op type (or `all`), optional metric (`response`, the
-//! default, or `service`), percentile (`p50`, `p90`, `p99`, `p99.9`, `max`) and a duration,
-//! e.g. `attach.p99=30s`, `io.p99.9=10ms`. A run meets an SLO when the op type's percentile is
-//! at most the limit (a run without that op type does not meet it). The *maximum* is the
-//! highest intended rate (all events, (count − 1) per second of intended span) of a run meeting every SLO
-//! such that every slower run meets them too. The *knee* is the last run, by intended rate,
-//! before achieved throughput first falls below 95% of the intended rate.
+//! An SLO is `OP[.METRIC] PCT<=LIMIT` (`attach p99<=2s`, `io p99.9<=10ms`) or the older
+//! `OP[.METRIC].PCT=LIMIT` (`attach.p99=30s`): op type (or `all`), optional metric
+//! (`response`, the default, or `service`), percentile (`p50`, `p90`, `p99`, `p99.9`, `max`)
+//! and a duration. `io` (optionally `io.read`, `io.write`, `io.trim`, `io.flush`) is I/O
+//! response time: single `io` events and the I/Os of `io_phase` units, from iogen's
+//! histograms, never a unit's duration. A run meets an SLO when the percentile is at most the
+//! limit (a run without that op type does not meet it).
+//!
+//! Each run is judged as a point ([`crate::point`]): SLOs met, throughput kept up with the
+//! offered rate (within 2 %), stationary, valid. The *maximum* is the highest offered rate of
+//! a passing point such that every slower point passes too; the *limit* is the next point
+//! above it, which failed, with its reasons. The true maximum lies between them: the report
+//! states that bracket and its width (the *resolution*), since a grid can say no more.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use trace_format::OpType;
+use trace_format::{IoKind, OpType};
 
 use crate::hist::at;
-use crate::load::Run;
+use crate::point::{PointEval, PointOptions, evaluate};
 use crate::summary::{OpAcc, RunStats};
 use crate::{Error, Result};
 
@@ -26,7 +32,7 @@ use crate::{Error, Result};
 pub struct Slo {
     /// The text as given.
     pub spec: String,
-    /// Op type name, or `all`.
+    /// Op type name, `all`, or `io` / `io.KIND` (I/O response time).
     pub op: String,
     /// `response` or `service`.
     pub metric: String,
@@ -34,6 +40,15 @@ pub struct Slo {
     pub percentile: f64,
     /// Limit, ns.
     pub limit_ns: u64,
+}
+
+/// What an SLO is measured on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SloTarget {
+    /// Control operations of one op type (None: every event).
+    Op(Option<OpType>),
+    /// I/O response time, of one kind or all (None).
+    Io(Option<IoKind>),
 }
 
 /// Parses a percentile name: `p50`, `p99.9`, `max`.
@@ -46,36 +61,70 @@ pub fn parse_percentile(s: &str) -> Option<f64> {
 }
 
 impl Slo {
-    /// Parses `OP[.METRIC].PCT=LIMIT`.
+    /// Parses `OP[.METRIC] PCT<=LIMIT` or `OP[.METRIC].PCT=LIMIT`.
     pub fn parse(spec: &str) -> Result<Self> {
         let bad = |m: &str| {
             Error::Invalid(format!(
-                "--slo {spec:?}: {m} (expected OP[.METRIC].PCT=LIMIT, e.g. attach.p99=30s)"
+                "--slo {spec:?}: {m} (expected OP[.METRIC] PCT<=LIMIT, e.g. 'attach p99<=2s' or \
+                 'io p99.9<=10ms'; or OP.PCT=LIMIT, e.g. attach.p99=30s)"
             ))
         };
-        let (lhs, limit) = spec.split_once('=').ok_or_else(|| bad("no '='"))?;
+        let (lhs, limit) = match spec.split_once("<=") {
+            Some(x) => x,
+            None => spec.split_once('=').ok_or_else(|| bad("no '<=' or '='"))?,
+        };
         let limit_ns = trace_format::units::parse_duration(limit.trim())
             .map_err(|e| bad(&format!("limit: {e}")))?;
-        let (op, rest) = lhs.split_once('.').ok_or_else(|| bad("no percentile"))?;
-        if op != "all" && OpType::from_name(op).is_none() {
-            return Err(bad(&format!("unknown op type {op:?}")));
-        }
-        let (metric, pct) = match rest.split_once('.') {
-            Some((m @ ("response" | "service"), p)) => (m, p),
-            _ => ("response", rest),
+        let lhs = lhs.trim();
+        // The percentile is the last word (`attach p99`) or the last `.p…`/`.max` part.
+        let (subject, pct) = match lhs.rsplit_once(char::is_whitespace) {
+            Some((a, p)) => (a.trim(), p),
+            None => {
+                let i = lhs
+                    .find(".p")
+                    .or_else(|| lhs.find(".max"))
+                    .ok_or_else(|| bad("no percentile"))?;
+                (&lhs[..i], &lhs[i + 1..])
+            }
         };
         let percentile =
             parse_percentile(pct).ok_or_else(|| bad(&format!("bad percentile {pct:?}")))?;
+        let (op, metric) = match subject.split_once('.') {
+            Some((o, m @ ("response" | "service"))) => (o.to_owned(), m),
+            Some(("io", k)) if io_kind(k).is_some() => (subject.to_owned(), "response"),
+            Some((_, m)) => return Err(bad(&format!("unknown metric {m:?}"))),
+            None => (subject.to_owned(), "response"),
+        };
+        if op != "all" && !op.starts_with("io") && OpType::from_name(&op).is_none() {
+            return Err(bad(&format!("unknown op type {op:?}")));
+        }
+        if op == "io_phase" {
+            // Allowed: the unit's duration, asked for by name.
+        } else if op.starts_with("io") && metric == "service" {
+            return Err(bad("I/O SLOs are on response time"));
+        }
         Ok(Self {
             spec: spec.to_owned(),
-            op: op.to_owned(),
+            op,
             metric: metric.to_owned(),
             percentile,
             limit_ns,
         })
     }
 
-    /// The SLO's value in a run (None when the op type did not occur).
+    /// What the SLO is measured on.
+    pub fn target(&self) -> SloTarget {
+        if self.op == "io" {
+            return SloTarget::Io(None);
+        }
+        if let Some(k) = self.op.strip_prefix("io.").and_then(io_kind) {
+            return SloTarget::Io(Some(k));
+        }
+        SloTarget::Op(OpType::from_name(&self.op))
+    }
+
+    /// The SLO's value in a run from its control-op histograms (None when the op type did
+    /// not occur). I/O SLOs need the unit histograms: [`crate::point::evaluate`].
     pub fn value(&self, stats: &RunStats) -> Option<u64> {
         let total;
         let acc: &OpAcc = if self.op == "all" {
@@ -93,34 +142,14 @@ impl Slo {
     }
 }
 
-/// An SLO evaluated in one run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct SloValue {
-    /// The SLO as given.
-    pub slo: String,
-    /// Its value, ns (None when the op type did not occur).
-    pub value_ns: Option<u64>,
-    /// Whether the run meets it.
-    pub met: bool,
-}
-
-/// One run of the sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct SweepPoint {
-    /// Run directory.
-    pub run: String,
-    /// Replay speed.
-    pub speed: f64,
-    /// Events per second of intended time.
-    pub intended_rate: f64,
-    /// Completions per second (first to last completion).
-    pub achieved_rate: f64,
-    /// Each SLO in this run.
-    pub slos: Vec<SloValue>,
-    /// Meets every SLO.
-    pub meets_all: bool,
+fn io_kind(s: &str) -> Option<IoKind> {
+    Some(match s {
+        "read" => IoKind::Read,
+        "write" => IoKind::Write,
+        "trim" => IoKind::Trim,
+        "flush" => IoKind::Flush,
+        _ => return None,
+    })
 }
 
 /// `analyze capacity --json`.
@@ -131,14 +160,19 @@ pub struct CapacityReport {
     pub sweep: String,
     /// SLOs.
     pub slos: Vec<Slo>,
-    /// Runs, by intended rate.
-    pub points: Vec<SweepPoint>,
-    /// Highest intended rate meeting every SLO (every slower run meeting them too), ops/s.
+    /// Runs judged as points, by offered rate.
+    pub points: Vec<PointEval>,
+    /// Highest offered rate (all events, per second) of a passing point with every slower
+    /// point passing too.
     pub max_rate: Option<f64>,
     /// Speed of that run.
     pub max_speed: Option<f64>,
-    /// Throughput knee: the last intended rate before achieved < 95% of intended, ops/s.
-    pub knee_rate: Option<f64>,
+    /// Offered rate of the first failing point above it: the maximum is below this.
+    pub limit_rate: Option<f64>,
+    /// `(limit_rate − max_rate) / max_rate`: how precisely the sweep locates the maximum.
+    pub resolution: Option<f64>,
+    /// What failed at the limit point.
+    pub limited_by: Vec<String>,
     /// The answer in one sentence.
     pub answer: String,
 }
@@ -160,91 +194,72 @@ pub fn sweep_runs(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(runs)
 }
 
-fn fmt_ns(ns: u64) -> String {
-    crate::report::fmt_ns(ns as f64)
+/// The offered rate of all events of a point.
+pub fn offered(p: &PointEval) -> f64 {
+    p.total().map_or(0.0, |t| t.offered_rate)
 }
 
 /// Evaluates a sweep against SLOs.
-pub fn capacity(dir: &Path, slos: &[Slo]) -> Result<CapacityReport> {
+pub fn capacity(dir: &Path, slos: &[Slo], opts: &PointOptions) -> Result<CapacityReport> {
     let mut points = Vec::new();
     for path in sweep_runs(dir)? {
-        let run = Run::open(&path)?;
-        let stats = RunStats::of(&run)?;
-        let (intended_rate, achieved_rate) = stats.total().rates();
-        let values: Vec<SloValue> = slos
-            .iter()
-            .map(|s| {
-                let v = s.value(&stats);
-                SloValue {
-                    slo: s.spec.clone(),
-                    value_ns: v,
-                    met: v.is_some_and(|v| v <= s.limit_ns),
-                }
-            })
-            .collect();
-        points.push(SweepPoint {
-            run: path.display().to_string(),
-            speed: run.speed(),
-            intended_rate,
-            achieved_rate,
-            meets_all: values.iter().all(|v| v.met),
-            slos: values,
-        });
+        points.push(evaluate(&path, slos, opts)?);
     }
-    points.sort_by(|a, b| a.intended_rate.total_cmp(&b.intended_rate));
-    let best = points.iter().take_while(|p| p.meets_all).last();
-    let (max_rate, max_speed) = (best.map(|p| p.intended_rate), best.map(|p| p.speed));
-    let knee_idx = points
-        .iter()
-        .position(|p| p.achieved_rate < 0.95 * p.intended_rate);
-    let knee_rate = match knee_idx {
-        Some(0) => None,
-        Some(i) => Some(points[i - 1].intended_rate),
-        None => points.last().map(|p| p.intended_rate),
+    points.sort_by(|a, b| offered(a).total_cmp(&offered(b)));
+    let best = points.iter().take_while(|p| p.pass).last();
+    let limit = points.iter().find(|p| !p.pass);
+    let max_rate = best.map(offered);
+    let limit_rate = limit.map(offered);
+    let resolution = max_rate
+        .zip(limit_rate)
+        .map(|(m, l)| (l - m) / m.max(f64::MIN_POSITIVE));
+    let slo_text = if slos.is_empty() {
+        "no SLO (throughput only)".to_owned()
+    } else {
+        slos.iter()
+            .map(|s| s.spec.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    let slo_text = slos
-        .iter()
-        .map(|s| s.spec.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let first_fail = points.iter().find(|p| !p.meets_all);
     let mut answer = match best {
         Some(p) => format!(
-            "This system sustains {:.1} ops/s (speed {}) while meeting {slo_text}",
-            p.intended_rate, p.speed
+            "This system sustains {:.2} ops/s (speed {}) while meeting {slo_text} and keeping \
+             up with the offered rate",
+            offered(p),
+            p.speed
         ),
-        None => format!("No run of the sweep meets {slo_text}"),
+        None => format!("No run of the sweep passes ({slo_text}, throughput kept up, valid)"),
     };
-    if let Some(f) = first_fail {
-        let why: Vec<String> = f
-            .slos
-            .iter()
-            .filter(|v| !v.met)
-            .map(|v| match v.value_ns {
-                Some(x) => format!("{} was {}", v.slo, fmt_ns(x)),
-                None => format!("{} had no events", v.slo),
-            })
-            .collect();
-        answer.push_str(&format!(
-            "; at {:.1} ops/s {}",
-            f.intended_rate,
-            why.join(" and ")
-        ));
-    } else if best.is_some() {
-        answer.push_str(" at every rate swept (the limit is above the sweep)");
-    }
-    match (knee_idx, knee_rate) {
-        (Some(_), Some(k)) => answer.push_str(&format!("; throughput knee at {k:.1} ops/s.")),
-        (Some(_), None) => answer.push_str("; throughput falls behind already at the slowest run."),
-        _ => answer.push_str("; throughput kept up at every rate swept."),
+    match (limit, resolution) {
+        (Some(l), Some(r)) => answer.push_str(&format!(
+            "; at {:.2} ops/s it did not ({}). The maximum lies in [{:.2}, {:.2}) ops/s: \
+             resolution {:.1} %; sweep finer between them for a sharper answer.",
+            offered(l),
+            l.reasons.join("; "),
+            max_rate.unwrap_or(0.0),
+            offered(l),
+            r * 100.0
+        )),
+        (Some(l), None) => {
+            answer.push_str(&format!(
+                " — at {:.2} ops/s: {}.",
+                offered(l),
+                l.reasons.join("; ")
+            ));
+        }
+        (None, _) => answer.push_str(
+            " at every rate swept: the maximum is above the sweep, which gives only a lower bound.",
+        ),
     }
     Ok(CapacityReport {
         sweep: dir.display().to_string(),
         slos: slos.to_vec(),
-        points,
+        max_speed: best.map(|p| p.speed),
         max_rate,
-        max_speed,
-        knee_rate,
+        limit_rate,
+        resolution,
+        limited_by: limit.map(|l| l.reasons.clone()).unwrap_or_default(),
+        points,
         answer,
     })
 }

@@ -1,26 +1,34 @@
-//! `analyze compare BASE NEW`: per op type and metric (p50, p99, mean response time, error
-//! rate) the change from BASE to NEW with a seeded bootstrap 95% confidence interval, and a
-//! verdict against per-metric thresholds.
+//! `analyze compare BASE... -- NEW...`: is NEW worse than BASE, beyond run-to-run noise?
 //!
-//! Latency metrics report the *relative* change (new/base − 1); the error rate the *absolute*
-//! change in the failed fraction. Each of `resamples` (default 1000) replicates resamples both
-//! runs independently (Poisson bootstrap over histogram bins, [`crate::hist`]) and recomputes
-//! the change; the CI is the 2.5th–97.5th percentile of the replicates. A row is a
-//! **regression** when the change exceeds its threshold *and* the CI lies entirely above zero,
-//! an **improvement** when it is below −threshold with the CI entirely below zero, and
-//! otherwise **no significant change**: significant and material, both.
+//! Each run contributes one value per row (op type × metric: p50, p99, p99.9, mean response
+//! time, error rate; and `io KIND` rows from `io_phase` units' I/O histograms), so the spread
+//! between runs — what a re-run with another seed changes — is what the test weighs, not the
+//! spread of events inside one run. Latencies are compared on the log scale: Welch's t test
+//! on the per-run `ln(value)`, giving the ratio NEW/BASE (geometric means) with a confidence
+//! interval; the error rate on the per-run failed fraction (absolute difference). Swapping the
+//! sides negates the log ratio and its interval exactly and keeps the p-value, so verdicts
+//! mirror (regression ↔ improvement). p-values are adjusted over all tested rows with Holm's
+//! step-down method (family-wise error rate ≤ α). A row is a **regression** when its adjusted
+//! p-value is below α *and* the change exceeds the practical threshold; **inconclusive** when
+//! the change exceeds the threshold without significance, or with one run per side (no
+//! between-run variance to weigh it against); **insufficient data** when a run has too few
+//! events for the metric (a percentile p needs `min_tail` events beyond it: p99 500, p99.9
+//! 5000 by default). The method and its calibration: `docs/analyze.md`.
 
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hist::{Rng, bins, mean, quantile, resample, sorted_pct};
+use crate::hist::{at, mean};
+use crate::inference::{TTest, holm};
 use crate::load::Run;
-use crate::summary::{OpAcc, RunStats};
+use crate::phase_io::{RunIo, io_kind_name};
+use crate::summary::RunStats;
 use crate::{Error, Result};
 
 /// The compared metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
@@ -28,6 +36,9 @@ pub enum Metric {
     P50,
     /// 99th percentile response time.
     P99,
+    /// 99.9th percentile response time.
+    #[serde(rename = "p99.9")]
+    P999,
     /// Mean response time.
     Mean,
     /// Failed fraction of events.
@@ -36,16 +47,38 @@ pub enum Metric {
 
 impl Metric {
     /// All metrics, in table order.
-    pub const ALL: [Metric; 4] = [Metric::P50, Metric::P99, Metric::Mean, Metric::ErrorRate];
+    pub const ALL: [Metric; 5] = [
+        Metric::P50,
+        Metric::P99,
+        Metric::P999,
+        Metric::Mean,
+        Metric::ErrorRate,
+    ];
 
-    /// Its name (`p50`, `p99`, `mean`, `error_rate`).
+    /// Its name (`p50`, `p99`, `p99.9`, `mean`, `error_rate`).
     pub fn name(self) -> &'static str {
         match self {
             Metric::P50 => "p50",
             Metric::P99 => "p99",
+            Metric::P999 => "p99.9",
             Metric::Mean => "mean",
             Metric::ErrorRate => "error_rate",
         }
+    }
+
+    /// The percentile (0–100) of a percentile metric.
+    pub fn percentile(self) -> Option<f64> {
+        match self {
+            Metric::P50 => Some(50.0),
+            Metric::P99 => Some(99.0),
+            Metric::P999 => Some(99.9),
+            _ => None,
+        }
+    }
+
+    /// Compared on the log scale (latencies), not as an absolute difference (error rate).
+    pub fn is_latency(self) -> bool {
+        self != Metric::ErrorRate
     }
 }
 
@@ -58,6 +91,8 @@ pub struct Thresholds {
     pub p50: f64,
     /// p99, relative.
     pub p99: f64,
+    /// p99.9, relative.
+    pub p99_9: f64,
     /// Mean, relative.
     pub mean: f64,
     /// Error rate, absolute (0.01 = one percentage point).
@@ -69,6 +104,7 @@ impl Default for Thresholds {
         Self {
             p50: 0.05,
             p99: 0.10,
+            p99_9: 0.10,
             mean: 0.05,
             error_rate: 0.01,
         }
@@ -81,6 +117,7 @@ impl Thresholds {
         match m {
             Metric::P50 => self.p50,
             Metric::P99 => self.p99,
+            Metric::P999 => self.p99_9,
             Metric::Mean => self.mean,
             Metric::ErrorRate => self.error_rate,
         }
@@ -104,19 +141,21 @@ impl Thresholds {
         match k.trim() {
             "p50" => self.p50 = v,
             "p99" => self.p99 = v,
+            "p99.9" => self.p99_9 = v,
             "mean" => self.mean = v,
             "error_rate" | "errors" => self.error_rate = v,
             "all" => {
                 *self = Self {
                     p50: v,
                     p99: v,
+                    p99_9: v,
                     mean: v,
                     error_rate: v,
                 }
             }
             other => {
                 return Err(bad(&format!(
-                    "unknown metric {other:?}; expected p50, p99, mean, error_rate or all"
+                    "unknown metric {other:?}; expected p50, p99, p99.9, mean, error_rate or all"
                 )));
             }
         }
@@ -130,14 +169,18 @@ impl Thresholds {
 pub struct CompareOptions {
     /// Allow runs of different traces (compare op types only).
     pub by_op_type: bool,
-    /// Thresholds.
+    /// Thresholds (practical significance).
     pub thresholds: Thresholds,
-    /// Bootstrap resamples.
-    pub resamples: u32,
-    /// Bootstrap seed.
-    pub seed: u64,
-    /// Fewest events of an op type, in each run, for a verdict other than no change.
+    /// Family-wise error rate over the rows (Holm), and 1 − the confidence of the intervals.
+    pub alpha: f64,
+    /// Fewest events per run for any verdict (mean, error rate, and the floor of percentiles).
     pub min_events: u64,
+    /// Events beyond a percentile each run must have for its verdict: percentile p needs
+    /// `min_tail / (1 − p)` events (5: p50 10, p99 500, p99.9 5000).
+    pub min_tail: u64,
+    /// Admit runs that did not finish or whose verdict is not `valid` ([`Run::check_valid`]).
+    #[serde(default)]
+    pub allow_invalid: bool,
 }
 
 impl Default for CompareOptions {
@@ -145,10 +188,21 @@ impl Default for CompareOptions {
         Self {
             by_op_type: false,
             thresholds: Thresholds::default(),
-            resamples: 1000,
-            seed: 0x00C0_FFEE,
+            alpha: 0.05,
             min_events: 10,
+            min_tail: 5,
+            allow_invalid: false,
         }
+    }
+}
+
+impl CompareOptions {
+    /// Events each run needs for a verdict on `m`.
+    pub fn required_events(&self, m: Metric) -> u64 {
+        let tail = m.percentile().map_or(0, |p| {
+            (self.min_tail as f64 / (1.0 - p / 100.0)).round() as u64
+        });
+        tail.max(self.min_events)
     }
 }
 
@@ -157,234 +211,370 @@ impl Default for CompareOptions {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// Worse beyond the threshold, CI above zero.
+    /// Worse beyond the threshold, significant after Holm's adjustment.
     Regression,
-    /// Better beyond the threshold, CI below zero.
+    /// Better beyond the threshold, significant after Holm's adjustment.
     Improvement,
-    /// Neither.
+    /// Not significant and within the threshold, or significant but within the threshold.
     NoChange,
+    /// Beyond the threshold without significance, or no between-run variance (one run per
+    /// side): more runs needed.
+    Inconclusive,
+    /// A run has fewer events than the metric needs.
+    InsufficientData,
 }
 
-/// One op type and metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+impl Verdict {
+    /// The verdict with the sides swapped.
+    pub fn mirrored(self) -> Self {
+        match self {
+            Verdict::Regression => Verdict::Improvement,
+            Verdict::Improvement => Verdict::Regression,
+            v => v,
+        }
+    }
+}
+
+/// One run's value of one row.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct Row {
-    /// Op type.
+pub struct RunValue {
+    /// The statistic: ns for latencies, a fraction for the error rate.
+    pub value: f64,
+    /// Events it was computed from.
+    pub events: u64,
+}
+
+/// One row to judge: per-run values of both sides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Row label: op type, or `io KIND` for `io_phase` I/O.
     pub op: String,
     /// Metric.
     pub metric: Metric,
-    /// Base value (ns, or a fraction for the error rate).
+    /// One value per base run.
+    pub base: Vec<RunValue>,
+    /// One value per new run.
+    pub new: Vec<RunValue>,
+}
+
+/// One op type (or I/O kind) and metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Row {
+    /// Op type, or `io read` etc. for the I/O of `io_phase` units.
+    pub op: String,
+    /// Metric.
+    pub metric: Metric,
+    /// Base: geometric mean of the runs' values (latency, ns) or mean failed fraction.
     pub base: f64,
-    /// New value.
+    /// New, likewise.
     pub new: f64,
-    /// Change: relative for latencies, absolute for the error rate.
+    /// Change: `new / base − 1` for latencies, `new − base` for the error rate.
     pub change: f64,
-    /// 95% CI of the change, low end.
-    pub ci_low: f64,
-    /// 95% CI of the change, high end.
-    pub ci_high: f64,
+    /// Latencies: ln(new / base), the tested difference (exactly negated when the sides swap).
+    /// Error rate: the absolute difference (same as `change`).
+    pub diff: f64,
+    /// Confidence interval (1 − α) of `change`, low end (none with one run per side).
+    pub ci_low: Option<f64>,
+    /// High end.
+    pub ci_high: Option<f64>,
+    /// Welch's degrees of freedom (0: one run per side).
+    pub df: f64,
+    /// Two-sided p-value of "no difference".
+    pub p: f64,
+    /// p-value after Holm's adjustment over the tested rows.
+    pub p_holm: f64,
     /// Threshold applied.
     pub threshold: f64,
     /// Verdict.
     pub verdict: Verdict,
-    /// Events in base and new.
-    pub n: (u64, u64),
-    /// Fewer than `min_events` events on a side: no verdict (reported as no change).
-    pub insufficient: bool,
+    /// Per-run values, base then new.
+    pub base_runs: Vec<RunValue>,
+    /// Per-run values of the new side.
+    pub new_runs: Vec<RunValue>,
+    /// Events each run needed for this metric.
+    pub required_events: u64,
 }
 
 /// `analyze compare --json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CompareReport {
-    /// Base run directory.
-    pub base: String,
-    /// New run directory.
-    pub new: String,
-    /// Whether both runs replayed the same trace (same SHA-256).
+    /// Base run directories.
+    pub base: Vec<String>,
+    /// New run directories.
+    pub new: Vec<String>,
+    /// Whether all runs replayed the same trace (same SHA-256).
     pub same_trace: bool,
     /// Options used.
     pub options: CompareOptions,
+    /// Whether between-run variance could be estimated (at least two runs on one side).
+    pub between_run_variance: bool,
     /// Rows, by op type then metric.
     pub rows: Vec<Row>,
-    /// Op types present in only one run.
+    /// Rows (`op metric`) missing from some run, so not compared.
     pub unmatched: Vec<String>,
+    /// Rows tested (not insufficient data, variance known): Holm's family size.
+    pub tested: usize,
     /// Rows with a regression.
     pub regressions: usize,
     /// Rows with an improvement.
     pub improvements: usize,
+    /// Rows that are inconclusive.
+    pub inconclusive: usize,
+    /// Rows with insufficient data.
+    pub insufficient: usize,
+    /// Notes for the reader (e.g. why everything is inconclusive).
+    pub notes: Vec<String>,
 }
 
-/// Compares two run directories.
-pub fn compare(base: &Path, new: &Path, opts: &CompareOptions) -> Result<CompareReport> {
-    let (b, n) = (Run::open(base)?, Run::open(new)?);
-    let same_trace = b.manifest.trace.sha256 == n.manifest.trace.sha256;
-    if !same_trace && !opts.by_op_type {
-        return Err(Error::TraceMismatch {
-            base: base.to_owned(),
-            base_sha: b.manifest.trace.sha256,
-            new: new.to_owned(),
-            new_sha: n.manifest.trace.sha256,
-        });
+impl CompareReport {
+    /// The exit code a gate uses: 1 regression, 3 inconclusive (or nothing could be judged),
+    /// 0 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        if self.regressions > 0 {
+            1
+        } else if self.inconclusive > 0 || self.tested == 0 {
+            3
+        } else {
+            0
+        }
     }
-    let (bs, ns) = (RunStats::of(&b)?, RunStats::of(&n)?);
-    Ok(compare_stats(base, new, &bs, &ns, same_trace, opts))
 }
 
-/// Compares two scanned runs.
-pub fn compare_stats(
-    base: &Path,
-    new: &Path,
-    bs: &RunStats,
-    ns: &RunStats,
-    same_trace: bool,
-    opts: &CompareOptions,
-) -> CompareReport {
-    let mut rows = Vec::new();
+/// Opens every run (the one place where runs enter `compare`: a run-validity check belongs
+/// here).
+fn open_runs(paths: &[PathBuf], allow_invalid: bool) -> Result<Vec<Run>> {
+    paths
+        .iter()
+        .map(|p| Run::open_for_analysis(p, allow_invalid))
+        .collect()
+}
+
+/// Compares BASE runs with NEW runs (run directories).
+pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Result<CompareReport> {
+    if base.is_empty() || new.is_empty() {
+        return Err(Error::Invalid(
+            "compare needs at least one BASE and one NEW run".into(),
+        ));
+    }
+    let (b, n) = (
+        open_runs(base, opts.allow_invalid)?,
+        open_runs(new, opts.allow_invalid)?,
+    );
+    let first = &b[0];
+    let mut same_trace = true;
+    for r in b.iter().chain(&n) {
+        if r.manifest.trace.sha256 != first.manifest.trace.sha256 {
+            same_trace = false;
+            if !opts.by_op_type {
+                return Err(Error::TraceMismatch {
+                    base: first.path.clone(),
+                    base_sha: first.manifest.trace.sha256.clone(),
+                    new: r.path.clone(),
+                    new_sha: r.manifest.trace.sha256.clone(),
+                });
+            }
+        }
+    }
+    let values = |runs: &[Run]| -> Result<Vec<BTreeMap<(String, Metric), RunValue>>> {
+        runs.iter().map(run_values).collect()
+    };
+    let (bv, nv) = (values(&b)?, values(&n)?);
+    let keys: BTreeSet<&(String, Metric)> = bv.iter().chain(&nv).flat_map(|m| m.keys()).collect();
+    let mut samples = Vec::new();
     let mut unmatched = Vec::new();
-    let ops: std::collections::BTreeSet<_> = bs.ops.keys().chain(ns.ops.keys()).collect();
-    let mut pairs = Vec::new();
-    for op in ops {
-        match (bs.ops.get(op), ns.ops.get(op)) {
-            (Some(a), Some(b)) => pairs.push((*op, a, b)),
-            _ => unmatched.push(op.name().to_owned()),
+    for key in keys {
+        let side = |v: &[BTreeMap<(String, Metric), RunValue>]| -> Option<Vec<RunValue>> {
+            v.iter().map(|m| m.get(key).copied()).collect()
+        };
+        match (side(&bv), side(&nv)) {
+            (Some(base), Some(new)) => samples.push(Sample {
+                op: key.0.clone(),
+                metric: key.1,
+                base,
+                new,
+            }),
+            _ => unmatched.push(format!("{} {}", key.0, key.1.name())),
         }
     }
-    // One thread per op type; a seed per op type, so the result does not depend on scheduling
-    // and adding an op type does not change the others' CIs.
-    let per_op: Vec<Vec<Row>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = pairs
-            .iter()
-            .map(|&(op, a, b)| {
-                sc.spawn(move || {
-                    let mut rng =
-                        Rng::new(opts.seed ^ (op as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                    let (points, mut reps) = bootstrap(a, b, opts, &mut rng);
-                    Metric::ALL
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, m)| row(op.name(), m, a, b, points[i], &mut reps[i], opts))
-                        .collect::<Vec<_>>()
-                })
-            })
+    let paths = |v: &[PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
+    let mut r = judge(&samples, opts);
+    r.base = paths(base);
+    r.new = paths(new);
+    r.same_trace = same_trace;
+    r.unmatched = unmatched;
+    Ok(r)
+}
+
+/// Every row value of one run: per op type p50/p99/p99.9/mean response time and error rate;
+/// per I/O kind of its `io_phase` units the same latencies (from `io/ID.hlog`).
+pub fn run_values(run: &Run) -> Result<BTreeMap<(String, Metric), RunValue>> {
+    let stats = RunStats::of(run)?;
+    let mut out = BTreeMap::new();
+    let mut latencies = |op: &str, h: &hdrhistogram::Histogram<u64>| {
+        let bins: Vec<(f64, f64)> = h
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to() as f64, v.count_at_value() as f64))
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    rows.extend(per_op.into_iter().flatten());
-    let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
-    CompareReport {
-        base: base.display().to_string(),
-        new: new.display().to_string(),
-        same_trace,
-        options: opts.clone(),
-        regressions: count(Verdict::Regression),
-        improvements: count(Verdict::Improvement),
-        rows,
-        unmatched,
-    }
-}
-
-fn latency_stat(m: Metric, bins: &[(f64, f64)]) -> f64 {
-    match m {
-        Metric::P50 => quantile(bins, 0.5),
-        Metric::P99 => quantile(bins, 0.99),
-        _ => mean(bins),
-    }
-}
-
-fn rel(base: f64, new: f64) -> f64 {
-    if base > 0.0 { new / base - 1.0 } else { 0.0 }
-}
-
-/// Per metric (in [`Metric::ALL`] order): `(base, new, change)`.
-type Estimates = [(f64, f64, f64); 4];
-
-/// The point estimates `(base, new, change)` of every metric, and `resamples` bootstrap
-/// replicates of each change. One resample of each run serves all three latency metrics.
-fn bootstrap(
-    a: &OpAcc,
-    b: &OpAcc,
-    opts: &CompareOptions,
-    rng: &mut Rng,
-) -> (Estimates, [Vec<f64>; 4]) {
-    let resamples = opts.resamples.max(1) as usize;
-    let mut reps: [Vec<f64>; 4] = std::array::from_fn(|_| Vec::with_capacity(resamples));
-    let ba = a.response.as_ref().map(bins).unwrap_or_default();
-    let bb = b.response.as_ref().map(bins).unwrap_or_default();
-    let whole = |v: &[(f64, u64)]| v.iter().map(|&(x, c)| (x, c as f64)).collect::<Vec<_>>();
-    let (wa0, wb0) = (whole(&ba), whole(&bb));
-    let mut points = [(0.0, 0.0, 0.0); 4];
-    for (i, m) in Metric::ALL[..3].iter().enumerate() {
-        let (x, y) = (latency_stat(*m, &wa0), latency_stat(*m, &wb0));
-        points[i] = (x, y, rel(x, y));
-    }
-    let rate = |x: &OpAcc| x.failed as f64 / x.count.max(1) as f64;
-    points[3] = (rate(a), rate(b), rate(b) - rate(a));
-    let (mut wa, mut wb) = (Vec::new(), Vec::new());
-    let empty = |w: &[(f64, f64)]| w.iter().all(|x| x.1 == 0.0);
-    // A resample with no weight at all (possible for tiny runs) is drawn again, a bounded
-    // number of times.
-    for _ in 0..resamples * 4 {
-        if reps[0].len() == resamples {
-            break;
+        for m in Metric::ALL {
+            let value = match m.percentile() {
+                Some(p) => at(h, p) as f64,
+                None if m == Metric::Mean => mean(&bins),
+                None => continue,
+            };
+            out.insert(
+                (op.to_owned(), m),
+                RunValue {
+                    value: value.max(1.0),
+                    events: h.len(),
+                },
+            );
         }
-        resample(&ba, rng, &mut wa);
-        resample(&bb, rng, &mut wb);
-        if !(ba.is_empty() || bb.is_empty()) && (empty(&wa) || empty(&wb)) {
+    };
+    for (op, acc) in &stats.ops {
+        if let Some(h) = acc.response.as_ref().filter(|h| !h.is_empty()) {
+            latencies(op.name(), h);
+        }
+    }
+    if let Some(io) = RunIo::read(&run.path)? {
+        for (k, h) in io.kinds() {
+            if !h.is_empty() {
+                latencies(&format!("io {}", io_kind_name(k)), h);
+            }
+        }
+    }
+    for (op, acc) in &stats.ops {
+        out.insert(
+            (op.name().to_owned(), Metric::ErrorRate),
+            RunValue {
+                value: acc.failed as f64 / acc.count.max(1) as f64,
+                events: acc.count,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Judges rows of per-run values (the statistics alone; see the module docs). Run paths,
+/// trace and unmatched rows of the report are left empty.
+pub fn judge(samples: &[Sample], opts: &CompareOptions) -> CompareReport {
+    let between = samples.iter().any(|s| s.base.len().max(s.new.len()) >= 2);
+    let mut rows: Vec<Row> = samples.iter().map(|s| test_row(s, opts)).collect();
+    // Holm over the rows that got a test.
+    let tested: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].verdict != Verdict::InsufficientData && rows[i].df > 0.0)
+        .collect();
+    let adj = holm(&tested.iter().map(|&i| rows[i].p).collect::<Vec<_>>());
+    for (&i, &a) in tested.iter().zip(&adj) {
+        rows[i].p_holm = a;
+    }
+    for row in &mut rows {
+        if row.verdict == Verdict::InsufficientData {
             continue;
         }
-        for (i, m) in Metric::ALL[..3].iter().enumerate() {
-            reps[i].push(rel(latency_stat(*m, &wa), latency_stat(*m, &wb)));
-        }
+        let limit = if row.metric.is_latency() {
+            row.threshold.ln_1p()
+        } else {
+            row.threshold
+        };
+        let material = row.diff.abs() > limit;
+        row.verdict = if row.df <= 0.0 {
+            Verdict::Inconclusive
+        } else if row.p_holm < opts.alpha && material {
+            if row.diff > 0.0 {
+                Verdict::Regression
+            } else {
+                Verdict::Improvement
+            }
+        } else if material {
+            Verdict::Inconclusive
+        } else {
+            Verdict::NoChange
+        };
     }
-    let draw = |x: &OpAcc, rng: &mut Rng| {
-        let f = rng.poisson(x.failed as f64);
-        let o = rng.poisson((x.count - x.failed) as f64);
-        if f + o > 0.0 { f / (f + o) } else { 0.0 }
-    };
-    for _ in 0..resamples {
-        let ra = draw(a, rng);
-        reps[3].push(draw(b, rng) - ra);
+    let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
+    let mut notes = Vec::new();
+    if !between && !samples.is_empty() {
+        notes.push(
+            "one run per side: the variance between runs cannot be estimated, so no row gets \
+             a verdict (inconclusive); give at least 2 runs per side (5 recommended)"
+                .to_owned(),
+        );
     }
-    (points, reps)
+    CompareReport {
+        base: Vec::new(),
+        new: Vec::new(),
+        same_trace: true,
+        options: opts.clone(),
+        between_run_variance: between,
+        tested: tested.len(),
+        regressions: count(Verdict::Regression),
+        improvements: count(Verdict::Improvement),
+        inconclusive: count(Verdict::Inconclusive),
+        insufficient: count(Verdict::InsufficientData),
+        rows,
+        unmatched: Vec::new(),
+        notes,
+    }
 }
 
-fn row(
-    op: &str,
-    m: Metric,
-    a: &OpAcc,
-    b: &OpAcc,
-    (base, new, change): (f64, f64, f64),
-    reps: &mut [f64],
-    opts: &CompareOptions,
-) -> Row {
-    reps.sort_by(f64::total_cmp);
-    let (ci_low, ci_high) = (sorted_pct(reps, 2.5), sorted_pct(reps, 97.5));
-    let threshold = opts.thresholds.of(m);
-    let insufficient = a.count.min(b.count) < opts.min_events;
-    let verdict = if insufficient {
-        Verdict::NoChange
-    } else if change > threshold && ci_low > 0.0 {
-        Verdict::Regression
-    } else if change < -threshold && ci_high < 0.0 {
-        Verdict::Improvement
-    } else {
-        Verdict::NoChange
+/// The test of one row, before Holm's adjustment (verdict InsufficientData or a placeholder).
+fn test_row(s: &Sample, opts: &CompareOptions) -> Row {
+    let required = opts.required_events(s.metric);
+    let enough = s.base.iter().chain(&s.new).all(|v| v.events >= required);
+    let latency = s.metric.is_latency();
+    let xs = |v: &[RunValue]| -> Vec<f64> {
+        v.iter()
+            .map(|r| {
+                if latency {
+                    r.value.max(1e-300).ln()
+                } else {
+                    r.value
+                }
+            })
+            .collect()
     };
+    let (xb, xn) = (xs(&s.base), xs(&s.new));
+    // The error rate's per-side variance is at least the binomial variance of a run's failed
+    // fraction, so runs that agree by chance (all zero failures) are not taken as noiseless.
+    let floor = |v: &[RunValue], x: &[f64]| {
+        if latency || v.is_empty() {
+            return 0.0;
+        }
+        let f = x.iter().sum::<f64>() / x.len() as f64;
+        let n = v.iter().map(|r| r.events as f64).sum::<f64>() / v.len() as f64;
+        f * (1.0 - f) / n.max(1.0)
+    };
+    let t = TTest::welch(&xb, &xn, floor(&s.base, &xb), floor(&s.new, &xn));
+    let ci = (t.df > 0.0).then(|| t.ci(opts.alpha));
+    let centre = |x: &[f64]| {
+        let m = x.iter().sum::<f64>() / x.len().max(1) as f64;
+        if latency { m.exp() } else { m }
+    };
+    let (base, new) = (centre(&xb), centre(&xn));
+    let to_change = |d: f64| if latency { d.exp() - 1.0 } else { d };
     Row {
-        op: op.to_owned(),
-        metric: m,
+        op: s.op.clone(),
+        metric: s.metric,
         base,
         new,
-        change,
-        ci_low,
-        ci_high,
-        threshold,
-        verdict,
-        n: (a.count, b.count),
-        insufficient,
+        change: to_change(t.diff),
+        diff: t.diff,
+        ci_low: ci.map(|c| to_change(c.0)),
+        ci_high: ci.map(|c| to_change(c.1)),
+        df: t.df,
+        p: t.p,
+        p_holm: 1.0,
+        threshold: opts.thresholds.of(s.metric),
+        verdict: if enough {
+            Verdict::NoChange
+        } else {
+            Verdict::InsufficientData
+        },
+        base_runs: s.base.clone(),
+        new_runs: s.new.clone(),
+        required_events: required,
     }
 }

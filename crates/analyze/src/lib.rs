@@ -1,5 +1,5 @@
-//! Run analysis: summaries, run-to-run regression verdicts with bootstrap confidence
-//! intervals, capacity planning over speed sweeps, per-tenant QoS attribution, a self-contained
+//! Run analysis: summaries, run-to-run regression verdicts (Welch's t on per-run values, Holm
+//! over rows), capacity planning over speed sweeps, per-tenant QoS attribution, a self-contained
 //! HTML report with inline SVG figures (also rasterized to PNG by resvg), and CSV and Parquet
 //! export. polars lives here and only here. `io_phase` units are read from their interval
 //! histograms ([`phase_io`]), so their I/O shows over time in the report and in QoS windows.
@@ -14,8 +14,10 @@ pub mod capacity;
 pub mod compare;
 pub mod frame;
 pub mod hist;
+pub mod inference;
 pub mod load;
 pub mod phase_io;
+pub mod point;
 pub mod qos;
 pub mod report;
 pub mod summary;
@@ -24,6 +26,7 @@ mod svg;
 pub use capacity::{CapacityReport, Slo, capacity};
 pub use compare::{CompareOptions, CompareReport, Thresholds, Verdict, compare};
 pub use load::{Rec, Run};
+pub use point::{PointEval, PointOptions};
 pub use qos::{QosReport, QosSpec, qos};
 pub use summary::{RunStats, RunSummary, SummaryReport};
 pub use svg::to_png;
@@ -53,6 +56,20 @@ pub enum Error {
         path: PathBuf,
         /// Why.
         source: replay::Error,
+    },
+    /// The run did not finish, or its verdict says the tool limited it: its numbers do not
+    /// describe the system under test.
+    #[error(
+        "{path}: refused, the run's verdict is {verdict}: {evidence} (analyze it anyway with \
+         --allow-invalid)"
+    )]
+    InvalidRun {
+        /// The run directory.
+        path: PathBuf,
+        /// `incomplete`, `engine-bound` or `failed`.
+        verdict: String,
+        /// The failed checks, in words.
+        evidence: String,
     },
     /// The trace could not be read.
     #[error(transparent)]

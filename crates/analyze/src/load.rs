@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use replay::{Manifest, Outcome, RunDir};
+use replay::{CompletionState, Manifest, Outcome, RunDir, Validity, Verdict};
 use serde::Deserialize;
 use trace_format::OpType;
 
@@ -69,6 +69,9 @@ pub struct Run {
     pub path: PathBuf,
     /// Its manifest.
     pub manifest: Manifest,
+    /// The run's verdict from `summary.json`; `None` when there is no readable summary (a
+    /// crashed run) or it predates verdicts.
+    pub validity: Option<Validity>,
 }
 
 const BLOCK: usize = 16 << 20;
@@ -82,10 +85,53 @@ impl Run {
                 path: path.to_owned(),
                 source,
             })?;
+        let validity = RunDir::open(path).summary().ok().and_then(|s| s.validity);
         Ok(Self {
             path: path.to_owned(),
             manifest,
+            validity,
         })
+    }
+
+    /// Opens a run directory for an analysis that draws conclusions from it (compare,
+    /// capacity, QoS, the report): unless `allow_invalid`, a run that did not finish
+    /// (manifest not `complete`) or whose verdict is not `valid` is refused with the
+    /// verdict and its evidence. A complete run without a verdict (written before verdicts
+    /// existed) is admitted.
+    pub fn open_for_analysis(path: &Path, allow_invalid: bool) -> Result<Self> {
+        let run = Self::open(path)?;
+        if !allow_invalid {
+            run.check_valid()?;
+        }
+        Ok(run)
+    }
+
+    /// `Err(Error::InvalidRun)` when the run did not finish or its verdict is not `valid`.
+    pub fn check_valid(&self) -> Result<()> {
+        let refuse = |verdict: &str, evidence: String| {
+            Err(Error::InvalidRun {
+                path: self.path.clone(),
+                verdict: verdict.to_owned(),
+                evidence,
+            })
+        };
+        if self.manifest.state != CompletionState::Complete {
+            let state = serde_json::to_value(self.manifest.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            return refuse(
+                Verdict::Incomplete.name(),
+                match &self.manifest.reason {
+                    Some(r) => format!("the run is {state} ({r})"),
+                    None => format!("the run is {state}"),
+                },
+            );
+        }
+        match &self.validity {
+            Some(v) if v.verdict != Verdict::Valid => refuse(v.verdict.name(), v.evidence()),
+            _ => Ok(()),
+        }
     }
 
     /// `events.jsonl`.

@@ -27,8 +27,8 @@ use std::path::Path;
 
 use hdrhistogram::Histogram;
 use replay::Outcome;
-use replay::sim::Dur;
 use serde::{Deserialize, Serialize};
+use trace_format::units::Dur;
 use trace_format::{IoKind, Op, OpType, TraceReader};
 
 use crate::capacity::parse_percentile;
@@ -235,11 +235,12 @@ impl Accumulator for QosAcc<'_> {
     }
 }
 
-/// Checks a run against a QoS file.
-pub fn qos(run_dir: &Path, spec: &QosSpec) -> Result<QosReport> {
+/// Checks a run against a QoS file (refusing a run that is not valid unless
+/// `allow_invalid`, see [`Run::check_valid`]).
+pub fn qos(run_dir: &Path, spec: &QosSpec, allow_invalid: bool) -> Result<QosReport> {
     let targets = spec.targets().map_err(Error::Invalid)?;
     let window = spec.window.map_or(1_000_000_000, |d| d.0).max(1);
-    let run = Run::open(run_dir)?;
+    let run = Run::open_for_analysis(run_dir, allow_invalid)?;
     let trace = run.trace_path().ok_or_else(|| {
         Error::Invalid(format!(
             "qos needs the run's trace for tenants and I/O kinds: {} not found with sha256 {}",

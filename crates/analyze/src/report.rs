@@ -185,8 +185,8 @@ struct Loaded {
     phase_width: u64,
 }
 
-fn load(path: &Path) -> Result<Loaded> {
-    let run = Run::open(path)?;
+fn load(path: &Path, allow_invalid: bool) -> Result<Loaded> {
+    let run = Run::open_for_analysis(path, allow_invalid)?;
     let stats = RunStats::of(&run)?;
     let summary = summarize(&run, &stats)?;
     let total = stats.total();
@@ -474,9 +474,13 @@ pub struct Report {
     pub html: String,
 }
 
-/// Builds the report of one or more runs.
-pub fn report(runs: &[&Path]) -> Result<Report> {
-    let loaded = runs.iter().map(|p| load(p)).collect::<Result<Vec<_>>>()?;
+/// Builds the report of one or more runs (refusing runs that are not valid unless
+/// `allow_invalid`, see [`Run::check_valid`]; admitted ones show their verdict).
+pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
+    let loaded = runs
+        .iter()
+        .map(|p| load(p, allow_invalid))
+        .collect::<Result<Vec<_>>>()?;
     let mut figures = vec![cdf_figure(&loaded)];
     for (i, l) in loaded.iter().enumerate() {
         figures.extend(io_figure(i, l));
@@ -498,6 +502,13 @@ pub fn report(runs: &[&Path]) -> Result<Report> {
             i + 1,
             esc(&l.run.path.display().to_string())
         );
+        if let Err(e) = l.run.check_valid() {
+            let _ = write!(
+                html,
+                "(<strong>not valid</strong>: {}) ",
+                esc(&e.to_string())
+            );
+        }
     }
     html.push_str("</p><h2>Figures</h2>");
     for f in &figures {

@@ -293,6 +293,10 @@ pub struct RunSummary {
     pub observed: bool,
     /// Remarks (e.g. why observed latencies are missing).
     pub notes: Vec<String>,
+    /// The run's verdict and its checks (absent for a run without a readable summary or
+    /// from before verdicts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<replay::Validity>,
 }
 
 /// `analyze summary --json`: one summary per run.
@@ -338,6 +342,7 @@ pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
         io_units: io_units(&run.path)?,
         observed: has_observed,
         notes,
+        validity: run.validity.clone(),
     })
 }
 

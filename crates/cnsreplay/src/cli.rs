@@ -32,7 +32,10 @@ pub enum Command {
     /// Convert a trace between YAML, JSON Lines and binary, streaming and losslessly.
     Convert(ConvertArgs),
     /// Replay a trace open-loop against a provider and record every latency in a run
-    /// directory.
+    /// directory. Every run ends with a verdict: `valid`, `engine-bound` (the tool limited
+    /// it), `incomplete` or `failed` (every operation failed). Exits 0 when complete, 1 when
+    /// interrupted or when every operation failed, 2 when it could not run, 4 with
+    /// `--require-valid` when the verdict is not `valid`.
     Run(crate::commands::run::RunArgs),
     /// Remove the leftovers of a crashed or interrupted run (only objects in its ledger).
     Cleanup(crate::commands::run::CleanupArgs),
@@ -40,6 +43,9 @@ pub enum Command {
     Synth(crate::commands::synth::SynthArgs),
     /// Replay a trace at several speeds or rates into SWEEPDIR/<speed>/ (for `analyze capacity`).
     Sweep(crate::commands::sweep::SweepArgs),
+    /// Find the maximum sustainable rate: step up, then bisect the intensity (speed of a trace,
+    /// target rate of a synth model) against SLOs, with repeats near the limit.
+    Capacity(crate::commands::capacity::CapacityArgs),
     /// Analyze run directories: summary, compare, capacity, qos, report, export.
     Analyze(crate::commands::analyze::AnalyzeArgs),
     /// Print a shell completion script.
@@ -224,4 +230,6 @@ pub enum SchemaFor {
     AnalyzeCapacity,
     /// `analyze qos --json`.
     AnalyzeQos,
+    /// `capacity --json`.
+    Capacity,
 }

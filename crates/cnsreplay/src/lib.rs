@@ -2,12 +2,15 @@
 //!
 //! The binary only parses arguments and calls [`run`]; every command writes its report to a
 //! `Write` it is given, so tests drive the same code the binary runs. Exit codes: 0 success,
-//! 1 the input has problems (an invalid trace), 2 the command could not run (I/O, usage).
+//! 1 the input has problems (an invalid trace; for `run`: interrupted, or every operation
+//! failed), 2 the command could not run (I/O, usage), 4 `run
+//! --require-valid` whose verdict is not `valid`.
 
 pub mod cli;
 pub mod commands;
 pub mod logging;
 pub mod report;
+pub mod search;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -33,6 +36,7 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Command::Cleanup(a) => commands::run::cleanup(&a, out),
         Command::Synth(a) => commands::synth::run(&a, out),
         Command::Sweep(a) => commands::sweep::run(&a, out),
+        Command::Capacity(a) => commands::capacity::run(&a, out),
         Command::Analyze(a) => commands::analyze::run(&a, out),
         Command::Completions(a) => commands::meta::completions(&a, out),
         Command::Man(a) => commands::meta::man(&a, out),

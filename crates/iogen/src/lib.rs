@@ -48,6 +48,35 @@ pub use verify::{Mismatch, MismatchKind, VerifySummary};
 
 pub use trace_format::{Arrival, BlockSize, BlockSizeShare, IoKind, Load, Pattern, Rate};
 
+/// The output file of one part of a run with several (a phase, a suite test, a replayed
+/// volume): `part` inserted before the extension, `out.hlog` → `out.PART.hlog` (`out` →
+/// `out.PART`), so the parts never overwrite each other.
+pub fn part_path(path: &std::path::Path, part: &str) -> PathBuf {
+    let safe: String = part
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let name = match (path.file_stem(), path.extension()) {
+        (Some(stem), Some(ext)) => format!(
+            "{}.{safe}.{}",
+            stem.to_string_lossy(),
+            ext.to_string_lossy()
+        ),
+        _ => format!(
+            "{}.{safe}",
+            path.file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        ),
+    };
+    path.with_file_name(name)
+}
+
 /// A cooperative stop request shared between the caller and the engine's threads.
 ///
 /// Cloning shares the flag. Requesting a stop makes running phases stop issuing, wait for

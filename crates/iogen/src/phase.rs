@@ -298,7 +298,15 @@ pub fn run_phase(
     summary.verify = verify;
     if let Load::Rate(r) = &spec.load {
         summary.intended_iops = Some(r.iops);
-        let window = spec.duration.unwrap_or(elapsed).as_secs_f64().max(1e-9);
+        // The intended window: the configured duration, or, when the run ended early (a stop,
+        // a byte or I/O count), the time it actually ran.
+        let window = match spec.duration {
+            Some(d) if !partial => d,
+            Some(d) => d.min(elapsed),
+            None => elapsed,
+        }
+        .as_secs_f64()
+        .max(1e-9);
         summary.offered_iops = Some((summary.ios + summary.errors) as f64 / window);
     }
     let ios = (summary.ios + summary.errors).max(1) as f64;

@@ -55,7 +55,18 @@ pub fn replay_trace(
     let reader = TraceReader::open(trace)?;
     let mut streams: BTreeMap<String, (IoSubmitter, StreamHandle)> = BTreeMap::new();
     for (v, p) in &ro.targets {
-        streams.insert(v.clone(), start_stream(p, ro.direct, opts)?);
+        // With several volumes, one interval log per volume (`LOG.VOLUME.ext`).
+        let opts = EngineOptions {
+            interval_log: opts.interval_log.as_deref().map(|l| {
+                if ro.targets.len() > 1 {
+                    crate::part_path(l, v)
+                } else {
+                    l.to_owned()
+                }
+            }),
+            ..opts.clone()
+        };
+        streams.insert(v.clone(), start_stream(p, ro.direct, &opts)?);
     }
     let (mut unmapped, mut skipped) = (0u64, 0u64);
     let t0 = Instant::now() + LOOKAHEAD;

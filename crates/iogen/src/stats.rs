@@ -118,15 +118,19 @@ impl Histograms {
     }
 
     /// Adds every count of `other` into `self` (lossless: the result equals recording both).
+    /// All or nothing: when any histogram cannot be added (values beyond its bounds), `self`
+    /// is left as it was and the error names the kind and metric — never a half merge.
     pub fn merge(&mut self, other: &Histograms) -> Result<(), Error> {
+        let mut merged = self.clone();
         for (k, h) in other.iter() {
-            let mine = self.entry(k);
+            let mine = merged.entry(k);
             for (i, name) in METRICS.iter().enumerate() {
                 mine.metric_mut(i).add(h.metric(i)).map_err(|e| {
                     Error::Histogram(format!("merging {} {name}: {e:?}", kind_name(k)))
                 })?;
             }
         }
+        *self = merged;
         Ok(())
     }
 
@@ -312,7 +316,9 @@ impl Recorder {
         }
     }
 
-    /// Records a completion; `res` is bytes or a negated errno. Times are ns from the start.
+    /// Records a completion; `res` is bytes or a negated errno (a failure, cancellation or
+    /// give-up: counted as an error and recorded in the histograms like a success). Times are
+    /// ns from the start.
     pub(crate) fn record(
         &mut self,
         kind: IoKind,
@@ -324,10 +330,12 @@ impl Recorder {
         let c = &mut self.counts[kind_index(kind)];
         if res < 0 {
             c.errors += 1;
-            return;
+        } else {
+            c.ios += 1;
+            c.bytes += res as u64;
         }
-        c.ios += 1;
-        c.bytes += res as u64;
+        // Failed, cancelled and abandoned I/Os stay in the latency picture: their response
+        // time runs to their failure (or to the instant they were given up on), CO-safe.
         let (r, s, l) = (
             completed.saturating_sub(intended),
             completed.saturating_sub(submitted),
@@ -641,4 +649,35 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
         out.extend_from_slice(&acc.to_be_bytes()[1..=n]);
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_merge_leaves_the_histograms_untouched() {
+        let mut a = Histograms::new();
+        a.record(IoKind::Read, 1_000, 900, 100);
+        // A write histogram that cannot hold more than 10 µs (no auto-resize).
+        let small = Histogram::new_with_bounds(1, 10_000, 3).expect("bounds");
+        a.kinds[kind_index(IoKind::Write)] = Some(KindHistograms {
+            response: small.clone(),
+            service: small.clone(),
+            lateness: small,
+        });
+        let before = a.clone();
+        let mut b = Histograms::new();
+        b.record(IoKind::Read, 2_000, 1_900, 100);
+        b.record(IoKind::Write, 5_000_000, 4_000_000, 1_000_000);
+        let err = a
+            .merge(&b)
+            .expect_err("1 ms does not fit a 10 µs histogram");
+        assert!(err.to_string().contains("write"), "{err}");
+        // Read was merged before write failed: that must not show.
+        assert_eq!(a, before);
+        b.kinds[kind_index(IoKind::Write)] = None;
+        a.merge(&b).expect("read only");
+        assert_eq!(a.get(IoKind::Read).map(|h| h.response.len()), Some(2));
+    }
 }

@@ -19,7 +19,9 @@ use crate::backend::{Backend, BackendConfig};
 use crate::engine::{Item, Next, Source, Worker};
 use crate::phase::open_target;
 use crate::ring;
-use crate::stats::{CpuTime, EngineInfo, Histograms, Recorder, Summary, kind_index};
+use crate::stats::{
+    CpuTime, EngineInfo, Histograms, IntervalLog, IntervalMsg, Recorder, Summary, kind_index,
+};
 use crate::{EngineOptions, Error, Stop};
 
 /// Capacity of a stream's request queue.
@@ -103,6 +105,24 @@ pub fn start_stream(
     // The result comes back on a channel, not through `join`: see `StreamHandle::finish`.
     let (done_tx, done) = mpsc::channel();
     let stop = Stop::new();
+    // The interval log (if asked) is written by its own thread as intervals arrive; created
+    // here so that a bad path is an error of this call.
+    let (iv, writer) = match &opts.interval_log {
+        Some(p) => {
+            let mut log = IntervalLog::create(p, 1, opts.interval)?;
+            let (iv_tx, iv_rx) = mpsc::channel::<IntervalMsg>();
+            let writer = std::thread::Builder::new()
+                .name("iogen-ivlog".to_owned())
+                .spawn(move || -> Result<(), Error> {
+                    for msg in iv_rx.iter() {
+                        log.add(&msg)?;
+                    }
+                    log.finish()
+                })?;
+            (Some((opts.interval, iv_tx)), Some(writer))
+        }
+        None => (None, None),
+    };
     let (opts, stop2, name) = (opts.clone(), stop.clone(), target.display().to_string());
     std::thread::Builder::new()
         .name("iogen-stream".to_owned())
@@ -121,11 +141,20 @@ pub fn start_stream(
                 }
             };
             // Ready only once the buffers are filled, so the first requests are not late.
-            let mut w = Worker::new(backend, Recorder::new(None), None);
+            let mut w = Worker::new(backend, Recorder::new(iv), None);
             let base = Instant::now();
             w.set_base(base);
             let _ = ready_tx.send(Ok(()));
-            let _ = done_tx.send(run_stream(w, base, rx, &stop2, name));
+            // The worker's recorder (and with it the interval sender) is gone once
+            // `run_stream` returns, so the writer ends after the last interval.
+            let mut res = run_stream(w, base, rx, &stop2, name);
+            if let Some(writer) = writer {
+                let logged = writer.join().unwrap_or(Err(Error::WorkerPanicked));
+                if let (Ok(_), Err(e)) = (&res, logged) {
+                    res = Err(e);
+                }
+            }
+            let _ = done_tx.send(res);
         })?;
     match ready_rx.recv() {
         Ok(Ok(())) => Ok((IoSubmitter { tx }, StreamHandle { done, stop })),

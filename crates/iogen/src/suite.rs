@@ -82,7 +82,8 @@ const TESTS: [(&str, &str, Pattern, u8, u64, u32); 9] = [
 ];
 
 /// Runs the suite on `target`, one test after the other; a stop ends it after the current
-/// test (whose result is marked partial).
+/// test (whose result is marked partial). An interval log goes to one file per test,
+/// [`crate::part_path`]`(log, test name)`.
 pub fn run_suite(
     target: &Path,
     so: &SuiteOptions,
@@ -104,7 +105,15 @@ pub fn run_suite(
             direct: so.direct,
             ..PhaseSpec::default()
         };
-        let result = run_phase(&spec, target, opts, stop)?;
+        // Each test its own interval log (`LOG.TEST.ext`), not one overwriting the other.
+        let opts = EngineOptions {
+            interval_log: opts
+                .interval_log
+                .as_deref()
+                .map(|p| crate::part_path(p, name)),
+            ..opts.clone()
+        };
+        let result = run_phase(&spec, target, &opts, stop)?;
         out.push(SuiteEntry {
             name: name.to_owned(),
             metric,

@@ -47,6 +47,7 @@ pub fn io_pod(
         node,
         &config.iogen_image,
         Some(objects::iogen_args(ph, &target, ev.id)),
+        &config.pod,
     )
 }
 

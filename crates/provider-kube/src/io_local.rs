@@ -46,11 +46,45 @@ impl LocalIo {
     }
 }
 
+/// The only CSI driver whose volumes `io_exec: local` writes to: the project's own test
+/// driver (`crates/csi-driver`), whose devicePath is a loop device on this machine.
+pub const TEST_DRIVER: &str = "csi.cnsreplay.dev";
+
 /// Interval length of the per-phase interval log.
 const INTERVAL: Duration = Duration::from_millis(200);
 
 fn fail(class: &str, msg: String) -> ProviderError {
     ProviderError::new(class, msg)
+}
+
+/// Refuses a volume whose PV is not of the project's test driver.
+fn check_driver(p: &Kube, pvc: &str) -> Result<(), ProviderError> {
+    let ns = p.ns()?;
+    let w = p.watches()?;
+    let pv = w
+        .pvc
+        .store()
+        .get(&ObjectRef::new(pvc).within(ns))
+        .and_then(|o| o.spec.as_ref()?.volume_name.clone())
+        .ok_or_else(|| fail("not_bound", format!("PVC {pvc} is not bound")))?;
+    // The device path is a path on *this* machine only for the project's own test driver;
+    // any other driver's path names a device of another machine (or a real disk here).
+    let driver =
+        w.pv.store()
+            .get(&ObjectRef::new(&pv))
+            .and_then(|o| Some(o.spec.as_ref()?.csi.as_ref()?.driver.clone()));
+    if driver.as_deref() != Some(TEST_DRIVER) {
+        return Err(fail(
+            "unsupported",
+            format!(
+                "--kube-io-exec local writes to the device a VolumeAttachment names on the machine \
+                 running cnsreplay, so it is allowed only for the project's test driver \
+                 {TEST_DRIVER}; PV {pv} of PVC {pvc} is {} (use --kube-io-exec pod)",
+                driver.map_or_else(|| "not a CSI volume".to_owned(), |d| format!("driver {d}"))
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The device attached for `pvc` on `node`, from the VolumeAttachment's metadata.
@@ -91,6 +125,7 @@ pub(crate) async fn io_phase(
     block: bool,
     node: Option<&str>,
 ) -> Result<(), ProviderError> {
+    check_driver(p, pvc)?;
     if !block {
         return Err(fail(
             "unsupported",

@@ -17,28 +17,33 @@ mod io_local;
 pub mod limiter;
 pub mod objects;
 mod ops;
+mod preflight;
 mod stamp;
 mod watch;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    Event as CoreEvent, Namespace, PersistentVolume, PersistentVolumeClaim, Pod,
+};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, Config};
 use replay::ledger::LedgerEntry;
 use replay::provider::CleanupReport;
-use replay::{OpCtx, Provider, ProviderError, RunInfo};
+use replay::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo};
 use serde::{Deserialize, Serialize};
-use trace_format::Event;
+use trace_format::{Event, OpType};
 
 pub use crate::io::{io_pod, split_log};
 pub use crate::io_local::IoExec;
 pub use crate::limiter::{ClientStats, Limiter};
-pub use crate::objects::{VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
+pub use crate::objects::{PodOptions, VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
+pub use crate::ops::{pod_failure, unschedulable, warning_class};
+pub use crate::preflight::TraceUses;
 use crate::watch::Watch;
 
 /// The kube provider's configuration (recorded in the manifest; rebuilds it for cleanup).
@@ -53,11 +58,17 @@ pub struct KubeConfig {
     /// Namespace to work in; a run-owned namespace `cnsreplay-<run id>` when absent (created
     /// in `prepare`, deleted by cleanup).
     pub namespace: Option<String>,
-    /// StorageClass when neither the event nor the trace header names one (None: the
-    /// cluster default class).
+    /// StorageClass of every volume, replacing the trace's classes (those of its events and
+    /// header) except the ones `storage_class_map` remaps; None: the trace's class, else the
+    /// cluster default class.
     pub storage_class: Option<String>,
-    /// VolumeSnapshotClass when neither the event nor the header names one.
+    /// Trace StorageClass → cluster StorageClass (`--map-storage-class OLD=NEW`); beats
+    /// `storage_class`.
+    pub storage_class_map: BTreeMap<String, String>,
+    /// VolumeSnapshotClass of every snapshot, as `storage_class`.
     pub snapshot_class: Option<String>,
+    /// Trace VolumeSnapshotClass → cluster class (`--map-snapshot-class OLD=NEW`).
+    pub snapshot_class_map: BTreeMap<String, String>,
     /// Node to pin workloads to when the event names none.
     pub node: Option<String>,
     /// Client-side request rate limit (requests/s over our own requests; 0 = off).
@@ -71,6 +82,42 @@ pub struct KubeConfig {
     /// Where `io_phase` I/O runs: `pod` (an iogen pod) or `local` (iogen in this process on
     /// the device the CSI driver attached; test clusters only, Block volumes only).
     pub io_exec: IoExec,
+    /// Per op type: how long an operation may take before it fails with class `timeout`
+    /// and a message naming what it was waiting for (ns; an `io_phase` gets this on top of
+    /// its own duration). Every op type has one ([`default_timeouts`]), so a run never waits
+    /// forever; `--timeout OP=DUR` overrides.
+    pub timeouts: BTreeMap<OpType, u64>,
+    /// How long a failure Kubernetes retries may last before the operation fails with it
+    /// (ns): a pod `Unschedulable` (class `unschedulable`, the scheduler's message) or a
+    /// Warning Event `ProvisioningFailed`, `FailedAttachVolume`, `FailedMount`,
+    /// `FailedMapVolume` on the operation's object (classes `provisioning_failed`,
+    /// `attach_failed`, `mount_failed`; the Event's message). A condition that clears within
+    /// it (the scheduler retries on cluster changes; a PV just being bound) passes.
+    pub failure_grace_ns: u64,
+    /// How every pod runs (security context, placement, resources, pull secrets).
+    pub pod: PodOptions,
+}
+
+/// The default timeout of each op type (ns): generous for a real cloud's provisioning and
+/// attach times, finite so nothing waits forever.
+pub fn default_timeouts() -> BTreeMap<OpType, u64> {
+    const S: u64 = 1_000_000_000;
+    [
+        (OpType::CreateVolume, 300 * S),
+        (OpType::DeleteVolume, 300 * S),
+        (OpType::Attach, 300 * S),
+        (OpType::Detach, 300 * S),
+        (OpType::AbortWorkload, 300 * S),
+        (OpType::Snapshot, 600 * S),
+        (OpType::DeleteSnapshot, 300 * S),
+        (OpType::Resize, 300 * S),
+        (OpType::Reschedule, 600 * S),
+        (OpType::CordonNode, 60 * S),
+        (OpType::DrainNode, 900 * S),
+        (OpType::IoPhase, 300 * S),
+        (OpType::Io, 60 * S),
+    ]
+    .into()
 }
 
 impl Default for KubeConfig {
@@ -80,14 +127,37 @@ impl Default for KubeConfig {
             context: None,
             namespace: None,
             storage_class: None,
+            storage_class_map: BTreeMap::new(),
             snapshot_class: None,
+            snapshot_class_map: BTreeMap::new(),
             node: None,
             qps: 50.0,
             burst: 100,
             iogen_image: "cnsreplay/iogen:latest".into(),
             pause_image: "registry.k8s.io/pause:3.10".into(),
             io_exec: IoExec::Pod,
+            timeouts: default_timeouts(),
+            failure_grace_ns: 3_000_000_000,
+            pod: PodOptions::default(),
         }
+    }
+}
+
+impl KubeConfig {
+    /// The timeout of an operation of type `op` (an `io_phase` adds its own duration).
+    pub fn timeout(&self, ev: &Event) -> std::time::Duration {
+        let op = ev.op.op_type();
+        let base = self
+            .timeouts
+            .get(&op)
+            .copied()
+            .or_else(|| default_timeouts().get(&op).copied())
+            .unwrap_or(300_000_000_000);
+        let extra = match &ev.op {
+            trace_format::Op::IoPhase(p) => p.duration.unwrap_or(0),
+            _ => 0,
+        };
+        std::time::Duration::from_nanos(base.saturating_add(extra))
     }
 }
 
@@ -106,6 +176,12 @@ pub enum KubeError {
     /// The provider's runtime could not start.
     #[error("tokio runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// The trace could not be read for the checks before the run.
+    #[error("{0}")]
+    Trace(String),
+    /// The cluster lacks a class, node or namespace the trace needs.
+    #[error("{0}")]
+    Preflight(String),
 }
 
 /// The shared watches, one per kind.
@@ -116,6 +192,9 @@ pub(crate) struct Watches {
     pub(crate) pod: Arc<Watch<Pod>>,
     pub(crate) va: Arc<Watch<VolumeAttachment>>,
     pub(crate) snap: Option<Arc<Watch<VolumeSnapshot>>>,
+    /// Warning Events in the run's namespace, keyed by the involved object's name (None when
+    /// the credentials may not watch them: failures then surface only as timeouts).
+    pub(crate) events: Option<Arc<Watch<CoreEvent>>>,
 }
 
 /// What the provider knows about a volume of the trace.
@@ -167,6 +246,19 @@ pub(crate) struct Kube {
     pub(crate) watches: OnceLock<Watches>,
     pub(crate) environment: OnceLock<serde_json::Value>,
     pub(crate) state: Mutex<State>,
+    /// Operations in flight: event id → what it is waiting for now.
+    pub(crate) inflight: Mutex<BTreeMap<u64, Pending>>,
+}
+
+/// An operation in flight, as [`KubeProvider::pending`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pending {
+    /// Trace event id.
+    pub event_id: u64,
+    /// Op type.
+    pub op: OpType,
+    /// What it waits for now (e.g. `pod w3 Running`), with the last reason the cluster gave.
+    pub waiting_for: String,
 }
 
 impl std::fmt::Debug for KubeProvider {
@@ -218,6 +310,7 @@ impl KubeProvider {
             watches: OnceLock::new(),
             environment: OnceLock::new(),
             state: Mutex::new(State::default()),
+            inflight: Mutex::new(BTreeMap::new()),
         });
         Ok(Self { inner, rt })
     }
@@ -252,9 +345,53 @@ impl KubeProvider {
     pub fn environment(&self) -> serde_json::Value {
         self.inner.environment()
     }
+
+    /// Checks before the clock starts that every StorageClass, VolumeSnapshotClass, node and
+    /// namespace `trace` will use (after the header's defaults and this configuration)
+    /// exists and is usable; the error names each missing one, where the trace uses it and
+    /// what the cluster has.
+    pub fn preflight(&self, trace: &std::path::Path) -> Result<TraceUses, KubeError> {
+        let uses = TraceUses::scan(&self.inner.config, trace).map_err(KubeError::Trace)?;
+        self.rt
+            .block_on(self.inner.preflight(&uses))
+            .map_err(KubeError::Preflight)?;
+        Ok(uses)
+    }
+
+    /// The operations in flight and what each waits for (for a deadline's report).
+    pub fn pending(&self) -> Vec<Pending> {
+        self.inner
+            .inflight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
 }
 
 impl Kube {
+    /// Records what operation `ctx` waits for now (named in its timeout error and in
+    /// [`KubeProvider::pending`]).
+    pub(crate) fn waiting(&self, ctx: &OpCtx, what: impl Into<String>) {
+        if let Some(p) = self
+            .inflight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(&ctx.event_id)
+        {
+            p.waiting_for = what.into();
+        }
+    }
+
+    fn waiting_for(&self, id: u64) -> Option<String> {
+        self.inflight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .map(|p| p.waiting_for.clone())
+    }
+
     pub(crate) fn environment(&self) -> serde_json::Value {
         self.environment.get().cloned().unwrap_or_default()
     }
@@ -368,6 +505,23 @@ impl Kube {
             l.clone(),
         );
         let (pvc, pod, pv, va) = futures::try_join!(pvc, pod, pv, va).map_err(err)?;
+        let events = match Watch::start(
+            Api::namespaced(c.clone(), &ns),
+            watcher::Config::default().fields("type=Warning"),
+            event_key,
+            l.clone(),
+        )
+        .await
+        {
+            Ok(w) => Some(w),
+            Err(e) => {
+                notices.push(format!(
+                    "kube: no Event watch ({e}); failures (ProvisioningFailed, FailedMount, …) \
+                     will only show as timeouts"
+                ));
+                None
+            }
+        };
         let snap = match Watch::start(Api::namespaced(c, &ns), cfg, name_key, l).await {
             Ok(w) => Some(w),
             Err(e) => {
@@ -383,6 +537,7 @@ impl Kube {
             pod,
             va,
             snap,
+            events,
         });
         Ok(notices)
     }
@@ -390,6 +545,10 @@ impl Kube {
 
 fn name_key<K: kube::Resource>(o: &K) -> Option<String> {
     o.meta().name.clone()
+}
+
+fn event_key(o: &CoreEvent) -> Option<String> {
+    o.involved_object.name.clone()
 }
 
 fn va_key(o: &VolumeAttachment) -> Option<String> {
@@ -449,6 +608,23 @@ impl Provider for KubeProvider {
         KubeProvider::environment(self)
     }
 
+    /// The client rate limiter's waits: they go into the run's verdict (any throttled
+    /// request makes the run `engine-bound` by default).
+    fn client_throttling(&self) -> Vec<ClientThrottling> {
+        let s = self.client_stats();
+        let c = &self.inner.config;
+        vec![ClientThrottling {
+            limiter: format!(
+                "kube client rate limiter (--kube-qps {}, --kube-burst {})",
+                c.qps, c.burst
+            ),
+            requests: s.requests,
+            throttled: s.throttled_requests,
+            waited_ns: (s.throttled_seconds * 1e9) as u64,
+            max_wait_ns: (s.max_wait_seconds * 1e9) as u64,
+        }]
+    }
+
     fn finish_notices(&self) -> Vec<String> {
         let notices = self.throttle_notices();
         for n in &notices {
@@ -462,10 +638,24 @@ impl Provider for KubeProvider {
         // runtime has no I/O driver: run the operation on the provider's runtime. Dropping
         // the returned future (timeout, cancel) aborts it.
         let this = self.inner.clone();
-        let mut task =
-            AbortOnDrop(self.rt.spawn(stamp::scope(
-                async move { ops::execute(&this, ev, ctx).await },
-            )));
+        let id = ctx.event_id;
+        let timeout = this.config.timeout(&ev);
+        let _inflight = Inflight::new(&this, id, ev.op.op_type());
+        let op = ev.op.op_type();
+        let mut task = AbortOnDrop(self.rt.spawn(stamp::scope(async move {
+            match tokio::time::timeout(timeout, ops::execute(&this, ev, ctx)).await {
+                Ok(r) => r,
+                Err(_) => Err(ProviderError::new(
+                    "timeout",
+                    format!(
+                        "{op} did not complete within {timeout:?} (--timeout {op}=DUR); \
+                         waiting for {}",
+                        this.waiting_for(id)
+                            .unwrap_or_else(|| "nothing recorded".into())
+                    ),
+                )),
+            }
+        })));
         match (&mut task.0).await {
             Ok(r) => r,
             Err(e) => Err(ProviderError::new("panic", e.to_string())),
@@ -475,6 +665,42 @@ impl Provider for KubeProvider {
     fn cleanup(&self, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
         self.rt
             .block_on(cleanup::cleanup(&self.inner, run, leftovers))
+    }
+}
+
+/// An operation's entry in `Kube::inflight`, removed when it ends (or is dropped).
+struct Inflight {
+    kube: Arc<Kube>,
+    id: u64,
+}
+
+impl Inflight {
+    fn new(kube: &Arc<Kube>, id: u64, op: OpType) -> Self {
+        kube.inflight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                id,
+                Pending {
+                    event_id: id,
+                    op,
+                    waiting_for: "its first API call".into(),
+                },
+            );
+        Self {
+            kube: kube.clone(),
+            id,
+        }
+    }
+}
+
+impl Drop for Inflight {
+    fn drop(&mut self) {
+        self.kube
+            .inflight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
     }
 }
 

@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod,
-    PodSpec, Volume, VolumeDevice, VolumeMount, VolumeResourceRequirements,
+    Affinity, Capabilities, Container, LocalObjectReference, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, ResourceRequirements,
+    SeccompProfile, SecurityContext, Toleration, Volume, VolumeDevice, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -219,9 +221,94 @@ pub struct PodVolume {
     pub block: bool,
 }
 
+/// How the provider's pods run: identity, placement, resources, pull secrets. Every pod
+/// passes the `restricted` Pod Security Standard: non-root (UID/GID 65532, the iogen image's
+/// user), no privilege escalation, every capability dropped, seccomp `RuntimeDefault`, only
+/// PVC volumes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodOptions {
+    /// `runAsUser`/`runAsGroup` of every container.
+    pub run_as_user: i64,
+    /// Pod `fsGroup`: the kubelet makes a mounted file-system volume group-owned and
+    /// group-writable by it (`fsGroupChangePolicy: OnRootMismatch`: only when its root does
+    /// not match already), so a fresh volume is writable without root.
+    pub fs_group: i64,
+    /// Extra group of pods with raw block volumes: the group owning the block device on the
+    /// node (Debian/Ubuntu: `disk`, 6; devices are `root:disk 0660`). fsGroup is a file-system
+    /// operation of the kubelet's mounter and is not applied to raw block devices; the device
+    /// node inside the container comes from the container runtime with the host device's
+    /// owner and mode (unless containerd's `device_ownership_from_security_context` is set,
+    /// which makes it the pod's runAsUser/runAsGroup).
+    pub block_device_group: i64,
+    /// `nodeSelector` of every pod.
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of every pod.
+    pub tolerations: Vec<Toleration>,
+    /// Resource requests of every container (`cpu`, `memory`, …).
+    pub requests: BTreeMap<String, String>,
+    /// Resource limits of every container.
+    pub limits: BTreeMap<String, String>,
+    /// `imagePullSecrets` of every pod.
+    pub image_pull_secrets: Vec<String>,
+}
+
+impl Default for PodOptions {
+    fn default() -> Self {
+        Self {
+            run_as_user: 65532,
+            fs_group: 65532,
+            block_device_group: 6,
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+            requests: BTreeMap::new(),
+            limits: BTreeMap::new(),
+            image_pull_secrets: Vec::new(),
+        }
+    }
+}
+
+/// Parses a toleration `KEY[=VALUE][:EFFECT]` (`Exists` without a value; any effect without
+/// one), as `kubectl taint` writes taints.
+pub fn parse_toleration(s: &str) -> Result<Toleration, String> {
+    let (kv, effect) = match s.rsplit_once(':') {
+        Some((kv, e)) => (kv, Some(e)),
+        None => (s, None),
+    };
+    if let Some(e) = effect
+        && !matches!(e, "NoSchedule" | "PreferNoSchedule" | "NoExecute")
+    {
+        return Err(format!(
+            "toleration {s:?}: effect {e:?} is not NoSchedule, PreferNoSchedule or NoExecute"
+        ));
+    }
+    let (key, value) = match kv.split_once('=') {
+        Some((k, v)) => (k, Some(v)),
+        None => (kv, None),
+    };
+    if key.is_empty() {
+        return Err(format!("toleration {s:?}: expected KEY[=VALUE][:EFFECT]"));
+    }
+    Ok(Toleration {
+        key: Some(key.to_owned()),
+        operator: Some(if value.is_some() { "Equal" } else { "Exists" }.into()),
+        value: value.map(str::to_owned),
+        effect: effect.map(str::to_owned),
+        toleration_seconds: None,
+    })
+}
+
+fn quantities(m: &BTreeMap<String, String>) -> Option<BTreeMap<String, Quantity>> {
+    (!m.is_empty()).then(|| {
+        m.iter()
+            .map(|(k, v)| (k.clone(), Quantity(v.clone())))
+            .collect()
+    })
+}
+
 /// A pod mounting `volumes`, running `image` with `args`, pinned to `node` when given (by
 /// required node affinity on the node's name, so the scheduler still schedules it and the
-/// `scheduled` phase is real).
+/// `scheduled` phase is real), run as [`PodOptions`] says.
 pub fn pod(
     mut meta: ObjectMeta,
     workload: &str,
@@ -229,6 +316,7 @@ pub fn pod(
     node: Option<&str>,
     image: &str,
     args: Option<Vec<String>>,
+    opts: &PodOptions,
 ) -> Pod {
     meta.labels
         .get_or_insert_with(BTreeMap::new)
@@ -276,16 +364,55 @@ pub fn pod(
         ..Affinity::default()
     });
     let is_io = args.is_some();
+    let has_block = !devices.is_empty();
+    let resources =
+        (!opts.requests.is_empty() || !opts.limits.is_empty()).then(|| ResourceRequirements {
+            requests: quantities(&opts.requests),
+            limits: quantities(&opts.limits),
+            ..ResourceRequirements::default()
+        });
     Pod {
         metadata: meta,
         spec: Some(PodSpec {
             affinity,
             restart_policy: Some(if is_io { "Never" } else { "Always" }.into()),
             termination_grace_period_seconds: Some(if is_io { 5 } else { 30 }),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(opts.run_as_user),
+                run_as_group: Some(opts.run_as_user),
+                fs_group: Some(opts.fs_group),
+                fs_group_change_policy: Some("OnRootMismatch".into()),
+                supplemental_groups: has_block.then(|| vec![opts.block_device_group]),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    localhost_profile: None,
+                }),
+                ..PodSecurityContext::default()
+            }),
+            node_selector: (!opts.node_selector.is_empty()).then(|| opts.node_selector.clone()),
+            tolerations: (!opts.tolerations.is_empty()).then(|| opts.tolerations.clone()),
+            image_pull_secrets: (!opts.image_pull_secrets.is_empty()).then(|| {
+                opts.image_pull_secrets
+                    .iter()
+                    .map(|n| LocalObjectReference { name: n.clone() })
+                    .collect()
+            }),
             containers: vec![Container {
                 name: if is_io { "iogen" } else { "workload" }.into(),
                 image: Some(image.to_owned()),
                 args,
+                resources,
+                security_context: Some(SecurityContext {
+                    allow_privilege_escalation: Some(false),
+                    capabilities: Some(Capabilities {
+                        drop: Some(vec!["ALL".into()]),
+                        add: None,
+                    }),
+                    read_only_root_filesystem: Some(true),
+                    run_as_non_root: Some(true),
+                    ..SecurityContext::default()
+                }),
                 volume_mounts: (!mounts.is_empty()).then_some(mounts),
                 volume_devices: (!devices.is_empty()).then_some(devices),
                 ..Container::default()

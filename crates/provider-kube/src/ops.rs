@@ -139,27 +139,78 @@ impl Kube {
             })
     }
 
+    /// Waits until a Warning Event with one of `reasons` about the object `name` (UID `uid`)
+    /// arrived; returns `(class, message)` quoting it. Never returns without an Event watch.
+    async fn warning(&self, name: &str, uid: &str, reasons: &[&str]) -> (String, String) {
+        let Some(ev) = self.watches.get().and_then(|w| w.events.clone()) else {
+            return std::future::pending().await;
+        };
+        let (r, _) = ev
+            .wait_for(name, |s| {
+                s.state().iter().find_map(|e| {
+                    let reason = e.reason.as_deref()?;
+                    (e.involved_object.uid.as_deref() == Some(uid) && reasons.contains(&reason))
+                        .then(|| {
+                            (
+                                warning_class(reason).to_owned(),
+                                format!(
+                                    "Warning {reason} on {} {}: {}",
+                                    e.involved_object.kind.as_deref().unwrap_or("object"),
+                                    name,
+                                    e.message.as_deref().unwrap_or("(no message)")
+                                ),
+                            )
+                        })
+                })
+            })
+            .await;
+        r
+    }
+
+    /// Runs `cond` until it completes; when a Warning Event with one of `reasons` about the
+    /// object arrives first, `cond` gets the failure grace to complete anyway, else the
+    /// operation fails with the Event's class and message.
+    async fn or_warning<T>(
+        &self,
+        ctx: &OpCtx,
+        cond: impl Future<Output = (Result<T, ProviderError>, Instant)>,
+        name: &str,
+        uid: &str,
+        reasons: &[&str],
+    ) -> (Result<T, ProviderError>, Instant) {
+        let mut cond = std::pin::pin!(cond);
+        let (class, msg) = tokio::select! {
+            r = &mut cond => return r,
+            w = self.warning(name, uid, reasons) => w,
+        };
+        self.waiting(ctx, format!("{name} despite {msg}"));
+        let grace = std::time::Duration::from_nanos(self.config.failure_grace_ns);
+        match tokio::time::timeout(grace, &mut cond).await {
+            Ok(r) => r,
+            Err(_) => (Err(ProviderError::new(&class, msg)), Instant::now()),
+        }
+    }
+
     async fn wait_pvc_bound(
         &self,
+        ctx: &OpCtx,
         name: &str,
         uid: &str,
     ) -> Result<(Arc<PersistentVolumeClaim>, Instant), ProviderError> {
         let ns = self.ns()?;
-        let (r, at) = self
-            .watches()?
-            .pvc
-            .wait_for(name, |s| {
-                let o = get(s, ns, name, uid)?;
-                match o.status.as_ref().and_then(|s| s.phase.as_deref()) {
-                    Some("Bound") => Some(Ok(o)),
-                    Some("Lost") => Some(Err(ProviderError::new(
-                        "lost",
-                        format!("PVC {name} is Lost"),
-                    ))),
-                    _ => None,
-                }
-            })
-            .await;
+        let w = self.watches()?;
+        let bound = w.pvc.wait_for(name, |s| {
+            let o = get(s, ns, name, uid)?;
+            match o.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                Some("Bound") => Some(Ok(o)),
+                Some("Lost") => Some(Err(ProviderError::new(
+                    "lost",
+                    format!("PVC {name} is Lost"),
+                ))),
+                _ => None,
+            }
+        });
+        let (r, at) = self.or_warning(ctx, bound, name, uid, &[]).await;
         Ok((r?, at))
     }
 
@@ -171,12 +222,12 @@ impl Kube {
     ) -> Result<(), ProviderError> {
         let d = self.header_defaults()?;
         let ns = self.ns()?;
-        let class = c
+        let trace_class = c
             .storage_class
             .clone()
             .or_else(|| d.storage_class.clone())
-            .map(|n| n.to_string())
-            .or_else(|| self.config.storage_class.clone());
+            .map(|n| n.to_string());
+        let class = self.config.storage_class_for(trace_class.as_deref());
         let mode = c.volume_mode.or(d.volume_mode);
         let (source, source_size) = match &c.source {
             None => (None, None),
@@ -239,7 +290,8 @@ impl Kube {
             phase(ctx, "wait-for-first-consumer");
             return Ok(());
         }
-        let (_, at) = self.wait_pvc_bound(&name, &uid).await?;
+        self.waiting(ctx, format!("PVC {ns}/{name} Bound"));
+        let (_, at) = self.wait_pvc_bound(ctx, &name, &uid).await?;
         phase_at(ctx, "bound", at);
         Ok(())
     }
@@ -262,6 +314,7 @@ impl Kube {
         self.call(api.delete(&vs.pvc, &delete_params(Some(uid.clone()), None)))
             .await?;
         phase(ctx, "deleted");
+        self.waiting(ctx, format!("PVC {ns}/{} to be gone", vs.pvc));
         let ((), at) = w
             .pvc
             .wait_for(&vs.pvc, |s| gone(s, Some(ns), &vs.pvc, &uid).then_some(()))
@@ -277,6 +330,10 @@ impl Kube {
                 == Some("Delete")
         {
             let (pv_name, pv_uid) = (pv.name_any(), pv.uid().unwrap_or_default());
+            self.waiting(
+                ctx,
+                format!("PV {pv_name} (reclaim policy Delete) to be gone"),
+            );
             let ((), at) =
                 w.pv.wait_for(&pv_name, |s| gone(s, None, &pv_name, &pv_uid).then_some(()))
                     .await;
@@ -341,40 +398,117 @@ impl Kube {
             node,
             &self.config.pause_image,
             None,
+            &self.config.pod,
         );
         let created = self.create(ctx, "pod", &pod, Some(&w.pod)).await?;
         let uid = created.uid().unwrap_or_default();
-        let failed = |o: &Pod| {
-            matches!(
-                o.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Failed" | "Succeeded")
-            )
-            .then(|| {
-                ProviderError::new(
-                    "pod_failed",
-                    format!("pod {name} ended before it was ready"),
-                )
-            })
-        };
-        let (node_name, at) = w
-            .pod
-            .wait_for(&name, |s| {
-                let o = get(s, ns, &name, &uid)?;
+        let r = self.run_pod(ctx, &name, &uid, volumes, &vols, node).await;
+        if r.is_err() {
+            // A pod that will not run must not keep its volumes from being deleted (the
+            // trace's later delete waits for this attach): delete it now, without waiting;
+            // cleanup checks it is gone.
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+            let _ = self
+                .call(api.delete(&name, &delete_params(Some(uid.clone()), Some(0))))
+                .await;
+        }
+        let node_name = r?;
+        Ok(WlState {
+            pod: name,
+            volumes: volumes.to_vec(),
+            node: Some(node_name),
+            tenant: tenant.map(str::to_owned),
+            io_pods: Vec::new(),
+            io_local: Vec::new(),
+        })
+    }
+
+    /// Waits until pod `name` (UID `uid`) is scheduled, its volumes bound and attached, and it
+    /// runs and is ready; fails as soon as it cannot get there (see [`pod_failure`], and
+    /// `Unschedulable` for longer than the configured grace). Returns its node.
+    async fn run_pod(
+        &self,
+        ctx: &OpCtx,
+        name: &str,
+        uid: &str,
+        volumes: &[Name],
+        vols: &[VolState],
+        pinned: Option<&str>,
+    ) -> Result<String, ProviderError> {
+        let ns = self.ns()?;
+        let w = self.watches()?;
+        let failed = |o: &Pod| pod_failure(o, name);
+        self.waiting(
+            ctx,
+            format!(
+                "pod {ns}/{name} to be scheduled{}",
+                pinned.map(|n| format!(" on node {n}")).unwrap_or_default()
+            ),
+        );
+        let mut unschedulable_since: Option<Instant> = None;
+        let grace = std::time::Duration::from_nanos(self.config.failure_grace_ns);
+        let (node_name, at) = loop {
+            let wait = w.pod.wait_for(name, |s| {
+                let o = get(s, ns, name, uid)?;
                 if let Some(f) = failed(&o) {
                     return Some(Err(f));
                 }
-                o.spec.as_ref()?.node_name.clone().map(Ok)
-            })
-            .await;
-        let node_name = node_name?;
+                if let Some(n) = o.spec.as_ref()?.node_name.clone() {
+                    return Some(Ok(Ok(n)));
+                }
+                // Unschedulable: report it once, then keep waiting (with the grace).
+                unschedulable(&o)
+                    .filter(|_| unschedulable_since.is_none())
+                    .map(|m| Ok(Err(m)))
+            });
+            let r = match unschedulable_since {
+                None => Some(wait.await),
+                Some(t0) => tokio::time::timeout(
+                    (t0 + grace).saturating_duration_since(Instant::now()),
+                    wait,
+                )
+                .await
+                .ok(),
+            };
+            match r {
+                Some((Ok(Ok(n)), at)) => break (n, at),
+                Some((Ok(Err(msg)), _)) => {
+                    self.waiting(
+                        ctx,
+                        format!("pod {ns}/{name} to be scheduled (Unschedulable: {msg})"),
+                    );
+                    unschedulable_since = Some(Instant::now());
+                }
+                Some((Err(e), _)) => return Err(e),
+                None => {
+                    let msg = w
+                        .pod
+                        .store()
+                        .get(&ObjectRef::new(name).within(ns))
+                        .and_then(|o| unschedulable(&o))
+                        .unwrap_or_else(|| "no node was found".into());
+                    return Err(ProviderError::new(
+                        "unschedulable",
+                        format!(
+                            "pod {ns}/{name} stayed unschedulable for {grace:?}: PodScheduled=False \
+                             reason Unschedulable: {msg}"
+                        ),
+                    ));
+                }
+            }
+        };
         phase_at(ctx, "scheduled", at);
         let wffc: Vec<(Name, VolState)> = volumes
             .iter()
-            .zip(&vols)
+            .zip(vols)
             .filter(|(_, v)| v.wffc)
             .map(|(n, v)| (n.clone(), v.clone()))
             .collect();
         if !wffc.is_empty() {
+            self.waiting(
+                ctx,
+                format!("the WaitForFirstConsumer PVCs of pod {ns}/{name} to bind"),
+            );
             let mut bound = None;
             for (n, v) in &wffc {
                 let pvc_uid = w
@@ -383,7 +517,7 @@ impl Kube {
                     .get(&ObjectRef::new(&v.pvc).within(ns))
                     .and_then(|o| o.uid())
                     .unwrap_or_default();
-                let (_, at) = self.wait_pvc_bound(&v.pvc, &pvc_uid).await?;
+                let (_, at) = self.wait_pvc_bound(ctx, &v.pvc, &pvc_uid).await?;
                 bound = bound.max(Some(at));
                 if let Some(s) = self.state().volumes.get_mut(n) {
                     s.wffc = false;
@@ -395,39 +529,54 @@ impl Kube {
         let pvs = self.attachable_pvs(&claims)?;
         let mut attached = None;
         for pv in &pvs {
-            let ((), at) =
-                w.va.wait_for(pv, |s| {
-                    s.state()
-                        .iter()
-                        .any(|va| {
-                            va.spec.source.persistent_volume_name.as_deref() == Some(pv)
-                                && va.spec.node_name == node_name
-                                && va.status.as_ref().is_some_and(|st| st.attached)
-                        })
-                        .then_some(())
-                })
+            self.waiting(ctx, format!("PV {pv} to be attached to node {node_name}"));
+            let attached_va = w.va.wait_for(pv, |s| {
+                let vas = s.state();
+                let va = vas.iter().find(|va| {
+                    va.spec.source.persistent_volume_name.as_deref() == Some(pv)
+                        && va.spec.node_name == node_name
+                })?;
+                let st = va.status.as_ref()?;
+                if st.attached {
+                    return Some(Ok(()));
+                }
+                let e = st.attach_error.as_ref()?;
+                Some(Err(ProviderError::new(
+                    "attach_failed",
+                    format!(
+                        "VolumeAttachment {} of PV {pv} on node {node_name}: attachError: {}",
+                        va.name_any(),
+                        e.message.as_deref().unwrap_or("(no message)")
+                    ),
+                )))
+            });
+            let (r, at) = self
+                .or_warning(ctx, attached_va, name, uid, POD_VOLUME_WARNINGS)
                 .await;
+            r?;
             attached = attached.max(Some(at));
         }
         if let Some(at) = attached {
             phase_at(ctx, "attached", at);
         }
-        let (r, at) = w
-            .pod
-            .wait_for(&name, |s| {
-                let o = get(s, ns, &name, &uid)?;
-                if let Some(f) = failed(&o) {
-                    return Some(Err(f));
-                }
-                (o.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(Ok(()))
-            })
+        self.waiting(ctx, format!("pod {ns}/{name} Running on node {node_name}"));
+        let running = w.pod.wait_for(name, |s| {
+            let o = get(s, ns, name, uid)?;
+            if let Some(f) = failed(&o) {
+                return Some(Err(f));
+            }
+            (o.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(Ok(()))
+        });
+        let (r, at) = self
+            .or_warning(ctx, running, name, uid, POD_VOLUME_WARNINGS)
             .await;
         r?;
         phase_at(ctx, "running", at);
+        self.waiting(ctx, format!("pod {ns}/{name} Ready"));
         let (r, at) = w
             .pod
-            .wait_for(&name, |s| {
-                let o = get(s, ns, &name, &uid)?;
+            .wait_for(name, |s| {
+                let o = get(s, ns, name, uid)?;
                 if let Some(f) = failed(&o) {
                     return Some(Err(f));
                 }
@@ -442,14 +591,7 @@ impl Kube {
             .await;
         r?;
         phase_at(ctx, "ready", at);
-        Ok(WlState {
-            pod: name,
-            volumes: volumes.to_vec(),
-            node: Some(node_name),
-            tenant: tenant.map(str::to_owned),
-            io_pods: Vec::new(),
-            io_local: Vec::new(),
-        })
+        Ok(node_name)
     }
 
     /// Deletes a pod (grace `grace` seconds; None = the pod's own) and waits until it is
@@ -481,6 +623,7 @@ impl Kube {
             Err(e) => return Err(e),
         }
         phase(ctx, "deleted");
+        self.waiting(ctx, format!("pod {ns}/{pod} to be gone"));
         let ((), at) = w
             .pod
             .wait_for(pod, |s| gone(s, Some(ns), pod, &uid).then_some(()))
@@ -489,6 +632,7 @@ impl Kube {
         let _ = blocking(|| ctx.ledger().release("pod", &format!("{ns}/{pod}")));
         let mut detached = None;
         for pv in &pvs {
+            self.waiting(ctx, format!("the VolumeAttachment of PV {pv} to be gone"));
             let ((), at) =
                 w.va.wait_for(pv, |s| {
                     (!s.state().iter().any(|va| {
@@ -596,12 +740,12 @@ impl Kube {
             ));
         };
         let d = self.header_defaults()?;
-        let class = s
+        let trace_class = s
             .class
             .clone()
             .or_else(|| d.snapshot_class.clone())
-            .map(|n| n.to_string())
-            .or_else(|| self.config.snapshot_class.clone());
+            .map(|n| n.to_string());
+        let class = self.config.snapshot_class_for(trace_class.as_deref());
         let name = k8s_name(&s.snapshot);
         let obj = VolumeSnapshot {
             metadata: objects::meta(&name, ns, &self.run()?.run_id, ev.tenant.as_deref()),
@@ -616,12 +760,25 @@ impl Kube {
         };
         let created = self.create(ctx, "volumesnapshot", &obj, Some(&w)).await?;
         let uid = created.uid().unwrap_or_default();
-        let ((), at) = w
+        self.waiting(ctx, format!("VolumeSnapshot {ns}/{name} readyToUse"));
+        let (r, at) = w
             .wait_for(&name, |st| {
                 let o = get(st, ns, &name, &uid)?;
-                (o.status.as_ref()?.ready_to_use == Some(true)).then_some(())
+                let status = o.status.as_ref()?;
+                if status.ready_to_use == Some(true) {
+                    return Some(Ok(()));
+                }
+                let e = status.error.as_ref()?;
+                Some(Err(ProviderError::new(
+                    "snapshot_failed",
+                    format!(
+                        "VolumeSnapshot {ns}/{name} status.error: {}",
+                        e.message.as_deref().unwrap_or("(no message)")
+                    ),
+                )))
             })
             .await;
+        r?;
         phase_at(ctx, "ready", at);
         Ok(())
     }
@@ -641,6 +798,7 @@ impl Kube {
         self.call(api.delete(&name, &delete_params(Some(uid.clone()), None)))
             .await?;
         phase(ctx, "deleted");
+        self.waiting(ctx, format!("VolumeSnapshot {ns}/{name} to be gone"));
         let ((), at) = w
             .wait_for(&name, |st| gone(st, Some(ns), &name, &uid).then_some(()))
             .await;
@@ -667,6 +825,10 @@ impl Kube {
             .await?;
         phase(ctx, "patched");
         let uid = patched.uid().unwrap_or_default();
+        self.waiting(
+            ctx,
+            format!("PVC {ns}/{} status.capacity to reach {}", vs.pvc, r.size),
+        );
         let ((), at) = self
             .watches()?
             .pvc
@@ -679,6 +841,119 @@ impl Kube {
         phase_at(ctx, "resized", at);
         Ok(())
     }
+}
+
+/// Warning Events on a pod that fail its start (after the failure grace).
+const POD_VOLUME_WARNINGS: &[&str] = &["FailedAttachVolume", "FailedMount", "FailedMapVolume"];
+
+/// The error class of a Warning Event reason.
+pub fn warning_class(reason: &str) -> &'static str {
+    match reason {
+        "ProvisioningFailed" => "provisioning_failed",
+        "FailedAttachVolume" => "attach_failed",
+        "FailedMount" | "FailedMapVolume" => "mount_failed",
+        _ => "warning",
+    }
+}
+
+/// The scheduler's message when the pod is `PodScheduled=False` with reason `Unschedulable`.
+pub fn unschedulable(o: &Pod) -> Option<String> {
+    o.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
+        .map(|c| c.message.clone().unwrap_or_default())
+}
+
+/// Container waiting reasons that mean the image cannot be pulled (class `image_pull_failed`).
+const IMAGE_PULL_REASONS: [&str; 4] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
+/// Container waiting reasons that mean the container cannot start or keeps failing (class
+/// `container_failed`).
+const CONTAINER_FAIL_REASONS: [&str; 4] = [
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// Why a pod will never become ready, if it is known already: it ended (`pod_failed`), a
+/// container's image cannot be pulled (`image_pull_failed`), a container cannot start, keeps
+/// crashing or exited non-zero (`container_failed`). The message quotes the kubelet's reason
+/// and message.
+pub fn pod_failure(o: &Pod, name: &str) -> Option<ProviderError> {
+    let st = o.status.as_ref()?;
+    let statuses = st
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(st.container_statuses.iter().flatten());
+    for c in statuses {
+        let state = c.state.as_ref();
+        if let Some(wt) = state.and_then(|s| s.waiting.as_ref())
+            && let Some(reason) = wt.reason.as_deref()
+        {
+            let class = if IMAGE_PULL_REASONS.contains(&reason) {
+                "image_pull_failed"
+            } else if CONTAINER_FAIL_REASONS.contains(&reason) {
+                "container_failed"
+            } else {
+                continue;
+            };
+            return Some(ProviderError::new(
+                class,
+                format!(
+                    "pod {name} container {} ({}): {reason}: {}",
+                    c.name,
+                    c.image,
+                    wt.message.as_deref().unwrap_or("(no message)")
+                ),
+            ));
+        }
+        if let Some(t) = state.and_then(|s| s.terminated.as_ref())
+            && t.exit_code != 0
+        {
+            return Some(ProviderError::new(
+                "container_failed",
+                format!(
+                    "pod {name} container {} exited with code {}{}{}",
+                    c.name,
+                    t.exit_code,
+                    t.reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default(),
+                    t.message
+                        .as_deref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    matches!(st.phase.as_deref(), Some("Failed" | "Succeeded")).then(|| {
+        ProviderError::new(
+            "pod_failed",
+            format!(
+                "pod {name} ended ({}) before it was ready{}",
+                st.phase.as_deref().unwrap_or_default(),
+                st.message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ),
+        )
+    })
 }
 
 fn storage_of(

@@ -21,11 +21,14 @@ use crate::Error;
 use crate::deps::{Deps, Key, Plan, State, wait_all};
 use crate::ledger::Ledger;
 use crate::live::Live;
-use crate::provider::{OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline, ns_since};
+use crate::provider::{
+    CleanupReport, OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline, ns_since,
+};
 use crate::record::{CompletionState, EventRecord, Outcome, Summary};
 use crate::rundir::{HostInfo, Manifest, ProviderInfo, RunDir, TraceInfo, sha256_file};
-use crate::sink::{Done, Sink};
+use crate::sink::{Done, Sink, SinkResult};
 use crate::timing;
+use crate::validity::{self, Measured, ValidityOptions, Verdict};
 
 /// Engine options (recorded in the manifest).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -49,6 +52,9 @@ pub struct RunOptions {
     /// How the timing lanes run.
     #[serde(default)]
     pub timing: timing::TimingOptions,
+    /// Thresholds of the run's verdict.
+    #[serde(default)]
+    pub validity: ValidityOptions,
 }
 
 impl Default for RunOptions {
@@ -63,6 +69,7 @@ impl Default for RunOptions {
             workers: 2,
             tool: format!("cnsreplay {}", env!("CARGO_PKG_VERSION")),
             timing: timing::TimingOptions::default(),
+            validity: ValidityOptions::default(),
         }
     }
 }
@@ -174,6 +181,13 @@ async fn execute_event<P: Provider>(
         sh.snapshots.clone(),
     ));
     let (mut dep_wait, mut queue, mut started) = (0, 0, t0);
+    // Whether the start depends on more than the engine: a creator still running now, or
+    // (below) no free slot.
+    let mut waited = plan
+        .waits
+        .iter()
+        .any(|(_, rx)| *rx.borrow() == State::Pending);
+    let mut reached = false;
     let mut snap_idx = None;
     let mark = sh.snapshots.mark();
     let result: Result<(), Failure> = async {
@@ -188,9 +202,15 @@ async fn execute_event<P: Provider>(
         let _permit = match sh.sems.get(&op) {
             Some(sem) => {
                 let q0 = sh.now();
-                let p = tokio::select! {
-                    p = sem.clone().acquire_owned() => p.map_err(|_| fail("cancelled", "semaphore closed")),
-                    () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while queued")),
+                let p = match sem.clone().try_acquire_owned() {
+                    Ok(p) => Ok(p),
+                    Err(_) => {
+                        waited = true;
+                        tokio::select! {
+                            p = sem.clone().acquire_owned() => p.map_err(|_| fail("cancelled", "semaphore closed")),
+                            () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while queued")),
+                        }
+                    }
                 };
                 queue = sh.now() - q0;
                 Some(p?)
@@ -198,6 +218,7 @@ async fn execute_event<P: Provider>(
             None => None,
         };
         started = sh.now();
+        reached = true;
         if op == OpType::Marker {
             return Ok(());
         }
@@ -260,6 +281,8 @@ async fn execute_event<P: Provider>(
         service: 0,
         lateness: 0,
         pickup: t0.saturating_sub(dispatched),
+        waited,
+        start_lateness: (reached && !waited).then(|| started.saturating_sub(intended)),
         during_snapshot: matches!(op, OpType::Io | OpType::IoPhase)
             && sh.snapshots.overlapped_since(mark),
     };
@@ -280,6 +303,12 @@ async fn execute_event<P: Provider>(
 
 /// Replays the trace at `trace` against `provider`, writing the run directory `run_dir`
 /// (which must not exist or be empty). Blocks until the run has finished and been cleaned up.
+///
+/// The stages: [`prepare`] (options, run directory, manifest, provider, runtime, the
+/// header's volumes), [`clock`] (the reader, the timing lanes and the dispatch thread until
+/// the trace ends or a stop), [`drain`] (in-flight operations, cancelled after the grace
+/// period of a stop), [`clean_up`] (the runtime, then every object the run still owns) and
+/// [`summarize`] (summary and final manifest).
 pub fn run<P: Provider>(
     trace: &Path,
     run_dir: &Path,
@@ -287,24 +316,62 @@ pub fn run<P: Provider>(
     opts: &RunOptions,
     control: &RunControl,
 ) -> Result<RunOutcome, Error> {
-    if !(opts.speed.is_finite() && opts.speed > 0.0) {
-        return Err(Error::Options(format!(
-            "speed must be > 0, got {}",
-            opts.speed
-        )));
-    }
-    if opts.timing.lanes > timing::MAX_LANES {
-        return Err(Error::Options(format!(
-            "at most {} timing lanes, got {}",
-            timing::MAX_LANES,
-            opts.timing.lanes
-        )));
-    }
-    if opts.concurrency.values().any(|&n| n == 0) {
-        return Err(Error::Options(
-            "a concurrency limit must be at least 1".into(),
-        ));
-    }
+    let mut prepared = prepare(trace, run_dir, provider, opts)?;
+    let clocked = clock(&mut prepared, provider, opts, control)?;
+    drain(&control.live(), control, opts.grace_ns, &clocked.cancel);
+    let workers_busy = clocked.workers_busy(&prepared.rt);
+    let Prepared {
+        rd,
+        manifest,
+        info,
+        ledger,
+        rt,
+        notices,
+        ..
+    } = prepared;
+    let (stopped, cleanup) = clean_up(rt, control, &ledger, provider.as_ref(), &info)?;
+    let sunk = clocked
+        .sink
+        .join()
+        .map_err(|_| std::io::Error::other("the record sink thread panicked"))??;
+    summarize(Finished {
+        rd: &rd,
+        manifest,
+        provider: provider.as_ref(),
+        opts,
+        control,
+        stopped,
+        workers_busy,
+        sunk,
+        cleanup,
+        notices,
+    })
+}
+
+/// What [`prepare`] sets up for the rest of the run.
+struct Prepared {
+    rd: RunDir,
+    manifest: Manifest,
+    info: RunInfo,
+    ledger: Arc<Ledger>,
+    rt: tokio::runtime::Runtime,
+    snapshots: Arc<SnapshotTimeline>,
+    /// Taken by [`clock`].
+    reader: Option<(TraceReader, Deps)>,
+    notices: Vec<String>,
+}
+
+/// Checks the options, creates the run directory and its manifest (`running`), prepares the
+/// provider, builds the runtime and creates the volumes the trace header declares (before the
+/// clock starts, unmeasured). If one of those fails, what was made is cleaned up and the
+/// manifest says `interrupted`.
+fn prepare<P: Provider>(
+    trace: &Path,
+    run_dir: &Path,
+    provider: &Arc<P>,
+    opts: &RunOptions,
+) -> Result<Prepared, Error> {
+    check_options(opts)?;
     let sha256 = sha256_file(trace)?;
     let reader = TraceReader::open(trace)?;
     let rd = RunDir::create(run_dir)?;
@@ -354,7 +421,7 @@ pub fn run<P: Provider>(
     };
     rd.write_manifest(&manifest)?;
     let ledger = Arc::new(Ledger::open(rd.path())?);
-    let mut notices = provider.prepare(&info).map_err(|source| Error::Provider {
+    let notices = provider.prepare(&info).map_err(|source| Error::Provider {
         provider: provider.name().to_owned(),
         source,
     })?;
@@ -369,8 +436,6 @@ pub fn run<P: Provider>(
         .build()?;
     let snapshots = Arc::new(SnapshotTimeline::default());
     let mut deps = Deps::default();
-
-    // Volumes that exist before the trace starts are created before the clock starts.
     for (i, v) in header.volumes.iter().enumerate() {
         let ev = Arc::new(Event {
             at: 0,
@@ -414,7 +479,76 @@ pub fn run<P: Provider>(
         }
         deps.exists(Key::Volume(v.name.clone()));
     }
+    Ok(Prepared {
+        rd,
+        manifest,
+        info,
+        ledger,
+        rt,
+        snapshots,
+        reader: Some((reader, deps)),
+        notices,
+    })
+}
 
+fn check_options(opts: &RunOptions) -> Result<(), Error> {
+    if !(opts.speed.is_finite() && opts.speed > 0.0) {
+        return Err(Error::Options(format!(
+            "speed must be > 0, got {}",
+            opts.speed
+        )));
+    }
+    if opts.timing.lanes > timing::MAX_LANES {
+        return Err(Error::Options(format!(
+            "at most {} timing lanes, got {}",
+            timing::MAX_LANES,
+            opts.timing.lanes
+        )));
+    }
+    if opts.concurrency.values().any(|&n| n == 0) {
+        return Err(Error::Options(
+            "a concurrency limit must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// What [`clock`] leaves running: the sink (until the last record is in) and the means to
+/// cancel operations still in flight.
+struct Clocked {
+    sink: std::thread::JoinHandle<std::io::Result<SinkResult>>,
+    cancel: watch::Sender<bool>,
+    origin: Instant,
+    /// The workers' busy time when the clock started.
+    busy_before: Duration,
+}
+
+impl Clocked {
+    /// Mean busy fraction of the runtime's workers from the origin until now (`None` for a
+    /// run too short to say).
+    fn workers_busy(&self, rt: &tokio::runtime::Runtime) -> Option<f64> {
+        let period = Instant::now().saturating_duration_since(self.origin);
+        let workers = rt.metrics().num_workers();
+        let busy = busy_time(rt.handle()).saturating_sub(self.busy_before);
+        (period >= Duration::from_millis(1) && workers > 0)
+            .then(|| busy.as_secs_f64() / (period.as_secs_f64() * workers as f64))
+    }
+}
+
+/// Starts the reader, waits for the first event, sets the origin, starts the sink and runs
+/// the timing lanes and the dispatch thread until the trace ends or a stop is requested.
+/// Every event becomes a task on the runtime ([`execute_event`]); they may still be running
+/// when this returns.
+fn clock<P: Provider>(
+    p: &mut Prepared,
+    provider: &Arc<P>,
+    opts: &RunOptions,
+    control: &RunControl,
+) -> Result<Clocked, Error> {
+    let (reader, deps) = p
+        .reader
+        .take()
+        .ok_or_else(|| Error::Options("the run was clocked twice".into()))?;
     let (reader_thread, feed) =
         timing::spawn_reader(reader, deps, opts.speed, control.stop_flag())?;
     // The clock starts once the first event is decoded and planned (a YAML trace is parsed
@@ -424,8 +558,13 @@ pub fn run<P: Provider>(
 
     let origin = Instant::now() + START_LEAD;
     let (done_tx, done_rx) = mpsc::channel::<Done>();
-    let sink = Sink::create(rd.path(), origin, SystemTime::now() + START_LEAD)?;
-    let sink_thread = std::thread::Builder::new()
+    let sink = Sink::create(
+        p.rd.path(),
+        origin,
+        SystemTime::now() + START_LEAD,
+        opts.validity.window_ns,
+    )?;
+    let sink = std::thread::Builder::new()
         .name("cnsreplay-sink".into())
         .spawn(move || sink.run(&done_rx))?;
     let (cancel_tx, cancel_rx) = watch::channel(false);
@@ -433,8 +572,8 @@ pub fn run<P: Provider>(
     let shared = Arc::new(Shared {
         provider: provider.clone(),
         origin,
-        ledger: ledger.clone(),
-        snapshots,
+        ledger: p.ledger.clone(),
+        snapshots: p.snapshots.clone(),
         done: done_tx,
         live: live.clone(),
         cancel: cancel_rx,
@@ -454,7 +593,8 @@ pub fn run<P: Provider>(
 
     // The timing and dispatch threads; each batch of due events becomes one runtime task
     // that spawns one task per event.
-    let handle = rt.handle().clone();
+    let handle = p.rt.handle().clone();
+    let busy_before = busy_time(&handle);
     let timing_notices = timing::dispatch(feed, origin, opts.timing, control, &live, |batch| {
         let sh = shared.clone();
         handle.spawn(async move {
@@ -469,18 +609,36 @@ pub fn run<P: Provider>(
             }
         });
     })?;
-    notices.extend(timing_notices);
+    p.notices.extend(timing_notices);
     let _ = reader_thread.join();
-    drop(shared);
+    Ok(Clocked {
+        sink,
+        cancel: cancel_tx,
+        origin,
+        busy_before,
+    })
+}
 
-    // Drain: everything in flight finishes; after a stop, only within the grace period.
+/// Time the runtime's workers have spent busy (polling tasks) so far, all workers together.
+/// tokio brings these counters up to date when a worker parks or every few dozen polls, so
+/// they are read over a whole run, after the drain.
+fn busy_time(rt: &tokio::runtime::Handle) -> Duration {
+    let m = rt.metrics();
+    (0..m.num_workers())
+        .map(|w| m.worker_total_busy_duration(w))
+        .sum()
+}
+
+/// Waits until everything in flight has finished; after a stop, only for `grace_ns`, then
+/// cancels what is left (and waits up to 5 s more for the cancellations to be recorded).
+fn drain(live: &Live, control: &RunControl, grace_ns: u64, cancel: &watch::Sender<bool>) {
     let mut grace_end: Option<Instant> = None;
     while live.in_flight() > 0 {
         if control.is_stopped() && grace_end.is_none() {
-            grace_end = Some(Instant::now() + Duration::from_nanos(opts.grace_ns));
+            grace_end = Some(Instant::now() + Duration::from_nanos(grace_ns));
         }
         if grace_end.is_some_and(|g| Instant::now() >= g) {
-            let _ = cancel_tx.send(true);
+            let _ = cancel.send(true);
             let hard = Instant::now() + Duration::from_secs(5);
             while live.in_flight() > 0 && Instant::now() < hard {
                 std::thread::sleep(Duration::from_millis(2));
@@ -489,30 +647,99 @@ pub fn run<P: Provider>(
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    // Dropping the runtime waits for blocking provider work still running, so nothing is
-    // created behind cleanup's back.
+}
+
+/// Drops the runtime, which waits for blocking provider work still running so nothing is
+/// created behind cleanup's back, then removes whatever the run still owns: leftovers of an
+/// interrupted run, or objects the trace never deleted. Returns whether the run had been
+/// stopped by then, and what cleanup did.
+fn clean_up<P: Provider>(
+    rt: tokio::runtime::Runtime,
+    control: &RunControl,
+    ledger: &Ledger,
+    provider: &P,
+    info: &RunInfo,
+) -> Result<(bool, CleanupReport), Error> {
     drop(rt);
     let stopped = control.is_stopped();
-
-    // Whatever the run still owns goes now: leftovers of an interrupted run, or objects the
-    // trace never deleted.
     let leftovers = ledger.live()?;
-    let cleanup = if leftovers.is_empty() {
-        crate::provider::CleanupReport::default()
+    let report = if leftovers.is_empty() {
+        CleanupReport::default()
     } else {
-        provider.cleanup(&info, &leftovers)
+        provider.cleanup(info, &leftovers)
     };
-    let sunk = sink_thread
-        .join()
-        .map_err(|_| std::io::Error::other("the record sink thread panicked"))??;
+    Ok((stopped, report))
+}
+
+/// Everything [`summarize`] reads.
+struct Finished<'a, P> {
+    rd: &'a RunDir,
+    manifest: Manifest,
+    provider: &'a P,
+    opts: &'a RunOptions,
+    control: &'a RunControl,
+    /// Whether a stop had been requested when the runtime was gone.
+    stopped: bool,
+    workers_busy: Option<f64>,
+    sunk: SinkResult,
+    cleanup: CleanupReport,
+    notices: Vec<String>,
+}
+
+/// Builds the summary, writes `summary.json` and the final manifest, and marks the live
+/// counters finished.
+fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
+    let Finished {
+        rd,
+        mut manifest,
+        provider,
+        opts,
+        control,
+        stopped,
+        workers_busy,
+        sunk,
+        cleanup,
+        mut notices,
+    } = f;
     let wall = sunk.last_completed as f64 / 1e9;
-    let summary = Summary {
-        state: if stopped {
-            CompletionState::Interrupted
-        } else {
-            CompletionState::Complete
+    notices.extend(provider.finish_notices());
+    let client_throttling = provider.client_throttling();
+    let dispatch_rate = validity::dispatch_rate(&sunk.windows, &opts.validity);
+    let state = if stopped {
+        CompletionState::Interrupted
+    } else {
+        CompletionState::Complete
+    };
+    let reason = stopped.then(|| control.reason());
+    let provider_ops = || {
+        sunk.ops
+            .iter()
+            .filter(|(op, _)| *op != OpType::Marker.name())
+    };
+    let validity = validity::judge(
+        &Measured {
+            state,
+            reason: reason.as_deref(),
+            operations: provider_ops().map(|(_, o)| o.count).sum(),
+            operations_ok: provider_ops().map(|(_, o)| o.ok).sum(),
+            start_lateness: &sunk.start_lateness,
+            waited: sunk.waited,
+            rate: dispatch_rate.as_ref(),
+            workers_busy,
+            throttling: &client_throttling,
         },
-        reason: stopped.then(|| control.reason()),
+        &opts.validity,
+    );
+    if matches!(validity.verdict, Verdict::EngineBound | Verdict::Failed) {
+        notices.push(format!(
+            "verdict {}: {}",
+            validity.verdict,
+            validity.evidence()
+        ));
+    }
+    let summary = Summary {
+        state,
+        reason,
         provider: provider.name().to_owned(),
         speed: opts.speed,
         dispatched: sunk.dispatched,
@@ -527,20 +754,23 @@ pub fn run<P: Provider>(
         },
         lateness: sunk.lateness,
         pickup: sunk.pickup,
+        start_lateness: sunk.start_lateness,
+        waited: sunk.waited,
+        dispatch_rate,
+        workers_busy,
+        client_throttling,
+        validity: Some(validity),
         ops: sunk.ops,
         io: sunk.io,
         cleaned_up: cleanup.removed,
         cleanup_failures: cleanup.failed,
-        notices: {
-            notices.extend(provider.finish_notices());
-            notices
-        },
+        notices,
     };
     rd.write_summary(&summary)?;
     manifest.state = summary.state;
     manifest.reason.clone_from(&summary.reason);
     manifest.finished = Some(jiff::Timestamp::now());
     rd.write_manifest(&manifest)?;
-    live.finished.store(true, SeqCst);
+    control.live().finished.store(true, SeqCst);
     Ok(RunOutcome { manifest, summary })
 }

@@ -1,8 +1,7 @@
 //! The open-loop replay engine: dispatches every trace event at its intended time, measures
 //! response, service time and lateness from that time, and drives storage through one
-//! provider trait ([`Provider`]). This crate holds the core and the `sim` provider; real
-//! providers (`local`, and Kubernetes later) live in their own crates so the core never sees
-//! their dependencies.
+//! provider trait ([`Provider`]). This crate holds the engine alone; the providers (`sim`,
+//! `local`, `kube`) live in their own crates so the engine never sees their dependencies.
 //!
 //! Why open loop: a closed-loop tool waits for an operation before sending the next, so a stall
 //! hides every operation that *would* have been sent during it (coordinated omission). Here a
@@ -14,23 +13,25 @@ mod deps;
 pub mod engine;
 pub mod ledger;
 pub mod live;
+pub mod noop;
 pub mod precise;
 pub mod provider;
 pub mod record;
 pub mod rundir;
-pub mod sim;
 mod sink;
 mod timing;
+pub mod validity;
 
 pub use engine::{RunControl, RunOptions, RunOutcome, run};
 pub use ledger::{Ledger, LedgerEntry};
 pub use live::Live;
-pub use provider::{OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline};
+pub use provider::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline};
 pub use record::{
     CompletionState, EventRecord, IoSplit, OpSummary, Outcome, Percentiles, Phase, Summary,
 };
 pub use rundir::{Manifest, RunDir};
 pub use timing::TimingOptions;
+pub use validity::{Check, DispatchRate, Validity, ValidityOptions, Verdict};
 
 /// Errors of the engine and the run directory.
 #[derive(Debug, thiserror::Error)]
@@ -51,14 +52,6 @@ pub enum Error {
         file: std::path::PathBuf,
         /// What is wrong.
         source: serde_json::Error,
-    },
-    /// The sim configuration is invalid.
-    #[error("{file}: {message}")]
-    SimConfig {
-        /// The file (or `--sim-*` flag) the configuration came from.
-        file: String,
-        /// What is wrong, with the field.
-        message: String,
     },
     /// The provider could not start.
     #[error("provider {provider} could not start: {source}")]

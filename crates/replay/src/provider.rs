@@ -246,6 +246,26 @@ pub struct CleanupReport {
     pub failed: Vec<String>,
 }
 
+/// Requests a provider's own client held back (a client-side rate limiter, a connection
+/// pool): time the tool, not the system, added to the measured latencies. Reported through
+/// [`Provider::client_throttling`]; any of it above the run's `throttled` threshold makes the
+/// run `engine-bound`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ClientThrottling {
+    /// What limited them, with its settings, e.g. `kube client rate limiter (--kube-qps 50,
+    /// --kube-burst 100)`.
+    pub limiter: String,
+    /// Requests that went through it.
+    pub requests: u64,
+    /// Requests that had to wait.
+    pub throttled: u64,
+    /// Total time they waited, ns.
+    pub waited_ns: u64,
+    /// Longest single wait, ns.
+    pub max_wait_ns: u64,
+}
+
 /// A storage backend the engine replays against.
 ///
 /// `execute` is called on a tokio multi-thread runtime once per event (after the event's
@@ -273,6 +293,13 @@ pub trait Provider: Send + Sync + 'static {
     /// Notices about the run as a whole, asked once after the last operation (e.g. client-side
     /// throttling that delayed requests); they join the summary's notices.
     fn finish_notices(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Client-side limits that held back the provider's own requests during the run, asked
+    /// once after the last operation (one entry per limiter; empty when it has none). They
+    /// go into the run's verdict: see [`crate::validity`].
+    fn client_throttling(&self) -> Vec<ClientThrottling> {
         Vec::new()
     }
 

@@ -8,6 +8,9 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use trace_format::OpType;
 
+use crate::provider::ClientThrottling;
+use crate::validity::{DispatchRate, Validity};
+
 /// A provider-reported phase: its name and when it ended (ns since origin).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -70,6 +73,15 @@ pub struct EventRecord {
     /// the tokio workers; part of `response`, not of `lateness` or `service`).
     #[serde(default)]
     pub pickup: u64,
+    /// Whether the event waited for a dependency still being created or for a concurrency
+    /// slot (then its start is not the engine's alone, and it has no `start_lateness`).
+    #[serde(default)]
+    pub waited: bool,
+    /// started − intended, for an event that did not wait and reached the provider (or was
+    /// a marker): the engine's whole delay as the provider sees it (lateness + pickup + the
+    /// task's own set-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_lateness: Option<u64>,
     /// A snapshot operation was in flight at some point while this operation ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub during_snapshot: bool,
@@ -96,6 +108,8 @@ impl EventRecord {
             service: 0,
             lateness: 0,
             pickup: 0,
+            waited: false,
+            start_lateness: Some(dispatched.saturating_sub(intended)),
             during_snapshot: false,
         };
         r.derive();
@@ -228,6 +242,26 @@ pub struct Summary {
     /// Pickup delay over all events: dispatch until the runtime began the event.
     #[serde(default)]
     pub pickup: Percentiles,
+    /// Start lateness (provider call − intended) of the events that did not wait.
+    #[serde(default)]
+    pub start_lateness: Percentiles,
+    /// Events that waited for a dependency or a concurrency slot (not in `start_lateness`).
+    #[serde(default)]
+    pub waited: u64,
+    /// Achieved against intended dispatch rate (absent when fewer than two windows had
+    /// enough events to judge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_rate: Option<DispatchRate>,
+    /// Mean busy fraction of the runtime's workers from the origin until every event had finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers_busy: Option<f64>,
+    /// Client-side throttling the provider reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_throttling: Vec<ClientThrottling>,
+    /// The verdict and the checks behind it (`docs/replay.md`, Run validity). Absent in
+    /// summaries written before verdicts existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<Validity>,
     /// Per operation type, keyed by its name.
     pub ops: BTreeMap<String, OpSummary>,
     /// I/O latency with and without a snapshot in flight (`io` events and iogen phases).

@@ -15,6 +15,7 @@ use trace_format::OpType;
 
 use crate::provider::IoReport;
 use crate::record::{EventRecord, IoSplit, OpSummary, Outcome, Percentiles};
+use crate::validity::WindowSums;
 
 /// Highest value tracked: one hour in ns. Larger values saturate.
 /// Pause after draining the channel (see `run`).
@@ -60,6 +61,10 @@ pub(crate) struct SinkResult {
     pub errors: BTreeMap<String, u64>,
     pub lateness: Percentiles,
     pub pickup: Percentiles,
+    pub start_lateness: Percentiles,
+    pub waited: u64,
+    /// Per window of intended time (index = intended / window): sums for the rate check.
+    pub windows: BTreeMap<u64, WindowSums>,
     pub io: IoSplit,
     pub dispatched: u64,
     pub ok: u64,
@@ -74,6 +79,10 @@ pub(crate) struct Sink {
     errors: BTreeMap<String, u64>,
     lateness: Histogram<u64>,
     pickup: Histogram<u64>,
+    start_lateness: Histogram<u64>,
+    waited: u64,
+    window_ns: u64,
+    windows: BTreeMap<u64, WindowSums>,
     io_with: Histogram<u64>,
     io_without: Histogram<u64>,
     last_completed: u64,
@@ -87,6 +96,7 @@ impl Sink {
         run_dir: &Path,
         origin: Instant,
         start_wall: SystemTime,
+        window_ns: u64,
     ) -> std::io::Result<Self> {
         fs_err::create_dir_all(run_dir.join("histograms"))?;
         let events =
@@ -98,6 +108,10 @@ impl Sink {
             errors: BTreeMap::new(),
             lateness: histogram(),
             pickup: histogram(),
+            start_lateness: histogram(),
+            waited: 0,
+            window_ns,
+            windows: BTreeMap::new(),
             io_with: histogram(),
             io_without: histogram(),
             last_completed: 0,
@@ -148,6 +162,17 @@ impl Sink {
         self.last_completed = self.last_completed.max(r.completed);
         self.lateness.saturating_record(r.lateness);
         self.pickup.saturating_record(r.pickup);
+        if let Some(s) = r.start_lateness {
+            self.start_lateness.saturating_record(s);
+        }
+        self.waited += u64::from(r.waited);
+        if let Some(k) = r.intended.checked_div(self.window_ns) {
+            // The engine's delay until the runtime began the event (not the waits after).
+            let w = self.windows.entry(k).or_default();
+            w.n += 1;
+            w.intended += u128::from(r.intended);
+            w.delay += u128::from(r.lateness + r.pickup);
+        }
         let h = self.ops.entry(r.op).or_default();
         h.count += 1;
         match r.outcome {
@@ -253,6 +278,9 @@ impl Sink {
             errors: self.errors,
             lateness: Percentiles::of(&self.lateness),
             pickup: Percentiles::of(&self.pickup),
+            start_lateness: Percentiles::of(&self.start_lateness),
+            waited: self.waited,
+            windows: self.windows,
             io: IoSplit {
                 without_snapshot: Percentiles::of(&self.io_without),
                 with_snapshot: Percentiles::of(&self.io_with),

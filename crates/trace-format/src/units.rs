@@ -232,6 +232,18 @@ const NANOS: IntOr = IntOr(
     parse_duration,
 );
 
+/// A duration in nanoseconds for configuration files: YAML and JSON accept an integer or a
+/// duration string such as `"250ms"`; it serializes as the integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+#[serde(transparent)]
+pub struct Dur(pub u64);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NANOS).map(Dur)
+    }
+}
+
 /// Deserializes a byte count given as an integer or a quantity string.
 pub(crate) fn bytes_de<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     d.deserialize_any(BYTES)

@@ -82,23 +82,41 @@ fn capacity_finds_the_rate_within_the_slo_and_the_knee() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sweep = fake_sweep(dir.path());
     let slo = Slo::parse("create_volume.p99=200ms").expect("slo");
-    let r = capacity(&sweep, &[slo]).expect("capacity");
+    let r = capacity(&sweep, &[slo], &analyze::PointOptions::default()).expect("capacity");
     let max = r.max_rate.expect("a rate meets the SLO");
     assert!((max - 19.0).abs() < 0.5, "{max}");
     assert_eq!(r.max_speed, Some(1.9));
-    let knee = r.knee_rate.expect("knee");
-    assert!((knee - 19.0).abs() < 0.5, "{knee}");
+    // 22/s is the first failing point: it fell behind (20/s served), so the answer is the
+    // bracket [19, 22) and its width, not a false "sustains 22".
+    let limit = r.limit_rate.expect("limit");
+    assert!((limit - 22.0).abs() < 0.5, "{limit}");
+    assert!((r.resolution.expect("resolution") - 3.0 / 19.0).abs() < 0.01);
     assert!(
-        r.answer.contains("19.0 ops/s") && r.answer.contains("create_volume.p99=200ms"),
+        r.limited_by.iter().any(|w| w.contains("fell behind")),
+        "{:?}",
+        r.limited_by
+    );
+    assert!(
+        r.answer.contains("19.00 ops/s")
+            && r.answer.contains("create_volume.p99=200ms")
+            && r.answer.contains("resolution 15.8 %"),
         "{}",
         r.answer
     );
     assert!(Slo::parse("attach.p42x=1s").is_err());
     assert!(Slo::parse("nope.p99=1s").is_err());
+    // I/O SLOs are on response time, by kind or all; both syntaxes parse.
+    assert!(Slo::parse("io.service.p99.9=10ms").is_err());
+    let io = Slo::parse("io.read p99.9<=10ms").expect("slo");
+    assert_eq!((io.percentile, io.limit_ns), (99.9, 10_000_000));
     assert_eq!(
-        Slo::parse("io.service.p99.9=10ms").expect("slo").percentile,
-        99.9
+        io.target(),
+        analyze::capacity::SloTarget::Io(Some(trace_format::IoKind::Read))
     );
+    let a = Slo::parse("attach p99<=2s").expect("slo");
+    assert_eq!((a.op.as_str(), a.metric.as_str()), ("attach", "response"));
+    let a = Slo::parse("create_volume.service p50<=1s").expect("slo");
+    assert_eq!(a.metric, "service");
 }
 
 #[test]
@@ -145,7 +163,7 @@ fn qos_attributes_violations_to_snapshots() {
     )
     .expect("yaml");
     let spec = QosSpec::from_file(&spec_path).expect("spec");
-    let r = qos(&run, &spec).expect("qos");
+    let r = qos(&run, &spec, false).expect("qos");
     let t = &r.targets[0];
     let snap = t
         .attribution
@@ -203,7 +221,7 @@ fn report_has_every_figure_with_data_and_export_writes_csv() {
         }
     }
     let run = write_run(&dir.path().join("run"), &trace, 1.0, &recs);
-    let r = analyze::report::report(&[run.as_path()]).expect("report");
+    let r = analyze::report::report(&[run.as_path()], false).expect("report");
     let ids: Vec<&str> = r.figures.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(ids, ["cdf", "io-timeline-1", "rate-1"]);
     assert!(
@@ -296,7 +314,7 @@ fn io_phase_interval_logs_land_on_the_run_axis_for_report_and_qos() {
     let starts: Vec<u64> = units[0].intervals.iter().map(|iv| iv.start_ns).collect();
     assert_eq!(starts[..2], [2_010_000_000, 2_210_000_000]);
 
-    let rep = analyze::report::report(&[run.as_path()]).expect("report");
+    let rep = analyze::report::report(&[run.as_path()], false).expect("report");
     let tl = rep
         .figures
         .iter()
@@ -311,7 +329,7 @@ fn io_phase_interval_logs_land_on_the_run_axis_for_report_and_qos() {
     // Window [2 s, 3 s) holds intervals 0–4 (1–5 ms, p50 3 ms); [3 s, 4 s) holds 5–6 (6–7 ms).
     let spec: QosSpec =
         serde_saphyr::from_str("window: 1s\ntenants:\n  db:\n    read.p50: 4ms\n").expect("spec");
-    let q = qos(&run, &spec).expect("qos");
+    let q = qos(&run, &spec, false).expect("qos");
     assert_eq!(q.io_phase_units, 1);
     let t = &q.targets[0];
     assert_eq!((t.windows, t.violated), (2, 1), "{t:#?}");
@@ -319,4 +337,26 @@ fn io_phase_interval_logs_land_on_the_run_axis_for_report_and_qos() {
     assert_eq!((v.start_ns, v.ios), (3_000_000_000, 20), "{v:#?}");
     assert_eq!(v.value_ns / 100_000, 60, "{v:#?}");
     assert_eq!(v.in_flight, ["snapshot"]);
+
+    // The I/O as a whole, for I/O SLOs: 70 reads of 1–7 ms, not the unit's 1.5 s duration.
+    let io = analyze::phase_io::RunIo::read(&run)
+        .expect("read")
+        .expect("units");
+    assert_eq!(io.units, 1);
+    let read = io
+        .response(Some(trace_format::IoKind::Read))
+        .expect("reads");
+    assert_eq!(read.len(), 70);
+    assert_eq!(io.percentile(None, 50.0).map(|v| v / 100_000), Some(40));
+    assert_eq!(io.percentile(None, 100.0).map(|v| v / 100_000), Some(70));
+    assert!(io.response(Some(trace_format::IoKind::Write)).is_none());
+    // compare's rows of the run include `io read` from the histograms.
+    let values = analyze::compare::run_values(&r).expect("values");
+    let p50 = values[&("io read".to_owned(), analyze::compare::Metric::P50)];
+    assert_eq!((p50.events, p50.value as u64 / 100_000), (70, 40));
+    assert!(
+        analyze::phase_io::RunIo::read(dir.path())
+            .expect("no io dir")
+            .is_none()
+    );
 }

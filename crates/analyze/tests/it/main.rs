@@ -4,6 +4,7 @@
 mod compare;
 mod features;
 mod load;
+mod validity;
 
 use std::path::{Path, PathBuf};
 

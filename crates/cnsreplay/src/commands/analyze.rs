@@ -29,8 +29,9 @@ pub enum AnalyzeCommand {
     /// Per op type: counts, errors, rates, response/service percentiles, lateness, dependency
     /// wait; I/O per unit; replayed vs observed latency when the trace carried it.
     Summary(SummaryArgs),
-    /// Compare two runs per op type (p50, p99, mean, error rate) with bootstrap 95% CIs;
-    /// exits 1 when any row is a regression.
+    /// Compare BASE runs with NEW runs per op type (p50, p99, p99.9, mean, error rate; I/O of
+    /// io_phase units): Welch's t on per-run values, Holm over rows. Exit 0 no regression,
+    /// 1 regression, 2 error, 3 inconclusive.
     Compare(CompareArgs),
     /// The highest rate of a sweep (`cnsreplay sweep`) that meets the SLOs, and the knee.
     Capacity(CapacityArgs),
@@ -56,26 +57,31 @@ pub struct SummaryArgs {
 /// `analyze compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The baseline run directory.
-    pub base: PathBuf,
-    /// The run to judge.
-    pub new: PathBuf,
+    /// Baseline run directories (`BASE... -- NEW...`; or exactly `BASE NEW`).
+    #[arg(required = true, num_args = 1.., value_name = "BASE")]
+    pub base: Vec<PathBuf>,
+    /// Run directories to judge, after `--`.
+    #[arg(last = true, value_name = "NEW")]
+    pub new: Vec<PathBuf>,
     /// Allow runs of different traces: compare op types only.
     #[arg(long)]
     pub by_op_type: bool,
-    /// Smallest change that counts, `METRIC=VALUE` (p50, p99, mean: relative, e.g. `p99=10%`;
-    /// error_rate: absolute fraction, e.g. `error_rate=1%`; `all=…`). Repeatable.
+    /// Smallest change that counts, `METRIC=VALUE` (p50, p99, p99.9, mean: relative, e.g.
+    /// `p99=10%`; error_rate: absolute fraction, e.g. `error_rate=1%`; `all=…`). Repeatable.
     #[arg(long, value_name = "METRIC=VALUE")]
     pub threshold: Vec<String>,
-    /// Bootstrap resamples.
-    #[arg(long, default_value_t = 1000)]
-    pub resamples: u32,
-    /// Bootstrap seed.
-    #[arg(long, default_value_t = 0x00C0_FFEE)]
-    pub seed: u64,
-    /// Fewest events of an op type in each run for a verdict (fewer: no verdict).
+    /// Family-wise error rate over the rows (Holm); intervals are 1 − α.
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    /// Fewest events per run for any verdict (fewer: insufficient data).
     #[arg(long, default_value_t = 10)]
     pub min_events: u64,
+    /// Events beyond a percentile each run needs for its verdict (p99: 100×, p99.9: 1000×).
+    #[arg(long, default_value_t = 5)]
+    pub min_tail: u64,
+    /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
+    #[arg(long)]
+    pub allow_invalid: bool,
     /// Print JSON (schema: docs/schemas/analyze-compare.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -84,11 +90,21 @@ pub struct CompareArgs {
 /// `analyze capacity`.
 #[derive(Debug, Args)]
 pub struct CapacityArgs {
-    /// The sweep directory (`cnsreplay sweep -o SWEEPDIR`).
+    /// The sweep directory (`cnsreplay sweep -o SWEEPDIR`, or a `cnsreplay capacity` output).
     pub sweep: PathBuf,
-    /// An SLO, `OP[.METRIC].PCT=LIMIT`, e.g. `attach.p99=30s`, `io.p99.9=10ms` (repeatable).
-    #[arg(long, required = true, value_name = "SLO")]
+    /// An SLO, `OP[.METRIC] PCT<=LIMIT` (`'attach p99<=2s'`, `'io p99.9<=10ms'`) or
+    /// `OP.PCT=LIMIT` (`attach.p99=30s`); repeatable. None: throughput only.
+    #[arg(long, value_name = "SLO")]
     pub slo: Vec<String>,
+    /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
+    #[arg(long)]
+    pub allow_invalid: bool,
+    /// Achieved throughput may fall short of offered by this fraction.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.02)]
+    pub tolerance: f64,
+    /// Largest fraction of failed operations at a sustained point.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.01)]
+    pub max_error_rate: f64,
     /// Print JSON (schema: docs/schemas/analyze-capacity.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -102,6 +118,9 @@ pub struct QosArgs {
     /// Per-tenant targets (YAML; see docs/analyze.md).
     #[arg(long, value_name = "FILE")]
     pub slo_file: PathBuf,
+    /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
+    #[arg(long)]
+    pub allow_invalid: bool,
     /// Print JSON (schema: docs/schemas/analyze-qos.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -126,6 +145,9 @@ pub struct ReportArgs {
     /// Pixels per SVG unit of the PNGs (figures are 760×360 units).
     #[arg(long, value_name = "X", default_value_t = 2.0)]
     pub png_scale: f32,
+    /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
+    #[arg(long)]
+    pub allow_invalid: bool,
 }
 
 /// `analyze export`.
@@ -208,6 +230,11 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
         s.achieved_rate,
         fmt_ns(s.lateness.p99 as f64)
     )?;
+    match &s.validity {
+        Some(v) if v.verdict == replay::Verdict::Valid => writeln!(out, "verdict: valid")?,
+        Some(v) => writeln!(out, "verdict: {}: {}", v.verdict, v.evidence())?,
+        None => writeln!(out, "verdict: none recorded")?,
+    }
     writeln!(
         out,
         "{:<16} {:>8} {:>6} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
@@ -302,25 +329,34 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
 fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut opts = CompareOptions {
         by_op_type: a.by_op_type,
-        resamples: a.resamples,
-        seed: a.seed,
+        alpha: a.alpha,
         min_events: a.min_events,
+        min_tail: a.min_tail,
+        allow_invalid: a.allow_invalid,
         ..CompareOptions::default()
     };
+    anyhow::ensure!(
+        a.alpha > 0.0 && a.alpha < 1.0,
+        "--alpha {}: expected a level in (0, 1), e.g. 0.05",
+        a.alpha
+    );
     for t in &a.threshold {
         opts.thresholds.set(t)?;
     }
-    let r = analyze::compare(&a.base, &a.new, &opts)?;
+    let (base, new) = match (a.base.as_slice(), a.new.is_empty()) {
+        (_, false) => (a.base.clone(), a.new.clone()),
+        ([b, n], true) => (vec![b.clone()], vec![n.clone()]),
+        _ => anyhow::bail!(
+            "separate the BASE runs from the NEW runs with `--`: compare BASE... -- NEW..."
+        ),
+    };
+    let r = analyze::compare(&base, &new, &opts)?;
     if a.json {
         json(&r, out)?;
     } else {
         write_compare(&r, out)?;
     }
-    Ok(if r.regressions > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(ExitCode::from(r.exit_code()))
 }
 
 fn show(m: Metric, v: f64) -> String {
@@ -334,60 +370,83 @@ fn show(m: Metric, v: f64) -> String {
 fn change(r: &Row, v: f64) -> String {
     if r.metric == Metric::ErrorRate {
         format!("{:+.2}pp", v * 100.0)
-    } else {
+    } else if v.is_finite() {
         format!("{:+.1}%", v * 100.0)
+    } else {
+        "∞".to_owned()
     }
 }
 
 fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "base {} → new {}{}; 95% CIs from {} bootstrap resamples (seed {})",
-        r.base,
-        r.new,
+        "base: {} run(s) {}\nnew:  {} run(s) {}{}",
+        r.base.len(),
+        r.base.join(" "),
+        r.new.len(),
+        r.new.join(" "),
         if r.same_trace {
             ""
         } else {
-            " (different traces: by op type)"
+            "\n(different traces: by op type)"
         },
-        r.options.resamples,
-        r.options.seed
     )?;
     writeln!(
         out,
-        "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>9}  verdict",
-        "operation", "metric", "base", "new", "change", "95% CI", "threshold"
+        "Welch's t on per-run values (log scale for latencies); {:.0}% CIs; Holm over {} tested \
+         row(s) at α = {}",
+        (1.0 - r.options.alpha) * 100.0,
+        r.tested,
+        r.options.alpha
+    )?;
+    writeln!(
+        out,
+        "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>8} {:>9}  verdict",
+        "operation", "metric", "base", "new", "change", "CI", "p(Holm)", "threshold"
     )?;
     for row in &r.rows {
         let verdict = match row.verdict {
-            _ if row.insufficient => "too few events for a verdict",
-            Verdict::Regression => "REGRESSION",
-            Verdict::Improvement => "improvement",
-            Verdict::NoChange => "no significant change",
+            Verdict::Regression => "REGRESSION".to_owned(),
+            Verdict::Improvement => "improvement".to_owned(),
+            Verdict::NoChange => "no change".to_owned(),
+            Verdict::Inconclusive => "inconclusive".to_owned(),
+            Verdict::InsufficientData => format!(
+                "insufficient data (< {} events in a run)",
+                row.required_events
+            ),
+        };
+        let ci = match (row.ci_low, row.ci_high) {
+            (Some(l), Some(h)) => format!("[{}, {}]", change(row, l), change(row, h)),
+            _ => "-".to_owned(),
+        };
+        let p = if row.df > 0.0 && row.verdict != Verdict::InsufficientData {
+            format!("{:.3}", row.p_holm)
+        } else {
+            "-".to_owned()
         };
         writeln!(
             out,
-            "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>9}  {verdict}",
+            "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>8} {:>9}  {verdict}",
             row.op,
             row.metric.name(),
             show(row.metric, row.base),
             show(row.metric, row.new),
             change(row, row.change),
-            format!(
-                "[{}, {}]",
-                change(row, row.ci_low),
-                change(row, row.ci_high)
-            ),
+            ci,
+            p,
             change(row, row.threshold).trim_start_matches('+'),
         )?;
     }
     if !r.unmatched.is_empty() {
-        writeln!(out, "in one run only: {}", r.unmatched.join(", "))?;
+        writeln!(out, "not in every run: {}", r.unmatched.join(", "))?;
+    }
+    for n in &r.notes {
+        writeln!(out, "note: {n}")?;
     }
     writeln!(
         out,
-        "{} regression(s), {} improvement(s)",
-        r.regressions, r.improvements
+        "{} regression(s), {} improvement(s), {} inconclusive, {} with insufficient data",
+        r.regressions, r.improvements, r.inconclusive, r.insufficient
     )
 }
 
@@ -397,43 +456,75 @@ fn run_capacity(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCod
         .iter()
         .map(|s| Slo::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let r = analyze::capacity(&a.sweep, &slos)?;
+    let opts = analyze::PointOptions {
+        tolerance: a.tolerance,
+        max_error_rate: a.max_error_rate,
+        allow_invalid: a.allow_invalid,
+        ..analyze::PointOptions::default()
+    };
+    let r = analyze::capacity(&a.sweep, &slos, &opts)?;
     if a.json {
         json(&r, out)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let rows: Vec<_> = r.points.iter().map(|p| (None, p)).collect();
+    write_points(&slos, &rows, out)?;
+    writeln!(out, "{}", r.answer)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The curve: one row per run (with its search intensity when given).
+pub(crate) fn write_points(
+    slos: &[Slo],
+    points: &[(Option<f64>, &analyze::PointEval)],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let searched = points.iter().any(|p| p.0.is_some());
     writeln!(
         out,
-        "{:>8} {:>12} {:>12}  {}",
+        "{}{:>8} {:>11} {:>11}  {}{:>6}  why not",
+        if searched {
+            format!("{:>10} ", "intensity")
+        } else {
+            String::new()
+        },
         "speed",
-        "intended/s",
+        "offered/s",
         "achieved/s",
         slos.iter()
-            .map(|s| format!("{:>18}", s.spec))
-            .collect::<String>()
+            .map(|s| format!("{:>22}", s.spec))
+            .collect::<String>(),
+        "pass",
     )?;
-    for p in &r.points {
+    for (x, p) in points {
         let vals: String = p
             .slos
             .iter()
             .map(|v| {
                 let t = v.value_ns.map_or("–".to_owned(), |x| fmt_ns(x as f64));
-                format!("{:>18}", format!("{t}{}", if v.met { "" } else { " ✗" }))
+                format!("{:>22}", format!("{t}{}", if v.met { "" } else { " ✗" }))
             })
             .collect();
+        let (off, ach) = p
+            .total()
+            .map_or((0.0, 0.0), |t| (t.offered_rate, t.achieved_rate));
         writeln!(
             out,
-            "{:>8} {:>12.2} {:>12.2}  {vals}",
-            p.speed, p.intended_rate, p.achieved_rate
+            "{}{:>8} {:>11.2} {:>11.2}  {vals}{:>6}  {}",
+            x.map_or(String::new(), |x| format!("{x:>10.4} ")),
+            (p.speed * 1e4).round() / 1e4,
+            off,
+            ach,
+            if p.pass { "yes" } else { "no" },
+            p.reasons.join("; ")
         )?;
     }
-    writeln!(out, "{}", r.answer)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let spec = QosSpec::from_file(&a.slo_file)?;
-    let r = analyze::qos(&a.run, &spec)?;
+    let r = analyze::qos(&a.run, &spec, a.allow_invalid)?;
     if a.json {
         json(&r, out)?;
         return Ok(ExitCode::SUCCESS);
@@ -471,7 +562,7 @@ fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
 fn run_report(a: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let runs: Vec<&Path> = a.runs.iter().map(PathBuf::as_path).collect();
-    let r = analyze::report::report(&runs)?;
+    let r = analyze::report::report(&runs, a.allow_invalid)?;
     fs_err::write(&a.output, &r.html)?;
     if let Some(dir) = &a.svg {
         fs_err::create_dir_all(dir)?;

@@ -42,6 +42,9 @@ pub fn schema_text(which: SchemaFor) -> String {
         SchemaFor::AnalyzeCompare => schemars::schema_for!(analyze::CompareReport),
         SchemaFor::AnalyzeCapacity => schemars::schema_for!(analyze::CapacityReport),
         SchemaFor::AnalyzeQos => schemars::schema_for!(analyze::QosReport),
+        SchemaFor::Capacity => {
+            schemars::schema_for!(crate::commands::capacity::CapacitySearchReport)
+        }
     };
     let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
     s.push('\n');

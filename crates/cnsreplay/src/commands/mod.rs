@@ -1,6 +1,7 @@
 //! One module per command.
 
 pub mod analyze;
+pub mod capacity;
 pub(crate) mod convert;
 pub mod meta;
 pub(crate) mod run;

@@ -15,10 +15,10 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use provider_kube::{IoExec, KubeConfig, KubeProvider};
 use provider_local::{LocalConfig, LocalProvider, Mode};
-use replay::sim::{Latency, SimConfig, SimProvider, Stall};
+use provider_sim::{Latency, SimConfig, SimProvider, Stall};
 use replay::{
     CompletionState, Live, Percentiles, Provider, RunControl, RunDir, RunInfo, RunOptions, Summary,
-    TimingOptions,
+    TimingOptions, Verdict,
 };
 use trace_format::OpType;
 use trace_format::units::parse_duration;
@@ -28,6 +28,8 @@ use trace_format::units::parse_duration;
 pub enum ProviderKind {
     /// Simulated latencies, no data (tests the engine).
     Sim,
+    /// Every operation succeeds at once (measures the engine alone).
+    Noop,
     /// Real loop-device volumes on this machine (directories without root).
     Local,
     /// A Kubernetes cluster: PVCs, pods, VolumeSnapshots (docs/kubernetes.md).
@@ -64,7 +66,13 @@ pub struct RunArgs {
     /// Print the summary as JSON (schema: docs/schemas/run.schema.json).
     #[arg(long)]
     pub json: bool,
+    /// Exit 4 unless the run's verdict is `valid` (not engine-bound, incomplete or failed).
+    #[arg(long)]
+    pub require_valid: bool,
 }
+
+/// Exit code of `run --require-valid` when the verdict is not `valid`.
+pub const EXIT_NOT_VALID: u8 = 4;
 
 /// Engine and provider settings of `run`, shared with `sweep` so each sweep point is exactly
 /// a run.
@@ -98,6 +106,12 @@ pub struct ProviderArgs {
     /// CAP_SYS_NICE).
     #[arg(long)]
     pub no_realtime: bool,
+    /// Thresholds of the run's verdict, `KEY=VALUE` (repeatable or comma-separated):
+    /// `start.p99=1ms`, `start.p99.9=10ms` (start lateness), `rate=2%` (dispatch rate
+    /// shortfall), `window=1s`, `window.events=100`, `workers=90%` (runtime workers busy),
+    /// `throttled=0%` (requests held back by the provider's client). Defaults as shown.
+    #[arg(long, value_name = "KEY=VALUE", value_delimiter = ',')]
+    pub validity: Vec<String>,
     /// sim: configuration file (YAML: seed, default, ops, errors, stalls).
     #[arg(long, value_name = "FILE")]
     pub sim_config: Option<PathBuf>,
@@ -107,6 +121,11 @@ pub struct ProviderArgs {
     /// sim: inject a stall, `AT+DURATION` from the run start, e.g. `10s+2s` (repeatable).
     #[arg(long, value_name = "AT+DUR")]
     pub sim_stall: Vec<String>,
+    /// sim: queueing model, FIFO servers of an op type (`attach=4`) or one pool shared by
+    /// every other op type (`shared=8`); repeatable. An op type with N servers and mean
+    /// service S saturates at N / S per second.
+    #[arg(long, value_name = "OP=N")]
+    pub sim_servers: Vec<String>,
     /// local: `auto` (loop devices when root), `loop` or `dir`.
     #[arg(long, value_name = "MODE", default_value = "auto")]
     pub local_mode: String,
@@ -122,12 +141,36 @@ pub struct ProviderArgs {
     /// kube: namespace to work in (default: a run-owned `cnsreplay-<run id>`, deleted after).
     #[arg(long, value_name = "NS")]
     pub namespace: Option<String>,
-    /// kube: StorageClass when neither the event nor the trace header names one.
+    /// kube: StorageClass of every volume, replacing the classes the trace names (events
+    /// and header) except those `--map-storage-class` remaps.
     #[arg(long, value_name = "CLASS")]
     pub storage_class: Option<String>,
-    /// kube: VolumeSnapshotClass when neither the event nor the trace header names one.
+    /// kube: use cluster StorageClass NEW where the trace names OLD (repeatable; beats
+    /// `--storage-class`).
+    #[arg(long, value_name = "OLD=NEW")]
+    pub map_storage_class: Vec<String>,
+    /// kube: VolumeSnapshotClass of every snapshot, replacing the trace's classes except
+    /// those `--map-snapshot-class` remaps.
     #[arg(long, value_name = "CLASS")]
     pub snapshot_class: Option<String>,
+    /// kube: use VolumeSnapshotClass NEW where the trace names OLD (repeatable).
+    #[arg(long, value_name = "OLD=NEW")]
+    pub map_snapshot_class: Vec<String>,
+    /// kube: nodeSelector of every pod, `KEY=VALUE` (repeatable).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub node_selector: Vec<String>,
+    /// kube: toleration of every pod, `KEY[=VALUE][:EFFECT]` (repeatable).
+    #[arg(long, value_name = "TOLERATION")]
+    pub toleration: Vec<String>,
+    /// kube: resource request of every container, e.g. `cpu=250m` (repeatable).
+    #[arg(long, value_name = "RES=QTY")]
+    pub pod_request: Vec<String>,
+    /// kube: resource limit of every container, e.g. `memory=256Mi` (repeatable).
+    #[arg(long, value_name = "RES=QTY")]
+    pub pod_limit: Vec<String>,
+    /// kube: imagePullSecret of every pod (a Secret in the run's namespace; repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub image_pull_secret: Vec<String>,
     /// kube: pin workloads whose event names no node to this node.
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
@@ -189,10 +232,15 @@ fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
         let (op, d) = op_value(t).context("--timeout")?;
         o.timeouts.insert(op, dur_ns(d).context("--timeout")?);
     }
+    for v in &a.settings.validity {
+        o.validity
+            .set(v)
+            .map_err(|e| anyhow::anyhow!("--validity {e}"))?;
+    }
     Ok(o)
 }
 
-fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
+pub(crate) fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
     let mut c = match &a.sim_config {
         Some(p) => SimConfig::from_file(p)?,
         None => SimConfig {
@@ -217,6 +265,10 @@ fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
         c.stalls
             .push(Stall::parse(s).map_err(|e| anyhow::anyhow!("--sim-stall: {e}"))?);
     }
+    for s in &a.sim_servers {
+        c.set_servers(s)
+            .map_err(|e| anyhow::anyhow!("--sim-servers: {e}"))?;
+    }
     Ok(c)
 }
 
@@ -239,16 +291,50 @@ fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
     })
 }
 
+fn pairs(flag: &str, v: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    v.iter()
+        .map(|s| {
+            let (k, v) = s
+                .split_once('=')
+                .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+                .with_context(|| format!("{flag} {s:?}: expected KEY=VALUE"))?;
+            Ok((k.to_owned(), v.to_owned()))
+        })
+        .collect()
+}
+
 fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
     if !(a.kube_qps.is_finite() && a.kube_qps >= 0.0) {
         bail!("--kube-qps {}: expected a rate >= 0", a.kube_qps);
     }
+    let mut timeouts = provider_kube::default_timeouts();
+    for t in &a.timeout {
+        let (op, d) = op_value(t).context("--timeout")?;
+        timeouts.insert(op, dur_ns(d).context("--timeout")?);
+    }
+    let pod = provider_kube::PodOptions {
+        node_selector: pairs("--node-selector", &a.node_selector)?,
+        tolerations: a
+            .toleration
+            .iter()
+            .map(|t| provider_kube::objects::parse_toleration(t))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("--toleration: {e}"))?,
+        requests: pairs("--pod-request", &a.pod_request)?,
+        limits: pairs("--pod-limit", &a.pod_limit)?,
+        image_pull_secrets: a.image_pull_secret.clone(),
+        ..provider_kube::PodOptions::default()
+    };
     Ok(KubeConfig {
         kubeconfig: a.kubeconfig.clone(),
         context: a.context.clone(),
         namespace: a.namespace.clone(),
         storage_class: a.storage_class.clone(),
+        storage_class_map: pairs("--map-storage-class", &a.map_storage_class)?,
         snapshot_class: a.snapshot_class.clone(),
+        snapshot_class_map: pairs("--map-snapshot-class", &a.map_snapshot_class)?,
+        timeouts,
+        pod,
         node: a.node.clone(),
         qps: a.kube_qps,
         burst: a.kube_burst,
@@ -302,7 +388,12 @@ fn ms(ns: u64) -> String {
 }
 
 fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: &Arc<P>) -> anyhow::Result<Summary> {
-    let opts = options(a)?;
+    let mut opts = options(a)?;
+    if provider.name() == "kube" {
+        // The kube provider applies `--timeout` itself (recorded in its configuration), so
+        // a timeout names what the operation was waiting for.
+        opts.timeouts.clear();
+    }
     let control = RunControl::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, control.stop_flag())?;
@@ -337,16 +428,17 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
             &output,
             &Arc::new(SimProvider::new(sim_config(&a.settings)?)?),
         )?,
+        ProviderKind::Noop => execute(a, &output, &Arc::new(replay::noop::NoopProvider))?,
         ProviderKind::Local => execute(
             a,
             &output,
             &Arc::new(LocalProvider::new(local_config(&a.settings)?)),
         )?,
-        ProviderKind::Kube => execute(
-            a,
-            &output,
-            &Arc::new(KubeProvider::new(kube_config(&a.settings)?)?),
-        )?,
+        ProviderKind::Kube => {
+            let p = KubeProvider::new(kube_config(&a.settings)?)?;
+            p.preflight(&a.trace)?;
+            execute(a, &output, &Arc::new(p))?
+        }
     };
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &summary)?;
@@ -355,10 +447,20 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         write_table(&summary, out)?;
         writeln!(out, "run directory: {}", output.display())?;
     }
-    Ok(match summary.state {
-        CompletionState::Complete => ExitCode::SUCCESS,
-        _ => ExitCode::from(1),
-    })
+    Ok(exit_code(&summary, a.require_valid))
+}
+
+/// 0 complete; 1 interrupted or every operation failed; 4 (`--require-valid`) any verdict
+/// but `valid`.
+fn exit_code(s: &Summary, require_valid: bool) -> ExitCode {
+    let verdict = s.validity.as_ref().map(|v| v.verdict);
+    if require_valid && verdict != Some(Verdict::Valid) {
+        ExitCode::from(EXIT_NOT_VALID)
+    } else if s.state != CompletionState::Complete || verdict == Some(Verdict::Failed) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
@@ -381,6 +483,7 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
         ms(s.lateness.p99),
         ms(s.lateness.max)
     )?;
+    write_verdict(s, out)?;
     writeln!(out)?;
     writeln!(
         out,
@@ -438,6 +541,45 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The verdict line: for a valid run the engine's delay in brief, otherwise every failed
+/// check with its evidence.
+fn write_verdict(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
+    let sl = &s.start_lateness;
+    writeln!(
+        out,
+        "engine delay: start lateness p50 {} p99 {} p99.9 {} max {} ({} events that did not wait, \
+         {} that waited); pickup p99 {}",
+        ms(sl.p50),
+        ms(sl.p99),
+        ms(sl.p999),
+        ms(sl.max),
+        sl.count,
+        s.waited,
+        ms(s.pickup.p99)
+    )?;
+    if let Some(r) = &s.dispatch_rate {
+        writeln!(
+            out,
+            "dispatch rate: {:.0} of {:.0} events/s intended",
+            r.achieved, r.intended
+        )?;
+    }
+    let Some(v) = &s.validity else {
+        return writeln!(
+            out,
+            "verdict: none (summary written before verdicts existed)"
+        );
+    };
+    if v.verdict == Verdict::Valid {
+        return writeln!(out, "verdict: valid ({} checks passed)", v.checks.len());
+    }
+    writeln!(out, "verdict: {}", v.verdict.name().to_uppercase())?;
+    for c in v.failed() {
+        writeln!(out, "  {}: {}", c.check, c.message)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let rd = RunDir::open(&a.run_dir);
     let m = rd
@@ -463,7 +605,7 @@ pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<Ex
         "kube" => KubeProvider::from_config(&m.provider.config)
             .context("manifest provider.config")?
             .cleanup(&info, &leftovers),
-        "sim" => replay::provider::CleanupReport::default(),
+        "sim" | "noop" => replay::provider::CleanupReport::default(),
         other => bail!("unknown provider {other:?} in the manifest"),
     };
     writeln!(

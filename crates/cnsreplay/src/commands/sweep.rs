@@ -85,6 +85,7 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
             grace: "30s".into(),
             metrics_addr: None,
             json: true,
+            require_valid: false,
         };
         let mut sink = Vec::new();
         let c = crate::commands::run::run(&args, &mut sink)

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use replay::{CompletionState, EventRecord, RunDir};
 
-use super::{cnsreplay, ok, stdout, workspace};
+use super::{LENIENT, cnsreplay, ok, stdout, workspace};
 
 const QUICK: &str = "traces/quickstart.yaml";
 
@@ -305,4 +305,93 @@ fn without_privileges_the_run_completes_and_says_what_it_could_not_set() {
         !has("they run at nice -10 instead"),
         "a notice must not claim a priority the lanes did not get: {notices:?}"
     );
+}
+
+/// `run` of the quickstart trace on the sim at 20× into `run`, with `extra` flags; returns
+/// the exit code and stdout.
+fn quick_sim(run: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec![
+        "-q",
+        "run",
+        QUICK,
+        "--provider",
+        "sim",
+        "--speed",
+        "20",
+        "--sim-latency",
+        "default=constant:1ms",
+        "-o",
+        run.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    let o = cnsreplay(&args);
+    (o.status.code(), stdout(&o))
+}
+
+#[test]
+fn the_verdict_is_in_the_table_and_require_valid_exits_4() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Start lateness 0 ns is a limit no run meets: engine-bound, with the evidence.
+    let (code, text) = quick_sim(
+        &dir.path().join("bound"),
+        &["--validity", "start.p99=0ns", "--require-valid"],
+    );
+    assert_eq!(code, Some(4), "{text}");
+    assert!(text.contains("\nverdict: ENGINE-BOUND\n"), "{text}");
+    assert!(
+        text.contains("\n  start_lateness.p99: start lateness p99 ")
+            && text.contains("(limit 0.000 ms) over 21 events that did not wait"),
+        "{text}"
+    );
+    assert!(text.contains("engine delay: start lateness p50 "), "{text}");
+    // Without --require-valid the same run exits 0: the verdict is information.
+    let (code, _) = quick_sim(&dir.path().join("bound2"), &["--validity", "start.p99=0ns"]);
+    assert_eq!(code, Some(0));
+    let (code, text) = quick_sim(&dir.path().join("valid"), &[LENIENT, "--require-valid"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("\nverdict: valid ("), "{text}");
+
+    // Every operation failing is not a success: verdict `failed`, exit 1.
+    let cfg = dir.path().join("fail.yaml");
+    fs_err::write(&cfg, "errors: {create_volume: 1.0}\n").expect("write");
+    let (code, text) = quick_sim(
+        &dir.path().join("failed2"),
+        &[LENIENT, "--sim-config", cfg.to_str().expect("utf-8")],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("\nverdict: FAILED\n  outcomes: every one of the 19 operations failed"),
+        "{text}"
+    );
+
+    // analyze refuses the engine-bound run (exit 2, saying why) unless --allow-invalid.
+    let (valid, bound) = (dir.path().join("valid"), dir.path().join("bound"));
+    let args = |extra: &'static str| {
+        let mut v = vec![
+            "analyze".to_owned(),
+            "compare".to_owned(),
+            valid.display().to_string(),
+            bound.display().to_string(),
+        ];
+        if !extra.is_empty() {
+            v.push(extra.to_owned());
+        }
+        v
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        cnsreplay(&a)
+    };
+    let o = run(args(""));
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}: refused, the run's verdict is engine-bound: start lateness p99",
+            bound.display()
+        )),
+        "{err}"
+    );
+    let o = run(args("--allow-invalid"));
+    assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{o:?}");
 }

@@ -293,19 +293,36 @@ fn run(a: &RunArgs, stop: &Stop) -> Result<()> {
 }
 
 fn run_spec(spec: &PhaseSpec, target: &Path, e: &EngineArgs, stop: &Stop) -> Result<()> {
-    let r = iogen::run_phase(spec, target, &e.options(), stop)?;
-    if let Some(h) = &e.histograms {
-        iogen::write_histograms(h, &r.histograms)?;
-    }
+    let r = run_one(spec, target, e, None, stop)?;
     e.emit(
         &iogen::render_phase(&r.summary),
         &serde_json::to_value(&r.summary)?,
     )?;
-    if r.summary.verify.as_ref().is_some_and(|v| v.mismatches > 0) {
-        bail!(
-            "verify found {} bad blocks",
-            r.summary.verify.as_ref().map_or(0, |v| v.mismatches)
-        );
+    check_verify(&r.summary)
+}
+
+/// Runs one phase; `part` names it among several (its histogram and interval-log files get
+/// `.PART` before the extension, see `iogen::part_path`).
+fn run_one(
+    spec: &PhaseSpec,
+    target: &Path,
+    e: &EngineArgs,
+    part: Option<&str>,
+    stop: &Stop,
+) -> Result<iogen::PhaseResult> {
+    let at = |p: &Path| part.map_or_else(|| p.to_owned(), |n| iogen::part_path(p, n));
+    let mut opts = e.options();
+    opts.interval_log = e.interval_log.as_deref().map(at);
+    let r = iogen::run_phase(spec, target, &opts, stop)?;
+    if let Some(h) = &e.histograms {
+        iogen::write_histograms(&at(h), &r.histograms)?;
+    }
+    Ok(r)
+}
+
+fn check_verify(s: &iogen::Summary) -> Result<()> {
+    if let Some(v) = s.verify.as_ref().filter(|v| v.mismatches > 0) {
+        bail!("verify found {} bad blocks", v.mismatches);
     }
     Ok(())
 }
@@ -340,22 +357,63 @@ fn phase(a: &PhaseArgs, stop: &Stop) -> Result<()> {
     if phases.is_empty() {
         bail!("{} has no io_phase events", a.phase);
     }
-    for p in phases {
+    if let [p] = phases.as_slice() {
+        let Some(target) = map.get(p.volume.as_str()).or(all.as_ref()) else {
+            bail!("no --target for volume {}", p.volume);
+        };
+        return run_spec(&PhaseSpec::from_trace(p), target, &a.engine, stop);
+    }
+    // Several phases: phase N's histograms and interval log go to `FILE.N.ext`, and the JSON
+    // is one array of the phases' summaries, so no phase overwrites another's results.
+    let mut table = String::new();
+    let mut json = Vec::new();
+    let mut verify = Ok(());
+    for (i, p) in phases.iter().enumerate() {
         let Some(target) = map.get(p.volume.as_str()).or(all.as_ref()) else {
             bail!("no --target for volume {}", p.volume);
         };
         if stop.is_requested() {
             break;
         }
-        println!(
-            "== io_phase {} on {} ({})",
+        let head = format!(
+            "== io_phase {} ({}) {} on {} ({})\n",
+            i + 1,
+            phases.len(),
             p.workload,
             p.volume,
             target.display()
         );
-        run_spec(&PhaseSpec::from_trace(&p), target, &a.engine, stop)?;
+        let r = run_one(
+            &PhaseSpec::from_trace(p),
+            target,
+            &a.engine,
+            Some(&(i + 1).to_string()),
+            stop,
+        )?;
+        let part = format!("{head}{}", iogen::render_phase(&r.summary));
+        if a.engine.json.as_deref() != Some(Path::new("-")) {
+            print!("{part}");
+        }
+        table.push_str(&part);
+        json.push(serde_json::json!({
+            "phase": i + 1,
+            "workload": p.workload.as_str(),
+            "volume": p.volume.as_str(),
+            "summary": r.summary,
+        }));
+        if verify.is_ok() {
+            verify = check_verify(&r.summary);
+        }
     }
-    Ok(())
+    if let Some(path) = a.engine.json.as_deref() {
+        let text = serde_json::to_string_pretty(&json)?;
+        if path == Path::new("-") {
+            println!("{text}");
+        } else {
+            fs_err::write(path, text + "\n")?;
+        }
+    }
+    verify
 }
 
 fn replay(a: &ReplayArgs, stop: &Stop) -> Result<()> {
@@ -369,6 +427,18 @@ fn replay(a: &ReplayArgs, stop: &Stop) -> Result<()> {
     let r = iogen::replay_trace(&a.trace, &ro, &a.engine.options(), stop)?;
     let mut table = String::new();
     let mut json = serde_json::Map::new();
+    if let Some(h) = &a.engine.histograms {
+        // One file per volume when there are several (`FILE.VOLUME.ext`), like the interval
+        // log.
+        for (v, s) in &r.volumes {
+            let path = if r.volumes.len() > 1 {
+                iogen::part_path(h, v)
+            } else {
+                h.clone()
+            };
+            iogen::write_histograms(&path, &s.histograms)?;
+        }
+    }
     for (v, s) in &r.volumes {
         table.push_str(&format!("== volume {v}\n{}", iogen::render_stream(s)));
         json.insert(v.clone(), serde_json::to_value(&s.summary)?);
@@ -390,6 +460,12 @@ fn suite(a: &SuiteArgs, stop: &Stop) -> Result<()> {
         direct: !a.buffered,
     };
     let entries = iogen::run_suite(&a.target, &so, &a.engine.options(), stop)?;
+    if let Some(h) = &a.engine.histograms {
+        // One file per test (`FILE.TEST.ext`), like the interval log.
+        for e in &entries {
+            iogen::write_histograms(&iogen::part_path(h, &e.name), &e.result.histograms)?;
+        }
+    }
     let json: Vec<_> = entries
         .iter()
         .map(|e| serde_json::json!({"test": e.name, "metric": e.metric, "summary": e.result.summary}))

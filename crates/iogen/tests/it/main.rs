@@ -3,6 +3,7 @@
 mod closed;
 mod hist;
 mod open;
+mod outputs;
 mod replay;
 mod stop;
 mod stream;

@@ -149,4 +149,32 @@ fn stop_gives_up_on_io_stuck_beyond_cancelling() {
         r.summary.errors, 1,
         "the stuck request is counted as failed"
     );
+    // ...and stays in the latency picture: its response time runs to the give-up (≥ the
+    // 1 s grace before cancelling), not dropped.
+    assert_eq!(r.histograms.total_count(), 1);
+    let (_, h) = r.histograms.iter().next().expect("a kind");
+    assert!(h.response.max() >= 1_000_000_000, "{}", h.response.max());
+}
+
+#[test]
+fn offered_rate_after_a_stop_is_over_the_time_that_ran() {
+    // 1000 IOPS asked for 30 s, stopped after ~0.5 s: ~1000 IOPS were offered, not 1000 ×
+    // 0.5 / 30.
+    let s = PhaseSpec {
+        load: Load::Rate(Rate {
+            iops: 1000.0,
+            arrival: iogen::Arrival::Uniform,
+        }),
+        duration: Some(Duration::from_secs(30)),
+        ..spec()
+    };
+    let r = watchdog("stopped open loop", move || {
+        let (_d, p) = target();
+        let stop = Stop::new();
+        stop_later(&stop, Duration::from_millis(500));
+        run_phase(&s, &p, &opts(EngineChoice::Sync), &stop).expect("run")
+    });
+    assert!(r.partial);
+    let offered = r.summary.offered_iops.expect("open loop");
+    assert!((700.0..1300.0).contains(&offered), "offered {offered} IOPS");
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -145,7 +146,7 @@ pub async fn run_objects(c: &Client, run_id: &str) -> Vec<String> {
 
 pub fn provider(env: &TestEnv, class: &str) -> KubeProvider {
     KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.kubeconfig()),
+        kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: Some(class.to_owned()),
         qps: 200.0,
         burst: 400,
@@ -154,14 +155,64 @@ pub fn provider(env: &TestEnv, class: &str) -> KubeProvider {
     .unwrap()
 }
 
+/// How long one replay of a cluster test may run (`CNSREPLAY_TEST_DEADLINE` seconds, default
+/// 300) before the test fails listing the operations in flight and what each waited for.
+pub fn deadline() -> Duration {
+    Duration::from_secs(
+        std::env::var("CNSREPLAY_TEST_DEADLINE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(300),
+    )
+}
+
 pub fn replay_run(trace: &Path, dir: &Path, p: KubeProvider) -> (RunOutcome, Arc<KubeProvider>) {
-    let p = Arc::new(p);
     let opts = RunOptions {
-        grace_ns: 60_000_000_000,
+        grace_ns: 10_000_000_000,
         ..RunOptions::default()
     };
-    let out = replay::run(trace, dir, &p, &opts, &RunControl::new()).unwrap();
-    (out, p)
+    replay_run_with(trace, dir, p, &opts)
+}
+
+/// `replay::run` under the test [`deadline`]: past it the run is stopped and the test
+/// panics naming every operation still in flight and what it was waiting for.
+pub fn replay_run_with(
+    trace: &Path,
+    dir: &Path,
+    p: KubeProvider,
+    opts: &RunOptions,
+) -> (RunOutcome, Arc<KubeProvider>) {
+    let p = Arc::new(p);
+    let control = RunControl::new();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = std::thread::scope(|s| {
+        let (p2, c2) = (p.clone(), control.clone());
+        let h = s.spawn(move || {
+            let r = replay::run(trace, dir, &p2, opts, &c2);
+            let _ = tx.send(());
+            r
+        });
+        if rx.recv_timeout(deadline()).is_err() {
+            let pending = p.pending();
+            control.request_stop("test deadline");
+            let _ = h.join();
+            panic!(
+                "the run did not end within the test deadline of {:?} \
+                 (CNSREPLAY_TEST_DEADLINE); in flight: {}",
+                deadline(),
+                pending
+                    .iter()
+                    .map(|q| format!(
+                        "event {} {}: waiting for {}",
+                        q.event_id, q.op, q.waiting_for
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        h.join().unwrap()
+    });
+    (out.unwrap(), p)
 }
 
 pub fn events(dir: &Path) -> Vec<EventRecord> {
@@ -246,4 +297,86 @@ pub fn csi_driver(
         eprintln!("skipped: no cnsreplay-csi StorageClass in the cluster (CSI driver not running)");
     }
     None
+}
+
+/// Waits for a child process for at most the test [`deadline`]; past it kills it and panics
+/// naming `what`.
+pub fn wait_child(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if t0.elapsed() > deadline() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{what} did not end within the test deadline of {:?} (CNSREPLAY_TEST_DEADLINE)",
+                deadline()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs a command to its end within the test [`deadline`]; returns its status and stdout.
+pub fn output_within(
+    cmd: &mut std::process::Command,
+    what: &str,
+) -> (std::process::ExitStatus, String) {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut child = cmd.stdout(out.reopen().unwrap()).spawn().unwrap();
+    let status = wait_child(&mut child, what);
+    (status, std::fs::read_to_string(out.path()).unwrap())
+}
+
+impl TestEnv {
+    /// The testenv's kubectl.
+    pub fn kubectl(&self) -> std::process::Command {
+        let bin = self.vars["PATH"].split(':').next().unwrap_or_default();
+        let mut c = std::process::Command::new(Path::new(bin).join("kubectl"));
+        c.arg("--kubeconfig").arg(self.kubeconfig());
+        c
+    }
+
+    /// Runs kubectl with `args` as the admin; panics with its output when it fails.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A kubeconfig of the service account `cnsreplay/<sa>`, with a fresh token.
+    pub fn service_account_kubeconfig(&self, sa: &str) -> PathBuf {
+        let token = self.kubectl_ok(&["create", "token", sa, "-n", "cnsreplay", "--duration=3h"]);
+        let mut kc = kube::config::Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        for a in &mut kc.auth_infos {
+            a.auth_info = Some(kube::config::AuthInfo {
+                token: Some(token.trim().to_owned().into()),
+                ..kube::config::AuthInfo::default()
+            });
+        }
+        let path =
+            std::env::temp_dir().join(format!("cnsreplay-{sa}-{}.kubeconfig", std::process::id()));
+        std::fs::write(&path, serde_json::to_vec(&kc).unwrap()).unwrap();
+        path
+    }
+
+    /// The kubeconfig the tests run the provider with: the service account `cnsreplay`
+    /// bound by exactly `deploy/rbac.yaml` (applied once per test process), not the admin.
+    pub fn runner_kubeconfig(&self) -> PathBuf {
+        static RUNNER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        RUNNER
+            .get_or_init(|| {
+                let rbac = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac.yaml");
+                self.kubectl_ok(&["apply", "-f", rbac]);
+                self.service_account_kubeconfig("cnsreplay")
+            })
+            .clone()
+    }
 }

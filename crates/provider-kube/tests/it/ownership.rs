@@ -67,7 +67,7 @@ fn preexisting_pvc_of_the_same_name_is_never_touched() {
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
     let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.kubeconfig()),
+        kubeconfig: Some(env.runner_kubeconfig()),
         namespace: Some(ns.clone()),
         storage_class: Some(class.clone()),
         ..KubeConfig::default()
@@ -142,7 +142,7 @@ fn start_run(
     let mut cmd = Command::new(cnsreplay_bin());
     cmd.args(["run", "--provider", "kube", "--grace", "1s", "-q"])
         .arg("--kubeconfig")
-        .arg(env.kubeconfig())
+        .arg(env.runner_kubeconfig())
         .arg("-o")
         .arg(run_dir)
         .args(extra)
@@ -202,7 +202,7 @@ fn sigint_mid_run_leaves_nothing_of_the_run_and_keeps_a_preexisting_pvc() {
         5,
     );
     signal(&child, "-INT");
-    let status = child.wait().unwrap();
+    let status = wait_child(&mut child, "the interrupted run");
     assert_eq!(status.code(), Some(1), "an interrupted run exits 1");
     let m = replay::RunDir::open(&run_dir).manifest().unwrap();
     assert_eq!(m.state, replay::CompletionState::Interrupted);
@@ -230,34 +230,24 @@ fn cleanup_after_sigkill_removes_the_run_namespace_and_objects() {
     let run_dir = dir.path().join("run");
     let mut child = start_run(&env, &trace, &run_dir, &["--storage-class", &class], 3);
     signal(&child, "-KILL");
-    let _ = child.wait();
+    let _ = wait_child(&mut child, "the killed run");
     let id = run_id(&run_dir);
     assert!(
         !rt.block_on(run_objects(&c, &id)).is_empty(),
         "SIGKILL left the run's objects"
     );
-    let out = Command::new(cnsreplay_bin())
-        .arg("cleanup")
-        .arg(&run_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cleanup: {}",
-        String::from_utf8_lossy(&out.stdout)
+    let (status, stdout) = output_within(
+        Command::new(cnsreplay_bin()).arg("cleanup").arg(&run_dir),
+        "cleanup",
     );
+    assert!(status.success(), "cleanup: {stdout}");
     let left = rt.block_on(run_objects(&c, &id));
     assert!(left.is_empty(), "left behind after cleanup: {left:?}");
     // Run again: nothing left to do.
-    let again = Command::new(cnsreplay_bin())
-        .arg("cleanup")
-        .arg(&run_dir)
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&again.stdout).contains("removed 0"),
-        "{}",
-        String::from_utf8_lossy(&again.stdout)
+    let (_, again) = output_within(
+        Command::new(cnsreplay_bin()).arg("cleanup").arg(&run_dir),
+        "the second cleanup",
     );
+    assert!(again.contains("removed 0"), "{again}");
     rt.block_on(drop_static(&c, &class));
 }

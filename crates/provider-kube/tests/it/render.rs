@@ -138,3 +138,108 @@ fn pod_log_histograms_are_collected() {
     assert_eq!(r.with_snapshot.len(), 0);
     assert!(!std::fs::read_to_string(&out).unwrap().contains("io_phase"));
 }
+
+fn pod_with_status(status: &serde_json::Value) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "iogen", "image": "reg/iogen:1"}]},
+        "status": status,
+    }))
+    .unwrap()
+}
+
+/// What ends a pod's start, classified from its status as the kubelet and the scheduler write
+/// it (image-pull and mount failures need a real kubelet; this checks the classification).
+#[test]
+fn pod_failures_are_classified_with_the_kubelets_reason() {
+    let waiting = |reason: &str, message: &str| {
+        pod_with_status(
+            &serde_json::json!({"phase": "Pending", "containerStatuses": [{
+            "name": "iogen", "image": "reg/iogen:1", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"waiting": {"reason": reason, "message": message}}}]}),
+        )
+    };
+    for (reason, class) in [
+        ("ErrImagePull", "image_pull_failed"),
+        ("ImagePullBackOff", "image_pull_failed"),
+        ("InvalidImageName", "image_pull_failed"),
+        ("CrashLoopBackOff", "container_failed"),
+        ("CreateContainerConfigError", "container_failed"),
+    ] {
+        let e = provider_kube::pod_failure(&waiting(reason, "pull access denied"), "p")
+            .unwrap_or_else(|| panic!("{reason} not classified"));
+        assert_eq!(e.class, class, "{reason}");
+        assert!(
+            e.message.contains(reason) && e.message.contains("pull access denied"),
+            "{}",
+            e.message
+        );
+    }
+    // Still creating: not a failure.
+    assert!(provider_kube::pod_failure(&waiting("ContainerCreating", ""), "p").is_none());
+    let exited = pod_with_status(
+        &serde_json::json!({"phase": "Running", "containerStatuses": [{
+        "name": "iogen", "image": "reg/iogen:1", "imageID": "", "ready": false,
+        "restartCount": 0, "state": {"terminated": {"exitCode": 2, "reason": "Error",
+        "message": "open /data/0: permission denied"}}}]}),
+    );
+    let e = provider_kube::pod_failure(&exited, "p").unwrap();
+    assert_eq!(e.class, "container_failed");
+    assert!(e.message.contains("code 2") && e.message.contains("permission denied"));
+    let ok = pod_with_status(
+        &serde_json::json!({"phase": "Succeeded", "containerStatuses": [{
+        "name": "iogen", "image": "reg/iogen:1", "imageID": "", "ready": false,
+        "restartCount": 0, "state": {"terminated": {"exitCode": 0}}}]}),
+    );
+    assert_eq!(
+        provider_kube::pod_failure(&ok, "p").unwrap().class,
+        "pod_failed",
+        "a workload pod that ended is not ready"
+    );
+    let unsched = pod_with_status(&serde_json::json!({"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}]}));
+    assert!(
+        provider_kube::unschedulable(&unsched)
+            .unwrap()
+            .contains("didn't match")
+    );
+    assert!(provider_kube::pod_failure(&unsched, "p").is_none());
+    for (reason, class) in [
+        ("ProvisioningFailed", "provisioning_failed"),
+        ("FailedAttachVolume", "attach_failed"),
+        ("FailedMount", "mount_failed"),
+    ] {
+        assert_eq!(provider_kube::warning_class(reason), class);
+    }
+}
+
+/// Every pod the provider makes meets the `restricted` Pod Security Standard's rules, and a
+/// raw block volume gets the device's group.
+#[test]
+fn pods_are_restricted_and_block_pods_get_the_device_group() {
+    let ev = phase_event();
+    let Op::IoPhase(ph) = &ev.op else { panic!() };
+    for block in [false, true] {
+        let vol = PodVolume {
+            claim: "db-0".into(),
+            block,
+        };
+        let pod = provider_kube::io_pod(&KubeConfig::default(), "r", "ns", &ev, ph, &vol, None);
+        let v = serde_json::to_value(&pod).unwrap();
+        let sc = &v["spec"]["securityContext"];
+        assert_eq!(sc["runAsNonRoot"], true);
+        assert_eq!(sc["runAsUser"], 65532);
+        assert_eq!(sc["fsGroup"], 65532);
+        assert_eq!(sc["fsGroupChangePolicy"], "OnRootMismatch");
+        assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+        let c = &v["spec"]["containers"][0]["securityContext"];
+        assert_eq!(c["allowPrivilegeEscalation"], false);
+        assert_eq!(c["capabilities"]["drop"][0], "ALL");
+        if block {
+            assert_eq!(sc["supplementalGroups"][0], 6);
+        } else {
+            assert!(sc["supplementalGroups"].is_null());
+        }
+    }
+}

@@ -133,7 +133,7 @@ fn abort_workload_stops_local_io_and_detaches() {
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
     let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.kubeconfig()),
+        kubeconfig: Some(env.runner_kubeconfig()),
         io_exec: IoExec::Local,
         ..KubeConfig::default()
     })

@@ -19,6 +19,9 @@ use crate::{MS, cordon, run_sim};
 /// in the one frozen op, so its p99 stays at s.
 #[test]
 fn stall_shows_in_response_p99_not_in_service_time() {
+    let _turn = crate::CPU_HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().expect("tempdir");
     let events: Vec<_> = (0..10_000u64).map(|i| (i * MS, cordon("n"))).collect();
     let opts = RunOptions {

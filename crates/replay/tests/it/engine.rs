@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use replay::sim::{SimConfig, SimProvider};
+use provider_sim::{SimConfig, SimProvider};
 use replay::{CompletionState, Outcome, RunControl, RunDir, RunOptions};
 use trace_format::{Attach, CreateVolume, Op, OpType};
 
@@ -241,7 +241,7 @@ proptest::proptest! {
     /// A stall only ever delays, by at most its length, and only ops that overlap it.
     #[test]
     fn stalls_delay_by_at_most_their_length(start in 0u64..10_000, service in 0u64..5_000, at in 0u64..10_000, len in 0u64..5_000) {
-        let cfg = SimConfig { stalls: vec![replay::sim::Stall { at: replay::sim::Dur(at), duration: replay::sim::Dur(len) }], ..SimConfig::default() };
+        let cfg = SimConfig { stalls: vec![provider_sim::Stall { at: provider_sim::Dur(at), duration: provider_sim::Dur(len) }], ..SimConfig::default() };
         let end = cfg.completion(start, service);
         proptest::prop_assert!(end >= start + service);
         proptest::prop_assert!(end <= start + service + len);
@@ -249,4 +249,90 @@ proptest::proptest! {
             proptest::prop_assert_eq!(end, start + service);
         }
     }
+}
+
+fn delete_volume(v: &str) -> Op {
+    Op::DeleteVolume(trace_format::VolumeRef { volume: v.into() })
+}
+
+fn detach(w: &str) -> Op {
+    Op::Detach(trace_format::WorkloadRef { workload: w.into() })
+}
+
+/// A `delete_volume` waits for the trace's earlier users of the volume to end (an attach
+/// using it, the detach of that workload), whatever their outcome, and records it as its
+/// dependency wait; a volume nobody uses is deleted on time.
+#[test]
+fn delete_volume_waits_for_the_earlier_users_of_the_volume() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = RunOptions {
+        // The slow attach of `w2` fails by timeout: its users' wait still ends.
+        timeouts: [(OpType::Attach, 700 * MS)].into(),
+        ..RunOptions::default()
+    };
+    let yaml = "ops: {attach: {dist: constant, value: 400ms}, create_volume: {dist: constant, \
+                value: 10ms}, detach: {dist: constant, value: 100ms}}\n";
+    let out = run_sim(
+        dir.path(),
+        &[
+            (0, create("v")),
+            (0, create("free")),
+            (20 * MS, attach("w", "v")),
+            (30 * MS, detach("w")),
+            (40 * MS, delete_volume("v")),
+            (50 * MS, delete_volume("free")),
+        ],
+        yaml,
+        &opts,
+    );
+    assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
+    let recs = records(&dir.path().join("run"));
+    let find = |op: OpType, n: usize| {
+        recs.iter()
+            .filter(|r| r.op == op)
+            .nth(n)
+            .unwrap_or_else(|| panic!("{op} #{n}"))
+    };
+    let (a, d) = (find(OpType::Attach, 0), find(OpType::Detach, 0));
+    let mut deletes: Vec<_> = recs
+        .iter()
+        .filter(|r| r.op == OpType::DeleteVolume)
+        .collect();
+    deletes.sort_by_key(|r| r.id);
+    let (dv, free) = (deletes[0], deletes[1]);
+    assert!(d.started >= a.completed, "detach before its attach ended");
+    assert!(
+        dv.started >= d.completed,
+        "delete of v started at {} before the detach ended at {}",
+        dv.started,
+        d.completed
+    );
+    assert!(dv.dep_wait >= 300 * MS, "dep_wait {}", dv.dep_wait);
+    assert!(
+        free.dep_wait < 100 * MS,
+        "unused volume waited {}",
+        free.dep_wait
+    );
+
+    // The users' outcome does not matter: a failed (timed-out) attach ends the wait too.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let slow = "ops: {attach: {dist: constant, value: 5s}}\n";
+    let out = run_sim(
+        dir.path(),
+        &[
+            (0, create("v")),
+            (10 * MS, attach("w", "v")),
+            (20 * MS, delete_volume("v")),
+        ],
+        slow,
+        &opts,
+    );
+    assert_eq!(out.summary.errors.get("timeout"), Some(&1));
+    let recs = records(&dir.path().join("run"));
+    let dv = recs
+        .iter()
+        .find(|r| r.op == OpType::DeleteVolume)
+        .expect("delete");
+    assert_eq!(dv.outcome, Outcome::Ok, "{:?}", dv.error);
+    assert!(dv.dep_wait >= 600 * MS, "dep_wait {}", dv.dep_wait);
 }

@@ -4,11 +4,12 @@
 mod co;
 mod engine;
 mod timing;
+mod validity;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use replay::sim::{SimConfig, SimProvider};
+use provider_sim::{SimConfig, SimProvider};
 use replay::{EventRecord, RunControl, RunOptions, RunOutcome};
 use trace_format::{Encoding, Event, Header, Op, TraceWriter};
 
@@ -55,3 +56,7 @@ pub fn cordon(n: &str) -> Op {
 
 /// One millisecond in ns.
 pub const MS: u64 = 1_000_000;
+
+/// Tests that load the CPUs (blocking providers, busy lanes) and the coordinated-omission test,
+/// whose analytic bound needs the CPUs, take turns.
+pub static CPU_HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());

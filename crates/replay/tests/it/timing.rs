@@ -144,8 +144,8 @@ fn two_lanes_take_turns_on_their_grids() {
 fn too_many_lanes_is_an_options_error_before_anything_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = crate::write_trace(dir.path(), &evenly(3, MS));
-    let cfg = replay::sim::SimConfig::default();
-    let p = std::sync::Arc::new(replay::sim::SimProvider::new(cfg).expect("sim"));
+    let cfg = provider_sim::SimConfig::default();
+    let p = std::sync::Arc::new(provider_sim::SimProvider::new(cfg).expect("sim"));
     let err = replay::run(
         &trace,
         &dir.path().join("run"),

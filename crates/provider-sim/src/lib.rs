@@ -1,7 +1,8 @@
 //! The `sim` provider: no data, no objects. Each operation takes a latency drawn from a
 //! per-op-type distribution (constant, uniform, exponential, lognormal), and injected stalls
 //! freeze every operation in flight or arriving while they last. It exists to test the engine
-//! itself, at millions of events.
+//! itself, at millions of events, and, with its queueing model, to give capacity searches a
+//! system whose saturation rate is known.
 //!
 //! Latencies are served by one timer thread (a deadline heap it sleeps on), not tokio's
 //! millisecond timer, so a 200 µs operation takes 200 µs plus the OS wake-up delay (tens of
@@ -11,41 +12,46 @@
 //! A stall `[t0, t0 + d)` (times from the run origin) stops all progress: an operation that
 //! starts at `s` with service `l` and overlaps the stall completes at
 //! `s + l + (t0 + d − max(s, t0))`, i.e. it resumes where it was when the stall ends.
+//!
+//! The queueing model (`servers`, `shared_servers`) turns the sim into a G/G/N FIFO system
+//! per pool: an op type with `servers: {attach: 4}` has 4 servers of its own, every other
+//! op type shares `shared_servers` (none: unlimited servers, the plain latency model). An
+//! operation arriving at `a` (the provider call) takes the server that frees first, starts at
+//! `s = max(a, free)` and completes at `s + service` (stalls applied): the wait is part of
+//! the response time; phases `arrived` (the sim took the call) and `queue` (service began)
+//! show it. Because the drawn service does not depend
+//! on timing and a server's next start is computed from the previous completion as modelled
+//! (not as the timer delivered it), a dedicated pool saturates at exactly
+//! `N / E[service]` operations per second ([`SimConfig::saturation_rate`]); a shared pool
+//! when `Σ rate(op) · E[service(op)]` reaches `N`.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Deserializer, Serialize};
+use replay::ledger::LedgerEntry;
+use replay::provider::{CleanupReport, OpCtx, Provider, ProviderError, RunInfo};
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
+pub use trace_format::units::Dur;
 use trace_format::{Event, OpType};
 
-use crate::Error;
-use crate::ledger::LedgerEntry;
-use crate::provider::{CleanupReport, OpCtx, Provider, ProviderError, RunInfo};
-
-/// A duration in ns; YAML accepts an integer or a string such as `"250ms"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
-pub struct Dur(pub u64);
-
-impl<'de> Deserialize<'de> for Dur {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(Dur(n)),
-            Raw::S(s) => trace_format::units::parse_duration(&s)
-                .map(Dur)
-                .map_err(serde::de::Error::custom),
-        }
-    }
+/// Errors of the sim provider's configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration file could not be read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The configuration is invalid.
+    #[error("{file}: {message}")]
+    Config {
+        /// The file (or `--sim-*` flag) the configuration came from.
+        file: String,
+        /// What is wrong, with the field.
+        message: String,
+    },
 }
 
 /// A latency distribution.
@@ -123,6 +129,17 @@ impl Latency {
         }
     }
 
+    /// The mean, ns (of the distribution; draws are clamped to 1 h, which moves it only for
+    /// distributions with mass beyond that).
+    pub fn mean(&self) -> f64 {
+        match self {
+            Latency::Constant { value } => value.0 as f64,
+            Latency::Uniform { min, max } => (min.0 as f64 + max.0 as f64) / 2.0,
+            Latency::Exponential { mean } => mean.0 as f64,
+            Latency::Lognormal { median, sigma } => median.0 as f64 * (sigma * sigma / 2.0).exp(),
+        }
+    }
+
     /// A draw from two independent uniforms in (0, 1).
     pub fn sample(&self, u1: f64, u2: f64) -> u64 {
         let v = match self {
@@ -189,6 +206,13 @@ pub struct SimConfig {
     /// Injected stalls.
     #[serde(default)]
     pub stalls: Vec<Stall>,
+    /// Queueing model: servers of an op type's own FIFO pool (e.g. `attach: 4`).
+    #[serde(default)]
+    pub servers: BTreeMap<OpType, u32>,
+    /// Queueing model: one FIFO pool of this many servers shared by every op type not in
+    /// `servers` (absent: unlimited servers).
+    #[serde(default)]
+    pub shared_servers: Option<u32>,
 }
 
 impl Default for SimConfig {
@@ -199,6 +223,8 @@ impl Default for SimConfig {
             ops: BTreeMap::new(),
             errors: BTreeMap::new(),
             stalls: Vec::new(),
+            servers: BTreeMap::new(),
+            shared_servers: None,
         }
     }
 }
@@ -212,7 +238,7 @@ impl SimConfig {
 
     /// Parses YAML; `file` names it in errors.
     pub fn from_yaml(text: &str, file: &str) -> Result<Self, Error> {
-        let c: SimConfig = serde_saphyr::from_str(text).map_err(|e| Error::SimConfig {
+        let c: SimConfig = serde_saphyr::from_str(text).map_err(|e| Error::Config {
             file: file.to_owned(),
             message: e.to_string(),
         })?;
@@ -222,7 +248,7 @@ impl SimConfig {
 
     /// Checks distributions and probabilities.
     pub fn check(&self, file: &str) -> Result<(), Error> {
-        let bad = |message: String| Error::SimConfig {
+        let bad = |message: String| Error::Config {
             file: file.to_owned(),
             message,
         };
@@ -232,12 +258,53 @@ impl SimConfig {
         for (op, l) in &self.ops {
             l.check().map_err(|e| bad(format!("ops.{op}: {e}")))?;
         }
+        for (op, n) in &self.servers {
+            if *n == 0 {
+                return Err(bad(format!("servers.{op}: needs at least 1 server")));
+            }
+        }
+        if self.shared_servers == Some(0) {
+            return Err(bad("shared_servers: needs at least 1 server".into()));
+        }
         for (op, p) in &self.errors {
             if !(0.0..=1.0).contains(p) {
                 return Err(bad(format!(
                     "errors.{op}: {p} is not a probability in [0, 1]"
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// The latency distribution of an op type.
+    pub fn latency(&self, op: OpType) -> &Latency {
+        self.ops.get(&op).unwrap_or(&self.default)
+    }
+
+    /// The rate (ops/s) at which an op type with a dedicated pool saturates, `N / E[service]`
+    /// (None without a dedicated pool, or with a zero mean service).
+    pub fn saturation_rate(&self, op: OpType) -> Option<f64> {
+        let n = *self.servers.get(&op)?;
+        let mean = self.latency(op).mean();
+        (mean > 0.0).then(|| f64::from(n) * 1e9 / mean)
+    }
+
+    /// Parses the flag form `OP=N` (or `shared=N`) into the configuration.
+    pub fn set_servers(&mut self, flag: &str) -> Result<(), String> {
+        let (op, n) = flag
+            .split_once('=')
+            .ok_or_else(|| format!("{flag:?}: expected OP=N or shared=N"))?;
+        let n: u32 = n
+            .parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("{flag:?}: {n:?} is not a server count ≥ 1"))?;
+        if op == "shared" {
+            self.shared_servers = Some(n);
+        } else {
+            let op =
+                OpType::from_name(op).ok_or_else(|| format!("{flag:?}: unknown op type {op:?}"))?;
+            self.servers.insert(op, n);
         }
         Ok(())
     }
@@ -271,11 +338,71 @@ fn unit(x: u64) -> f64 {
 
 type TimerEntry = (Instant, oneshot::Sender<()>);
 
+/// `N` FIFO servers: when each frees, as modelled (ns since the run origin).
+#[derive(Debug)]
+struct Pool {
+    servers: u32,
+    state: Mutex<PoolState>,
+}
+
+#[derive(Debug, Default)]
+struct PoolState {
+    /// When each server is next free.
+    free: BinaryHeap<Reverse<u64>>,
+    /// Start instants of admitted operations not yet started at the last arrival
+    /// (non-decreasing: FIFO starts in arrival order).
+    waiting: VecDeque<u64>,
+    admitted: u64,
+    peak_waiting: usize,
+    max_wait: u64,
+}
+
+impl Pool {
+    fn new(servers: u32) -> Self {
+        let free = (0..servers.max(1)).map(|_| Reverse(0)).collect();
+        Self {
+            servers,
+            state: Mutex::new(PoolState {
+                free,
+                ..PoolState::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Admits an operation arriving at `arrive` with service `service`: its (start, end).
+    /// Arrivals are admitted in the order they take the lock, i.e. FIFO.
+    fn admit(&self, arrive: u64, service: u64, config: &SimConfig) -> (u64, u64) {
+        let mut st = self.lock();
+        let Reverse(free) = st.free.pop().unwrap_or(Reverse(0));
+        let start = arrive.max(free);
+        let end = config.completion(start, service);
+        st.free.push(Reverse(end));
+        while st.waiting.front().is_some_and(|&s| s <= arrive) {
+            st.waiting.pop_front();
+        }
+        if start > arrive {
+            st.waiting.push_back(start);
+        }
+        st.admitted += 1;
+        st.peak_waiting = st.peak_waiting.max(st.waiting.len());
+        st.max_wait = st.max_wait.max(start - arrive);
+        (start, end)
+    }
+}
+
 /// The sim provider.
 #[derive(Debug)]
 pub struct SimProvider {
     config: SimConfig,
     timer: Arc<TimerQueue>,
+    /// Dedicated pools by op type.
+    pools: BTreeMap<OpType, Pool>,
+    /// The pool of every other op type, with `shared_servers`.
+    shared: Option<Pool>,
 }
 
 impl SimProvider {
@@ -286,7 +413,22 @@ impl SimProvider {
         std::thread::Builder::new()
             .name("cnsreplay-sim-timer".into())
             .spawn(move || queue.run())?;
-        Ok(Self { config, timer })
+        let pools = config
+            .servers
+            .iter()
+            .map(|(&op, &n)| (op, Pool::new(n)))
+            .collect();
+        let shared = config.shared_servers.map(Pool::new);
+        Ok(Self {
+            config,
+            timer,
+            pools,
+            shared,
+        })
+    }
+
+    fn pool(&self, op: OpType) -> Option<&Pool> {
+        self.pools.get(&op).or(self.shared.as_ref())
     }
 
     fn draw(&self, ev: &Event) -> (u64, bool) {
@@ -294,7 +436,7 @@ impl SimProvider {
         let h1 = splitmix(self.config.seed ^ splitmix(ev.id));
         let h2 = splitmix(h1);
         let h3 = splitmix(h2);
-        let lat = self.config.ops.get(&op).unwrap_or(&self.config.default);
+        let lat = self.config.latency(op);
         let fails = self.config.errors.get(&op).is_some_and(|&p| unit(h3) < p);
         (lat.sample(unit(h1), unit(h2)), fails)
     }
@@ -435,15 +577,76 @@ impl Provider for SimProvider {
         Ok(Vec::new())
     }
 
+    fn environment(&self) -> serde_json::Value {
+        if self.pools.is_empty() && self.shared.is_none() {
+            return serde_json::Value::Null;
+        }
+        let dedicated: BTreeMap<String, serde_json::Value> = self
+            .config
+            .servers
+            .iter()
+            .map(|(op, n)| {
+                let mean = self.config.latency(*op).mean();
+                (
+                    op.name().to_owned(),
+                    serde_json::json!({
+                        "servers": n,
+                        "mean_service_ns": mean,
+                        "saturation_per_s": self.config.saturation_rate(*op),
+                    }),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "queueing": {
+                "dedicated": dedicated,
+                "shared_servers": self.config.shared_servers,
+            }
+        })
+    }
+
+    fn finish_notices(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let pools = self
+            .pools
+            .iter()
+            .map(|(op, p)| (op.name().to_owned(), p))
+            .chain(self.shared.iter().map(|p| ("shared".to_owned(), p)));
+        for (name, p) in pools {
+            let st = p.lock();
+            if st.admitted > 0 {
+                out.push(format!(
+                    "sim queue {name} ({} servers): {} operations, peak {} waiting, longest \
+                     wait {}",
+                    p.servers,
+                    st.admitted,
+                    st.peak_waiting,
+                    trace_format::units::fmt_secs(st.max_wait)
+                ));
+            }
+        }
+        out
+    }
+
     async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
         let (service, fails) = self.draw(&ev);
-        let start = ctx.now_ns();
-        let end = self.config.completion(start, service);
+        let arrive = ctx.now_ns();
+        let pool = self.pool(ev.op.op_type());
+        let (start, end) = match pool {
+            Some(p) => p.admit(arrive, service, &self.config),
+            None => (arrive, self.config.completion(arrive, service)),
+        };
         let (tx, rx) = oneshot::channel();
         self.timer
             .schedule((ctx.origin() + Duration::from_nanos(end), tx));
         rx.await
             .map_err(|_| ProviderError::new("sim_stopped", "the sim timer thread is gone"))?;
+        if pool.is_some() {
+            // The modelled instants, not the timer's delivery: the queue is exact.
+            ctx.phase_at("arrived", ctx.origin() + Duration::from_nanos(arrive));
+            ctx.phase_at("queue", ctx.origin() + Duration::from_nanos(start));
+            ctx.completed_at(ctx.origin() + Duration::from_nanos(end));
+        }
         if fails {
             return Err(ProviderError::new(
                 "sim_injected",

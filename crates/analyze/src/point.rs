@@ -1,0 +1,429 @@
+//! One run judged as a point of a capacity curve: did the system keep up with the offered
+//! rate, was the run stationary, did it meet the SLOs, and was the run itself valid.
+//!
+//! - **Throughput** per op type and overall, on the middle 80 % of events: offered =
+//!   `(k90 − k10) / (I90 − I10)` over the sorted intended instants, achieved = the same over
+//!   the sorted completion instants. Trimming makes both insensitive to the response time of
+//!   the first and last events (a plain first-to-last span is off by `(R_last − R_first) / T`,
+//!   several percent for a short run with spread-out latencies). The system *kept up* when
+//!   achieved ≥ (1 − tolerance) · offered (tolerance 2 % by default), checked for every op type
+//!   with at least `min_events` events.
+//! - **Stationarity**: the events are split at the median intended instant. A point is not
+//!   stationary when, for an op type with `min_events` in each half, the median response of
+//!   the second half exceeds the first half's by more than `drift` (50 %) and 1 ms, or an SLO
+//!   percentile does, judged only where each half has at least 5 events beyond the percentile
+//!   (a p99.9 needs 5 000 per half). A queue that grows shows here (its response times climb)
+//!   before the whole-run throughput check catches it; medians, unlike half-run throughputs,
+//!   are not moved by a short delivery hiccup of a loaded machine.
+//! - **SLOs** over the whole run ([`crate::capacity::Slo`]). `io` SLOs read the CO-safe
+//!   response times of single `io` events and of `io_phase` units' interval histograms
+//!   ([`crate::phase_io::response`]), never a unit's duration.
+//! - **Validity**: `summary.json`'s `verdict` when the engine wrote one (`valid`,
+//!   `engine-bound`, `incomplete`); otherwise a stand-in: the run completed and its dispatch
+//!   lateness p90 stayed ≤ 10 ms (p90, not p99: in a run of a hundred control operations the
+//!   p99 is the start-up outlier of a loaded machine).
+//!
+//! A point *passes* when all four hold and failures stay within `max_error_rate`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use replay::{CompletionState, Outcome, RunDir};
+use serde::{Deserialize, Serialize};
+use trace_format::OpType;
+
+use crate::capacity::{Slo, SloTarget};
+use crate::hist::{at, latency};
+use crate::load::{Accumulator, Rec, Run};
+use crate::phase_io;
+use crate::{Error, Result};
+
+/// How points are judged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PointOptions {
+    /// Achieved may fall short of offered by this fraction (0.02 = 2 %).
+    pub tolerance: f64,
+    /// Largest growth of an SLO percentile from the first to the second half (0.5 = 50 %).
+    pub drift: f64,
+    /// Largest fraction of failed operations.
+    pub max_error_rate: f64,
+    /// Op types with fewer events get no throughput verdict of their own.
+    pub min_events: u64,
+    /// Judge points whose run did not finish or is not `valid` like any other (otherwise such
+    /// a point is not sustained, with the verdict's evidence as its reason).
+    pub allow_invalid: bool,
+}
+
+impl Default for PointOptions {
+    fn default() -> Self {
+        Self {
+            tolerance: 0.02,
+            drift: 0.5,
+            max_error_rate: 0.01,
+            min_events: 20,
+            allow_invalid: false,
+        }
+    }
+}
+
+/// Throughput of one op type (or `all`) in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct OpThroughput {
+    /// Op type, or `all`.
+    pub op: String,
+    /// Events.
+    pub count: u64,
+    /// Failed events.
+    pub failed: u64,
+    /// Offered rate, per second (middle 80 % of intended instants).
+    pub offered_rate: f64,
+    /// Achieved rate, per second (middle 80 % of completions).
+    pub achieved_rate: f64,
+    /// Whether achieved ≥ (1 − tolerance) · offered (true when too few events to judge).
+    pub kept_up: bool,
+}
+
+/// One SLO in one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SloPoint {
+    /// The SLO as given.
+    pub slo: String,
+    /// Its value over the run, ns (None when no event of the op type).
+    pub value_ns: Option<u64>,
+    /// Its value in the first half (by intended instant), ns.
+    pub first_half_ns: Option<u64>,
+    /// Its value in the second half, ns.
+    pub second_half_ns: Option<u64>,
+    /// Samples of the whole run behind the value.
+    pub samples: u64,
+    /// Whether the run meets it.
+    pub met: bool,
+}
+
+/// One run judged as a capacity point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PointEval {
+    /// Run directory.
+    pub run: String,
+    /// Replay speed.
+    pub speed: f64,
+    /// Throughput of all events (`all`), then per op type.
+    pub throughput: Vec<OpThroughput>,
+    /// Each SLO.
+    pub slos: Vec<SloPoint>,
+    /// Whether the run looked stationary (see the module docs).
+    pub stationary: bool,
+    /// The run's validity: `valid`, `engine-bound`, `incomplete` (or what summary.json says).
+    pub validity: String,
+    /// Where the validity came from: `summary.verdict`, or `capacity` (this module's stand-in
+    /// check while runs carry no verdict).
+    pub validity_source: String,
+    /// Whether the point passes every check.
+    pub pass: bool,
+    /// Why it does not (empty when it passes).
+    pub reasons: Vec<String>,
+}
+
+impl PointEval {
+    /// Throughput of all events.
+    pub fn total(&self) -> Option<&OpThroughput> {
+        self.throughput.iter().find(|t| t.op == "all")
+    }
+}
+
+/// What the point needs of one event (ns).
+#[derive(Debug, Clone, Copy)]
+struct Ev {
+    intended: u64,
+    completed: u64,
+    response: u64,
+    service: u64,
+    failed: bool,
+}
+
+/// Per op type: every event.
+#[derive(Debug, Default)]
+struct Times(BTreeMap<OpType, Vec<Ev>>);
+
+impl Accumulator for Times {
+    fn add(&mut self, r: &Rec<'_>) {
+        self.0.entry(r.op).or_default().push(Ev {
+            intended: r.intended,
+            completed: r.completed,
+            response: r.response,
+            service: r.service,
+            failed: r.outcome == Outcome::Error,
+        });
+    }
+
+    fn merge(&mut self, o: Self) {
+        for (op, mut v) in o.0 {
+            self.0.entry(op).or_default().append(&mut v);
+        }
+    }
+}
+
+/// Offered and achieved rate over the middle 80 % (all events when fewer than 10).
+fn rates(intended: &mut [u64], completed: &mut [u64]) -> (f64, f64) {
+    let n = intended.len();
+    if n < 2 {
+        return (0.0, 0.0);
+    }
+    intended.sort_unstable();
+    completed.sort_unstable();
+    let (lo, hi) = if n >= 10 {
+        (n / 10, n - 1 - n / 10)
+    } else {
+        (0, n - 1)
+    };
+    let per_s = |v: &[u64]| {
+        let span = v[hi].saturating_sub(v[lo]);
+        if span == 0 {
+            0.0
+        } else {
+            (hi - lo) as f64 / (span as f64 / 1e9)
+        }
+    };
+    (per_s(intended), per_s(completed))
+}
+
+/// The throughput of a set of events.
+fn throughput(op: &str, ev: &[&Ev], o: &PointOptions) -> OpThroughput {
+    let mut i: Vec<u64> = ev.iter().map(|e| e.intended).collect();
+    let mut c: Vec<u64> = ev.iter().map(|e| e.completed).collect();
+    let (offered_rate, achieved_rate) = rates(&mut i, &mut c);
+    let count = ev.len() as u64;
+    OpThroughput {
+        op: op.to_owned(),
+        count,
+        failed: ev.iter().filter(|e| e.failed).count() as u64,
+        offered_rate,
+        achieved_rate,
+        kept_up: count < o.min_events || achieved_rate >= (1.0 - o.tolerance) * offered_rate,
+    }
+}
+
+/// The validity of a run: `summary.json`'s `verdict` when present (a string, or an object
+/// with a `verdict`/`state` string), else the stand-in check of the module docs.
+///
+/// HOOK: once every run carries `summary.verdict`, the stand-in goes.
+pub fn validity(run_dir: &Path) -> Result<(String, String, Option<String>)> {
+    let path = run_dir.join("summary.json");
+    if !path.is_file() {
+        // No summary: the manifest's state is all there is.
+        let run = Run::open(run_dir)?;
+        return Ok(if run.manifest.state == CompletionState::Complete {
+            ("valid".into(), "capacity (manifest only)".into(), None)
+        } else {
+            (
+                "incomplete".into(),
+                "capacity".into(),
+                Some("no summary.json and the manifest does not say complete".into()),
+            )
+        });
+    }
+    let raw: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(&path)?).map_err(|e| Error::Config {
+            file: path.clone(),
+            message: e.to_string(),
+        })?;
+    let verdict = match &raw["verdict"] {
+        serde_json::Value::String(s) => Some(s.clone()),
+        v @ serde_json::Value::Object(_) => ["verdict", "state", "kind"]
+            .iter()
+            .find_map(|k| v[*k].as_str().map(str::to_owned)),
+        _ => None,
+    };
+    if let Some(v) = verdict {
+        let why = (v != "valid").then(|| format!("run verdict {v}"));
+        return Ok((v, "summary.verdict".into(), why));
+    }
+    let s = RunDir::open(run_dir)
+        .summary()
+        .map_err(|source| Error::NotARun {
+            path: run_dir.to_owned(),
+            source,
+        })?;
+    if s.state != CompletionState::Complete {
+        let why = format!(
+            "run incomplete ({})",
+            s.reason.as_deref().unwrap_or("interrupted")
+        );
+        return Ok(("incomplete".into(), "capacity".into(), Some(why)));
+    }
+    const MAX_LATENESS_P90: u64 = 10_000_000;
+    if s.lateness.p90 > MAX_LATENESS_P90 {
+        let why = format!(
+            "engine-bound: dispatch lateness p90 {} > 10 ms",
+            crate::report::fmt_ns(s.lateness.p90 as f64)
+        );
+        return Ok(("engine-bound".into(), "capacity".into(), Some(why)));
+    }
+    Ok(("valid".into(), "capacity".into(), None))
+}
+
+fn fmt_ns(ns: u64) -> String {
+    crate::report::fmt_ns(ns as f64)
+}
+
+/// Judges one run against SLOs.
+pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointEval> {
+    let run = Run::open(run_dir)?;
+    let times = run.scan(Times::default)?;
+    let all: Vec<&Ev> = times.0.values().flatten().collect();
+    let mut reasons = Vec::new();
+    if !o.allow_invalid
+        && let Err(e) = run.check_valid()
+    {
+        reasons.push(e.to_string());
+    }
+
+    // Throughput, whole run.
+    let mut tp = vec![throughput("all", &all, o)];
+    for (op, ev) in &times.0 {
+        tp.push(throughput(op.name(), &ev.iter().collect::<Vec<_>>(), o));
+    }
+    let single_op = times.0.len() == 1;
+    for t in &tp {
+        if !(t.kept_up || single_op && t.op == "all") {
+            reasons.push(format!(
+                "{} fell behind: achieved {:.2}/s of {:.2}/s offered",
+                t.op, t.achieved_rate, t.offered_rate
+            ));
+        }
+    }
+    let failed: u64 = tp[0].failed;
+    if tp[0].count > 0 && failed as f64 > o.max_error_rate * tp[0].count as f64 {
+        reasons.push(format!(
+            "{failed} of {} operations failed (more than {:.1} %)",
+            tp[0].count,
+            o.max_error_rate * 100.0
+        ));
+    }
+
+    // Halves by intended instant.
+    let mut intended: Vec<u64> = all.iter().map(|e| e.intended).collect();
+    intended.sort_unstable();
+    let split = intended.get(intended.len() / 2).copied().unwrap_or(0);
+    let mut stationary = true;
+    for (op, ev) in &times.0 {
+        let med = |first: bool| -> Option<u64> {
+            let mut v: Vec<u64> = ev
+                .iter()
+                .filter(|e| (e.intended < split) == first)
+                .map(|e| e.response)
+                .collect();
+            (v.len() as u64 >= o.min_events).then(|| {
+                v.sort_unstable();
+                v[v.len() / 2]
+            })
+        };
+        if let (Some(a), Some(b)) = (med(true), med(false))
+            && b as f64 > a as f64 * (1.0 + o.drift) + 1e6
+        {
+            stationary = false;
+            reasons.push(format!(
+                "not stationary: {op} median response grew from {} in the first half to {} in \
+                 the second",
+                fmt_ns(a),
+                fmt_ns(b)
+            ));
+        }
+    }
+
+    // SLOs.
+    let units = if slos.iter().any(|s| matches!(s.target(), SloTarget::Io(_))) {
+        phase_io::run_units(&run)?
+    } else {
+        Vec::new()
+    };
+    let max = u64::MAX;
+    let mut slo_points = Vec::new();
+    for s in slos {
+        let hist = |range: (u64, u64)| -> Histogram<u64> {
+            let mut h = latency();
+            let take = |e: &&Ev| e.intended >= range.0 && e.intended < range.1;
+            match s.target() {
+                SloTarget::Io(kind) => {
+                    // Single `io` events (their kind is in the trace, not the record: counted
+                    // only when the SLO covers every kind).
+                    if kind.is_none() {
+                        for e in times.0.get(&OpType::Io).into_iter().flatten().filter(take) {
+                            h.saturating_record(e.response.max(1));
+                        }
+                    }
+                    crate::hist::add_saturating(
+                        &mut h,
+                        &phase_io::response(&units, kind, Some(range)),
+                    );
+                }
+                SloTarget::Op(op) => {
+                    let evs: Box<dyn Iterator<Item = &Ev>> = match op {
+                        None => Box::new(all.iter().copied()),
+                        Some(op) => Box::new(times.0.get(&op).into_iter().flatten()),
+                    };
+                    for e in evs.filter(|e| take(e)) {
+                        let v = if s.metric == "service" {
+                            e.service
+                        } else {
+                            e.response
+                        };
+                        h.saturating_record(v.max(1));
+                    }
+                }
+            }
+            h
+        };
+        let whole = hist((0, max));
+        let (first, second) = (hist((0, split)), hist((split, max)));
+        let val = |h: &Histogram<u64>| (!h.is_empty()).then(|| at(h, s.percentile));
+        let value_ns = val(&whole);
+        let met = value_ns.is_some_and(|v| v <= s.limit_ns);
+        if !met {
+            reasons.push(match value_ns {
+                Some(v) => format!("{} was {}", s.spec, fmt_ns(v)),
+                None => format!("{} had no events", s.spec),
+            });
+        }
+        let tail = |h: &Histogram<u64>| h.len() as f64 * (1.0 - s.percentile / 100.0);
+        if let (Some(a), Some(b)) = (val(&first), val(&second))
+            && tail(&first) >= 5.0
+            && tail(&second) >= 5.0
+            && b as f64 > a as f64 * (1.0 + o.drift) + 1e6
+        {
+            stationary = false;
+            reasons.push(format!(
+                "not stationary: {} grew from {} in the first half to {} in the second",
+                s.spec,
+                fmt_ns(a),
+                fmt_ns(b)
+            ));
+        }
+        slo_points.push(SloPoint {
+            slo: s.spec.clone(),
+            value_ns,
+            first_half_ns: val(&first),
+            second_half_ns: val(&second),
+            samples: whole.len(),
+            met,
+        });
+    }
+
+    let (validity, validity_source, why) = validity(run_dir)?;
+    reasons.extend(why);
+    Ok(PointEval {
+        run: run_dir.display().to_string(),
+        speed: run.speed(),
+        throughput: tp,
+        slos: slo_points,
+        stationary,
+        validity,
+        validity_source,
+        pass: reasons.is_empty(),
+        reasons,
+    })
+}

@@ -1,0 +1,138 @@
+//! Runs that are not valid are refused by the analyses that draw conclusions, with the run,
+//! the verdict and the evidence, unless `allow_invalid`. The runs are real engine runs on the
+//! `noop` provider; their verdicts are set by the thresholds they ran with.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use analyze::{CompareOptions, Error, Run, compare};
+use replay::noop::NoopProvider;
+use replay::{RunControl, RunOptions, ValidityOptions};
+
+use crate::write_trace;
+
+fn trace(dir: &Path) -> PathBuf {
+    let events: Vec<(u64, String)> = (0..50u64)
+        .map(|i| (i * 2_000_000, r#""cordon_node":{"node":"n"}"#.to_owned()))
+        .collect();
+    write_trace(dir, "t.jsonl", None, &events)
+}
+
+/// A noop run of `trace` into `dir/name`, judged with start lateness limit `start_p99_ns`
+/// (0: nothing is on time, so the run is engine-bound; 10 s: it is valid), stopped at once
+/// when `stop`.
+fn noop_run(dir: &Path, name: &str, trace: &Path, start_p99_ns: u64, stop: bool) -> PathBuf {
+    let out = dir.join(name);
+    let opts = RunOptions {
+        validity: ValidityOptions {
+            start_p99_ns,
+            start_p999_ns: 10_000_000_000,
+            rate_tolerance: 1.0,
+            workers_busy: 1.0,
+            ..ValidityOptions::default()
+        },
+        ..RunOptions::default()
+    };
+    let control = RunControl::new();
+    if stop {
+        control.request_stop("test stop");
+    }
+    replay::run(trace, &out, &Arc::new(NoopProvider), &opts, &control).expect("run");
+    out
+}
+
+#[test]
+fn engine_bound_and_incomplete_runs_are_refused_unless_allowed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = trace(dir.path());
+    let valid = noop_run(dir.path(), "valid", &t, 10_000_000_000, false);
+    let bound = noop_run(dir.path(), "bound", &t, 0, false);
+    let stopped = noop_run(dir.path(), "stopped", &t, 10_000_000_000, true);
+
+    let err = compare(
+        std::slice::from_ref(&valid),
+        std::slice::from_ref(&bound),
+        &CompareOptions::default(),
+    )
+    .expect_err("refused");
+    let Error::InvalidRun {
+        path,
+        verdict,
+        evidence,
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert_eq!((path, verdict.as_str()), (&bound, "engine-bound"));
+    assert!(
+        evidence.starts_with("start lateness p99 ") && evidence.contains("(limit 0.000 ms)"),
+        "{evidence}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!("{}: refused", bound.display()))
+            && text.contains("--allow-invalid"),
+        "{text}"
+    );
+
+    let err = compare(
+        std::slice::from_ref(&stopped),
+        std::slice::from_ref(&valid),
+        &CompareOptions::default(),
+    )
+    .expect_err("refused");
+    assert!(
+        matches!(&err, Error::InvalidRun { verdict, evidence, .. }
+            if verdict == "incomplete" && evidence == "the run is interrupted (test stop)"),
+        "{err}"
+    );
+    let err = analyze::report::report(&[bound.as_path()], false).expect_err("refused");
+    assert!(matches!(err, Error::InvalidRun { .. }), "{err}");
+
+    let allow = CompareOptions {
+        allow_invalid: true,
+        ..CompareOptions::default()
+    };
+    compare(
+        std::slice::from_ref(&valid),
+        std::slice::from_ref(&bound),
+        &allow,
+    )
+    .expect("admitted");
+    let rep = analyze::report::report(&[bound.as_path()], true).expect("admitted");
+    assert!(rep.html.contains("not valid"), "the report marks it");
+
+    // A valid run passes; summary describes any run and carries its verdict.
+    Run::open_for_analysis(&valid, false).expect("valid");
+    let s = analyze::summary::summary(&bound).expect("summary");
+    assert_eq!(
+        s.validity.expect("validity").verdict,
+        replay::Verdict::EngineBound
+    );
+}
+
+#[test]
+fn a_complete_run_without_a_verdict_is_admitted_and_a_crashed_one_is_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = trace(dir.path());
+    let run = noop_run(dir.path(), "old", &t, 10_000_000_000, false);
+    // As written before verdicts existed: no `validity` in the summary.
+    let mut s: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(run.join("summary.json")).expect("read"))
+            .expect("json");
+    s.as_object_mut().expect("object").remove("validity");
+    fs_err::write(run.join("summary.json"), s.to_string()).expect("write");
+    let r = Run::open_for_analysis(&run, false).expect("admitted");
+    assert!(r.validity.is_none());
+    // A crash leaves no summary and `running`, which a later command marks.
+    fs_err::remove_file(run.join("summary.json")).expect("rm");
+    let rd = replay::RunDir::open(&run);
+    let mut m = rd.manifest().expect("manifest");
+    m.state = replay::CompletionState::CrashedDetected;
+    rd.write_manifest(&m).expect("write");
+    let err = Run::open_for_analysis(&run, false).expect_err("refused");
+    assert!(
+        err.to_string().contains("the run is crashed-detected"),
+        "{err}"
+    );
+}

@@ -1,0 +1,551 @@
+//! `cnsreplay capacity TRACE|MODEL --provider … --slo 'attach p99<=2s' -o DIR`: the maximum
+//! sustainable rate, found by a search ([`crate::search`]) over the intensity: the replay
+//! speed of a trace, or the target rate of a synth model (`--target attach=10/s` is the
+//! start; each point generates the model at its rate and replays it at speed 1).
+//!
+//! Every point is a real `run` (`DIR/NNN-x<intensity>-r<repeat>/`, the same entry point as
+//! `cnsreplay run`) judged by [`analyze::point::evaluate`]: SLOs met, achieved throughput
+//! within `--tolerance` of offered for every op type, first and second half alike
+//! (stationary), failures within `--max-error-rate`, and the run valid. `DIR/capacity.json`
+//! is rewritten after every point, so Ctrl-C (which stops the current run; the engine cleans
+//! it up) leaves the partial curve. `cnsreplay analyze capacity DIR` re-reads the points.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+use analyze::point::{PointEval, PointOptions, evaluate};
+use analyze::{Slo, capacity::SloTarget};
+use anyhow::{Context, bail};
+use clap::Args;
+use schemars::JsonSchema;
+use serde::Serialize;
+use trace_format::{Encoding, TraceReader, TraceWriter};
+
+use crate::commands::run::{ProviderArgs, ProviderKind, RunArgs};
+use crate::search::{Next, Search, SearchOptions};
+
+/// `capacity`.
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// A trace (intensity: replay speed) or a synth model (intensity: its target rate).
+    pub input: PathBuf,
+    /// The provider.
+    #[arg(long, value_enum)]
+    pub provider: ProviderKind,
+    /// Directory to create for the points (`DIR/NNN-x<intensity>-r<repeat>/`) and
+    /// `DIR/capacity.json`.
+    #[arg(short, long = "output", value_name = "DIR")]
+    pub output: PathBuf,
+    /// An SLO, `OP[.METRIC] PCT<=LIMIT`, e.g. `'attach p99<=2s'`, `'io p99.9<=10ms'` (I/O
+    /// response time from iogen's histograms); repeatable. None: throughput only.
+    #[arg(long, value_name = "SLO")]
+    pub slo: Vec<String>,
+    /// Model input: the targeted operation and the starting rate, e.g. `attach=10/s`.
+    #[arg(long, value_name = "OP=RATE/s")]
+    pub target: Option<synth::Target>,
+    /// Model input: trace duration per point after the warm-up (default: the model's).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub duration: Option<u64>,
+    /// Trace input: the starting speed.
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    pub start: f64,
+    /// Step factor while looking for the first failing point.
+    #[arg(long, value_name = "X", default_value_t = 2.0)]
+    pub factor: f64,
+    /// Bisect until the failing intensity is within this fraction above the passing one.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.02)]
+    pub resolution: f64,
+    /// Runs at each of the two final bracketing points (each with its own seed).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub repeats: u32,
+    /// Most runs in all.
+    #[arg(long, value_name = "N", default_value_t = 40)]
+    pub max_runs: usize,
+    /// Most steps up (or down) before the first bracket.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub max_steps: u32,
+    /// Achieved throughput may fall short of offered by this fraction.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.02)]
+    pub tolerance: f64,
+    /// Largest fraction of failed operations at a sustained point.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.01)]
+    pub max_error_rate: f64,
+    /// Print the result as JSON (schema: docs/schemas/capacity.schema.json).
+    #[arg(long)]
+    pub json: bool,
+    /// Engine and provider settings, as for `run` (`--seed` is the first run's seed; each
+    /// repeat adds one).
+    #[command(flatten)]
+    pub settings: ProviderArgs,
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    trace_format::units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// The search settings, as run.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SearchSettings {
+    /// Starting intensity.
+    pub start: f64,
+    /// Step factor.
+    pub factor: f64,
+    /// Bisection stops at this relative bracket width.
+    pub resolution: f64,
+    /// Runs at each final bracketing point.
+    pub repeats: u32,
+    /// Throughput tolerance.
+    pub tolerance: f64,
+    /// Largest failed fraction.
+    pub max_error_rate: f64,
+}
+
+/// One run of the search.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SearchPoint {
+    /// Intensity: the speed (trace) or the target rate (model).
+    pub intensity: f64,
+    /// 0 for the first run at this intensity, 1, 2, … for repeats.
+    pub repeat: u32,
+    /// The run judged.
+    pub eval: PointEval,
+}
+
+/// The sustainable rate of one op type.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OpRate {
+    /// Op type, or `all`.
+    pub op: String,
+    /// Offered rate (per s) at the highest sustained intensity: the maximum is at least this.
+    pub sustained: f64,
+    /// Offered rate at the lowest failing intensity: the maximum is below this.
+    pub failed: Option<f64>,
+    /// Lowest and highest achieved rate over the sustained intensity's runs.
+    pub achieved_range: (f64, f64),
+}
+
+/// `capacity --json`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CapacitySearchReport {
+    /// The trace or model.
+    pub input: String,
+    /// `trace` or `model`.
+    pub input_kind: String,
+    /// What the intensity is: `speed`, or `<op> target rate (/s)`.
+    pub intensity: String,
+    /// The provider.
+    pub provider: String,
+    /// SLOs.
+    pub slos: Vec<Slo>,
+    /// Search settings.
+    pub settings: SearchSettings,
+    /// Every run, in the order run: the curve.
+    pub points: Vec<SearchPoint>,
+    /// Highest intensity whose runs all passed, below every failing one.
+    pub sustained_intensity: Option<f64>,
+    /// Lowest intensity with a failed run.
+    pub failed_intensity: Option<f64>,
+    /// `failed / sustained − 1`: the width of the bracket holding the maximum.
+    pub resolution: Option<f64>,
+    /// Per op type (and `all`): the bracket in operations per second.
+    pub rates: Vec<OpRate>,
+    /// What failed at the failing intensity, with in how many of its runs.
+    pub limited_by: Vec<String>,
+    /// Whether the search bracketed the maximum to the resolution with its repeats.
+    pub complete: bool,
+    /// Why it stopped early (interrupted, run budget, no limit found).
+    pub stopped: Option<String>,
+    /// The answer in one sentence.
+    pub answer: String,
+}
+
+enum Input {
+    Trace,
+    Model(Box<synth::Model>, synth::Target),
+}
+
+fn input_kind(a: &CapacityArgs) -> anyhow::Result<Input> {
+    let trace_err = match TraceReader::open(&a.input) {
+        Ok(_) => {
+            if a.target.is_some() {
+                bail!(
+                    "--target is for a synth model; {} is a trace",
+                    a.input.display()
+                );
+            }
+            return Ok(Input::Trace);
+        }
+        Err(e) => e,
+    };
+    match synth::Model::load(&a.input) {
+        Ok(m) => {
+            let Some(t) = a.target else {
+                bail!(
+                    "{}: a model's intensity is its target rate; give the op and starting rate \
+                     with --target, e.g. --target attach=10/s",
+                    a.input.display()
+                );
+            };
+            Ok(Input::Model(Box::new(m), t))
+        }
+        Err(model_err) => bail!(
+            "{} is neither a trace ({trace_err}) nor a synth model ({model_err})",
+            a.input.display()
+        ),
+    }
+}
+
+/// Generates the model at `rate` into `DIR/traces/` (once per rate).
+fn model_trace(
+    a: &CapacityArgs,
+    model: &synth::Model,
+    target: synth::Target,
+    rate: f64,
+) -> anyhow::Result<PathBuf> {
+    let dir = a.output.join("traces");
+    fs_err::create_dir_all(&dir)?;
+    let path = dir.join(format!("rate-{rate:.6}.cnsbin"));
+    if path.is_file() {
+        return Ok(path);
+    }
+    let opts = synth::Options {
+        seed: None,
+        duration: a.duration,
+        target: Some(synth::Target { rate, ..target }),
+        preset: None,
+    };
+    let plan = synth::Plan::new(model.clone(), &a.input.display().to_string(), &opts)
+        .with_context(|| format!("{} at {rate}/s", a.input.display()))?;
+    let g = synth::Generator::new(plan);
+    let tmp = path.with_extension("partial");
+    let w = TraceWriter::create(&tmp, Some(Encoding::Binary), g.header())?;
+    synth::write_all(g, w).with_context(|| format!("cannot write {}", tmp.display()))?;
+    fs_err::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+/// Why the runs at an intensity failed, by check, with in how many runs.
+fn limits(points: &[&SearchPoint], slos: &[Slo], o: &PointOptions) -> Vec<String> {
+    let n = points.len();
+    let mut out = Vec::new();
+    let mut count = |what: String, f: &dyn Fn(&PointEval) -> bool| {
+        let k = points.iter().filter(|p| f(&p.eval)).count();
+        if k > 0 {
+            out.push(format!("{what} ({k} of {n} runs)"));
+        }
+    };
+    for (i, s) in slos.iter().enumerate() {
+        count(s.spec.clone(), &|e| e.slos.get(i).is_some_and(|v| !v.met));
+    }
+    count("throughput fell behind the offered rate".into(), &|e| {
+        e.throughput.iter().any(|t| !t.kept_up)
+    });
+    count("not stationary".into(), &|e| !e.stationary);
+    count("run not valid".into(), &|e| e.validity != "valid");
+    count("failed operations".into(), &|e| {
+        e.total()
+            .is_some_and(|t| t.failed as f64 > o.max_error_rate * t.count as f64)
+    });
+    out
+}
+
+fn report(
+    a: &CapacityArgs,
+    input: &Input,
+    slos: &[Slo],
+    o: &PointOptions,
+    search: &Search,
+    points: &[SearchPoint],
+    stopped: Option<String>,
+) -> CapacitySearchReport {
+    let (lo, hi) = search.bracket();
+    let at = |x: Option<f64>| -> Vec<&SearchPoint> {
+        points.iter().filter(|p| Some(p.intensity) == x).collect()
+    };
+    let (lo_runs, hi_runs) = (at(lo), at(hi));
+    let mut rates = Vec::new();
+    if let Some(first) = lo_runs.first() {
+        for t in &first.eval.throughput {
+            if t.op != "all" && t.count < o.min_events {
+                continue;
+            }
+            let of = |runs: &[&SearchPoint]| -> Vec<(f64, f64)> {
+                runs.iter()
+                    .filter_map(|p| p.eval.throughput.iter().find(|x| x.op == t.op))
+                    .map(|x| (x.offered_rate, x.achieved_rate))
+                    .collect()
+            };
+            let l = of(&lo_runs);
+            let h = of(&hi_runs);
+            let mean = |v: &[(f64, f64)]| v.iter().map(|x| x.0).sum::<f64>() / v.len() as f64;
+            rates.push(OpRate {
+                op: t.op.clone(),
+                sustained: mean(&l),
+                failed: (!h.is_empty()).then(|| mean(&h)),
+                achieved_range: (
+                    l.iter().map(|x| x.1).fold(f64::INFINITY, f64::min),
+                    l.iter().map(|x| x.1).fold(0.0, f64::max),
+                ),
+            });
+        }
+    }
+    let limited_by = limits(&hi_runs, slos, o);
+    let resolution = lo.zip(hi).map(|(l, h)| h / l - 1.0);
+    let complete = stopped.is_none();
+    let (kind, intensity) = match input {
+        Input::Trace => ("trace", "speed".to_owned()),
+        Input::Model(_, t) => (
+            "model",
+            format!(
+                "{} target rate (/s)",
+                serde_json::to_value(t.op)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+        ),
+    };
+    let slo_text = if slos.is_empty() {
+        "throughput only".to_owned()
+    } else {
+        slos.iter()
+            .map(|s| s.spec.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let per_op: Vec<String> = rates
+        .iter()
+        .filter(|r| r.op != "all")
+        .map(|r| match r.failed {
+            Some(f) => format!("{} {:.2}–{:.2}/s", r.op, r.sustained, f),
+            None => format!("{} ≥ {:.2}/s", r.op, r.sustained),
+        })
+        .collect();
+    let mut answer = match (lo, hi) {
+        (Some(l), Some(h)) => format!(
+            "Maximum sustainable rate ({slo_text}): {} — between intensity {l:.4} ({} of {} \
+             runs passed) and {h:.4}, resolution {:.1} %",
+            per_op.join(", "),
+            lo_runs.iter().filter(|p| p.eval.pass).count(),
+            lo_runs.len(),
+            resolution.unwrap_or(0.0) * 100.0
+        ),
+        (Some(l), None) => format!(
+            "Sustained up to intensity {l:.4} ({}); no limit found above it",
+            per_op.join(", ")
+        ),
+        (None, Some(h)) => format!("No intensity down to {h:.4} passed ({slo_text})"),
+        (None, None) => "No point was run".to_owned(),
+    };
+    if !limited_by.is_empty() {
+        answer.push_str(&format!("; limited by: {}", limited_by.join(", ")));
+    }
+    if let Some(s) = &stopped {
+        answer.push_str(&format!(" (search stopped early: {s})"));
+    }
+    answer.push('.');
+    CapacitySearchReport {
+        input: a.input.display().to_string(),
+        input_kind: kind.to_owned(),
+        intensity,
+        provider: format!("{:?}", a.provider).to_lowercase(),
+        slos: slos.to_vec(),
+        settings: SearchSettings {
+            start: search_start(a, input),
+            factor: a.factor,
+            resolution: a.resolution,
+            repeats: a.repeats,
+            tolerance: o.tolerance,
+            max_error_rate: o.max_error_rate,
+        },
+        points: points.to_vec(),
+        sustained_intensity: lo,
+        failed_intensity: hi,
+        resolution,
+        rates,
+        limited_by,
+        complete,
+        stopped,
+        answer,
+    }
+}
+
+fn search_start(a: &CapacityArgs, input: &Input) -> f64 {
+    match input {
+        Input::Trace => a.start,
+        Input::Model(_, t) => t.rate,
+    }
+}
+
+fn write_json(path: &Path, r: &CapacitySearchReport) -> anyhow::Result<()> {
+    let tmp = path.with_extension("json.partial");
+    fs_err::write(&tmp, serde_json::to_vec_pretty(r)?)?;
+    fs_err::rename(&tmp, path)?;
+    Ok(())
+}
+
+pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let slos = a
+        .slo
+        .iter()
+        .map(|s| Slo::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !(a.factor > 1.0 && a.factor.is_finite()) {
+        bail!("--factor {}: expected a number above 1", a.factor);
+    }
+    if !(a.resolution > 0.0 && a.resolution < 1.0) {
+        bail!(
+            "--resolution {}: expected a fraction in (0, 1)",
+            a.resolution
+        );
+    }
+    let input = input_kind(a)?;
+    let start = search_start(a, &input);
+    if !(start > 0.0 && start.is_finite()) {
+        bail!("the starting intensity {start} is not positive");
+    }
+    if slos.iter().any(|s| matches!(s.target(), SloTarget::Io(_)))
+        && a.provider == ProviderKind::Sim
+    {
+        tracing::warn!("the sim provider runs no I/O: an io SLO has no events to judge");
+    }
+    if a.output.exists() && fs_err::read_dir(&a.output)?.next().is_some() {
+        bail!(
+            "{} exists and is not empty; choose a new directory",
+            a.output.display()
+        );
+    }
+    fs_err::create_dir_all(&a.output)?;
+    let po = PointOptions {
+        tolerance: a.tolerance,
+        max_error_rate: a.max_error_rate,
+        ..PointOptions::default()
+    };
+    let mut search = Search::new(SearchOptions {
+        start,
+        factor: a.factor,
+        resolution: a.resolution,
+        repeats: a.repeats.max(1),
+        max_runs: a.max_runs,
+        max_steps: a.max_steps,
+    });
+    // Ctrl-C/SIGTERM: the current run stops (its own handler) and so does the search.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ids = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
+        .map(|sig| signal_hook::flag::register(sig, stop.clone()));
+    let result = search_loop(a, &input, &slos, &po, &mut search, &stop, out);
+    for id in ids.into_iter().flatten() {
+        signal_hook::low_level::unregister(id);
+    }
+    let (points, stopped) = result?;
+    let r = report(a, &input, &slos, &po, &search, &points, stopped);
+    write_json(&a.output.join("capacity.json"), &r)?;
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &r)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out)?;
+        let mut sorted: Vec<&SearchPoint> = r.points.iter().collect();
+        sorted.sort_by(|x, y| {
+            x.intensity
+                .total_cmp(&y.intensity)
+                .then(x.repeat.cmp(&y.repeat))
+        });
+        let rows: Vec<_> = sorted
+            .iter()
+            .map(|p| (Some(p.intensity), &p.eval))
+            .collect();
+        crate::commands::analyze::write_points(&slos, &rows, out)?;
+        writeln!(out)?;
+        writeln!(out, "{}", r.answer)?;
+        writeln!(
+            out,
+            "curve and points: {}",
+            a.output.join("capacity.json").display()
+        )?;
+    }
+    Ok(if r.complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+type Points = (Vec<SearchPoint>, Option<String>);
+
+fn search_loop(
+    a: &CapacityArgs,
+    input: &Input,
+    slos: &[Slo],
+    po: &PointOptions,
+    search: &mut Search,
+    stop: &AtomicBool,
+    out: &mut dyn Write,
+) -> anyhow::Result<Points> {
+    let mut points: Vec<SearchPoint> = Vec::new();
+    loop {
+        if stop.load(SeqCst) {
+            return Ok((points, Some("interrupted".into())));
+        }
+        let (x, repeat) = match search.next() {
+            Next::Run { intensity, repeat } => (intensity, repeat),
+            Next::Done => return Ok((points, None)),
+            Next::Stopped(why) => return Ok((points, Some(why.into()))),
+        };
+        let (trace, speed) = match input {
+            Input::Trace => (a.input.clone(), x),
+            Input::Model(m, t) => (model_trace(a, m, *t, x)?, 1.0),
+        };
+        let dir = a
+            .output
+            .join(format!("{:03}-x{:.6}-r{repeat}", points.len() + 1, x));
+        let mut settings = a.settings.clone();
+        settings.seed = a.settings.seed.wrapping_add(u64::from(repeat));
+        let args = RunArgs {
+            trace,
+            provider: a.provider,
+            output: Some(dir.clone()),
+            speed,
+            settings,
+            fail_fast: false,
+            grace: "30s".into(),
+            metrics_addr: None,
+            json: true,
+            require_valid: false,
+        };
+        let mut sink = Vec::new();
+        crate::commands::run::run(&args, &mut sink)
+            .with_context(|| format!("capacity point at intensity {x} ({})", dir.display()))?;
+        if stop.load(SeqCst) {
+            return Ok((points, Some("interrupted".into())));
+        }
+        let eval =
+            evaluate(&dir, slos, po).with_context(|| format!("judging {}", dir.display()))?;
+        let t = eval.total().cloned();
+        if !a.json {
+            writeln!(
+                out,
+                "intensity {x:.4} run {}: offered {:.2}/s achieved {:.2}/s → {}",
+                repeat + 1,
+                t.as_ref().map_or(0.0, |t| t.offered_rate),
+                t.as_ref().map_or(0.0, |t| t.achieved_rate),
+                if eval.pass {
+                    "pass".to_owned()
+                } else {
+                    format!("fail: {}", eval.reasons.join("; "))
+                }
+            )?;
+        }
+        search.record(x, eval.pass);
+        points.push(SearchPoint {
+            intensity: x,
+            repeat,
+            eval,
+        });
+        let partial = report(a, input, slos, po, search, &points, Some("running".into()));
+        write_json(&a.output.join("capacity.json"), &partial)?;
+    }
+}

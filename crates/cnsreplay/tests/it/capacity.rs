@@ -1,0 +1,120 @@
+//! `cnsreplay capacity` end to end on the sim's queueing model, where the truth is known:
+//! 4 attach servers with exponential service of mean 10 ms saturate at 4 / 0.01 s = 400
+//! attaches/s, and the search must report that within 5 %.
+
+use std::path::{Path, PathBuf};
+
+use super::{LENIENT, cnsreplay, ok, s, stdout};
+
+/// `n` attaches, one every `gap_ns` (evenly: the offered rate is exact at every speed).
+fn attach_trace(dir: &Path, n: u64, gap_ns: u64) -> PathBuf {
+    let mut text = String::from(
+        r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#,
+    );
+    text.push('\n');
+    for i in 0..n {
+        text.push_str(&format!(
+            "{{\"at\":{},\"id\":{},\"attach\":{{\"workload\":\"w{i}\",\"volumes\":[]}}}}\n",
+            i * gap_ns,
+            i + 1
+        ));
+    }
+    let path = dir.join("attach.jsonl");
+    fs_err::write(&path, text).expect("write trace");
+    path
+}
+
+const SIM: [&str; 6] = [
+    "--provider",
+    "sim",
+    "--sim-servers",
+    "attach=4",
+    "--sim-latency",
+    "attach=exponential:10ms",
+];
+
+#[test]
+fn the_search_finds_the_analytic_saturation_rate_within_5_percent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 1500 attaches at 200/s (speed 1): the search steps 1 → 2 → 4, then bisects.
+    let t = attach_trace(dir.path(), 1500, 5_000_000);
+    let out = dir.path().join("cap");
+    let mut args = vec!["-q", "capacity", s(&t), "-o", s(&out)];
+    args.extend(SIM);
+    args.extend(["--slo", "attach p99<=2s", "--json", LENIENT]);
+    let o = cnsreplay(&args);
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["complete"], true, "{v:#}");
+    let attach = v["rates"]
+        .as_array()
+        .expect("rates")
+        .iter()
+        .find(|r| r["op"] == "attach")
+        .expect("attach rate");
+    let (lo, hi) = (
+        attach["sustained"].as_f64().expect("sustained"),
+        attach["failed"].as_f64().expect("failed"),
+    );
+    assert!(
+        (lo / 400.0 - 1.0).abs() <= 0.05,
+        "sustained {lo}/s is not within 5 % of the analytic 400/s: {}",
+        v["answer"]
+    );
+    assert!(lo < hi && hi / lo - 1.0 <= 0.03, "bracket [{lo}, {hi})");
+    // The bracketing intensities were run 3 times each, with different seeds.
+    let points = v["points"].as_array().expect("points");
+    for x in [&v["sustained_intensity"], &v["failed_intensity"]] {
+        let runs = points.iter().filter(|p| &p["intensity"] == x).count();
+        assert!(runs >= 3, "{runs} runs at {x}");
+    }
+    // What failed above the limit is named, and the partial/final file matches stdout.
+    assert!(
+        !v["limited_by"].as_array().expect("limited_by").is_empty(),
+        "{v:#}"
+    );
+    let file: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(out.join("capacity.json")).expect("capacity.json"))
+            .expect("json");
+    assert_eq!(file, v);
+    // analyze capacity re-reads the points and agrees (and states the resolution).
+    let o = cnsreplay(&["analyze", "capacity", s(&out), "--slo", "attach p99<=2s"]);
+    ok(&o);
+    let text = stdout(&o);
+    assert!(text.contains("resolution"), "{text}");
+}
+
+#[test]
+fn ctrl_c_stops_the_search_and_leaves_the_partial_curve() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 4000 attaches at 200/s: 20 s at speed 1.
+    let t = attach_trace(dir.path(), 4000, 5_000_000);
+    let out = dir.path().join("cap");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cnsreplay"));
+    cmd.args(["-q", "capacity", s(&t), "-o", s(&out)]).args(SIM);
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .expect("SIGINT");
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let v: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(out.join("capacity.json")).expect("capacity.json"))
+            .expect("json");
+    assert_eq!(v["stopped"], "interrupted", "{v:#}");
+    assert_eq!(v["complete"], false);
+    // The run that was going on stopped as interrupted, with its results on disk.
+    let run = out.join("001-x1.000000-r0");
+    let m: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(run.join("manifest.json")).expect("manifest"))
+            .expect("json");
+    assert_eq!(m["state"], "interrupted", "{m:#}");
+    // No second point was started.
+    assert!(!out.join("002-x2.000000-r0").exists());
+}

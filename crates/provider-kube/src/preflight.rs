@@ -1,0 +1,279 @@
+//! Checks before the clock starts: every StorageClass, VolumeSnapshotClass, node and
+//! namespace the trace will use (after the header's defaults and the flags) exists and is
+//! usable. A failure names each missing thing, where the trace uses it, and what the cluster
+//! has instead — instead of operations that wait until they time out.
+//!
+//! Class precedence (see [`KubeConfig::storage_class_for`]): the trace's class (the event's,
+//! else the header default) is remapped by `--map-storage-class TRACE=CLUSTER` when listed
+//! there; otherwise `--storage-class` replaces it; otherwise it is used as is, and a trace
+//! naming none uses the cluster's default class. Snapshot classes alike.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use trace_format::{Op, TraceReader};
+
+use crate::{Kube, KubeConfig};
+
+impl KubeConfig {
+    /// The StorageClass used for a trace class (`None`: the trace names none): a
+    /// `storage_class_map` entry for it, else `storage_class`, else the trace's; `None`
+    /// means the cluster default.
+    pub fn storage_class_for(&self, trace: Option<&str>) -> Option<String> {
+        trace
+            .and_then(|t| self.storage_class_map.get(t).cloned())
+            .or_else(|| self.storage_class.clone())
+            .or_else(|| trace.map(str::to_owned))
+    }
+
+    /// The VolumeSnapshotClass used for a trace class, as [`KubeConfig::storage_class_for`].
+    pub fn snapshot_class_for(&self, trace: Option<&str>) -> Option<String> {
+        trace
+            .and_then(|t| self.snapshot_class_map.get(t).cloned())
+            .or_else(|| self.snapshot_class.clone())
+            .or_else(|| trace.map(str::to_owned))
+    }
+}
+
+/// What a trace will use of the cluster, each with where it is first used.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TraceUses {
+    /// StorageClass (None: the cluster default) → first use.
+    pub storage_classes: BTreeMap<Option<String>, String>,
+    /// VolumeSnapshotClass (None: the default) → first use.
+    pub snapshot_classes: BTreeMap<Option<String>, String>,
+    /// Node → (first use, whether pods are placed there so it must be schedulable).
+    pub nodes: BTreeMap<String, (String, bool)>,
+}
+
+impl TraceUses {
+    /// Reads the trace once and resolves its classes and nodes with `config`.
+    pub fn scan(config: &KubeConfig, trace: &Path) -> Result<Self, String> {
+        let r = TraceReader::open(trace).map_err(|e| format!("{}: {e}", trace.display()))?;
+        let d = r.header().defaults.clone();
+        let mut u = Self::default();
+        let t = trace.display();
+        if let Some(n) = &config.node {
+            u.nodes.insert(n.clone(), ("--node".to_owned(), true));
+        }
+        for ev in r.events() {
+            let ev = ev.map_err(|e| format!("{t}: {e}"))?;
+            let at = format!("{t}: event {} (at {})", ev.id, fmt_at(ev.at));
+            match &ev.op {
+                Op::CreateVolume(c) => {
+                    let (src, name) =
+                        origin(&at, c.storage_class.as_ref(), d.storage_class.as_ref());
+                    u.storage_classes
+                        .entry(config.storage_class_for(name.as_deref()))
+                        .or_insert(src);
+                }
+                Op::Snapshot(s) => {
+                    let (src, name) = origin(&at, s.class.as_ref(), d.snapshot_class.as_ref());
+                    u.snapshot_classes
+                        .entry(config.snapshot_class_for(name.as_deref()))
+                        .or_insert(src);
+                }
+                Op::Attach(a) => {
+                    if let Some(n) = &a.node {
+                        u.nodes.entry(n.to_string()).or_insert((at, true));
+                    }
+                }
+                Op::Reschedule(r) => {
+                    if let Some(n) = &r.node {
+                        u.nodes.entry(n.to_string()).or_insert((at, true));
+                    }
+                }
+                Op::CordonNode(n) | Op::DrainNode(n) => {
+                    u.nodes.entry(n.node.to_string()).or_insert((at, false));
+                }
+                _ => {}
+            }
+        }
+        Ok(u)
+    }
+}
+
+fn fmt_at(ns: u64) -> String {
+    format!("{:.3}s", ns as f64 / 1e9)
+}
+
+fn origin(
+    at: &str,
+    event: Option<&trace_format::Name>,
+    header: Option<&trace_format::Name>,
+) -> (String, Option<String>) {
+    match (event, header) {
+        (Some(c), _) => (at.to_owned(), Some(c.to_string())),
+        (None, Some(h)) => (
+            format!("{at}, from the trace header's defaults"),
+            Some(h.to_string()),
+        ),
+        (None, None) => (at.to_owned(), None),
+    }
+}
+
+fn list_names(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".to_owned()
+    } else {
+        v.join(", ")
+    }
+}
+
+impl Kube {
+    /// Checks `uses` against the cluster; `Err` lists every problem.
+    pub(crate) async fn preflight(&self, uses: &TraceUses) -> Result<(), String> {
+        let c = self.client.clone();
+        let lp = ListParams::default();
+        let mut problems = String::new();
+        let mut fail = |s: String| {
+            let _ = writeln!(problems, "  - {s}");
+        };
+        if let Some(ns) = &self.config.namespace {
+            self.limiter.acquire().await;
+            match Api::<Namespace>::all(c.clone()).get_opt(ns).await {
+                Ok(Some(n)) if n.metadata.deletion_timestamp.is_some() => {
+                    fail(format!("namespace {ns} (--namespace) is being deleted"));
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => fail(format!(
+                    "namespace {ns} (--namespace) does not exist; create it, or omit \
+                     --namespace for a run-owned namespace"
+                )),
+                Err(e) => fail(format!("namespace {ns} (--namespace): {e}")),
+            }
+        }
+        if !uses.storage_classes.is_empty() {
+            self.limiter.acquire().await;
+            match Api::<StorageClass>::all(c.clone()).list(&lp).await {
+                Ok(l) => {
+                    let names: Vec<String> = l
+                        .items
+                        .iter()
+                        .filter_map(|s| s.metadata.name.clone())
+                        .collect();
+                    let defaults: Vec<&String> = l
+                        .items
+                        .iter()
+                        .filter(|s| {
+                            s.metadata.annotations.as_ref().is_some_and(|a| {
+                                a.get("storageclass.kubernetes.io/is-default-class")
+                                    .is_some_and(|v| v == "true")
+                            })
+                        })
+                        .filter_map(|s| s.metadata.name.as_ref())
+                        .collect();
+                    for (class, at) in &uses.storage_classes {
+                        match class {
+                            Some(n) if !names.contains(n) => fail(format!(
+                                "StorageClass {n} ({at}) does not exist; the cluster has: {}. \
+                                 --storage-class CLASS replaces the trace's classes, \
+                                 --map-storage-class {n}=CLASS this one",
+                                list_names(&names)
+                            )),
+                            None if defaults.is_empty() => fail(format!(
+                                "{at} names no StorageClass and the cluster has no default one; \
+                                 it has: {}. Pass --storage-class CLASS",
+                                list_names(&names)
+                            )),
+                            _ => {}
+                        }
+                    }
+                }
+                Err(e) => fail(format!("cannot list StorageClasses: {e}")),
+            }
+        }
+        if !uses.snapshot_classes.is_empty() {
+            let gvk = GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshotClass");
+            let api: Api<DynamicObject> = Api::all_with(c.clone(), &ApiResource::from_gvk(&gvk));
+            self.limiter.acquire().await;
+            match api.list(&lp).await {
+                Ok(l) => {
+                    let names: Vec<String> = l
+                        .items
+                        .iter()
+                        .filter_map(|s| s.metadata.name.clone())
+                        .collect();
+                    let has_default = l.items.iter().any(|s| {
+                        s.metadata.annotations.as_ref().is_some_and(|a| {
+                            a.get("snapshot.storage.kubernetes.io/is-default-class")
+                                .is_some_and(|v| v == "true")
+                        })
+                    });
+                    for (class, at) in &uses.snapshot_classes {
+                        match class {
+                            Some(n) if !names.contains(n) => fail(format!(
+                                "VolumeSnapshotClass {n} ({at}) does not exist; the cluster has: \
+                                 {}. --snapshot-class CLASS replaces the trace's classes, \
+                                 --map-snapshot-class {n}=CLASS this one",
+                                list_names(&names)
+                            )),
+                            None if !has_default => fail(format!(
+                                "{at} names no VolumeSnapshotClass and the cluster has no \
+                                 default one; it has: {}. Pass --snapshot-class CLASS",
+                                list_names(&names)
+                            )),
+                            _ => {}
+                        }
+                    }
+                }
+                Err(e) => fail(format!(
+                    "the trace takes snapshots ({}) but VolumeSnapshotClasses cannot be \
+                     listed (is the snapshot.storage.k8s.io API installed?): {e}",
+                    uses.snapshot_classes
+                        .values()
+                        .next()
+                        .map_or("", String::as_str)
+                )),
+            }
+        }
+        if !uses.nodes.is_empty() {
+            self.limiter.acquire().await;
+            match Api::<Node>::all(c).list(&lp).await {
+                Ok(l) => {
+                    let names: Vec<String> = l
+                        .items
+                        .iter()
+                        .filter_map(|n| n.metadata.name.clone())
+                        .collect();
+                    for (n, (at, placed)) in &uses.nodes {
+                        match l
+                            .items
+                            .iter()
+                            .find(|x| x.metadata.name.as_deref() == Some(n))
+                        {
+                            None => fail(format!(
+                                "node {n} ({at}) does not exist; the cluster has: {}",
+                                list_names(&names)
+                            )),
+                            Some(x)
+                                if *placed
+                                    && x.spec.as_ref().and_then(|s| s.unschedulable)
+                                        == Some(true) =>
+                            {
+                                fail(format!(
+                                    "node {n} ({at}) is cordoned (spec.unschedulable), so pods \
+                                     placed there never run"
+                                ));
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
+                Err(e) => fail(format!("cannot list nodes: {e}")),
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the cluster lacks what the trace needs (nothing was created):\n{}",
+                problems.trim_end()
+            ))
+        }
+    }
+}

@@ -1,0 +1,560 @@
+//! Run validity: whether a run measured the system under test, or the tool limited it.
+//!
+//! Every run ends with a [`Verdict`] and the [`Check`]s behind it (`summary.json`,
+//! `validity`). The engine's own delay is measured where the provider sees it: **start
+//! lateness** = the instant the provider call began − the intended instant, over the events
+//! that waited neither for a dependency nor for a concurrency slot (dispatch lateness and
+//! pickup are its parts; waits are the system's, not the engine's). The **dispatch rate** is
+//! judged from when the runtime began each event (`dispatched + pickup`): per window of
+//! intended time, the mean intended instant and the mean engine delay (begun − intended) of
+//! its events; between two windows the engine kept up at `Δ intended / Δ begun` of the
+//! intended rate. Means make one stalled event count for little, and a constant delay for
+//! nothing: only a delay that *grows* is a rate shortfall. Windows with fewer than
+//! `window_events` events are skipped (low rates rely on start lateness).
+//!
+//! The verdict: `incomplete` when the run stopped early; `failed` when every provider
+//! operation failed (nothing but errors was measured); `engine-bound` when any engine check
+//! failed (start lateness p99 / p99.9, dispatch rate over the run or a window, runtime
+//! workers saturated, client-side throttling reported by the provider); else `valid`.
+//! Defaults and the reasoning behind them are in `docs/replay.md` (Run validity).
+
+use serde::{Deserialize, Serialize};
+
+use crate::provider::ClientThrottling;
+use crate::record::{CompletionState, Percentiles};
+
+/// Thresholds of the engine checks (recorded in the manifest with the run options).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ValidityOptions {
+    /// Largest start lateness p99, ns.
+    pub start_p99_ns: u64,
+    /// Largest start lateness p99.9, ns.
+    pub start_p999_ns: u64,
+    /// Largest shortfall of the achieved dispatch rate below the intended one, over the run
+    /// and between consecutive windows (fraction, 0.02 = 2 %).
+    pub rate_tolerance: f64,
+    /// Window of intended time for the rate check, ns (0: no window check).
+    pub window_ns: u64,
+    /// Fewest events in a window for it to be judged.
+    pub window_events: u64,
+    /// Largest mean busy fraction of the runtime's workers over the run (origin until every event finished).
+    pub workers_busy: f64,
+    /// Largest fraction of the provider's requests that waited in a client-side limiter.
+    pub throttled: f64,
+}
+
+impl Default for ValidityOptions {
+    fn default() -> Self {
+        Self {
+            start_p99_ns: 1_000_000,
+            start_p999_ns: 10_000_000,
+            rate_tolerance: 0.02,
+            window_ns: 1_000_000_000,
+            window_events: 100,
+            workers_busy: 0.9,
+            throttled: 0.0,
+        }
+    }
+}
+
+impl ValidityOptions {
+    /// Sets one threshold from `KEY=VALUE` (the CLI's `--validity`): `start.p99`,
+    /// `start.p99.9`, `window` (durations such as `100us`), `rate`, `workers`, `throttled`
+    /// (fractions or percentages: `0.02`, `2%`), `window.events` (a count).
+    pub fn set(&mut self, kv: &str) -> Result<(), String> {
+        let (key, value) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("{kv:?}: expected KEY=VALUE"))?;
+        let dur = || {
+            trace_format::units::parse_duration(value).map_err(|e| format!("{key}={value}: {e}"))
+        };
+        let frac = || parse_fraction(value).map_err(|e| format!("{key}={value}: {e}"));
+        match key {
+            "start.p99" => self.start_p99_ns = dur()?,
+            "start.p99.9" => self.start_p999_ns = dur()?,
+            "rate" => self.rate_tolerance = frac()?,
+            "window" => self.window_ns = dur()?,
+            "window.events" => {
+                self.window_events = value.parse().map_err(|e| format!("{key}={value}: {e}"))?;
+            }
+            "workers" => self.workers_busy = frac()?,
+            "throttled" => self.throttled = frac()?,
+            _ => {
+                return Err(format!(
+                    "unknown validity check {key:?}; expected start.p99, start.p99.9, rate, \
+                     window, window.events, workers or throttled"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `0.02` or `2%`, within [0, 1].
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let v = match s.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => s.trim().parse::<f64>(),
+    }
+    .map_err(|e| format!("not a fraction or percentage ({e})"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err("must be between 0 and 1 (0 % and 100 %)".into())
+    }
+}
+
+/// What a run's results are good for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Every check passed: the numbers describe the system under test.
+    #[default]
+    Valid,
+    /// The tool, not the system, limited the run (see the failed checks).
+    EngineBound,
+    /// The run stopped early (signal, `--fail-fast`, a trace read error).
+    Incomplete,
+    /// Every provider operation failed: nothing but errors was measured.
+    Failed,
+}
+
+impl Verdict {
+    /// The name as written in `summary.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Valid => "valid",
+            Verdict::EngineBound => "engine-bound",
+            Verdict::Incomplete => "incomplete",
+            Verdict::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One check behind a verdict: what was measured, against which limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Check {
+    /// Name: `completion`, `outcomes`, `start_lateness.p99`, `start_lateness.p99.9`,
+    /// `dispatch_rate`, `dispatch_rate.window`, `workers_busy`, `client_throttling`.
+    pub check: String,
+    /// Whether the run passed it.
+    pub passed: bool,
+    /// The verdict a failure of this check gives.
+    pub fails_as: Verdict,
+    /// The measured value (unit: `unit`).
+    pub value: f64,
+    /// The limit it was held to (same unit).
+    pub limit: f64,
+    /// `ns`, `ratio` (achieved ÷ intended rate), `fraction`, or `count`.
+    pub unit: String,
+    /// The evidence in words.
+    pub message: String,
+}
+
+/// The verdict of a run and every check behind it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Validity {
+    /// The verdict: the worst failed check's (`incomplete` before `failed` before
+    /// `engine-bound`), `valid` when all passed.
+    pub verdict: Verdict,
+    /// Every check made, passed or not.
+    pub checks: Vec<Check>,
+}
+
+impl Validity {
+    /// The checks that failed.
+    pub fn failed(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| !c.passed)
+    }
+
+    /// The evidence of the failed checks, one sentence each, joined with `; `.
+    pub fn evidence(&self) -> String {
+        self.failed()
+            .map(|c| c.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// Achieved against intended dispatch rate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DispatchRate {
+    /// Events per second the trace asked for, from the first to the last judged window.
+    pub intended: f64,
+    /// Events per second the engine handed to the runtime over the same stretch.
+    pub achieved: f64,
+    /// Windows judged (with at least `window_events` events).
+    pub windows: u64,
+    /// The window where the engine fell furthest behind (lowest achieved ÷ intended
+    /// against the window before it), if two or more windows were judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_window: Option<RateWindow>,
+}
+
+/// The dispatch rate between one window and the judged window before it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RateWindow {
+    /// Start of the window, ns of intended time since the origin.
+    pub start: u64,
+    /// Intended events per second in it.
+    pub intended: f64,
+    /// Achieved events per second (intended × the ratio).
+    pub achieved: f64,
+}
+
+/// Per window: events, and sums of their intended instants and engine delays (ns).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct WindowSums {
+    pub n: u64,
+    pub intended: u128,
+    pub delay: u128,
+}
+
+impl WindowSums {
+    fn means(self) -> (f64, f64) {
+        let n = self.n as f64;
+        (self.intended as f64 / n, self.delay as f64 / n)
+    }
+}
+
+/// Achieved ÷ intended rate between two windows' mean instants (1 when they coincide).
+fn ratio(a: WindowSums, b: WindowSums) -> f64 {
+    let ((ia, da), (ib, db)) = (a.means(), b.means());
+    let span = ib - ia;
+    let begun = (ib + db) - (ia + da);
+    if span <= 0.0 || begun <= span {
+        1.0
+    } else {
+        span / begun
+    }
+}
+
+/// The dispatch rate from per-window sums (keyed by window index, in order).
+pub(crate) fn dispatch_rate(
+    windows: &std::collections::BTreeMap<u64, WindowSums>,
+    o: &ValidityOptions,
+) -> Option<DispatchRate> {
+    if o.window_ns == 0 {
+        return None;
+    }
+    let judged: Vec<(u64, WindowSums)> = windows
+        .iter()
+        .filter(|(_, w)| w.n >= o.window_events.max(1))
+        .map(|(&k, &w)| (k, w))
+        .collect();
+    let (first, last) = (judged.first()?.1, judged.last()?.1);
+    if judged.len() < 2 {
+        return None;
+    }
+    let events: u64 = judged.iter().map(|(_, w)| w.n).sum();
+    let span = (judged.last()?.0 + 1 - judged.first()?.0) as f64 * o.window_ns as f64 / 1e9;
+    let intended = events as f64 / span;
+    let achieved = intended * ratio(first, last);
+    let worst_window = judged
+        .windows(2)
+        .map(|p| (p[1].0, p[1].1, ratio(p[0].1, p[1].1)))
+        .min_by(|a, b| a.2.total_cmp(&b.2))
+        .map(|(k, w, r)| {
+            let rate = w.n as f64 / (o.window_ns as f64 / 1e9);
+            RateWindow {
+                start: k * o.window_ns,
+                intended: rate,
+                achieved: rate * r,
+            }
+        });
+    Some(DispatchRate {
+        intended,
+        achieved,
+        windows: judged.len() as u64,
+        worst_window,
+    })
+}
+
+/// What a verdict is judged from.
+#[derive(Debug, Clone)]
+pub struct Measured<'a> {
+    /// How the run ended.
+    pub state: CompletionState,
+    /// Why it stopped early.
+    pub reason: Option<&'a str>,
+    /// Events that reached the provider or failed on the way (markers excluded).
+    pub operations: u64,
+    /// Of those, the ones that succeeded.
+    pub operations_ok: u64,
+    /// Start lateness of the events that did not wait.
+    pub start_lateness: &'a Percentiles,
+    /// Events that waited for a dependency or a slot.
+    pub waited: u64,
+    /// Dispatch rate, when enough windows had enough events.
+    pub rate: Option<&'a DispatchRate>,
+    /// Mean busy fraction of the runtime's workers over the run.
+    pub workers_busy: Option<f64>,
+    /// Client-side throttling the provider reported.
+    pub throttling: &'a [ClientThrottling],
+}
+
+fn ms(ns: f64) -> String {
+    format!("{:.3} ms", ns / 1e6)
+}
+
+/// Judges a run.
+pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
+    let mut checks = Vec::new();
+    let mut check = |name: &str,
+                     passed: bool,
+                     fails_as: Verdict,
+                     (value, limit, unit): (f64, f64, &str),
+                     message: String| {
+        checks.push(Check {
+            check: name.to_owned(),
+            passed,
+            fails_as,
+            value,
+            limit,
+            unit: unit.to_owned(),
+            message,
+        });
+    };
+    let complete = m.state == CompletionState::Complete;
+    check(
+        "completion",
+        complete,
+        Verdict::Incomplete,
+        (f64::from(u8::from(complete)), 1.0, "count"),
+        if complete {
+            "every event was dispatched and finished".into()
+        } else {
+            format!(
+                "the run stopped early ({})",
+                m.reason.unwrap_or("state not complete")
+            )
+        },
+    );
+    let some_ok = m.operations == 0 || m.operations_ok > 0;
+    check(
+        "outcomes",
+        some_ok,
+        Verdict::Failed,
+        (m.operations_ok as f64, 1.0, "count"),
+        if some_ok {
+            format!(
+                "{} of {} operations succeeded",
+                m.operations_ok, m.operations
+            )
+        } else {
+            format!(
+                "every one of the {} operations failed: nothing but errors was measured",
+                m.operations
+            )
+        },
+    );
+    let s = m.start_lateness;
+    for (name, value, limit) in [
+        ("start_lateness.p99", s.p99, o.start_p99_ns),
+        ("start_lateness.p99.9", s.p999, o.start_p999_ns),
+    ] {
+        let pct = &name["start_lateness.".len()..];
+        check(
+            name,
+            s.count == 0 || value <= limit,
+            Verdict::EngineBound,
+            (value as f64, limit as f64, "ns"),
+            if s.count == 0 {
+                format!(
+                    "no event started without waiting ({} waited): start lateness not judged",
+                    m.waited
+                )
+            } else {
+                format!(
+                    "start lateness {pct} {} (limit {}) over {} events that did not wait",
+                    ms(value as f64),
+                    ms(limit as f64),
+                    s.count
+                )
+            },
+        );
+    }
+    if let Some(r) = m.rate {
+        let floor = 1.0 - o.rate_tolerance;
+        let run = if r.intended > 0.0 {
+            r.achieved / r.intended
+        } else {
+            1.0
+        };
+        check(
+            "dispatch_rate",
+            run >= floor,
+            Verdict::EngineBound,
+            (run, floor, "ratio"),
+            format!(
+                "dispatch rate {:.0} of {:.0} events/s intended over the run ({:.1} %, floor \
+                 {:.1} %)",
+                r.achieved,
+                r.intended,
+                run * 100.0,
+                floor * 100.0
+            ),
+        );
+        if let Some(w) = &r.worst_window {
+            let wr = if w.intended > 0.0 {
+                w.achieved / w.intended
+            } else {
+                1.0
+            };
+            check(
+                "dispatch_rate.window",
+                wr >= floor,
+                Verdict::EngineBound,
+                (wr, floor, "ratio"),
+                format!(
+                    "worst window (intended {:.3}–{:.3} s): dispatch rate {:.0} of {:.0} \
+                     events/s ({:.1} %, floor {:.1} %; {} windows of {} s judged)",
+                    w.start as f64 / 1e9,
+                    (w.start + o.window_ns) as f64 / 1e9,
+                    w.achieved,
+                    w.intended,
+                    wr * 100.0,
+                    floor * 100.0,
+                    r.windows,
+                    o.window_ns as f64 / 1e9
+                ),
+            );
+        }
+    }
+    if let Some(b) = m.workers_busy {
+        check(
+            "workers_busy",
+            b <= o.workers_busy,
+            Verdict::EngineBound,
+            (b, o.workers_busy, "fraction"),
+            format!(
+                "runtime workers busy {:.1} % of the run (limit {:.1} %)",
+                b * 100.0,
+                o.workers_busy * 100.0
+            ),
+        );
+    }
+    for t in m.throttling {
+        let f = if t.requests > 0 {
+            t.throttled as f64 / t.requests as f64
+        } else {
+            0.0
+        };
+        check(
+            "client_throttling",
+            f <= o.throttled,
+            Verdict::EngineBound,
+            (f, o.throttled, "fraction"),
+            format!(
+                "{}: {} of {} requests waited in the client ({:.3} s in total, longest {}; \
+                 limit {:.1} % of requests)",
+                t.limiter,
+                t.throttled,
+                t.requests,
+                t.waited_ns as f64 / 1e9,
+                ms(t.max_wait_ns as f64),
+                o.throttled * 100.0
+            ),
+        );
+    }
+    let verdict = [Verdict::Incomplete, Verdict::Failed, Verdict::EngineBound]
+        .into_iter()
+        .find(|v| checks.iter().any(|c| !c.passed && c.fails_as == *v))
+        .unwrap_or(Verdict::Valid);
+    Validity { verdict, checks }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn window(n: u64, at: u64, delay: u64) -> WindowSums {
+        WindowSums {
+            n,
+            intended: u128::from(n) * u128::from(at),
+            delay: u128::from(n) * u128::from(delay),
+        }
+    }
+
+    #[test]
+    fn a_constant_delay_is_no_shortfall_and_a_growing_one_is() {
+        let o = ValidityOptions::default();
+        let s = 1_000_000_000;
+        let steady: BTreeMap<_, _> = (0..10)
+            .map(|k| (k, window(1000, k * s + s / 2, 5_000_000)))
+            .collect();
+        let r = dispatch_rate(&steady, &o).expect("rate");
+        assert!((r.intended - 1000.0).abs() < 1e-6, "{r:?}");
+        assert!((r.achieved - 1000.0).abs() < 1e-6, "{r:?}");
+        // Falling 100 ms further behind every second: 1 / 1.1 of the rate.
+        let behind: BTreeMap<_, _> = (0..10)
+            .map(|k| (k, window(1000, k * s + s / 2, k * 100_000_000)))
+            .collect();
+        let r = dispatch_rate(&behind, &o).expect("rate");
+        assert!((r.achieved / r.intended - 1.0 / 1.1).abs() < 1e-9, "{r:?}");
+        let w = r.worst_window.expect("window");
+        assert!((w.achieved / w.intended - 1.0 / 1.1).abs() < 1e-9, "{w:?}");
+    }
+
+    #[test]
+    fn sparse_windows_are_not_judged() {
+        let o = ValidityOptions::default();
+        let sparse: BTreeMap<_, _> = (0..10).map(|k| (k, window(99, k * 1_000, 0))).collect();
+        assert_eq!(dispatch_rate(&sparse, &o), None);
+    }
+
+    #[test]
+    fn worst_failed_check_decides_and_thresholds_parse() {
+        let mut o = ValidityOptions::default();
+        o.set("start.p99=100us").expect("set");
+        o.set("throttled=5%").expect("set");
+        assert_eq!((o.start_p99_ns, o.throttled), (100_000, 0.05));
+        assert!(o.set("rate=150%").is_err());
+        assert!(o.set("colour=1").is_err());
+        let late = Percentiles {
+            count: 10,
+            p99: 200_000,
+            p999: 200_000,
+            ..Percentiles::default()
+        };
+        let m = Measured {
+            state: CompletionState::Complete,
+            reason: None,
+            operations: 10,
+            operations_ok: 10,
+            start_lateness: &late,
+            waited: 0,
+            rate: None,
+            workers_busy: Some(0.2),
+            throttling: &[],
+        };
+        let v = judge(&m, &o);
+        assert_eq!(v.verdict, Verdict::EngineBound);
+        assert_eq!(
+            v.failed().map(|c| c.check.as_str()).collect::<Vec<_>>(),
+            ["start_lateness.p99"]
+        );
+        let m = Measured {
+            state: CompletionState::Interrupted,
+            operations_ok: 0,
+            ..m
+        };
+        let v = judge(&m, &o);
+        assert_eq!(v.verdict, Verdict::Incomplete);
+        assert_eq!(v.failed().count(), 3, "{v:?}");
+    }
+}
