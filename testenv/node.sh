@@ -156,16 +156,7 @@ EOF
 	wait_for "node $REAL_NODE Ready" real_node_ready
 	testenv_log "real node $REAL_NODE Ready $(since "$t_kubelet") s after the kubelet started ($(since "$t0") s with registry, images, containerd)"
 	if $OWN_CSI; then
-		# Known limit: the kubelet's registration client sends the socket path as the HTTP/2
-		# :authority, which the Rust h2 server rejects (PROTOCOL_ERROR); then no CSINode comes
-		# and CSI volumes cannot be mounted on this node. Say so rather than fail the start.
-		local i
-		for i in $(seq 1 50); do
-			real_node_csinode && break
-			sleep 0.2
-		done
-		real_node_csinode ||
-			testenv_log "warning: no CSINode for $REAL_NODE after 10 s: the kubelet did not register $DRIVER (see logs/kubelet.log, RegisterPlugin)"
+		wait_for "CSINode $REAL_NODE listing $DRIVER (plugin registration)" real_node_csinode
 	fi
 	cat >>"$S/testenv.env" <<EOF
 export TESTENV_REAL_NODE=$REAL_NODE

@@ -339,7 +339,7 @@ if $OWN_CSI; then
 		# The driver's node service is the real node's: the kubelet finds it through the
 		# registration socket and writes the node's CSINode from its NodeGetInfo.
 		node_id=$REAL_NODE
-		registration=(--registration-socket="$KUBELET_ROOT/plugins_registry/$DRIVER-reg.sock")
+		registration=(--registration-socket="$KUBELET_ROOT/plugins_registry/$DRIVER@reg.sock")
 	fi
 	start_exe cnsreplay-csi "$CSI_BIN" --endpoint="$CSI_SOCKET" --root="$CSI_ROOT" \
 		--driver-name="$DRIVER" --node-id="$node_id" --nodes="$node_ids" "${registration[@]}" \

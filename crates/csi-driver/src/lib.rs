@@ -56,7 +56,7 @@ use std::time::Duration;
 
 use tonic::Status;
 
-pub use registration::{Registered, serve_registration};
+pub use registration::{Registered, check_socket_name, kubelet_authority, serve_registration};
 pub use server::{Served, serve};
 
 use crate::latency::{LatencyConfig, Plan, Rng};
@@ -120,6 +120,18 @@ pub enum DriverError {
     /// Loop mode asked for without root.
     #[error("loop mode needs root (losetup, mount)")]
     NotRoot,
+    /// A registration socket the kubelet's client could not reach (see `registration`).
+    #[error(
+        "registration socket {path}: the kubelet would send :authority {authority:?}, which \
+         the gRPC server rejects; put an `@` before a plain host name in the file name, \
+         e.g. csi.cnsreplay.dev@reg.sock"
+    )]
+    RegistrationSocketName {
+        /// The socket path given.
+        path: PathBuf,
+        /// The authority the kubelet would send.
+        authority: String,
+    },
     /// The server failed.
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),

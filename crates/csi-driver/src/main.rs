@@ -42,7 +42,8 @@ struct Args {
     #[arg(long, default_value_t = 1 << 30)]
     default_size: u64,
     /// Also serve the kubelet's plugin registration on this socket (in the kubelet's
-    /// `plugins_registry` directory, e.g. `/var/lib/kubelet/plugins_registry/NAME-reg.sock`):
+    /// `plugins_registry` directory, e.g. `/var/lib/kubelet/plugins_registry/NAME@reg.sock`; the
+    /// file name needs the `@`, see the registration module):
     /// the kubelet then registers the driver and writes the node's CSINode itself.
     #[arg(long)]
     registration_socket: Option<PathBuf>,

@@ -3,6 +3,15 @@
 //! kubelet calls GetInfo (type `CSIPlugin`, driver name, the CSI socket), then dials the CSI
 //! socket (NodeGetInfo) and writes the node's CSINode, then NotifyRegistrationStatus. The
 //! socket is removed on shutdown, which the kubelet takes as the plugin's deregistration.
+//!
+//! The socket's file name must contain an `@`. The kubelet dials the registration socket by
+//! its path without `WithAuthority` (unlike its CSI client, which sends `localhost`), so
+//! grpc-go sends the path, percent-encoded, as the HTTP/2 `:authority`
+//! (`%2Fvar%2Flib%2F…`). The `http` crate under tonic/h2 accepts `%` only in an authority's
+//! userinfo and resets every such stream with PROTOCOL_ERROR; an `@` in the file name makes
+//! everything before it userinfo, so `csi.cnsreplay.dev@reg.sock` registers and
+//! `csi.cnsreplay.dev-reg.sock` never does. [`kubelet_authority`] is that encoding;
+//! [`check_socket_name`] refuses a name the kubelet could not reach, before anything listens.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -66,6 +75,46 @@ impl Registration for Service {
     }
 }
 
+/// The `:authority` the kubelet's gRPC client (grpc-go's `encodeAuthority` of a passthrough
+/// target) sends when it dials the registration socket at `path`: every byte outside
+/// RFC 3986's unreserved, sub-delims and `:[]@` percent-encoded.
+pub fn kubelet_authority(path: &Path) -> String {
+    let mut out = String::new();
+    for &b in path.as_os_str().as_encoded_bytes() {
+        let keep = b.is_ascii_alphanumeric() || b"-_.~!$&'()*+,;=:[]@".contains(&b);
+        if keep {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Refuses a registration socket whose path, as the kubelet sends it ([`kubelet_authority`]),
+/// the gRPC server here would reject: the file name needs an `@` followed by a plain host
+/// name (letters, digits, `-`, `.`), e.g. `csi.cnsreplay.dev@reg.sock`.
+pub fn check_socket_name(socket: &Path) -> Result<(), DriverError> {
+    let authority = kubelet_authority(socket);
+    let name = socket
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let host_ok = name.rsplit_once('@').is_some_and(|(_, host)| {
+        !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    });
+    if host_ok && authority.parse::<tonic::codegen::http::uri::Authority>().is_ok() {
+        return Ok(());
+    }
+    Err(DriverError::RegistrationSocketName {
+        path: socket.to_owned(),
+        authority,
+    })
+}
+
 /// Serves the registration service for driver `name`, whose CSI socket is `csi_socket`, on
 /// `socket` (a stale socket file is replaced; removed on return) until `shutdown` completes.
 /// Returns the kubelet's last registration status.
@@ -75,6 +124,7 @@ pub async fn serve_registration(
     socket: &Path,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<Registered, DriverError> {
+    check_socket_name(socket)?;
     let endpoint: PathBuf = std::path::absolute(csi_socket)
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", csi_socket.display())))?;
     if let Ok(m) = fs_err::symlink_metadata(socket)
