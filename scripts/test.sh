@@ -48,10 +48,13 @@ elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
     TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" testenv/up.sh)
   export CNSREPLAY_TESTENV=$env_file CNSREPLAY_REQUIRE_TESTENV=1 CNSREPLAY_REQUIRE_CSI=1
 fi
-cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
+# A failing test must not end the script before the sanity suite and the totals line.
+status=0
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
 if [ -n "$cluster" ]; then
   # CSI conformance: kubernetes-csi's sanity suite against our driver (exits non-zero on a
   # failed spec). It needs no cluster, only the driver binary built above.
-  TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" scripts/csi-sanity.sh 2>&1 | tail -n 5
+  TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" scripts/csi-sanity.sh 2>&1 | tail -n 5 || status=$?
 fi
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
