@@ -10,9 +10,8 @@
 # tests must use it (CNSREPLAY_REQUIRE_TESTENV=1), and the CSI sanity suite runs against our
 # driver; CNSREPLAY_TESTENV=0 skips the cluster and
 # its tests say they skipped; CNSREPLAY_TESTENV=<testenv.env> uses a cluster already running.
-# TESTENV_REAL_NODE=1 adds testenv's real kubelet node (testenv/README.md), with the iogen
-# image built from a static (musl) iogen; off by default until the kubelet registers our CSI
-# driver (testenv/README.md, known limits).
+# TESTENV_REAL_NODE=1 (the default) adds testenv's real kubelet node (testenv/README.md), with
+# the iogen image built from a static (musl) iogen; TESTENV_REAL_NODE=0 runs without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
@@ -34,7 +33,7 @@ elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
   cargo build --locked -q -p csi-driver -p iogen
   target=$(cargo metadata --format-version 1 --no-deps --locked |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-  export TESTENV_REAL_NODE=${TESTENV_REAL_NODE:-0}
+  export TESTENV_REAL_NODE=${TESTENV_REAL_NODE:-1}
   if [ "$TESTENV_REAL_NODE" = 1 ]; then
     # The iogen image's binary must be static (FROM scratch).
     rustup target list --installed | grep -qx x86_64-unknown-linux-musl ||
