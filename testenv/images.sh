@@ -5,7 +5,9 @@
 #
 #   testenv/images.sh REGISTRY IOGEN_BIN
 #
-#   REGISTRY/cnsreplay/pause:testenv  testenv's pause binary (testenv/go/pause), user 65535
+#   REGISTRY/cnsreplay/pause:testenv  testenv's pause binary (testenv/go/pause), user 65535,
+#   REGISTRY/pause:3.10               the same image under the kube provider's default
+#                                     workload image (registry.k8s.io is mirrored here)
 #   REGISTRY/cnsreplay/iogen:latest   IOGEN_BIN (a static iogen), as deploy/iogen.Containerfile
 #                                     describes it: the binary's path, USER and ENTRYPOINT are
 #                                     read from that file, so the two cannot drift apart.
@@ -52,4 +54,7 @@ image() { # ref binary path-in-image user entrypoint(comma-separated)
 	testenv_log "pushed $ref ($(du -h "$work/layer.tar" | cut -f1) layer)"
 }
 image "$REG/cnsreplay/pause:testenv" "$BIN/pause" /pause 65535:65535 /pause
+# The registry stores the same manifest under a second name: no second upload.
+"$CRANE" copy --insecure "$REG/cnsreplay/pause:testenv" "$REG/pause:3.10" >/dev/null
+testenv_log "pushed $REG/pause:3.10 (= cnsreplay/pause:testenv)"
 image "$REG/cnsreplay/iogen:latest" "$IOGEN" "$copy_dst" "$user" "$entrypoint"

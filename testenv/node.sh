@@ -53,9 +53,10 @@ EOF
 	}
 
 	# --- containerd ---
-	for host in "$REGISTRY" docker.io; do
-		# docker.io is mirrored onto the local registry: the kube provider's default image
-		# `cnsreplay/iogen:latest` is pulled from there, and no pull leaves the machine.
+	for host in "$REGISTRY" docker.io registry.k8s.io; do
+		# docker.io and registry.k8s.io are mirrored onto the local registry: the kube
+		# provider's default images `cnsreplay/iogen:latest` and `registry.k8s.io/pause:3.10`
+		# are pulled from there (images.sh pushes both), and no pull leaves the machine.
 		mkdir -p "$S/containerd/certs.d/$host"
 		cat >"$S/containerd/certs.d/$host/hosts.toml" <<EOF
 server = "http://$REGISTRY"
@@ -144,16 +145,23 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 EOF
 	t_kubelet=$(date +%s.%N)
+	# --cloud-provider=external: the kubelet then leaves the Node's addresses to whoever set
+	# them (a cloud controller; here the patch below) instead of putting the machine's own IP
+	# and a Hostname entry back on every status update, which the apiserver would dial for
+	# logs/exec while the kubelet listens on 127.0.0.1 only.
 	start kubelet --config="$S/kubelet/config.yaml" --kubeconfig="$S/kubelet.kubeconfig" \
-		--root-dir="$KUBELET_ROOT" --cert-dir="$S/kubelet/pki" \
+		--root-dir="$KUBELET_ROOT" --cert-dir="$S/kubelet/pki" --cloud-provider=external \
 		--hostname-override="$REAL_NODE" --node-labels="$REAL_NODE_LABEL=true"
 	wait_for "node $REAL_NODE registered" k get node "$REAL_NODE"
 	# The kubelet rejects a loopback --node-ip, so the Node has no address and logs/exec fail
 	# ("no preferred addresses found"); one status patch (InternalIP only: a Hostname entry
-	# would make the apiserver resolve it) fixes it and stays.
+	# would make the apiserver resolve it) sets it, and plays the cloud controller's other
+	# part: the taint an external cloud provider's node starts with comes off.
 	k patch node "$REAL_NODE" --subresource=status --type=merge \
 		-p '{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.1"}]}}' >/dev/null
+	k taint node "$REAL_NODE" node.cloudprovider.kubernetes.io/uninitialized- >/dev/null 2>&1 || true
 	wait_for "node $REAL_NODE Ready" real_node_ready
+	real_node_address || testenv_die "the kubelet changed node $REAL_NODE's addresses: $(k get node "$REAL_NODE" -o jsonpath='{.status.addresses}')"
 	testenv_log "real node $REAL_NODE Ready $(since "$t_kubelet") s after the kubelet started ($(since "$t0") s with registry, images, containerd)"
 	if $OWN_CSI; then
 		wait_for "CSINode $REAL_NODE listing $DRIVER (plugin registration)" real_node_csinode
@@ -167,6 +175,9 @@ export TESTENV_POD_LOGS=$S/pod-logs
 EOF
 }
 
+real_node_address() {
+	[ "$(k get node "$REAL_NODE" -o jsonpath='{.status.addresses}')" = '[{"address":"127.0.0.1","type":"InternalIP"}]' ]
+}
 real_node_ready() {
 	[ "$(k get node "$REAL_NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }

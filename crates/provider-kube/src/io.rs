@@ -1,6 +1,8 @@
 //! `io_phase` on a cluster: a pod running the `iogen` image, pinned to the workload's node,
-//! mounting the one volume, running `iogen phase` with its interval log on stdout. When the
-//! pod has finished, its log is collected, the HdrHistogram lines are kept in
+//! mounting the one volume, running `iogen phase` with its interval log on stdout. The log is
+//! followed while the pod runs (`logs.rs`: kept in `RUNDIR/io/<event id>.log` as it arrives,
+//! across the kubelet's log rotation and dropped connections), so a pod deleted by a detach
+//! or an abort still leaves what it measured until then. Its HdrHistogram lines are kept in
 //! `RUNDIR/io/<event id>.hlog`, and each interval is put on the with/without-snapshot side of
 //! the run's I/O split by whether a snapshot was in flight during it (interval times are
 //! offsets from the pod's start, so the split is as exact as the pod's start time).
@@ -8,7 +10,7 @@
 use std::fmt::Write as _;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, LogParams};
+use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use replay::provider::IoReport;
@@ -119,37 +121,51 @@ pub(crate) async fn io_phase(
         .await;
     stamp::phase_at(ctx, "running", at);
     let start_ns = replay::provider::ns_since(ctx.origin(), at);
-    let (phase, at) = w
-        .wait_for(&name, |s| {
-            let Some(o) = s.get(&ObjectRef::new(&name).within(ns)) else {
-                return Some(None);
-            };
-            match o.status.as_ref()?.phase.as_deref() {
-                Some(ph @ ("Succeeded" | "Failed")) => Some(Some(ph.to_owned())),
-                _ => None,
-            }
-        })
-        .await;
+    let io_dir = p.run()?.run_dir.join("io");
+    std::fs::create_dir_all(&io_dir).map_err(io_err)?;
+    let api: Api<Pod> = Api::namespaced(p.client.clone(), ns);
+    // The pod's own state, from the watch: still there (this uid) and not finished.
+    let running = || {
+        let store = w.store();
+        store
+            .get(&ObjectRef::new(&name).within(ns))
+            .is_some_and(|o| {
+                o.uid().as_deref() == Some(&uid)
+                    && !matches!(
+                        o.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        Some("Succeeded" | "Failed")
+                    )
+            })
+    };
+    let log_path = io_dir.join(format!("{}.log", ev.id));
+    let follow = crate::logs::follow(&api, &name, "iogen", &log_path, running);
+    let finished = w.wait_for(&name, |s| {
+        let Some(o) = s.get(&ObjectRef::new(&name).within(ns)) else {
+            return Some(None);
+        };
+        match o.status.as_ref()?.phase.as_deref() {
+            Some(ph @ ("Succeeded" | "Failed")) => Some(Some(ph.to_owned())),
+            _ => None,
+        }
+    });
+    let (followed, (phase, at)) = tokio::join!(follow, finished);
+    let followed = followed?;
+    stamp::phase(ctx, "logs");
+    if followed.reconnects > 0 {
+        tracing::warn!(pod = %name, reconnects = followed.reconnects, "the log stream of an iogen pod was reopened");
+    }
+    let log = followed.text;
     let Some(phase) = phase else {
-        // Deleted under us: abort_workload or detach stopped the I/O.
+        // Deleted under us: abort_workload or detach stopped the I/O. What it logged until
+        // then still counts.
         stamp::phase_at(ctx, "io-stopped", at);
+        if !log.is_empty() {
+            let report = split_log(&log, start_ns, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
+            ctx.report_io(report);
+        }
         return Ok(());
     };
     stamp::phase_at(ctx, "io-done", at);
-    let api: Api<Pod> = Api::namespaced(p.client.clone(), ns);
-    let log = p
-        .call(api.logs(
-            &name,
-            &LogParams {
-                container: Some("iogen".into()),
-                ..LogParams::default()
-            },
-        ))
-        .await?;
-    stamp::phase(ctx, "logs");
-    let io_dir = p.run()?.run_dir.join("io");
-    std::fs::create_dir_all(&io_dir).map_err(io_err)?;
-    std::fs::write(io_dir.join(format!("{}.log", ev.id)), &log).map_err(io_err)?;
     if phase == "Failed" {
         return Err(ProviderError::new(
             "io_failed",

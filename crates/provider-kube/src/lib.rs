@@ -14,6 +14,7 @@ mod cleanup;
 mod env;
 mod io;
 mod io_local;
+mod logs;
 pub mod limiter;
 pub mod objects;
 mod ops;

@@ -183,6 +183,9 @@ pub struct ProviderArgs {
     /// kube: image of the `io_phase` pods (runs iogen; deploy/iogen.Containerfile).
     #[arg(long, value_name = "IMAGE", default_value = "cnsreplay/iogen:latest")]
     pub iogen_image: String,
+    /// kube: image of the workload pods an `attach` starts (they only hold the volumes).
+    #[arg(long, value_name = "IMAGE", default_value = "registry.k8s.io/pause:3.10")]
+    pub pause_image: String,
     /// kube: where `io_phase` I/O runs: `pod` (an iogen pod) or `local` (iogen in this
     /// process on the device the CSI driver attached; test clusters only, Block volumes).
     #[arg(long, value_name = "MODE", default_value = "pod")]
@@ -339,6 +342,7 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
         qps: a.kube_qps,
         burst: a.kube_burst,
         iogen_image: a.iogen_image.clone(),
+        pause_image: a.pause_image.clone(),
         io_exec: match a.kube_io_exec.as_str() {
             "pod" => IoExec::Pod,
             "local" => IoExec::Local,

@@ -1,0 +1,185 @@
+//! Follows an iogen pod's log while it runs, so its results reach the run directory as they
+//! are written and survive what would lose a log read once at the end: the kubelet rotating
+//! the container log (`containerLogMaxSize`), the pod being deleted by a detach, the client's
+//! connection dropping.
+//!
+//! Design: one `follow=true&timestamps=true` stream from the moment the pod runs. The kubelet
+//! keeps a followed stream across its own rotations, so while the stream is open nothing is
+//! lost. When the stream ends while the pod still runs (a dropped connection, an apiserver
+//! restart), the follower reconnects with `sinceTime` = the last line's time, floored to the
+//! second (the API's resolution), and drops what it has already seen: lines older than the
+//! last one, and at the last line's exact timestamp as many as were already kept. Lines
+//! written while disconnected are lost only if the kubelet rotated them away meanwhile; each
+//! reconnect is counted and the count is returned, so a run can say so. The stream ends for
+//! good when the pod is gone or finished (the kubelet sends everything the container wrote
+//! before closing a followed stream of a terminated container).
+
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use futures::{AsyncBufReadExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, LogParams};
+use replay::ProviderError;
+
+use crate::io_err;
+
+/// What a follow produced.
+#[derive(Debug, Default)]
+pub(crate) struct Followed {
+    /// The log's lines, timestamps removed, each ending in `\n`.
+    pub text: String,
+    /// How many times the stream had to be reopened while the pod ran.
+    pub reconnects: u32,
+}
+
+/// Consecutive failed (re)connects after which the log is given up as lost.
+const MAX_FAILED_CONNECTS: u32 = 50;
+const RETRY: Duration = Duration::from_millis(200);
+
+/// Lines already kept, for deduplication after a reconnect.
+#[derive(Debug, Default)]
+struct Seen {
+    last: Option<jiff::Timestamp>,
+    at_last: usize,
+}
+
+impl Seen {
+    /// Whether a line stamped `ts` is new; `replayed` counts the lines at `last` seen so far
+    /// on this connection.
+    fn admit(&mut self, ts: jiff::Timestamp, replayed: &mut usize) -> bool {
+        match self.last {
+            Some(last) if ts < last => false,
+            Some(last) if ts == last => {
+                *replayed += 1;
+                if *replayed <= self.at_last {
+                    return false;
+                }
+                self.at_last += 1;
+                true
+            }
+            _ => {
+                self.last = Some(ts);
+                self.at_last = 1;
+                *replayed = 1;
+                true
+            }
+        }
+    }
+}
+
+/// Splits `2026-11-24T01:08:15.541411898Z text` into its timestamp and text.
+pub(crate) fn split_stamp(line: &str) -> Option<(jiff::Timestamp, &str)> {
+    let (ts, rest) = line.split_once(' ')?;
+    Some((ts.parse().ok()?, rest))
+}
+
+/// Follows container `container` of pod `name` until the pod is no longer running
+/// (`running()` false after a stream ended), appending each line to `out` as it arrives.
+pub(crate) async fn follow(
+    api: &Api<Pod>,
+    name: &str,
+    container: &str,
+    out: &Path,
+    running: impl Fn() -> bool,
+) -> Result<Followed, ProviderError> {
+    let mut file = fs_err::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(out)
+        .map_err(io_err)?;
+    let mut got = Followed::default();
+    let mut seen = Seen::default();
+    let mut failed = 0u32;
+    let mut first = true;
+    loop {
+        let params = LogParams {
+            container: Some(container.to_owned()),
+            follow: true,
+            timestamps: true,
+            since_time: seen
+                .last
+                .and_then(|t| jiff::Timestamp::from_second(t.as_second()).ok()),
+            ..LogParams::default()
+        };
+        match api.log_stream(name, &params).await {
+            Ok(stream) => {
+                failed = 0;
+                if !first {
+                    got.reconnects += 1;
+                }
+                first = false;
+                let mut replayed = 0usize;
+                let mut lines = stream.lines();
+                loop {
+                    match lines.try_next().await {
+                        Ok(Some(line)) => {
+                            let Some((ts, text)) = split_stamp(&line) else {
+                                continue;
+                            };
+                            if !seen.admit(ts, &mut replayed) {
+                                continue;
+                            }
+                            got.text.push_str(text);
+                            got.text.push('\n');
+                            writeln!(file, "{text}").map_err(io_err)?;
+                        }
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+                file.flush().map_err(io_err)?;
+            }
+            Err(e) => {
+                failed += 1;
+                if failed >= MAX_FAILED_CONNECTS && running() {
+                    return Err(ProviderError::new(
+                        "io_failed",
+                        format!(
+                            "log of pod {name}: {failed} reconnects failed while it runs, last: {e}"
+                        ),
+                    ));
+                }
+            }
+        }
+        if !running() {
+            return Ok(got);
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> jiff::Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_reconnect_drops_exactly_the_lines_already_kept() {
+        let mut seen = Seen::default();
+        let mut r = 0;
+        let a = ts("2026-11-24T01:00:00.1Z");
+        let b = ts("2026-11-24T01:00:00.2Z");
+        assert!(seen.admit(a, &mut r));
+        assert!(seen.admit(b, &mut r));
+        assert!(seen.admit(b, &mut r), "two lines with one timestamp");
+        // Reconnected from 01:00:00: a, b, b are replayed, then a new b and c.
+        let mut r = 0;
+        assert!(!seen.admit(a, &mut r));
+        assert!(!seen.admit(b, &mut r));
+        assert!(!seen.admit(b, &mut r));
+        assert!(seen.admit(b, &mut r), "the third line at b is new");
+        assert!(seen.admit(ts("2026-11-24T01:00:01Z"), &mut r));
+    }
+
+    #[test]
+    fn stamps_split_off_and_lines_without_one_are_skipped() {
+        let (t, text) = split_stamp("2026-11-24T01:08:15.541411898Z Tag=read.response,1").unwrap();
+        assert_eq!(t, ts("2026-11-24T01:08:15.541411898Z"));
+        assert_eq!(text, "Tag=read.response,1");
+        assert!(split_stamp("no stamp here").is_none());
+    }
+}
