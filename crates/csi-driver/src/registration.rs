@@ -106,7 +106,11 @@ pub fn check_socket_name(socket: &Path) -> Result<(), DriverError> {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
     });
-    if host_ok && authority.parse::<tonic::codegen::http::uri::Authority>().is_ok() {
+    if host_ok
+        && authority
+            .parse::<tonic::codegen::http::uri::Authority>()
+            .is_ok()
+    {
         return Ok(());
     }
     Err(DriverError::RegistrationSocketName {

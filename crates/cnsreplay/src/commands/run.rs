@@ -184,7 +184,11 @@ pub struct ProviderArgs {
     #[arg(long, value_name = "IMAGE", default_value = "cnsreplay/iogen:latest")]
     pub iogen_image: String,
     /// kube: image of the workload pods an `attach` starts (they only hold the volumes).
-    #[arg(long, value_name = "IMAGE", default_value = "registry.k8s.io/pause:3.10")]
+    #[arg(
+        long,
+        value_name = "IMAGE",
+        default_value = "registry.k8s.io/pause:3.10"
+    )]
     pub pause_image: String,
     /// kube: where `io_phase` I/O runs: `pod` (an iogen pod) or `local` (iogen in this
     /// process on the device the CSI driver attached; test clusters only, Block volumes).

@@ -3,6 +3,7 @@
 
 mod analyze;
 mod capacity;
+mod real_node;
 mod run;
 
 use std::path::{Path, PathBuf};

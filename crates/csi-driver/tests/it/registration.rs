@@ -85,7 +85,10 @@ fn a_socket_name_the_kubelet_cannot_reach_is_refused_with_the_authority_it_would
         "/r/plugins_registry/x@y%z.sock",
         "/r/a@b/plugins_registry/x.sock",
     ] {
-        assert!(csi_driver::check_socket_name(Path::new(bad)).is_err(), "{bad}");
+        assert!(
+            csi_driver::check_socket_name(Path::new(bad)).is_err(),
+            "{bad}"
+        );
     }
     let good = Path::new("/var/lib/kubelet/plugins_registry/csi.cnsreplay.dev@reg.sock");
     csi_driver::check_socket_name(good).unwrap();

@@ -1,0 +1,273 @@
+//! The README's main job on the kube provider against testenv's real kubelet node: the
+//! Experiment 2 trace as shipped (5 PVCs, a pod on each, iogen pods doing I/O on the mounted
+//! ext4 volumes, snapshots round-robin), with only the cluster's classes, the node and the
+//! image given on the command line, as the service account of `deploy/rbac.yaml`. It must print
+//! the same table as the local run, with I/O on both sides of the snapshot split, and leave
+//! nothing behind. Skipped (one line) without a real node unless
+//! `CNSREPLAY_REQUIRE_REAL_NODE=1`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{LENIENT, cnsreplay, ok, s, stdout};
+
+struct Cluster {
+    vars: HashMap<String, String>,
+}
+
+impl Cluster {
+    fn get(&self, k: &str) -> &str {
+        self.vars.get(k).map_or("", String::as_str)
+    }
+
+    /// `kubectl` as the cluster admin; panics with its stderr on failure.
+    fn kubectl(&self, args: &[&str]) -> String {
+        let out = Command::new(Path::new(self.get("TESTENV_BIN")).join("kubectl"))
+            .arg(format!("--kubeconfig={}", self.get("KUBECONFIG")))
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    /// A kubeconfig for the service account `cnsreplay` bound by exactly `deploy/rbac.yaml`.
+    fn runner_kubeconfig(&self, dir: &Path) -> PathBuf {
+        let rbac = crate::workspace().join("deploy/rbac.yaml");
+        self.kubectl(&["apply", "-f", s(&rbac)]);
+        let token = self.kubectl(&["create", "token", "cnsreplay", "-n", "cnsreplay"]);
+        let kc = dir.join("runner.kubeconfig");
+        let raw = self.kubectl(&["config", "view", "--raw", "--minify"]);
+        std::fs::write(&kc, raw).expect("write kubeconfig");
+        let user = self.kubectl(&[
+            "config",
+            "view",
+            "--minify",
+            "-o",
+            "jsonpath={.users[0].name}",
+        ]);
+        let out = Command::new(Path::new(self.get("TESTENV_BIN")).join("kubectl"))
+            .arg(format!("--kubeconfig={}", s(&kc)))
+            .args(["config", "set-credentials", &user, "--token", token.trim()])
+            .output()
+            .expect("run kubectl");
+        assert!(out.status.success(), "{out:?}");
+        // The admin's client certificate must not stay beside the token.
+        let text = std::fs::read_to_string(&kc).expect("read kubeconfig");
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("client-certificate-data:"))
+            .filter(|l| !l.trim_start().starts_with("client-key-data:"))
+            .collect();
+        std::fs::write(&kc, kept.join("\n") + "\n").expect("write kubeconfig");
+        kc
+    }
+}
+
+fn real_node_cluster() -> Option<Cluster> {
+    let require = std::env::var("CNSREPLAY_REQUIRE_REAL_NODE").as_deref() == Ok("1");
+    let vars: HashMap<String, String> = match std::env::var("CNSREPLAY_TESTENV") {
+        Ok(path) if path != "0" => std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+            .collect(),
+        _ => HashMap::new(),
+    };
+    if vars.get("TESTENV_REAL_NODE").is_none_or(String::is_empty) {
+        assert!(
+            !require,
+            "CNSREPLAY_REQUIRE_REAL_NODE=1 but CNSREPLAY_TESTENV names no cluster with a real node"
+        );
+        #[allow(clippy::print_stderr)] // the skip line is the contract
+        {
+            eprintln!(
+                "skipped: no local cluster with a real node (TESTENV_REAL_NODE=1 testenv/up.sh)"
+            );
+        }
+        return None;
+    }
+    Some(Cluster { vars })
+}
+
+#[test]
+fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
+    let Some(c) = real_node_cluster() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kc = c.runner_kubeconfig(tmp.path());
+    let run = tmp.path().join("run");
+    let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
+    let out = cnsreplay(&[
+        "run",
+        "traces/experiment2-short.yaml",
+        "--provider",
+        "kube",
+        "--kubeconfig",
+        s(&kc),
+        "--storage-class",
+        c.get("TESTENV_STORAGE_CLASS"),
+        "--snapshot-class",
+        c.get("TESTENV_SNAPSHOT_CLASS"),
+        "--node-selector",
+        &selector,
+        "--iogen-image",
+        c.get("TESTENV_IOGEN_IMAGE"),
+        LENIENT,
+        "-o",
+        s(&run),
+    ]);
+    ok(&out);
+    let text = stdout(&out);
+    for row in [
+        "create_volume",
+        "attach",
+        "io_phase",
+        "snapshot",
+        "detach",
+        "delete_volume",
+    ] {
+        assert!(text.contains(&format!("\n{row} ")), "no {row} row:\n{text}");
+    }
+    assert!(
+        text.contains("I/O p99.9:") && text.contains("without a snapshot in flight"),
+        "{text}"
+    );
+
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("summary.json")).expect("summary"))
+            .expect("json");
+    assert_eq!(summary["state"], "complete", "{summary}");
+    for (op, n) in [
+        ("create_volume", 5),
+        ("attach", 5),
+        ("io_phase", 5),
+        ("snapshot", 8),
+        ("detach", 5),
+        ("delete_volume", 5),
+    ] {
+        assert_eq!(summary["ops"][op]["count"], n, "{op}: {summary}");
+        assert_eq!(summary["ops"][op]["failed"], 0, "{op}: {summary}");
+    }
+    for side in ["with_snapshot", "without_snapshot"] {
+        let n = summary["io"][side]["count"].as_u64().unwrap_or(0);
+        assert!(n > 0, "no I/O {side}: {summary}");
+    }
+    // Every attach went through the kubelet: VolumeAttachment attached, then Running.
+    let events = std::fs::read_to_string(run.join("events.jsonl")).expect("events");
+    let attaches: Vec<serde_json::Value> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v["op"] == "attach")
+        .collect();
+    assert_eq!(attaches.len(), 5);
+    for a in &attaches {
+        let phases: Vec<&str> = a["phases"]
+            .as_array()
+            .expect("phases")
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        for want in ["scheduled", "attached", "running"] {
+            assert!(phases.contains(&want), "{want} missing in {a}");
+        }
+    }
+
+    // The driver's node service did the mounting, on the real node, during the run.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
+            .expect("json");
+    let wall_ns = |k: &str| {
+        manifest[k]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map(|t| u64::try_from(t.as_nanosecond()).unwrap_or(0))
+            .unwrap_or_else(|| panic!("manifest {k}: {manifest}"))
+    };
+    let (from, to) = (wall_ns("started"), wall_ns("finished"));
+    let ops = std::fs::read_to_string(c.get("TESTENV_CSI_OPS_LOG")).expect("driver ops log");
+    let mut count: HashMap<String, usize> = HashMap::new();
+    for v in ops
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["node"] == c.get("TESTENV_REAL_NODE") && v["code"] == "OK")
+        .filter(|v| {
+            v["start_ns"]
+                .as_u64()
+                .is_some_and(|t| (from..=to).contains(&t))
+        })
+    {
+        *count
+            .entry(v["op"].as_str().unwrap_or("").to_owned())
+            .or_default() += 1;
+    }
+    for (op, at_least) in [
+        ("NodeStageVolume", 5),
+        ("NodePublishVolume", 10),
+        ("NodeUnpublishVolume", 10),
+        ("NodeUnstageVolume", 5),
+    ] {
+        let n = count.get(op).copied().unwrap_or(0);
+        assert!(
+            n >= at_least,
+            "{op}: {n} calls on the real node, want {at_least}: {count:?}"
+        );
+    }
+
+    // Nothing of the run is left: objects, attachments, mounts.
+    let run_id = manifest["run_id"].as_str().expect("run_id");
+    let label = format!("cnsreplay.io/run={run_id}");
+    let left = c.kubectl(&[
+        "get",
+        "pvc,pods,volumesnapshots",
+        "-A",
+        "-l",
+        &label,
+        "-o",
+        "name",
+    ]);
+    assert!(left.trim().is_empty(), "left behind: {left}");
+    // Publish mounts are named after the PV (`pvc-<uid>`); staging is a loop device of the
+    // driver's image of the volume.
+    let ledger = std::fs::read_to_string(run.join("ledger.jsonl")).expect("ledger");
+    let pvs: Vec<String> = ledger
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kind"] == "pvc")
+        .filter_map(|v| v["detail"]["uid"].as_str().map(|u| format!("pvc-{u}")))
+        .collect();
+    assert_eq!(pvs.len(), 5, "{ledger}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let stale: Vec<&str> = mounts
+        .lines()
+        .filter(|l| pvs.iter().any(|pv| l.contains(pv.as_str())))
+        .collect();
+    assert!(stale.is_empty(), "mounts left: {stale:#?}");
+    let loops = Command::new("losetup").arg("-a").output().expect("losetup");
+    let loops = String::from_utf8_lossy(&loops.stdout);
+    let staged: Vec<String> = ops
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["op"] == "NodeStageVolume")
+        .filter(|v| {
+            v["start_ns"]
+                .as_u64()
+                .is_some_and(|t| (from..=to).contains(&t))
+        })
+        .filter_map(|v| v["volume"].as_str().map(str::to_owned))
+        .map(|id| format!("/volumes/{id}.img"))
+        .collect();
+    let attached: Vec<&str> = loops
+        .lines()
+        .filter(|l| staged.iter().any(|img| l.contains(img.as_str())))
+        .collect();
+    assert!(attached.is_empty(), "loop devices left: {attached:#?}");
+}
