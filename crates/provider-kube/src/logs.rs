@@ -112,21 +112,17 @@ pub(crate) async fn follow(
                 first = false;
                 let mut replayed = 0usize;
                 let mut lines = stream.lines();
-                loop {
-                    match lines.try_next().await {
-                        Ok(Some(line)) => {
-                            let Some((ts, text)) = split_stamp(&line) else {
-                                continue;
-                            };
-                            if !seen.admit(ts, &mut replayed) {
-                                continue;
-                            }
-                            got.text.push_str(text);
-                            got.text.push('\n');
-                            writeln!(file, "{text}").map_err(io_err)?;
-                        }
-                        Ok(None) | Err(_) => break,
+                // A read error ends this connection like the end of the stream does.
+                while let Ok(Some(line)) = lines.try_next().await {
+                    let Some((ts, text)) = split_stamp(&line) else {
+                        continue;
+                    };
+                    if !seen.admit(ts, &mut replayed) {
+                        continue;
                     }
+                    got.text.push_str(text);
+                    got.text.push('\n');
+                    writeln!(file, "{text}").map_err(io_err)?;
                 }
                 file.flush().map_err(io_err)?;
             }

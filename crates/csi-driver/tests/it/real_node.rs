@@ -145,3 +145,123 @@ fn a_missing_image_is_reported_in_the_pod_status() {
     assert!(msg.contains("does-not-exist"), "{reason}: {msg}");
     env.k(&["delete", "namespace", &ns, "--wait=true"]);
 }
+
+/// Runs pod `name` (iogen `args` on PVC `pvc`) to its end; returns its phase and log.
+fn run_pod(env: &TestEnv, ns: &str, name: &str, pvc: &str, args: &[&str]) -> (String, String) {
+    let label = env.get("TESTENV_REAL_NODE_LABEL").to_owned();
+    let image = env.get("TESTENV_IOGEN_IMAGE").to_owned();
+    env.apply(ns, &iogen_pod(name, &label, &image, pvc, args));
+    let phase = env.wait(&format!("{name} finished"), || {
+        phase_or_failure(env, ns, name)
+    });
+    let log = env
+        .kubectl(&["-n", ns, "logs", name], None)
+        .unwrap_or_else(|e| panic!("logs of {name}: {e}"));
+    env.k(&["-n", ns, "delete", "pod", name, "--wait=true"]);
+    (phase, log)
+}
+
+/// The `verify:` line of an iogen log: (checked, mismatches).
+fn verify_counts(log: &str) -> (u64, u64) {
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("verify:"))
+        .unwrap_or_else(|| panic!("no verify line in:\n{log}"));
+    let num = |after: &str| -> u64 {
+        let head = line.split(after).next().unwrap_or("");
+        head.rsplit(' ')
+            .find(|w| !w.is_empty())
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("{after} in {line}"))
+    };
+    (num(" checked"), num(" MISMATCHES"))
+}
+
+fn debugfs(image: &std::path::Path, request: &str) -> String {
+    let out = std::process::Command::new("debugfs")
+        .args(["-R", request])
+        .arg(image)
+        .output()
+        .expect("run debugfs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Where byte `offset` of file `path` lies in an ext4 image (debugfs: block size, bmap).
+fn image_offset(image: &std::path::Path, path: &str, offset: u64) -> u64 {
+    let stats = debugfs(image, "stats");
+    let bs: u64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("Block size:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no block size in debugfs stats:\n{stats}"));
+    let text = debugfs(image, &format!("bmap {path} {}", offset / bs));
+    let block: u64 = text
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("debugfs bmap {path}: {text:?}"));
+    assert!(block > 0, "byte {offset} of {path} is mapped");
+    block * bs + offset % bs
+}
+
+#[test]
+fn a_restored_snapshot_verifies_in_a_pod_and_a_block_corrupted_behind_the_driver_is_reported() {
+    let Some((env, _node)) = real_node() else {
+        return;
+    };
+    let ns = env.namespace("real-node-restore");
+    env.apply(&ns, &pvc_yaml("src", "cnsreplay-csi", "64Mi", false, None));
+    env.wait_path(&ns, "pvc/src", "{.status.phase}", "Bound");
+    let mut write = IOGEN_ARGS.to_vec();
+    write.extend(["/data/state.json", "--rw", "write"]);
+    let (phase, log) = run_pod(&env, &ns, "writer", "src", &write);
+    assert_eq!(phase, "Succeeded", "writer: {log}");
+
+    env.apply(
+        &ns,
+        "apiVersion: snapshot.storage.k8s.io/v1\nkind: VolumeSnapshot\nmetadata: {name: snap}\n\
+         spec:\n  volumeSnapshotClassName: cnsreplay-csi\n  source: {persistentVolumeClaimName: src}\n",
+    );
+    env.wait_path(&ns, "volumesnapshot/snap", "{.status.readyToUse}", "true");
+    // Written after the snapshot: must not show in the restore.
+    let mut rewrite = IOGEN_ARGS.to_vec();
+    rewrite.extend(["/data/state-after.json", "--rw", "write"]);
+    let (phase, log) = run_pod(&env, &ns, "rewriter", "src", &rewrite);
+    assert_eq!(phase, "Succeeded", "rewriter: {log}");
+
+    env.apply(
+        &ns,
+        &pvc_yaml("restored", "cnsreplay-csi", "64Mi", false, Some("snap")),
+    );
+    env.wait_path(&ns, "pvc/restored", "{.status.phase}", "Bound");
+    let mut read = IOGEN_ARGS.to_vec();
+    read.extend(["/data/state.json", "--rw", "read"]);
+    let (phase, log) = run_pod(&env, &ns, "reader", "restored", &read);
+    assert_eq!(phase, "Succeeded", "reader of the restore: {log}");
+    let (checked, bad) = verify_counts(&log);
+    assert_eq!(
+        checked, 2048,
+        "every 4 KiB block of the 8 MiB written: {log}"
+    );
+    assert_eq!(bad, 0, "{log}");
+
+    // Behind the driver's back: garbage over the start of the data file's 4 KiB unit 100, in
+    // the image.
+    let (_, image) = env.backing(&ns, "restored");
+    env.wait("the restored volume unstaged", || {
+        loops_of(&image).is_empty().then_some(())
+    });
+    let at = image_offset(&image, "/iogen.dat", 100 * 4096);
+    {
+        use std::io::{Seek as _, SeekFrom, Write as _};
+        let mut f = fs_err::OpenOptions::new().write(true).open(&image).unwrap();
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.write_all(&[0xA5; 512]).unwrap();
+        f.sync_all().unwrap();
+    }
+    let (phase, log) = run_pod(&env, &ns, "reader2", "restored", &read);
+    assert_eq!(phase, "Failed", "the corruption fails the verify: {log}");
+    let (checked, bad) = verify_counts(&log);
+    assert_eq!((checked, bad), (2048, 1), "one bad block of 2048: {log}");
+    assert!(log.contains(&format!("offset {}", 100 * 4096)), "{log}");
+    env.k(&["delete", "namespace", &ns, "--wait=true"]);
+}
