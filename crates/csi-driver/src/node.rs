@@ -31,7 +31,7 @@ impl Driver {
     }
 
     /// Begins a logged node call on a volume (its class parameters drive the latency).
-    async fn begin_node(&self, op: &'static str, id: &str) -> Call {
+    async fn begin_node(&self, op: &'static str, id: &str, path: &Path) -> Call {
         let params = self
             .state()
             .volumes
@@ -41,6 +41,7 @@ impl Driver {
         let mut call = self.begin(op, &params).await;
         call.rec.volume = id.to_owned();
         call.rec.node.clone_from(&self.inner.cfg.node_id);
+        call.rec.path = path.display().to_string();
         call
     }
 
@@ -231,7 +232,7 @@ impl Node for Driver {
         let staging = path_arg("staging_target_path", &req.staging_target_path)?;
         let (_, block) = one_cap(req.volume_capability.as_ref())?;
         let _busy = self.busy(&[id])?;
-        let mut call = self.begin_node("NodeStageVolume", id).await;
+        let mut call = self.begin_node("NodeStageVolume", id, &staging).await;
         let r = self.stage_inner(&mut call, &req, staging, block).await;
         self.finish(call, &r);
         r.map(|()| Response::new(pb::NodeStageVolumeResponse {}))
@@ -245,7 +246,7 @@ impl Node for Driver {
         let id = required("volume_id", &req.volume_id)?;
         let staging = path_arg("staging_target_path", &req.staging_target_path)?;
         let _busy = self.busy(&[id])?;
-        let mut call = self.begin_node("NodeUnstageVolume", id).await;
+        let mut call = self.begin_node("NodeUnstageVolume", id, &staging).await;
         let r = self.unmount_inner(&mut call, id, staging, false).await;
         self.finish(call, &r);
         r.map(|()| Response::new(pb::NodeUnstageVolumeResponse {}))
@@ -261,7 +262,7 @@ impl Node for Driver {
         let target = path_arg("target_path", &req.target_path)?;
         let (_, block) = one_cap(req.volume_capability.as_ref())?;
         let _busy = self.busy(&[id])?;
-        let mut call = self.begin_node("NodePublishVolume", id).await;
+        let mut call = self.begin_node("NodePublishVolume", id, &target).await;
         let r = self
             .publish_node_inner(&mut call, &req, staging, target, block)
             .await;
@@ -277,7 +278,7 @@ impl Node for Driver {
         let id = required("volume_id", &req.volume_id)?;
         let target = path_arg("target_path", &req.target_path)?;
         let _busy = self.busy(&[id])?;
-        let mut call = self.begin_node("NodeUnpublishVolume", id).await;
+        let mut call = self.begin_node("NodeUnpublishVolume", id, &target).await;
         let r = self.unmount_inner(&mut call, id, target, true).await;
         self.finish(call, &r);
         r.map(|()| Response::new(pb::NodeUnpublishVolumeResponse {}))
@@ -318,7 +319,7 @@ impl Node for Driver {
         let id = required("volume_id", &req.volume_id)?;
         let path = path_arg("volume_path", &req.volume_path)?;
         let _busy = self.busy(&[id])?;
-        let mut call = self.begin_node("NodeExpandVolume", id).await;
+        let mut call = self.begin_node("NodeExpandVolume", id, &path).await;
         let r = self.node_expand_inner(&mut call, id, &path).await;
         self.finish(call, &r);
         r.map(|capacity_bytes| Response::new(pb::NodeExpandVolumeResponse { capacity_bytes }))

@@ -174,6 +174,10 @@ pub struct OpRecord {
     /// Node id, for publish calls.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub node: String,
+    /// The path a node call was given (staging, target or volume path): a target path names
+    /// the pod (`pods/<uid>/…`) and the PV, which joins the driver's calls to the CO's objects.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
     /// Call start, ns since the Unix epoch.
     pub start_ns: u64,
     /// Call end, ns since the Unix epoch.
