@@ -92,6 +92,29 @@ fn iogen_pod_manifest() {
     ] {
         assert!(tpl.contains(needle), "deploy/iogen-pod.yaml lacks {needle}");
     }
+    // And exactly the security context the provider renders.
+    let mut filled = tpl.clone();
+    for p in [
+        "NAMESPACE",
+        "NAME",
+        "RUN_ID",
+        "WORKLOAD",
+        "NODE",
+        "CLAIM",
+        "IMAGE",
+        "PHASE",
+    ] {
+        filled = filled.replace(&format!("${{{p}}}"), "placeholder");
+    }
+    let tpl: serde_json::Value = serde_saphyr::from_str(&filled).unwrap();
+    assert_eq!(
+        tpl["spec"]["securityContext"], v["spec"]["securityContext"],
+        "pod securityContext of deploy/iogen-pod.yaml"
+    );
+    assert_eq!(
+        tpl["spec"]["containers"][0]["securityContext"], c["securityContext"],
+        "container securityContext of deploy/iogen-pod.yaml"
+    );
 }
 
 #[test]
