@@ -162,9 +162,13 @@ pub struct OpSpec {
     /// `PROBABILITY DURATION`, e.g. `0.01 5s`: with that probability, pause that much more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall: Option<String>,
-    /// Probability in [0, 1] that the call fails with UNAVAILABLE before doing anything.
+    /// Probability in [0, 1] that the call fails before doing anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_rate: Option<f64>,
+    /// The gRPC code of those failures (`UNAVAILABLE` when absent): a retryable code makes
+    /// the sidecars retry, a final one (e.g. `INTERNAL`) makes them give up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_code: Option<String>,
 }
 
 /// The latency config file (`--latency-config FILE`, JSON).
@@ -180,14 +184,27 @@ pub struct LatencyConfig {
 }
 
 /// What to inject into one call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
     /// Sampled delay.
     pub delay: Duration,
     /// Extra stall, when one was drawn.
     pub stall: Duration,
-    /// Fail the call (UNAVAILABLE) after the delay.
+    /// Fail the call after the delay.
     pub fail: bool,
+    /// With this code.
+    pub fail_code: tonic::Code,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Self {
+            delay: Duration::ZERO,
+            stall: Duration::ZERO,
+            fail: false,
+            fail_code: tonic::Code::Unavailable,
+        }
+    }
 }
 
 impl Plan {
@@ -207,6 +224,40 @@ fn parse_stall(key: &str, s: &str) -> Result<(f64, Duration), LatencyError> {
     Ok((p, d))
 }
 
+/// The gRPC codes a failure may be injected with, by their names in the gRPC spec.
+const CODES: &[(&str, tonic::Code)] = &[
+    ("CANCELLED", tonic::Code::Cancelled),
+    ("UNKNOWN", tonic::Code::Unknown),
+    ("INVALID_ARGUMENT", tonic::Code::InvalidArgument),
+    ("DEADLINE_EXCEEDED", tonic::Code::DeadlineExceeded),
+    ("NOT_FOUND", tonic::Code::NotFound),
+    ("ALREADY_EXISTS", tonic::Code::AlreadyExists),
+    ("PERMISSION_DENIED", tonic::Code::PermissionDenied),
+    ("RESOURCE_EXHAUSTED", tonic::Code::ResourceExhausted),
+    ("FAILED_PRECONDITION", tonic::Code::FailedPrecondition),
+    ("ABORTED", tonic::Code::Aborted),
+    ("OUT_OF_RANGE", tonic::Code::OutOfRange),
+    ("UNIMPLEMENTED", tonic::Code::Unimplemented),
+    ("INTERNAL", tonic::Code::Internal),
+    ("UNAVAILABLE", tonic::Code::Unavailable),
+    ("DATA_LOSS", tonic::Code::DataLoss),
+    ("UNAUTHENTICATED", tonic::Code::Unauthenticated),
+];
+
+fn parse_code(key: &str, s: &str) -> Result<tonic::Code, LatencyError> {
+    CODES
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(s.trim()))
+        .map(|&(_, c)| c)
+        .ok_or_else(|| {
+            bad(
+                key,
+                s,
+                "expected a gRPC code name, e.g. UNAVAILABLE or INTERNAL",
+            )
+        })
+}
+
 fn parse_prob(key: &str, s: &str) -> Result<f64, LatencyError> {
     s.trim()
         .parse::<f64>()
@@ -224,6 +275,8 @@ pub fn validate_params(params: &BTreeMap<String, String>) -> Result<(), LatencyE
             parse_stall(k, v)?;
         } else if k.starts_with("failRate.") {
             parse_prob(k, v)?;
+        } else if k.starts_with("failCode.") {
+            parse_code(k, v)?;
         }
     }
     Ok(())
@@ -241,6 +294,9 @@ impl LatencyConfig {
             }
             if let Some(f) = s.fail_rate {
                 parse_prob(&format!("ops.{op}.fail_rate"), &f.to_string())?;
+            }
+            if let Some(c) = &s.fail_code {
+                parse_code(&format!("ops.{op}.fail_code"), c)?;
             }
         }
         Ok(())
@@ -264,6 +320,7 @@ impl LatencyConfig {
         let latency = param("latency").or_else(|| file(&|s| s.latency.clone()));
         let stall = param("stall").or_else(|| file(&|s| s.stall.clone()));
         let fail = param("failRate").or_else(|| file(&|s| s.fail_rate.map(|f| f.to_string())));
+        let code = param("failCode").or_else(|| file(&|s| s.fail_code.clone()));
         let mut plan = Plan::default();
         if let Some(d) = latency.and_then(|l| Dist::parse(op, &l).ok()) {
             plan.delay = d.sample(rng);
@@ -275,6 +332,9 @@ impl LatencyConfig {
         }
         if let Some(p) = fail.and_then(|f| parse_prob(op, &f).ok()) {
             plan.fail = rng.unit() < p;
+        }
+        if let Some(c) = code.and_then(|c| parse_code(op, &c).ok()) {
+            plan.fail_code = c;
         }
         plan
     }
@@ -320,7 +380,7 @@ mod tests {
         let plan = Plan {
             delay: big,
             stall: big,
-            fail: false,
+            ..Plan::default()
         };
         assert_eq!(plan.total(), Duration::MAX);
     }
@@ -335,18 +395,30 @@ mod tests {
                     latency: Some("fixed 5ms".into()),
                     stall: Some("1 1s".into()),
                     fail_rate: None,
+                    fail_code: Some("RESOURCE_EXHAUSTED".into()),
                 },
             )]),
         };
         let params = BTreeMap::from([
             ("latency.CreateVolume".to_owned(), "fixed 7ms".to_owned()),
             ("failRate.*".to_owned(), "1".to_owned()),
+            ("failCode.CreateVolume".to_owned(), "internal".to_owned()),
         ]);
         let mut rng = Rng::new(1);
         let p = cfg.plan("CreateVolume", &params, &mut rng);
         assert_eq!(p.delay, Duration::from_millis(7));
         assert_eq!(p.stall, Duration::from_secs(1));
         assert!(p.fail);
+        assert_eq!(p.fail_code, tonic::Code::Internal);
+        let r = cfg.plan("CreateSnapshot", &params, &mut rng);
+        assert_eq!(r.fail_code, tonic::Code::ResourceExhausted, "from the file");
+        assert!(
+            validate_params(&BTreeMap::from([(
+                "failCode.CreateSnapshot".to_owned(),
+                "TEAPOT".to_owned()
+            )]))
+            .is_err()
+        );
         let q = cfg.plan("DeleteVolume", &BTreeMap::new(), &mut rng);
         assert_eq!(q.delay, Duration::from_millis(5));
         assert!(!q.fail);

@@ -299,7 +299,10 @@ impl Call {
     /// UNAVAILABLE when the plan says fail.
     fn injected_failure(&self) -> Result<(), Status> {
         if self.plan.fail {
-            Err(Status::unavailable("injected failure (failRate)"))
+            Err(Status::new(
+                self.plan.fail_code,
+                "injected failure (failRate)",
+            ))
         } else {
             Ok(())
         }

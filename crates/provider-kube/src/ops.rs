@@ -2,6 +2,7 @@
 //! waits on the shared watches (see `watch.rs`) for its completion condition, reporting the
 //! phases it passes.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -119,6 +120,23 @@ impl Kube {
         w
     }
 
+    /// Whether a StorageClass (None: the cluster default) has a provisioner that creates
+    /// volumes: its `ProvisioningFailed` Events are the provisioner's errors and end a
+    /// create_volume (after the failure grace). A static class (`kubernetes.io/no-provisioner`)
+    /// only waits for a matching PV; the PV controller's Events about it are not failures.
+    fn class_provisions(&self, class: Option<&str>) -> bool {
+        let env = self.environment();
+        env["storage_classes"]
+            .as_array()
+            .and_then(|a| {
+                a.iter().find(|s| match class {
+                    Some(c) => s["name"] == c,
+                    None => s["default"] == true,
+                })
+            })
+            .is_none_or(|s| s["provisioner"] != "kubernetes.io/no-provisioner")
+    }
+
     fn csi_attach_required(&self, driver: &str) -> bool {
         let env = self.environment();
         env["csi_drivers"]
@@ -196,6 +214,7 @@ impl Kube {
         ctx: &OpCtx,
         name: &str,
         uid: &str,
+        warnings: &[&str],
     ) -> Result<(Arc<PersistentVolumeClaim>, Instant), ProviderError> {
         let ns = self.ns()?;
         let w = self.watches()?;
@@ -210,7 +229,7 @@ impl Kube {
                 _ => None,
             }
         });
-        let (r, at) = self.or_warning(ctx, bound, name, uid, &[]).await;
+        let (r, at) = self.or_warning(ctx, bound, name, uid, warnings).await;
         Ok((r?, at))
     }
 
@@ -291,7 +310,12 @@ impl Kube {
             return Ok(());
         }
         self.waiting(ctx, format!("PVC {ns}/{name} Bound"));
-        let (_, at) = self.wait_pvc_bound(ctx, &name, &uid).await?;
+        let warnings: &[&str] = if self.class_provisions(class.as_deref()) {
+            &["ProvisioningFailed"]
+        } else {
+            &[]
+        };
+        let (_, at) = self.wait_pvc_bound(ctx, &name, &uid, warnings).await?;
         phase_at(ctx, "bound", at);
         Ok(())
     }
@@ -511,13 +535,17 @@ impl Kube {
             );
             let mut bound = None;
             for (n, v) in &wffc {
-                let pvc_uid = w
-                    .pvc
-                    .store()
-                    .get(&ObjectRef::new(&v.pvc).within(ns))
-                    .and_then(|o| o.uid())
-                    .unwrap_or_default();
-                let (_, at) = self.wait_pvc_bound(ctx, &v.pvc, &pvc_uid).await?;
+                let pvc = w.pvc.store().get(&ObjectRef::new(&v.pvc).within(ns));
+                let pvc_uid = pvc.as_ref().and_then(|o| o.uid()).unwrap_or_default();
+                let class = pvc
+                    .as_ref()
+                    .and_then(|o| o.spec.as_ref()?.storage_class_name.clone());
+                let warnings: &[&str] = if self.class_provisions(class.as_deref()) {
+                    &["ProvisioningFailed"]
+                } else {
+                    &[]
+                };
+                let (_, at) = self.wait_pvc_bound(ctx, &v.pvc, &pvc_uid, warnings).await?;
                 bound = bound.max(Some(at));
                 if let Some(s) = self.state().volumes.get_mut(n) {
                     s.wffc = false;
@@ -778,7 +806,26 @@ impl Kube {
                 )))
             })
             .await;
-        r?;
+        if let Err(mut e) = r {
+            // A failed VolumeSnapshot stays and is retried by the snapshot controller, which
+            // keeps its finalizer on the source PVC: a later delete of the volume would wait
+            // for it forever. The operation is over, so its object goes.
+            let api: Api<VolumeSnapshot> = Api::namespaced(self.client.clone(), ns);
+            match self
+                .call(api.delete(&name, &delete_params(Some(uid), None)))
+                .await
+            {
+                Ok(_) => {
+                    phase(ctx, "deleted");
+                    e.message
+                        .push_str(" (the failed VolumeSnapshot was deleted)");
+                }
+                Err(d) => {
+                    let _ = write!(e.message, " (deleting the failed VolumeSnapshot: {d})");
+                }
+            }
+            return Err(e);
+        }
         phase_at(ctx, "ready", at);
         Ok(())
     }

@@ -212,7 +212,18 @@ pub fn replay_run_with(
         }
         h.join().unwrap()
     });
-    (out.unwrap(), p)
+    let out = out.unwrap();
+    // A test trace the reader rejects ends the run early; say so rather than let the test
+    // look for records that were never made.
+    if let Some(reason) = out
+        .summary
+        .reason
+        .as_deref()
+        .filter(|r| r.starts_with("trace read error"))
+    {
+        panic!("{}: {reason}", trace.display());
+    }
+    (out, p)
 }
 
 pub fn events(dir: &Path) -> Vec<EventRecord> {

@@ -21,9 +21,13 @@ fn write_trace(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
 }
 
 fn record(recs: &[EventRecord], op: OpType) -> &EventRecord {
-    recs.iter()
-        .find(|r| r.op == op)
-        .unwrap_or_else(|| panic!("no {op} record"))
+    recs.iter().find(|r| r.op == op).unwrap_or_else(|| {
+        let all: Vec<String> = recs
+            .iter()
+            .map(|r| format!("{} {} {:?} {:?}", r.id, r.op, r.outcome, r.error))
+            .collect();
+        panic!("no {op} record among {all:#?}")
+    })
 }
 
 fn failed_within<'a>(r: &'a EventRecord, class: &str, secs: u64) -> &'a str {
@@ -102,7 +106,6 @@ fn delete_after_an_unschedulable_attach_ends_with_the_schedulers_reason() {
 /// `--kube-io-exec local` writes to a device on this machine: refused for any volume that is
 /// not of the project's test driver.
 #[test]
-#[ignore = "the run leaves no io_phase record on the local cluster (static class); issue 15 stays open until it is debugged"]
 fn io_exec_local_is_refused_for_other_drivers() {
     let Some(env) = testenv() else { return };
     let rt = rt();
@@ -114,7 +117,7 @@ fn io_exec_local_is_refused_for_other_drivers() {
         dir.path(),
         "  - {at: 0s, create_volume: {volume: v}}\n  \
          - {at: 0s, attach: {workload: w, volumes: [v]}}\n  \
-         - {at: 0s, io_phase: {workload: w, volume: v, pattern: random, read_pct: 50, block_size: 4Ki, duration: 1s}}\n  \
+         - {at: 0s, io_phase: {workload: w, volume: v, pattern: random, read_pct: 50, block_size: 4Ki, load: {depth: 1}, duration: 1s}}\n  \
          - {at: 2s, detach: {workload: w}}\n  \
          - {at: 2s, delete_volume: {volume: v}}\n",
     );
@@ -158,7 +161,6 @@ async fn faulty_class(c: &kube::Client, name: &str, op: &str) {
 /// Kubernetes reason: CreateVolume → `ProvisioningFailed` (class `provisioning_failed`),
 /// ControllerPublishVolume → the VolumeAttachment's attachError (class `attach_failed`).
 #[test]
-#[ignore = "hangs past 7 min on the local cluster (csi-driver failRate classes); issue 15 stays open until it is debugged"]
 fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
     let Some(env) = testenv() else { return };
     let rt = rt();
@@ -178,7 +180,8 @@ fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
             "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
             "metadata": {"name": snapclass},
             "driver": "csi.cnsreplay.dev", "deletionPolicy": "Delete",
-            "parameters": {"failRate.CreateSnapshot": "1"},
+            // A final error: the snapshotter gives up, so the failed snapshot can be deleted.
+            "parameters": {"failRate.CreateSnapshot": "1", "failCode.CreateSnapshot": "INTERNAL"},
         }))
         .unwrap(),
     )
