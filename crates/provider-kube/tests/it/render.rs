@@ -93,7 +93,7 @@ fn iogen_pod_manifest() {
         assert!(tpl.contains(needle), "deploy/iogen-pod.yaml lacks {needle}");
     }
     // And exactly the security context the provider renders.
-    let mut filled = tpl.clone();
+    let mut filled = tpl;
     for p in [
         "NAMESPACE",
         "NAME",
