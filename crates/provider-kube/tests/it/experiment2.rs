@@ -126,7 +126,6 @@ fn loops_of(image: &Path) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "fails since the kube pod-path changes (preflight, storage-class precedence, delete waits); issue 15 stays open until it is debugged"]
 fn experiment2_io_on_the_backing_volumes_with_round_robin_snapshots() {
     let Some(env) = testenv() else { return };
     let rt = rt();
