@@ -1,11 +1,12 @@
 //! Cleanup: removes the run's ledger objects after a run (or a crash) — pods, then
-//! VolumeSnapshots, then PVCs, then the run's namespace, then uncordons — each with a UID
-//! precondition, so nothing the run did not create is ever deleted.
+//! VolumeSnapshots, then PVCs (and waits for their `Delete`-policy PVs to go, so the volumes'
+//! attachments and storage are gone too), then the run's namespace, then uncordons — each
+//! with a UID precondition, so nothing the run did not create is ever deleted.
 
 use std::time::Duration;
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
@@ -79,7 +80,24 @@ async fn remove(p: &Kube, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String
     }
     match (e.kind.as_str(), ns) {
         ("pod", Some(ns)) => delete_owned!(Api::<Pod>::namespaced(c, ns)),
-        ("pvc", Some(ns)) => delete_owned!(Api::<PersistentVolumeClaim>::namespaced(c, ns)),
+        ("pvc", Some(ns)) => {
+            // Its PV, when the provisioner deletes it with the claim: the run is not clean
+            // until that PV (and with it the volume's attachment and storage) is gone too. We
+            // only wait for it; the PV is the provisioner's to delete.
+            let api = Api::<PersistentVolumeClaim>::namespaced(c.clone(), ns);
+            p.limiter.acquire().await;
+            let pv_name = api
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|o| o.spec?.volume_name);
+            let removed = async { delete_owned!(api) }.await?;
+            if let Some(pv_name) = pv_name {
+                wait_pv_deleted(p, &c, &pv_name).await?;
+            }
+            Ok(removed)
+        }
         ("volumesnapshot", Some(ns)) => delete_owned!(Api::<VolumeSnapshot>::namespaced(c, ns)),
         ("namespace", None) => delete_owned!(Api::<k8s_openapi::api::core::v1::Namespace>::all(c)),
         ("cordon", None) => {
@@ -106,6 +124,31 @@ async fn remove(p: &Kube, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String
         }
         (k, _) => Err(format!("unknown ledger kind {k:?}")),
     }
+}
+
+/// Waits until PV `name` is gone when its reclaim policy is `Delete` (a `Retain` PV stays).
+async fn wait_pv_deleted(p: &Kube, c: &kube::Client, name: &str) -> Result<(), String> {
+    let api: Api<PersistentVolume> = Api::all(c.clone());
+    p.limiter.acquire().await;
+    let Some(pv) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
+        return Ok(());
+    };
+    let reclaim = pv
+        .spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_reclaim_policy.as_deref());
+    if reclaim != Some("Delete") {
+        return Ok(());
+    }
+    let uid = pv.uid().unwrap_or_default();
+    tokio::time::timeout(
+        CLEANUP_WAIT,
+        await_condition(api, name, conditions::is_deleted(&uid)),
+    )
+    .await
+    .map_err(|_| format!("its PV {name} still there after {CLEANUP_WAIT:?}"))?
+    .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// Removes the ledger's leftovers: pods, then snapshots, then PVCs, then the run's
