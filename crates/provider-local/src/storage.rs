@@ -33,6 +33,15 @@ pub enum StorageError {
     Path(PathBuf),
     /// File I/O (the message names the path: `fs-err`).
     Io(std::io::Error),
+    /// Growing a mounted file system failed online and then offline: both reasons (the
+    /// online one is usually the cause, e.g. ext4's online resize needs CAP_SYS_RESOURCE; the
+    /// offline one follows from it, e.g. a container still holding the mount).
+    Grow {
+        /// Why the online resize failed.
+        online: Box<StorageError>,
+        /// Why the offline resize after unmounting failed.
+        offline: Box<StorageError>,
+    },
 }
 
 impl std::fmt::Display for StorageError {
@@ -46,6 +55,10 @@ impl std::fmt::Display for StorageError {
             } => write!(f, "{command}: {stderr} ({status})"),
             Self::Path(p) => write!(f, "non-UTF-8 path {}", p.display()),
             Self::Io(e) => e.fmt(f),
+            Self::Grow { online, offline } => write!(
+                f,
+                "online resize failed: {online}; offline resize after unmounting failed: {offline}"
+            ),
         }
     }
 }
@@ -69,7 +82,7 @@ impl StorageError {
     /// A short machine-readable kind: `command_failed` or `io`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::Spawn { .. } | Self::Command { .. } => "command_failed",
+            Self::Spawn { .. } | Self::Command { .. } | Self::Grow { .. } => "command_failed",
             Self::Path(_) | Self::Io(_) => "io",
         }
     }
@@ -299,7 +312,10 @@ pub fn grow_fs_mounted(dev: &str, mounts: &[PathBuf]) -> Result<GrowKind, Storag
     for b in binds {
         mount(path_str(first)?, b, &["--bind"])?;
     }
-    grown?;
+    grown.map_err(|offline| StorageError::Grow {
+        online: Box::new(online),
+        offline: Box::new(offline),
+    })?;
     Ok(GrowKind::Remount)
 }
 

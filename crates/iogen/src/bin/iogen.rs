@@ -35,6 +35,63 @@ enum Cmd {
     Replay(ReplayArgs),
     /// The storage summary suite (random/sequential IOPS, bandwidth, latency, mixed).
     Suite(SuiteArgs),
+    /// The file system holding a path, as the process sees it: size and free bytes as JSON
+    /// lines, polled until it reaches a size (e.g. to see an online resize inside a pod).
+    Fs(FsArgs),
+}
+
+#[derive(Args)]
+struct FsArgs {
+    /// A path on the file system.
+    path: PathBuf,
+    /// Poll until the file system's size is at least this (exit 0), else exit 1 after
+    /// --timeout; without it, print once.
+    #[arg(long, value_parser = parse_size_arg)]
+    until_size: Option<u64>,
+    /// Poll period.
+    #[arg(long, default_value = "200ms", value_parser = parse_dur)]
+    every: Duration,
+    /// Give up after this long.
+    #[arg(long, default_value = "60s", value_parser = parse_dur)]
+    timeout: Duration,
+}
+
+/// Size and free bytes of the file system holding `path` (statvfs: blocks × fragment size).
+fn fs_size(path: &Path) -> Result<(u64, u64)> {
+    let st = rustix::fs::statvfs(path).with_context(|| format!("statvfs {}", path.display()))?;
+    Ok((
+        st.f_blocks.saturating_mul(st.f_frsize),
+        st.f_bavail.saturating_mul(st.f_frsize),
+    ))
+}
+
+fn fs(a: &FsArgs, stop: &Stop) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    let mut last = None;
+    loop {
+        let (size, free) = fs_size(&a.path)?;
+        if last != Some(size) {
+            println!(
+                "{}",
+                serde_json::json!({"at_ms": t0.elapsed().as_millis(), "size": size, "free": free})
+            );
+            last = Some(size);
+        }
+        match a.until_size {
+            None => return Ok(()),
+            Some(want) if size >= want => return Ok(()),
+            Some(want) => {
+                if t0.elapsed() >= a.timeout || stop.is_requested() {
+                    bail!(
+                        "{}: size {size} B, not {want} B after {:?}",
+                        a.path.display(),
+                        a.timeout
+                    );
+                }
+            }
+        }
+        std::thread::sleep(a.every);
+    }
 }
 
 #[derive(Args)]
@@ -483,6 +540,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Phase(a) => phase(a, &stop),
         Cmd::Replay(a) => replay(a, &stop),
         Cmd::Suite(a) => suite(a, &stop),
+        Cmd::Fs(a) => fs(a, &stop),
     });
     match res {
         Ok(()) => std::process::ExitCode::SUCCESS,
