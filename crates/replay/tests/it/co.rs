@@ -18,13 +18,13 @@ use crate::{MS, cordon, run_sim};
 /// p99 ≈ D − 0.01·T·(1 − λs) = 1.92 s. Service time (completed − started) sees the stall only
 /// in the one frozen op, so its p99 stays at s.
 ///
-/// The drain is as fast as the run really was: the sim's "constant 200 µs" is a sleep, and on
-/// a busy machine the hand-off of the slot from one op to the next adds to it. So the upper
-/// bound uses the run's own drain cycle `c` (time from the stall's end to the last queued
-/// op's completion, per queued op): p99 ≈ 2.0005 − 101 · (1/λ − c) while c < 1/λ. The lower bound is the
-/// nominal one (c = s): a slower engine can only make responses longer, while a measurement
-/// that omitted the stall would give a p99 near s. And every op due during the stall responds
-/// no sooner than the stall's end.
+/// Checked so that a busy machine cannot fail it, and a measurement that omitted the stall
+/// cannot pass it: the p99 is at least the analytic value with the nominal service (a slower
+/// engine only makes responses longer; one that measured from dispatch would give a p99 near
+/// s); the summary's p99 is the records' own (the 101st largest completed − intended); every
+/// record's response is exactly completed − intended; and every op due during the stall
+/// responds no sooner than the stall's end. (How far above the analytic value the p99 lands
+/// depends on how fast this machine drains the backlog: not asserted.)
 #[test]
 fn stall_shows_in_response_p99_not_in_service_time() {
     let _turn = crate::CPU_HEAVY
@@ -50,30 +50,21 @@ fn stall_shows_in_response_p99_not_in_service_time() {
             r.response
         );
     }
-    // The backlog: ops due from the stall until the first one that found the server idle.
-    let mut by_due: Vec<_> = recs.iter().filter(|r| r.intended >= t0).collect();
-    by_due.sort_by_key(|r| r.intended);
-    let backlog: Vec<_> = by_due
-        .iter()
-        .take_while(|r| r.completed > r.intended + 2 * MS)
-        .collect();
-    let last = backlog.last().expect("a backlog");
-    let c = (last.completed - t1) as f64 / backlog.len() as f64 / 1e9;
+    for r in &recs {
+        assert_eq!(r.response, r.completed - r.intended, "op {}", r.id);
+    }
+    let mut responses: Vec<u64> = recs.iter().map(|r| r.response).collect();
+    responses.sort_unstable_by(|a, b| b.cmp(a));
+    let from_records = responses[100] as f64 / 1e9;
     let p99 = s.response.p99 as f64 / 1e9;
-    let nominal = 2.0005 - 101.0 * 0.0008;
-    // Op m of the backlog responds at D + 0.5 ms + m · (c − 1/λ): the first ones are the
-    // largest when the backlog drains (c < 1/λ), the last ones when it grows.
-    let m_max = backlog.len();
-    let mut model: Vec<f64> = (1..=m_max)
-        .map(|m| 2.0005 + m as f64 * (c - 0.001))
-        .collect();
-    model.sort_by(|a, b| b.total_cmp(a));
-    let upper = model[100.min(m_max - 1)];
     assert!(
-        p99 >= 0.95 * nominal && p99 <= 1.05 * upper,
-        "response p99 {p99:.4}s, analytic {nominal:.4}s, with the run's drain cycle of \
-         {:.0} µs over {m_max} queued ops {upper:.4}s",
-        c * 1e6
+        (p99 - from_records).abs() <= 0.01 * from_records,
+        "summary p99 {p99:.4}s, records' 101st largest {from_records:.4}s"
+    );
+    let nominal = 2.0005 - 101.0 * 0.0008;
+    assert!(
+        p99 >= 0.95 * nominal,
+        "response p99 {p99:.4}s below the analytic {nominal:.4}s: the stall was omitted"
     );
     // The stall is invisible to service time except for the one op that hit it.
     assert!(s.service.p99 < 20 * MS, "service p99 {}ns", s.service.p99);
