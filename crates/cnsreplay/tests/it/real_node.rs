@@ -194,18 +194,7 @@ fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
     }
 
     // The driver's node service did the mounting, on the real node, during the run.
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
-            .expect("json");
-    let wall_ns = |k: &str| {
-        manifest[k]
-            .as_str()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .map(|t| u64::try_from(t.as_nanosecond()).unwrap_or(0))
-            .unwrap_or_else(|| panic!("manifest {k}: {manifest}"))
-    };
-    let (from, to) = (wall_ns("started"), wall_ns("finished"));
-    let ops = std::fs::read_to_string(c.get("TESTENV_CSI_OPS_LOG")).expect("driver ops log");
+    let RunWindow { from, to, ops, .. } = RunWindow::read(&c, &run);
     let mut count: HashMap<String, usize> = HashMap::new();
     for v in ops
         .lines()
@@ -237,22 +226,48 @@ fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
     nothing_left(&c, &run);
 }
 
+/// A finished run: its manifest, its wall-clock span (ns since the epoch) and the CSI
+/// driver's call log, to pick the driver calls made while it ran.
+struct RunWindow {
+    manifest: serde_json::Value,
+    from: u64,
+    to: u64,
+    ops: String,
+}
+
+impl RunWindow {
+    fn read(c: &Cluster, run: &Path) -> Self {
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
+                .expect("json");
+        let wall_ns = |k: &str| {
+            manifest[k]
+                .as_str()
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                .map(|t| u64::try_from(t.as_nanosecond()).unwrap_or(0))
+                .unwrap_or_else(|| panic!("manifest {k}: {manifest}"))
+        };
+        let (from, to) = (wall_ns("started"), wall_ns("finished"));
+        let ops = std::fs::read_to_string(c.get("TESTENV_CSI_OPS_LOG")).expect("driver ops log");
+        Self {
+            manifest,
+            from,
+            to,
+            ops,
+        }
+    }
+}
+
 /// Nothing of the run in `run` is left: no object with its label, no mount of its PVs, no
 /// loop device of the volumes the driver staged while it ran, no pod directory (containers,
 /// volumes) of its pods on the node.
 fn nothing_left(c: &Cluster, run: &Path) {
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
-            .expect("json");
-    let wall_ns = |k: &str| {
-        manifest[k]
-            .as_str()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .map(|t| u64::try_from(t.as_nanosecond()).unwrap_or(0))
-            .unwrap_or_else(|| panic!("manifest {k}: {manifest}"))
-    };
-    let (from, to) = (wall_ns("started"), wall_ns("finished"));
-    let ops = std::fs::read_to_string(c.get("TESTENV_CSI_OPS_LOG")).expect("driver ops log");
+    let RunWindow {
+        manifest,
+        from,
+        to,
+        ops,
+    } = RunWindow::read(c, run);
     let run_id = manifest["run_id"].as_str().expect("run_id");
     let label = format!("cnsreplay.io/run={run_id}");
     let left = c.kubectl(&[
