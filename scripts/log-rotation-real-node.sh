@@ -15,32 +15,7 @@
 set -euo pipefail
 minutes=${1:-30}
 cd "$(dirname "$0")/.."
-cargo build --release -q -p cnsreplay
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-work=$(mktemp -d)
-cluster=
-finish() {
-  if [ -n "$cluster" ]; then
-    TESTENV_DIR=$cluster testenv/down.sh >/dev/null 2>&1 || echo "down.sh failed for $cluster" >&2
-    rm -rf "$cluster"
-  fi
-  rm -rf "$work"
-}
-trap finish EXIT
-env_file=${CNSREPLAY_TESTENV:-}
-if [ -z "$env_file" ]; then
-  cargo build -q -p csi-driver
-  rustup target list --installed | grep -qx x86_64-unknown-linux-musl ||
-    rustup target add x86_64-unknown-linux-musl
-  cargo build --release -q -p iogen --bin iogen --target x86_64-unknown-linux-musl
-  cluster=$(mktemp -d /tmp/cnsreplay-testenv.XXXXXX)
-  env_file=$(TESTENV_DIR=$cluster TESTENV_APISERVER_PORT=0 TESTENV_REAL_NODE=1 \
-    TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" \
-    TESTENV_IOGEN_BIN="$target/x86_64-unknown-linux-musl/release/iogen" testenv/up.sh)
-fi
-# shellcheck disable=SC1090
-. "$env_file"
-[ -n "${TESTENV_REAL_NODE:-}" ] || { echo "$env_file: the cluster has no real node" >&2; exit 1; }
+. scripts/lib/real-node.sh
 secs=$((minutes * 60))
 cat >"$work/trace.yaml" <<EOF
 format: cnsreplay-trace
