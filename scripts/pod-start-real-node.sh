@@ -14,7 +14,7 @@
 #   attach      scheduled → VolumeAttachment attached (attach-detach controller, csi-attacher)
 #   to-stage    attached → NodeStageVolume called (the kubelet: volume in use reported, then
 #               mount: the kubelet reports volumesInUse with its node status, default every 10 s)
-#   stage       NodeStageVolume (losetup, mkfs on first use, mount)
+#   stage       NodeStageVolume (mount of the loop device ControllerPublish attached)
 #   publish     NodeStageVolume end → NodePublishVolume end (bind mount, fsGroup)
 #   start       NodePublishVolume end → Running (sandbox, container, status seen by the watch)
 # and prints p50/p99/max of each and of the total.
