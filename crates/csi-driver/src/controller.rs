@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use provider_local::storage::{self, GrowKind};
+use provider_local::storage::{self, FsType, GrowKind};
 use tonic::{Request, Response, Status};
 
 use crate::pb::controller_server::Controller;
@@ -12,16 +12,41 @@ use crate::snapshot::{id_number, page, snapshot_msg};
 use crate::state::{Source, VolumeRec};
 use crate::{Call, Driver, blocking, required};
 
-/// Smallest file-system volume (mkfs.ext4 needs room for its metadata).
-const MIN_FS_BYTES: u64 = 16 << 20;
 const ALIGN: u64 = 4096;
 
-/// Checks volume capabilities; returns whether they ask for a block volume.
-pub(crate) fn check_caps(caps: &[pb::VolumeCapability]) -> Result<bool, Status> {
+/// What the capabilities of a request ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Access {
+    /// A raw block volume.
+    pub block: bool,
+    /// The file system named by `fs_type` (`None`: not named; block volumes have none).
+    pub fs: Option<FsType>,
+}
+
+impl Access {
+    /// Why this request does not fit volume `v` (mode or file system), if it does not.
+    pub(crate) fn mismatch(&self, v: &VolumeRec) -> Option<Status> {
+        if v.block != self.block {
+            return Some(Status::invalid_argument(
+                "access type differs from the volume's (block vs mount)",
+            ));
+        }
+        match self.fs {
+            Some(fs) if !v.block && fs != v.fs => Some(Status::invalid_argument(format!(
+                "fs_type {fs} differs from the volume's file system {}",
+                v.fs
+            ))),
+            _ => None,
+        }
+    }
+}
+
+/// Checks volume capabilities: one access type and one file system across them.
+pub(crate) fn check_caps(caps: &[pb::VolumeCapability]) -> Result<Access, Status> {
     if caps.is_empty() {
         return Err(Status::invalid_argument("volume_capabilities is required"));
     }
-    let mut block = None;
+    let mut seen: Option<Access> = None;
     for c in caps {
         let mode = c
             .access_mode
@@ -31,38 +56,62 @@ pub(crate) fn check_caps(caps: &[pb::VolumeCapability]) -> Result<bool, Status> 
         if mode == Mode::Unknown {
             return Err(Status::invalid_argument("access_mode UNKNOWN"));
         }
-        let is_block = match &c.access_type {
-            Some(pb::volume_capability::AccessType::Block(_)) => true,
+        let this = match &c.access_type {
+            Some(pb::volume_capability::AccessType::Block(_)) => Access {
+                block: true,
+                fs: None,
+            },
             Some(pb::volume_capability::AccessType::Mount(m)) => {
-                if !(m.fs_type.is_empty() || m.fs_type == "ext4") {
-                    return Err(Status::invalid_argument(format!(
-                        "fs_type {:?} is not supported (ext4 only)",
-                        m.fs_type
-                    )));
-                }
-                false
+                let fs = if m.fs_type.is_empty() {
+                    None
+                } else {
+                    Some(FsType::parse(&m.fs_type).ok_or_else(|| {
+                        Status::invalid_argument(format!(
+                            "fs_type {:?} is not supported ({})",
+                            m.fs_type,
+                            FsType::NAMES
+                        ))
+                    })?)
+                };
+                Access { block: false, fs }
             }
             None => return Err(Status::invalid_argument("access_type is required")),
         };
-        if block.is_some_and(|b| b != is_block) {
-            return Err(Status::invalid_argument(
-                "block and mount access types in one request",
-            ));
+        match seen {
+            Some(a) if a.block != this.block => {
+                return Err(Status::invalid_argument(
+                    "block and mount access types in one request",
+                ));
+            }
+            Some(a) if a.fs.is_some() && this.fs.is_some() && a.fs != this.fs => {
+                return Err(Status::invalid_argument(
+                    "two file systems (fs_type) in one request",
+                ));
+            }
+            Some(a) => {
+                seen = Some(Access {
+                    fs: a.fs.or(this.fs),
+                    ..a
+                })
+            }
+            None => seen = Some(this),
         }
-        block = Some(is_block);
     }
-    Ok(block.unwrap_or(false))
+    Ok(seen.unwrap_or(Access {
+        block: false,
+        fs: None,
+    }))
 }
 
-/// The one capability of a publish/stage call, checked; with whether it is block.
+/// The one capability of a publish/stage call, checked; with what it asks for.
 pub(crate) fn one_cap(
     c: Option<&pb::VolumeCapability>,
-) -> Result<(pb::VolumeCapability, bool), Status> {
+) -> Result<(pb::VolumeCapability, Access), Status> {
     let cap = c
         .cloned()
         .ok_or_else(|| Status::invalid_argument("volume_capability is required"))?;
-    let block = check_caps(std::slice::from_ref(&cap))?;
-    Ok((cap, block))
+    let access = check_caps(std::slice::from_ref(&cap))?;
+    Ok((cap, access))
 }
 
 fn single_node(caps: &pb::VolumeCapability) -> bool {
@@ -125,7 +174,7 @@ pub(crate) fn volume_msg(v: &VolumeRec) -> pb::Volume {
             ("image".to_owned(), v.image.display().to_string()),
             (
                 "kind".to_owned(),
-                if v.block { "block" } else { "ext4" }.to_owned(),
+                if v.block { "block" } else { v.fs.name() }.to_owned(),
             ),
         ]
         .into(),
@@ -165,11 +214,12 @@ impl Driver {
         &self,
         call: &mut Call,
         req: pb::CreateVolumeRequest,
-        block: bool,
+        access: Access,
         params: BTreeMap<String, String>,
         node_expansion: bool,
     ) -> Result<pb::Volume, Status> {
         call.injected_failure()?;
+        let block = access.block;
         let (required_b, limit) = match &req.capacity_range {
             Some(r) => (
                 bytes("required_bytes", r.required_bytes)?,
@@ -199,7 +249,7 @@ impl Driver {
                         .get(id)
                         .filter(|s| s.ready)
                         .ok_or_else(|| Status::not_found(format!("snapshot {id:?}")))?;
-                    Some((s.image.clone(), s.size, s.block))
+                    Some((s.image.clone(), s.size, s.block, s.fs))
                 }
                 Some(Source::Volume(id)) => {
                     let v = st
@@ -207,17 +257,28 @@ impl Driver {
                         .get(id)
                         .filter(|v| v.ready)
                         .ok_or_else(|| Status::not_found(format!("volume {id:?}")))?;
-                    Some((v.image.clone(), v.capacity, v.block))
+                    Some((v.image.clone(), v.capacity, v.block, v.fs))
                 }
             }
         };
-        if let Some((_, _, b)) = &src
+        if let Some((_, _, b, _)) = &src
             && *b != block
         {
             return Err(Status::invalid_argument(
                 "the content source's volume mode differs from the requested one",
             ));
         }
+        // A restore or clone keeps its source's file system; asking for another is an error
+        // (the copy is the source's bytes, there is nothing to reformat).
+        let fs = match (&src, access.fs) {
+            (Some((_, _, false, sfs)), Some(want)) if *sfs != want => {
+                return Err(Status::invalid_argument(format!(
+                    "fs_type {want} differs from the content source's file system {sfs}"
+                )));
+            }
+            (Some((_, _, _, sfs)), _) => *sfs,
+            (None, want) => want.unwrap_or_default(),
+        };
         let src_size = src.as_ref().map_or(0, |s| s.1);
         let base = if required_b > 0 {
             required_b
@@ -228,7 +289,7 @@ impl Driver {
         };
         let mut size = round_up(base.max(src_size));
         if !block {
-            size = size.max(MIN_FS_BYTES);
+            size = size.max(fs.min_bytes());
         }
         if limit > 0 && size > limit {
             return Err(Status::out_of_range(format!(
@@ -248,13 +309,18 @@ impl Driver {
             match st.volume_by_name(&req.name).cloned() {
                 Some(v) if v.ready => {
                     let fits = v.capacity >= required_b && (limit == 0 || v.capacity <= limit);
-                    if fits && v.block == block && v.params == params && v.source == source {
+                    if fits
+                        && v.block == block
+                        && (block || v.fs == fs)
+                        && v.params == params
+                        && v.source == source
+                    {
                         call.rec.volume.clone_from(&v.id);
                         call.detail("exists");
                         return Ok(volume_msg(&v));
                     }
                     return Err(Status::already_exists(format!(
-                        "volume {:?} exists with other capacity, mode, parameters or source",
+                        "volume {:?} exists with other capacity, mode, file system, parameters or source",
                         req.name
                     )));
                 }
@@ -272,6 +338,7 @@ impl Driver {
             name: req.name.clone(),
             capacity: size,
             block,
+            fs,
             image: image.clone(),
             params,
             source,
@@ -288,11 +355,11 @@ impl Driver {
             let _ = fs_err::remove_file(&image);
             match src {
                 None => {
-                    storage::create_image(&image, size, !block)?;
+                    storage::create_image(&image, size, (!block).then_some(fs))?;
                     Ok(if block { "allocate" } else { "allocate,mkfs" })
                 }
-                Some((src_image, _, _)) => {
-                    Ok(storage::restore(&src_image, &image, size, !block)?.phase())
+                Some((src_image, _, _, _)) => {
+                    Ok(storage::restore(&src_image, &image, size, (!block).then_some(fs))?.phase())
                 }
             }
         })
@@ -330,7 +397,7 @@ impl Driver {
         call: &mut Call,
         req: &pb::ControllerPublishVolumeRequest,
         cap: &pb::VolumeCapability,
-        block: bool,
+        access: Access,
     ) -> Result<BTreeMap<String, String>, Status> {
         call.injected_failure()?;
         let cfg = &self.inner.cfg;
@@ -343,10 +410,8 @@ impl Driver {
         if req.node_id != cfg.node_id && !cfg.nodes.contains(&req.node_id) {
             return Err(Status::not_found(format!("node {:?}", req.node_id)));
         }
-        if v.block != block {
-            return Err(Status::invalid_argument(
-                "access type differs from the volume's (block vs mount)",
-            ));
+        if let Some(e) = access.mismatch(&v) {
+            return Err(e);
         }
         let context = |v: &VolumeRec| {
             let mut c = BTreeMap::from([("image".to_owned(), v.image.display().to_string())]);
@@ -461,7 +526,7 @@ impl Driver {
                 node_expansion_required: node_fs,
             });
         }
-        let (image, dev, block) = (v.image.clone(), v.loop_dev.clone(), v.block);
+        let (image, dev, block, fs) = (v.image.clone(), v.loop_dev.clone(), v.block, v.fs);
         let mounts = self.fs_mounts(&v);
         let detail = blocking(move || {
             let mut d = vec!["grow-file"];
@@ -471,15 +536,18 @@ impl Driver {
                 d.push("losetup-c");
             }
             if !block && !node_fs {
+                let scratch = storage::scratch_of(&image);
                 match &dev {
                     Some(dev) => {
-                        if storage::grow_fs_mounted(dev, &mounts)? == GrowKind::Remount {
+                        if storage::grow_fs_mounted_as(dev, &mounts, fs, &scratch)?
+                            == GrowKind::Remount
+                        {
                             d.push("remount");
                         }
                     }
-                    None => storage::grow_offline(&image)?,
+                    None => storage::grow_offline_as(&image, fs, &scratch)?,
                 }
-                d.push("resize2fs");
+                d.push(fs.grow_command());
             }
             Ok(d.join(","))
         })
@@ -513,14 +581,14 @@ impl Controller for Driver {
     ) -> Result<Response<pb::CreateVolumeResponse>, Status> {
         let req = request.into_inner();
         required("name", &req.name)?;
-        let block = check_caps(&req.volume_capabilities)?;
+        let access = check_caps(&req.volume_capabilities)?;
         let params = params_of(&req.parameters);
         let node_expansion = check_params(&params)?;
         let _busy = self.busy(&[&format!("name:{}", req.name)])?;
         let mut call = self.begin("CreateVolume", &params).await;
         call.rec.volume.clone_from(&req.name);
         let r = self
-            .create_volume_inner(&mut call, req, block, params, node_expansion)
+            .create_volume_inner(&mut call, req, access, params, node_expansion)
             .await;
         self.finish(call, &r);
         r.map(|v| Response::new(pb::CreateVolumeResponse { volume: Some(v) }))
@@ -547,14 +615,14 @@ impl Controller for Driver {
         let req = request.into_inner();
         let id = required("volume_id", &req.volume_id)?;
         required("node_id", &req.node_id)?;
-        let (cap, block) = one_cap(req.volume_capability.as_ref())?;
+        let (cap, access) = one_cap(req.volume_capability.as_ref())?;
         let _busy = self.busy(&[id])?;
         let mut call = self
             .begin("ControllerPublishVolume", &self.volume_params(id))
             .await;
         call.rec.volume = id.to_owned();
         call.rec.node.clone_from(&req.node_id);
-        let r = self.publish_inner(&mut call, &req, &cap, block).await;
+        let r = self.publish_inner(&mut call, &req, &cap, access).await;
         self.finish(call, &r);
         r.map(|c| {
             Response::new(pb::ControllerPublishVolumeResponse {
@@ -595,8 +663,8 @@ impl Controller for Driver {
             .get(id)
             .cloned()
             .ok_or_else(|| Status::not_found(format!("volume {id:?}")))?;
-        let resp = match check_caps(&req.volume_capabilities) {
-            Ok(block) if block == v.block => pb::ValidateVolumeCapabilitiesResponse {
+        let resp = match check_caps(&req.volume_capabilities).map(|a| a.mismatch(&v)) {
+            Ok(None) => pb::ValidateVolumeCapabilitiesResponse {
                 confirmed: Some(pb::validate_volume_capabilities_response::Confirmed {
                     volume_context: req.volume_context,
                     volume_capabilities: req.volume_capabilities,
@@ -605,9 +673,9 @@ impl Controller for Driver {
                 }),
                 message: String::new(),
             },
-            Ok(_) => pb::ValidateVolumeCapabilitiesResponse {
+            Ok(Some(e)) => pb::ValidateVolumeCapabilitiesResponse {
                 confirmed: None,
-                message: "access type differs from the volume's".to_owned(),
+                message: e.message().to_owned(),
             },
             Err(e) => pb::ValidateVolumeCapabilitiesResponse {
                 confirmed: None,

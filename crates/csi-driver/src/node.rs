@@ -8,7 +8,7 @@ use std::time::Duration;
 use provider_local::storage::{self, GrowKind};
 use tonic::{Request, Response, Status};
 
-use crate::controller::one_cap;
+use crate::controller::{Access, one_cap};
 use crate::pb::node_server::Node;
 use crate::pb::{self, node_service_capability::rpc::Type as NodeCap};
 use crate::state::VolumeRec;
@@ -60,15 +60,14 @@ impl Driver {
         call: &mut Call,
         req: &pb::NodeStageVolumeRequest,
         staging: PathBuf,
-        block: bool,
+        access: Access,
     ) -> Result<(), Status> {
         call.injected_failure()?;
         let v = self.volume(&req.volume_id)?;
-        if v.block != block {
-            return Err(Status::invalid_argument(
-                "access type differs from the volume's (block vs mount)",
-            ));
+        if let Some(e) = access.mismatch(&v) {
+            return Err(e);
         }
+        let (block, fs) = (access.block, v.fs);
         if v.staged.contains(&staging) {
             call.detail("already-staged");
             return Ok(());
@@ -80,7 +79,7 @@ impl Driver {
             let st = staging.clone();
             blocking(move || {
                 if !storage::is_mounted(&st) {
-                    storage::mount(&dev, &st, &[])?;
+                    storage::mount(&dev, &st, fs.mount_args())?;
                 }
                 Ok(())
             })
@@ -140,15 +139,14 @@ impl Driver {
         req: &pb::NodePublishVolumeRequest,
         staging: PathBuf,
         target: PathBuf,
-        block: bool,
+        access: Access,
     ) -> Result<(), Status> {
         call.injected_failure()?;
         let v = self.volume(&req.volume_id)?;
-        if v.block != block {
-            return Err(Status::invalid_argument(
-                "access type differs from the volume's (block vs mount)",
-            ));
+        if let Some(e) = access.mismatch(&v) {
+            return Err(e);
         }
+        let block = access.block;
         if v.targets.contains(&target) {
             call.detail("already-published");
             return Ok(());
@@ -210,12 +208,13 @@ impl Driver {
                 .clone()
                 .ok_or_else(|| Status::failed_precondition("volume is not published"))?;
             let mounts = self.fs_mounts(&v);
-            let kind = blocking(move || storage::grow_fs_mounted(&dev, &mounts)).await?;
-            call.detail(if kind == GrowKind::Remount {
-                "resize2fs,remount"
-            } else {
-                "resize2fs"
-            });
+            let (fs, scratch) = (v.fs, storage::scratch_of(&v.image));
+            let kind =
+                blocking(move || storage::grow_fs_mounted_as(&dev, &mounts, fs, &scratch)).await?;
+            call.detail(fs.grow_command());
+            if kind == GrowKind::Remount {
+                call.detail("remount");
+            }
         }
         Ok(i64::try_from(v.capacity).unwrap_or(i64::MAX))
     }
@@ -230,10 +229,10 @@ impl Node for Driver {
         let req = request.into_inner();
         let id = required("volume_id", &req.volume_id)?;
         let staging = path_arg("staging_target_path", &req.staging_target_path)?;
-        let (_, block) = one_cap(req.volume_capability.as_ref())?;
+        let (_, access) = one_cap(req.volume_capability.as_ref())?;
         let _busy = self.busy(&[id])?;
         let mut call = self.begin_node("NodeStageVolume", id, &staging).await;
-        let r = self.stage_inner(&mut call, &req, staging, block).await;
+        let r = self.stage_inner(&mut call, &req, staging, access).await;
         self.finish(call, &r);
         r.map(|()| Response::new(pb::NodeStageVolumeResponse {}))
     }
@@ -260,11 +259,11 @@ impl Node for Driver {
         let id = required("volume_id", &req.volume_id)?;
         let staging = path_arg("staging_target_path", &req.staging_target_path)?;
         let target = path_arg("target_path", &req.target_path)?;
-        let (_, block) = one_cap(req.volume_capability.as_ref())?;
+        let (_, access) = one_cap(req.volume_capability.as_ref())?;
         let _busy = self.busy(&[id])?;
         let mut call = self.begin_node("NodePublishVolume", id, &target).await;
         let r = self
-            .publish_node_inner(&mut call, &req, staging, target, block)
+            .publish_node_inner(&mut call, &req, staging, target, access)
             .await;
         self.finish(call, &r);
         r.map(|()| Response::new(pb::NodePublishVolumeResponse {}))

@@ -103,6 +103,7 @@ impl Driver {
             source_volume: v.id.clone(),
             size: v.capacity,
             block: v.block,
+            fs: v.fs,
             image: image.clone(),
             params,
             created_ns: now_ns(),

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use provider_local::storage::FsType;
 use serde::{Deserialize, Serialize};
 
 /// Where a volume's content came from.
@@ -38,6 +39,9 @@ pub struct VolumeRec {
     pub capacity: u64,
     /// Raw block volume (no file system).
     pub block: bool,
+    /// Its file system (meaningless for block volumes; ext4 in state files older than xfs).
+    #[serde(default)]
+    pub fs: FsType,
     /// Backing image.
     pub image: PathBuf,
     /// Class parameters at creation.
@@ -73,6 +77,9 @@ pub struct SnapRec {
     pub size: u64,
     /// Whether the source was a block volume.
     pub block: bool,
+    /// The source's file system (a restore keeps it).
+    #[serde(default)]
+    pub fs: FsType,
     /// Backing image copy.
     pub image: PathBuf,
     /// Class parameters at creation.

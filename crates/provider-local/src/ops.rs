@@ -381,7 +381,7 @@ fn create_image(
         return Ok(());
     }
     if loop_mode {
-        storage::create_image(image, size, false).map_err(storage_err)?;
+        storage::create_image(image, size, None).map_err(storage_err)?;
         ctx.phase("allocate");
         if !block {
             storage::mkfs(image).map_err(storage_err)?;

@@ -2,6 +2,12 @@
 //! create (+ format) an image, attach/detach a loop device, mount/unmount, copy (reflink or
 //! full, reporting which), restore (copy + grow), grow (file, loop, file system), freeze/thaw.
 //!
+//! File systems: ext4 (the default) and xfs ([`FsType`]). They differ where it matters to a
+//! benchmark of a real cluster: ext4's online grow (resize2fs) needs CAP_SYS_RESOURCE, which
+//! sandboxed hosts often lack, while xfs grows only online (xfs_growfs on a mount point, which
+//! needs only CAP_SYS_ADMIN), so an "offline" xfs grow is a private temporary mount. A restored
+//! xfs copy carries its source's UUID, so xfs mounts use `nouuid` to sit beside the source.
+//!
 //! Each primitive does one step and nothing else: no ledger, no state, no phases. Callers
 //! record what they intend before calling (the provider's ledger, the driver's state file)
 //! and time each step themselves. Failures name the command and its stderr, or the path.
@@ -88,6 +94,72 @@ impl StorageError {
     }
 }
 
+/// A file system a volume can carry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsType {
+    /// ext4 (mkfs.ext4, resize2fs).
+    #[default]
+    Ext4,
+    /// xfs (mkfs.xfs, xfs_growfs).
+    Xfs,
+}
+
+impl FsType {
+    /// The names [`FsType::parse`] accepts, for error messages.
+    pub const NAMES: &'static str = "ext4, xfs";
+
+    /// `ext4` or `xfs`; `None` for anything else (an empty string is for the caller to
+    /// default).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ext4" => Some(Self::Ext4),
+            "xfs" => Some(Self::Xfs),
+            _ => None,
+        }
+    }
+
+    /// The name as mount and Kubernetes spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ext4 => "ext4",
+            Self::Xfs => "xfs",
+        }
+    }
+
+    /// The smallest size its mkfs accepts (mkfs.xfs refuses file systems under 300 MiB
+    /// since xfsprogs 5.19).
+    pub fn min_bytes(self) -> u64 {
+        match self {
+            Self::Ext4 => 16 << 20,
+            Self::Xfs => 300 << 20,
+        }
+    }
+
+    /// Extra `mount` arguments: xfs copies share their source's UUID, and the kernel refuses
+    /// a second mount of one UUID without `nouuid`.
+    pub fn mount_args(self) -> &'static [&'static str] {
+        match self {
+            Self::Ext4 => &[],
+            Self::Xfs => &["-o", "nouuid"],
+        }
+    }
+
+    /// The command that grows it (for call details and messages).
+    pub fn grow_command(self) -> &'static str {
+        match self {
+            Self::Ext4 => "resize2fs",
+            Self::Xfs => "xfs_growfs",
+        }
+    }
+}
+
+impl std::fmt::Display for FsType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How a copy was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CopyKind {
@@ -143,20 +215,30 @@ pub fn path_str(p: &Path) -> Result<&str, StorageError> {
     p.to_str().ok_or_else(|| StorageError::Path(p.to_owned()))
 }
 
-/// Creates a sparse image of `size` bytes; with `format`, an ext4 file system on it.
-pub fn create_image(image: &Path, size: u64, format: bool) -> Result<(), StorageError> {
+/// Creates a sparse image of `size` bytes; with `fs`, that file system on it.
+pub fn create_image(image: &Path, size: u64, fs: Option<FsType>) -> Result<(), StorageError> {
     let f = fs_err::File::create(image)?;
     f.set_len(size)?;
     drop(f);
-    if format {
-        mkfs(image)?;
+    if let Some(fs) = fs {
+        mkfs_as(image, fs)?;
     }
     Ok(())
 }
 
 /// Formats an image or device with ext4.
 pub fn mkfs(target: &Path) -> Result<(), StorageError> {
-    run("mkfs.ext4", &["-q", "-F", path_str(target)?]).map(drop)
+    mkfs_as(target, FsType::Ext4)
+}
+
+/// Formats an image or device with `fs`.
+pub fn mkfs_as(target: &Path, fs: FsType) -> Result<(), StorageError> {
+    let t = path_str(target)?;
+    match fs {
+        FsType::Ext4 => run("mkfs.ext4", &["-q", "-F", t]),
+        FsType::Xfs => run("mkfs.xfs", &["-q", "-f", t]),
+    }
+    .map(drop)
 }
 
 /// Attaches `image` to a free loop device; returns the device path.
@@ -279,6 +361,22 @@ pub fn grow_offline(target: &Path) -> Result<(), StorageError> {
     run("resize2fs", &[p]).map(drop)
 }
 
+/// Grows the `fs` file system of an image or device that is not mounted. xfs grows only
+/// mounted: it is mounted at `scratch` (a directory created and removed here, `nouuid`, a
+/// loop device made by mount for an image), grown with xfs_growfs and unmounted again.
+pub fn grow_offline_as(target: &Path, fs: FsType, scratch: &Path) -> Result<(), StorageError> {
+    match fs {
+        FsType::Ext4 => grow_offline(target),
+        FsType::Xfs => {
+            mount(path_str(target)?, scratch, fs.mount_args())?;
+            let grown = run("xfs_growfs", &[path_str(scratch)?]).map(drop);
+            let unmounted = unmount(scratch, Duration::from_secs(5));
+            let _ = fs_err::remove_dir(scratch);
+            grown.and(unmounted)
+        }
+    }
+}
+
 /// Grows the file system on `dev` to the device's size: online when mounted at `mount_at`;
 /// where the kernel refuses online resizing, unmount, grow offline, mount again.
 pub fn grow_fs(dev: &str, mount_at: Option<&Path>) -> Result<GrowKind, StorageError> {
@@ -319,18 +417,51 @@ pub fn grow_fs_mounted(dev: &str, mounts: &[PathBuf]) -> Result<GrowKind, Storag
     Ok(GrowKind::Remount)
 }
 
+/// Grows the `fs` file system on `dev`, mounted at `mounts` (`mounts[0]` the device's own
+/// mount, the others bind mounts of it). ext4: [`grow_fs_mounted`]. xfs: xfs_growfs on the
+/// first mount (no fallback: xfs cannot grow unmounted, and a failure here is the answer);
+/// not mounted, through a temporary mount at `scratch` ([`grow_offline_as`]).
+pub fn grow_fs_mounted_as(
+    dev: &str,
+    mounts: &[PathBuf],
+    fs: FsType,
+    scratch: &Path,
+) -> Result<GrowKind, StorageError> {
+    match (fs, mounts.first()) {
+        (FsType::Ext4, _) => grow_fs_mounted(dev, mounts),
+        (FsType::Xfs, Some(m)) => run("xfs_growfs", &[path_str(m)?]).map(|_| GrowKind::Online),
+        (FsType::Xfs, None) => {
+            grow_offline_as(Path::new(dev), fs, scratch)?;
+            Ok(GrowKind::Offline)
+        }
+    }
+}
+
 /// Copies `src` to `dst` and grows the copy to `size` when that is larger than the source
-/// (its ext4 file system too, with `fs`). The copy must not be attached.
-pub fn restore(src: &Path, dst: &Path, size: u64, fs: bool) -> Result<CopyKind, StorageError> {
+/// (its file system too, with `fs`; an xfs one through a temporary mount at `dst` +
+/// `.grow-mnt`). The copy must not be attached.
+pub fn restore(
+    src: &Path,
+    dst: &Path,
+    size: u64,
+    fs: Option<FsType>,
+) -> Result<CopyKind, StorageError> {
     let kind = copy_image(src, dst)?;
     let src_len = fs_err::metadata(dst)?.len();
     if size > src_len {
         grow_file(dst, size)?;
-        if fs {
-            grow_offline(dst)?;
+        if let Some(fs) = fs {
+            grow_offline_as(dst, fs, &scratch_of(dst))?;
         }
     }
     Ok(kind)
+}
+
+/// The temporary mount point for growing an xfs image offline: beside the image.
+pub fn scratch_of(image: &Path) -> PathBuf {
+    let mut s = image.as_os_str().to_owned();
+    s.push(".grow-mnt");
+    PathBuf::from(s)
 }
 
 /// Freezes a mounted file system (`fsfreeze -f`); returns whether it worked.

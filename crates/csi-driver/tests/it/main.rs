@@ -3,6 +3,7 @@
 //! `CNSREPLAY_TESTENV` names a running local cluster's `testenv.env`).
 
 mod cluster;
+mod fs_types;
 mod grpc;
 mod harness;
 mod real_node;

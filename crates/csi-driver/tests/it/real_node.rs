@@ -266,19 +266,90 @@ fn a_restored_snapshot_verifies_in_a_pod_and_a_block_corrupted_behind_the_driver
     env.k(&["delete", "namespace", &ns, "--wait=true"]);
 }
 
-/// Online expansion on the real node: a class whose ControllerExpandVolume leaves the file
-/// system to the node (`nodeExpansion: "true"`), a pod watching its mount with `iogen fs`,
-/// the PVC patched from 64Mi to 128Mi: the kubelet calls NodeExpandVolume (resize2fs on the
-/// mounted file system) and the running pod sees the new size. ext4's online resize
-/// (EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE; where the machine's capability bounding set
-/// lacks it (this project's VMs), the test checks instead that the failure reaches the PVC
-/// with its cause rather than a silent retry loop.
+/// Online expansion on the real node, xfs: a class with `csi.storage.k8s.io/fstype: xfs`
+/// whose ControllerExpandVolume leaves the file system to the node (`nodeExpansion: "true"`),
+/// a pod watching its mount with `iogen fs`, the PVC patched from 300Mi (mkfs.xfs's minimum)
+/// to 400Mi: the kubelet calls NodeExpandVolume (xfs_growfs on the mounted file system, which
+/// needs only CAP_SYS_ADMIN) and the running pod sees the new size. This half must grow
+/// everywhere.
 #[test]
-fn a_resize_grows_the_file_system_inside_the_running_pod() {
+fn a_resize_grows_the_xfs_file_system_inside_the_running_pod() {
     let Some((env, node)) = real_node() else {
         return;
     };
-    let ns = env.namespace("real-node-resize");
+    let outcome = resize_in_running_pod(
+        &env,
+        &node,
+        Resize {
+            fs: "xfs",
+            from: "300Mi",
+            to: "400Mi",
+            until: "300m",
+            grown: 300 << 20..=400 << 20,
+        },
+    );
+    assert_eq!(
+        outcome,
+        Ok(()),
+        "the xfs file system grew in the running pod"
+    );
+}
+
+/// The same with ext4 (the default file system). ext4's online resize (EXT4_IOC_RESIZE_FS)
+/// needs CAP_SYS_RESOURCE; where the machine's capability bounding set lacks it (this
+/// project's VMs), the test checks instead that the failure reaches the PVC with its cause
+/// (both the online and the offline reason) rather than a silent retry loop.
+#[test]
+fn a_resize_grows_the_ext4_file_system_inside_the_running_pod_where_the_kernel_lets_it() {
+    let Some((env, node)) = real_node() else {
+        return;
+    };
+    let outcome = resize_in_running_pod(
+        &env,
+        &node,
+        Resize {
+            fs: "ext4",
+            from: "64Mi",
+            to: "128Mi",
+            until: "100m",
+            grown: 100 << 20..=128 << 20,
+        },
+    );
+    match outcome {
+        Ok(()) => {}
+        Err(msg) => {
+            assert!(
+                !cap_sys_resource(),
+                "with CAP_SYS_RESOURCE the ext4 resize must succeed: {msg}"
+            );
+            assert!(
+                msg.contains("online resize failed")
+                    && msg.contains("Permission denied")
+                    && msg.contains("offline resize"),
+                "both causes reach the PVC: {msg}"
+            );
+            eprintln!(
+                "note: no CAP_SYS_RESOURCE in the bounding set: checked that the failed online \
+                 ext4 resize is reported ({msg})"
+            );
+        }
+    }
+}
+
+/// One resize case: the file system, the PVC's size before and after, the `iogen fs
+/// --until-size` that ends the watcher, and the range the final size must fall in.
+struct Resize {
+    fs: &'static str,
+    from: &'static str,
+    to: &'static str,
+    until: &'static str,
+    grown: std::ops::RangeInclusive<u64>,
+}
+
+/// Runs a resize case; `Err` with the PVC's NodeResizeError message when the node failed to
+/// grow the file system (every other failure panics).
+fn resize_in_running_pod(env: &TestEnv, node: &str, r: Resize) -> Result<(), String> {
+    let ns = env.namespace(&format!("real-node-resize-{}", r.fs));
     let class = format!("node-expand-{ns}");
     env.apply(
         "default",
@@ -286,10 +357,11 @@ fn a_resize_grows_the_file_system_inside_the_running_pod() {
             "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: {class}}}\n\
              provisioner: csi.cnsreplay.dev\nvolumeBindingMode: Immediate\n\
              reclaimPolicy: Delete\nallowVolumeExpansion: true\n\
-             parameters: {{nodeExpansion: \"true\"}}\n"
+             parameters: {{nodeExpansion: \"true\", csi.storage.k8s.io/fstype: {}}}\n",
+            r.fs
         ),
     );
-    env.apply(&ns, &pvc_yaml("data", &class, "64Mi", false, None));
+    env.apply(&ns, &pvc_yaml("data", &class, r.from, false, None));
     env.wait_path(&ns, "pvc/data", "{.status.phase}", "Bound");
     let label = env.get("TESTENV_REAL_NODE_LABEL").to_owned();
     let image = env.get("TESTENV_IOGEN_IMAGE").to_owned();
@@ -297,7 +369,7 @@ fn a_resize_grows_the_file_system_inside_the_running_pod() {
         "fs",
         "/data",
         "--until-size",
-        "100m",
+        r.until,
         "--every",
         "200ms",
         "--timeout",
@@ -305,17 +377,21 @@ fn a_resize_grows_the_file_system_inside_the_running_pod() {
     ];
     env.apply(&ns, &iogen_pod("watcher", &label, &image, "data", &watch));
     env.wait_path(&ns, "pod/watcher", "{.status.phase}", "Running");
-    let sizes = |log: &str| -> Vec<u64> {
+    let sizes = |log: &str| -> Vec<(String, u64)> {
         log.lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter_map(|v| v["size"].as_u64())
+            .filter_map(|v| Some((v["fs_type"].as_str()?.to_owned(), v["size"].as_u64()?)))
             .collect()
     };
-    let before = env.wait("the pod's first size line", || {
+    let (_, before) = env.wait("the pod's first size line", || {
         let log = env.kubectl(&["-n", &ns, "logs", "watcher"], None).ok()?;
-        sizes(&log).first().copied()
+        sizes(&log).first().cloned()
     });
-    assert!(before < 64 << 20, "a 64Mi file system: {before}");
+    assert!(
+        !r.grown.contains(&before),
+        "a {} file system below the grown range: {before}",
+        r.from
+    );
     env.k(&[
         "-n",
         &ns,
@@ -324,64 +400,59 @@ fn a_resize_grows_the_file_system_inside_the_running_pod() {
         "data",
         "--type=merge",
         "-p",
-        "{\"spec\":{\"resources\":{\"requests\":{\"storage\":\"128Mi\"}}}}",
+        &format!(
+            "{{\"spec\":{{\"resources\":{{\"requests\":{{\"storage\":\"{}\"}}}}}}}}",
+            r.to
+        ),
     ]);
-    if !cap_sys_resource() {
-        let msg = env.wait("NodeResizeError on the PVC", || {
-            let m = env.get_path(
-                &ns,
-                "pvc/data",
-                "{.status.conditions[?(@.type==\"NodeResizeError\")].message}",
-            );
-            (!m.is_empty()).then_some(m)
-        });
-        assert!(
-            msg.contains("online resize failed") && msg.contains("Permission denied"),
-            "the cause reaches the PVC: {msg}"
-        );
-        #[allow(clippy::print_stderr)] // says which half of the test ran
-        {
-            eprintln!(
-                "note: no CAP_SYS_RESOURCE in the bounding set: checked that the failed online \
-                 resize is reported ({msg})"
-            );
+    let outcome = env.wait("the watcher to finish or a NodeResizeError", || {
+        if let Some(phase) = phase_or_failure(env, &ns, "watcher") {
+            return Some(Ok(phase));
         }
-    } else {
-        let phase = env.wait("watcher finished", || {
-            phase_or_failure(&env, &ns, "watcher")
-        });
-        let log = env
-            .kubectl(&["-n", &ns, "logs", "watcher"], None)
-            .unwrap_or_default();
-        assert_eq!(phase, "Succeeded", "the pod saw the new size: {log}");
-        let after = *sizes(&log).last().expect("sizes");
-        assert!(
-            (100 << 20..=128 << 20).contains(&after),
-            "{before} → {after}: {log}"
+        let m = env.get_path(
+            &ns,
+            "pvc/data",
+            "{.status.conditions[?(@.type==\"NodeResizeError\")].message}",
         );
-        env.wait_path(&ns, "pvc/data", "{.status.capacity.storage}", "128Mi");
-        let (_, image_file) = env.backing(&ns, "data");
-        let id = image_file
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let ops = fs_err::read_to_string(env.root().join("ops.jsonl")).unwrap();
-        let expanded = ops
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .any(|v| {
-                v["op"] == "NodeExpandVolume"
-                    && v["volume"] == id.as_str()
-                    && v["node"] == node.as_str()
-                    && v["code"] == "OK"
-            });
-        assert!(
-            expanded,
-            "NodeExpandVolume of {id} on {node} in the driver's log"
-        );
-    }
+        (!m.is_empty()).then_some(Err(m))
+    });
+    let result = match outcome {
+        Err(msg) => Err(msg),
+        Ok(phase) => {
+            let log = env
+                .kubectl(&["-n", &ns, "logs", "watcher"], None)
+                .unwrap_or_default();
+            assert_eq!(phase, "Succeeded", "the pod saw the new size: {log}");
+            let seen = sizes(&log);
+            let (kind, after) = seen.last().cloned().expect("sizes");
+            assert_eq!(kind, r.fs, "the pod's mount is {}: {log}", r.fs);
+            assert!(r.grown.contains(&after), "{before} → {after}: {log}");
+            env.wait_path(&ns, "pvc/data", "{.status.capacity.storage}", r.to);
+            let (_, image_file) = env.backing(&ns, "data");
+            let id = image_file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let ops = fs_err::read_to_string(env.root().join("ops.jsonl")).unwrap();
+            let expanded = ops
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .any(|v| {
+                    v["op"] == "NodeExpandVolume"
+                        && v["volume"] == id.as_str()
+                        && v["node"] == node
+                        && v["code"] == "OK"
+                });
+            assert!(
+                expanded,
+                "NodeExpandVolume of {id} on {node} in the driver's log"
+            );
+            Ok(())
+        }
+    };
     env.k(&["delete", "namespace", &ns, "--wait=true"]);
     env.k(&["delete", "storageclass", &class]);
+    result
 }
 
 /// Whether CAP_SYS_RESOURCE (24) is in this process's capability bounding set.

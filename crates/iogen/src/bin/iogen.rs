@@ -65,15 +65,36 @@ fn fs_size(path: &Path) -> Result<(u64, u64)> {
     ))
 }
 
+/// The kind of file system holding `path`, from statfs's magic number (ext2/3/4 share one).
+fn fs_type(path: &Path) -> Result<String> {
+    let st = rustix::fs::statfs(path).with_context(|| format!("statfs {}", path.display()))?;
+    #[allow(clippy::unnecessary_cast)] // f_type's integer type differs between targets
+    let magic = st.f_type as u64;
+    Ok(match magic {
+        0xEF53 => "ext4".to_owned(),
+        0x5846_5342 => "xfs".to_owned(),
+        0x9123_683E => "btrfs".to_owned(),
+        0x0102_1994 => "tmpfs".to_owned(),
+        0x794C_7630 => "overlay".to_owned(),
+        m => format!("{m:#x}"),
+    })
+}
+
 fn fs(a: &FsArgs, stop: &Stop) -> Result<()> {
     let t0 = std::time::Instant::now();
+    let kind = fs_type(&a.path)?;
     let mut last = None;
     loop {
         let (size, free) = fs_size(&a.path)?;
         if last != Some(size) {
             println!(
                 "{}",
-                serde_json::json!({"at_ms": t0.elapsed().as_millis(), "size": size, "free": free})
+                serde_json::json!({
+                    "at_ms": t0.elapsed().as_millis(),
+                    "fs_type": kind,
+                    "size": size,
+                    "free": free,
+                })
             );
             last = Some(size);
         }
