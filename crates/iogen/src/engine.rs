@@ -105,7 +105,11 @@ fn ring_op(k: IoKind) -> RingOp {
 }
 
 impl<'a> Worker<'a> {
-    pub(crate) fn new(mut backend: Backend, rec: Recorder, verifier: Option<Verifier<'a>>) -> Self {
+    pub(crate) fn new(
+        mut backend: Backend,
+        mut rec: Recorder,
+        verifier: Option<Verifier<'a>>,
+    ) -> Self {
         let n = backend.slots();
         // Writes carry incompressible data, not zeros.
         let mut rng = Rng::new(0xb0f ^ n as u64);
@@ -114,6 +118,7 @@ impl<'a> Worker<'a> {
                 w.copy_from_slice(&rng.next_u64().to_le_bytes()[..w.len()]);
             }
         }
+        rec.set_base_wall(std::time::SystemTime::now());
         Worker {
             backend,
             rec,
@@ -131,8 +136,13 @@ impl<'a> Worker<'a> {
     /// Sets the instant all times are measured from (the run's start).
     pub(crate) fn set_base(&mut self, base: Instant) {
         self.base = base;
-        self.base_mono =
-            crate::ring::monotonic_ns().saturating_sub(base.elapsed().as_nanos() as u64);
+        let since = base.elapsed();
+        self.base_mono = crate::ring::monotonic_ns().saturating_sub(since.as_nanos() as u64);
+        self.rec.set_base_wall(
+            std::time::SystemTime::now()
+                .checked_sub(since)
+                .unwrap_or(std::time::UNIX_EPOCH),
+        );
     }
 
     fn now(&self) -> u64 {

@@ -287,6 +287,7 @@ pub(crate) struct Recorder {
     pub hists: Histograms,
     pub counts: [Counts; 4],
     interval: Option<IntervalState>,
+    base_wall: Option<SystemTime>,
 }
 
 struct IntervalState {
@@ -300,6 +301,9 @@ struct IntervalState {
 pub(crate) struct IntervalMsg {
     pub index: u64,
     pub hists: Histograms,
+    /// The wall-clock instant of the worker's base (its time 0), when known: the log's
+    /// `#[StartTime]`, so interval `start` + StartTime is the node's own clock.
+    pub base_wall: Option<SystemTime>,
 }
 
 impl Recorder {
@@ -313,7 +317,13 @@ impl Recorder {
                 index: 0,
                 tx,
             }),
+            base_wall: None,
         }
+    }
+
+    /// The wall-clock instant of time 0 of the recorded times (sent with each interval).
+    pub(crate) fn set_base_wall(&mut self, at: SystemTime) {
+        self.base_wall = Some(at);
     }
 
     /// Records a completion; `res` is bytes or a negated errno (a failure, cancellation or
@@ -355,6 +365,7 @@ impl Recorder {
                 let _ = iv.tx.send(IntervalMsg {
                     index: iv.index,
                     hists,
+                    base_wall: self.base_wall,
                 });
                 iv.index += 1;
             }
@@ -367,6 +378,7 @@ impl Recorder {
             let _ = iv.tx.send(IntervalMsg {
                 index: iv.index,
                 hists: iv.hists,
+                base_wall: self.base_wall,
             });
         }
     }
@@ -450,6 +462,13 @@ impl IntervalLog {
     }
 
     pub(crate) fn add(&mut self, msg: &IntervalMsg) -> Result<(), Error> {
+        // The StartTime is the jobs' base on the wall clock (they share one base), not the
+        // instant this file was created: interval starts are offsets from that base.
+        if !self.header_done
+            && let Some(w) = msg.base_wall
+        {
+            self.start = w;
+        }
         let e = self.pending.entry(msg.index).or_default();
         e.0.merge(&msg.hists)?;
         e.1 += 1;
@@ -550,6 +569,16 @@ pub fn write_histograms(path: &Path, h: &Histograms) -> Result<(), Error> {
 pub fn read_histograms(path: &Path) -> Result<Histograms, Error> {
     let bytes = fs_err::read(path)?;
     parse_log(&bytes).map_err(|reason| Error::Histogram(format!("{}: {reason}", path.display())))
+}
+
+/// The `#[StartTime]` of an iogen interval log (`bytes`): its base (time 0 of the interval
+/// timestamps) on the wall clock of the machine that wrote it, ns since the Unix epoch, with
+/// the millisecond precision of the format. `None` without one.
+pub fn log_start_time(bytes: &[u8]) -> Option<i128> {
+    IntervalLogIterator::new(bytes).find_map(|e| match e {
+        Ok(LogEntry::StartTime(d)) => Some(d.as_nanos() as i128),
+        _ => None,
+    })
 }
 
 /// Sums the response histograms of every kind in an iogen interval log (`bytes`) into two

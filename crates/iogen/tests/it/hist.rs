@@ -41,12 +41,20 @@ fn interval_log_parses_back() {
         jobs: 2,
         ..spec()
     };
+    let before = std::time::SystemTime::now();
     let r = run_phase(&s, &p, &o, &Stop::new()).expect("run");
+    let after = std::time::SystemTime::now();
     let bytes = std::fs::read(&log).expect("log");
     let mut intervals = 0;
     let mut reads = 0;
+    let mut start_time = None;
+    let mut last_end = std::time::Duration::ZERO;
     for e in IntervalLogIterator::new(&bytes) {
+        if let LogEntry::StartTime(t) = e.as_ref().expect("valid log entry") {
+            start_time = Some(std::time::UNIX_EPOCH + *t);
+        }
         if let LogEntry::Interval(iv) = e.expect("valid log entry") {
+            last_end = last_end.max(iv.start_timestamp() + iv.duration());
             intervals += 1;
             if iv.tag().map(|t| t.as_str()) == Some("read.response") {
                 assert!(!iv.encoded_histogram().is_empty());
@@ -59,6 +67,19 @@ fn interval_log_parses_back() {
         "≥ 4 intervals × 2 kinds × 3 metrics, got {intervals}"
     );
     assert!(reads >= 4);
+    // The StartTime is the jobs' base on the wall clock: inside the call, and the intervals
+    // placed from it end no later than the call returned (1 ms: the StartTime's rounding).
+    let ms = std::time::Duration::from_millis(1);
+    let start = start_time.expect("a #[StartTime] line");
+    assert!(
+        start + ms >= before && start <= after,
+        "{start:?} within the call"
+    );
+    assert!(
+        start + last_end <= after + ms,
+        "intervals end by the time the call returned: {:?} after",
+        (start + last_end).duration_since(after).unwrap_or_default()
+    );
     // Summing the intervals gives exactly the run's histograms.
     let back = read_histograms(&log).expect("read back");
     assert_eq!(back, r.histograms);
