@@ -50,8 +50,10 @@ run, files = sys.argv[1:3]
 rotated = set()
 for line in open(files) if os.path.exists(files) else []:
     name = line.split()[0]
+    # A rotated file is seen first as 0.log.<stamp>, later compressed as 0.log.<stamp>.gz:
+    # one rotation.
     if name != "0.log":
-        rotated.add(name)
+        rotated.add(name.removesuffix(".gz"))
 print(f"kubelet rotations of the iogen container's log seen: {len(rotated)} ({', '.join(sorted(rotated)) or 'none'})")
 rec = [json.loads(l) for l in open(f"{run}/events.jsonl")]
 io = [r for r in rec if r["op"] == "io_phase"]
