@@ -3,17 +3,12 @@
 //! run instants, so the report's I/O timeline and `qos` cover `io_phase` runs too.
 //!
 //! An interval's timestamps are relative to iogen's clock start (its *base*), not to the run
-//! origin. The base is found from what the run directory records:
-//! - the log's `#[StartTime]`: the wall-clock instant iogen created the log, after preparing
-//!   the target and just before it spawned its job threads and started the clock (ms precision);
-//! - `manifest.started`: the wall-clock instant of the run origin.
-//!
-//! `base ≈ StartTime − started`, clamped to what the `io_phase` record allows: not before the
-//! provider call `started`, not after `completed − elapsed` (`elapsed` = iogen's last
-//! completion since its base, `ID.json`). The estimate is early by the job threads' start and
-//! engine setup (milliseconds) plus the StartTime's rounding (≤ 0.5 ms): small against a
-//! 200 ms interval. Without a StartTime the upper bound is used. An exact mapping would need
-//! iogen to record its base instant in run time.
+//! origin. The log's `#[StartTime]` is that base on the wall clock of the machine iogen ran on;
+//! `manifest.origin` is the run origin on ours. [`replay::provider::interval_base_ns`] maps
+//! one to the other, clamped to what the `io_phase` record allows (not before the call
+//! `started`, not after `completed − elapsed`, `elapsed` = iogen's last completion since its
+//! base, `ID.json`): the same convention the providers use to split a unit's I/O by
+//! snapshot windows, so `analyze` and the run's own summary agree.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -159,30 +154,16 @@ fn parse(path: &Path) -> Result<Parsed> {
     Ok((start, out))
 }
 
-/// The base instant (see the module docs).
-fn base_ns(
-    origin_ns: i128,
-    log_start: Option<i128>,
-    span: Option<(u64, u64)>,
-    elapsed: Option<u64>,
-) -> u64 {
-    let lo = span.map(|s| s.0);
-    let hi = span.zip(elapsed).map(|((_, c), e)| c.saturating_sub(e));
-    let est = log_start.map(|s| u64::try_from((s - origin_ns).max(0)).unwrap_or(u64::MAX));
-    let mut b = est.or(hi).or(lo).unwrap_or(0);
-    if let Some(lo) = lo {
-        b = b.max(lo);
-    }
-    if let Some(hi) = hi {
-        b = b.min(hi);
-    }
-    b
-}
-
 /// Reads every `io/ID.hlog` of a run and places its intervals on the run's time axis;
 /// `spans` are the run's `io_phase` records (a [`Spans`] scan).
 pub fn units(run: &Run, spans: &Spans) -> Result<Vec<PhaseUnit>> {
-    let origin = run.manifest.started.as_nanosecond();
+    // The clock's origin; runs from before the manifest recorded it have only `started`
+    // (earlier by the run's preparation).
+    let origin = run
+        .manifest
+        .origin
+        .unwrap_or(run.manifest.started)
+        .as_nanosecond();
     let mut out = Vec::new();
     for (id, path) in logs(&run.path)? {
         let (log_start, ivs) = parse(&path)?;
@@ -197,7 +178,12 @@ pub fn units(run: &Run, spans: &Spans) -> Result<Vec<PhaseUnit>> {
         } else {
             None
         };
-        let base = base_ns(origin, log_start, spans.0.get(&id).copied(), elapsed);
+        let base = replay::provider::interval_base_ns(
+            log_start,
+            origin,
+            spans.0.get(&id).copied(),
+            elapsed,
+        );
         let intervals = ivs
             .into_iter()
             .map(|(s, len, kind, response)| PhaseInterval {
@@ -364,34 +350,4 @@ pub fn by_tenant(
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::base_ns;
-
-    #[test]
-    fn base_is_the_log_start_clamped_to_the_record() {
-        let origin = 1_000_000_000_000i128;
-        // StartTime 5.004 s after the origin; record 5.002…95.05 s; elapsed 90 s.
-        let span = Some((5_002_000_000, 95_050_000_000));
-        let el = Some(90_000_000_000);
-        assert_eq!(
-            base_ns(origin, Some(origin + 5_004_000_000), span, el),
-            5_004_000_000
-        );
-        // A StartTime before the call started (a clock step): the call start.
-        assert_eq!(
-            base_ns(origin, Some(origin + 1_000_000_000), span, el),
-            5_002_000_000
-        );
-        // After the latest possible base: the latest possible base.
-        assert_eq!(
-            base_ns(origin, Some(origin + 9_000_000_000), span, el),
-            5_050_000_000
-        );
-        // No StartTime: completed − elapsed.
-        assert_eq!(base_ns(origin, None, span, el), 5_050_000_000);
-        assert_eq!(base_ns(origin, None, None, None), 0);
-    }
 }

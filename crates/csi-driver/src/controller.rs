@@ -92,7 +92,7 @@ pub(crate) fn check_caps(caps: &[pb::VolumeCapability]) -> Result<Access, Status
                 seen = Some(Access {
                     fs: a.fs.or(this.fs),
                     ..a
-                })
+                });
             }
             None => seen = Some(this),
         }

@@ -40,7 +40,7 @@ pub use replay::{ReplayOptions, ReplayResult, parse_phase_snippet, parse_size, r
 pub use report::{render_phase, render_stream, render_suite};
 pub use stats::{
     CpuTime, EngineInfo, Histograms, KindHistograms, KindSummary, Percentiles, Summary,
-    read_histograms, split_responses, write_histograms,
+    log_start_time, read_histograms, split_responses, write_histograms,
 };
 pub use stream::{IoRequest, IoSubmitter, STREAM_QUEUE, StreamHandle, StreamResult, start_stream};
 pub use suite::{SuiteEntry, SuiteOptions, run_suite};

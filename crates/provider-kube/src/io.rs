@@ -59,6 +59,8 @@ pub(crate) async fn io_phase(
     ph: &IoPhase,
     ctx: &OpCtx,
 ) -> Result<(), ProviderError> {
+    // The earliest the pod's iogen can have started its clock.
+    let call_ns = ctx.now_ns();
     let ns = p.ns()?;
     let wl = p
         .state()
@@ -120,7 +122,6 @@ pub(crate) async fn io_phase(
         })
         .await;
     stamp::phase_at(ctx, "running", at);
-    let start_ns = replay::provider::ns_since(ctx.origin(), at);
     let io_dir = p.run()?.run_dir.join("io");
     std::fs::create_dir_all(&io_dir).map_err(io_err)?;
     let api: Api<Pod> = Api::namespaced(p.client.clone(), ns);
@@ -160,7 +161,8 @@ pub(crate) async fn io_phase(
         // then still counts.
         stamp::phase_at(ctx, "io-stopped", at);
         if !log.is_empty() {
-            let report = split_log(&log, start_ns, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
+            let span = (call_ns, ctx.now_ns());
+            let report = split_log(&log, span, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
             ctx.report_io(report);
         }
         return Ok(());
@@ -172,7 +174,8 @@ pub(crate) async fn io_phase(
             format!("iogen pod {name} failed; its log is in io/{}.log", ev.id),
         ));
     }
-    let report = split_log(&log, start_ns, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
+    let span = (call_ns, ctx.now_ns());
+    let report = split_log(&log, span, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
     ctx.report_io(report);
     p.stop_pod(ctx, &name, &[], None, Some(0))
         .await
@@ -191,10 +194,13 @@ pub(crate) async fn io_phase(
 
 /// Keeps the HdrHistogram log lines of a pod log (iogen also prints its table there), writes
 /// them to `hlog`, and sums the response histograms of every kind into the with/without
-/// snapshot halves by interval.
+/// snapshot halves by interval. The intervals are placed on the run's time axis by the log's
+/// `#[StartTime]` (the node's clock) as `analyze` places them
+/// ([`replay::provider::interval_base_ns`]), not before `span.0` (the `io_phase` call's
+/// start, ns since the origin); `span.1` is when the log was complete.
 pub fn split_log(
     log: &str,
-    start_ns: u64,
+    span: (u64, u64),
     ctx: &OpCtx,
     hlog: &std::path::Path,
 ) -> Result<IoReport, ProviderError> {
@@ -208,8 +214,14 @@ pub fn split_log(
         }
     }
     std::fs::write(hlog, &all).map_err(io_err)?;
+    let base = replay::provider::interval_base_ns(
+        iogen::log_start_time(all.as_bytes()),
+        replay::provider::epoch_ns(ctx.origin_wall()),
+        Some(span),
+        None,
+    );
     let (with_snapshot, without_snapshot) = iogen::split_responses(all.as_bytes(), |start, len| {
-        let s = start_ns + (start * 1e9) as u64;
+        let s = base + (start * 1e9) as u64;
         ctx.snapshots().overlaps(s, s + (len * 1e9) as u64)
     })
     .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;

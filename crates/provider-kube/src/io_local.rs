@@ -182,11 +182,14 @@ pub(crate) async fn io_phase(
             .retain(|l| !Arc::ptr_eq(&l.stop.flag(), &stop.flag()));
     }
     let summary = serde_json::to_vec_pretty(&res.summary).map_err(|e| io_err(e.into()))?;
-    let start_ns = replay::provider::ns_since(ctx.origin(), start);
+    let span = (
+        replay::provider::ns_since(ctx.origin(), start),
+        ctx.now_ns(),
+    );
     crate::blocking(|| -> Result<(), ProviderError> {
         std::fs::write(io_dir.join(format!("{}.json", ev.id)), summary).map_err(io_err)?;
         let log = std::fs::read_to_string(&hlog).map_err(io_err)?;
-        ctx.report_io(crate::io::split_log(&log, start_ns, ctx, &hlog)?);
+        ctx.report_io(crate::io::split_log(&log, span, ctx, &hlog)?);
         Ok(())
     })
 }

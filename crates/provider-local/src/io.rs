@@ -99,7 +99,9 @@ pub(crate) async fn io_phase(
     ctx.phase(if res.partial { "io-stopped" } else { "io-done" });
     let summary = serde_json::to_vec_pretty(&res.summary).map_err(|e| io_err(e.into()))?;
     fs_err::write(io_dir.join(format!("{}.json", ev.id)), summary).map_err(io_err)?;
-    if let Ok(split) = split_by_snapshot(&log, start_ns, &ctx) {
+    let span = (start_ns, ctx.now_ns());
+    let elapsed = (res.summary.elapsed_s * 1e9) as u64;
+    if let Ok(split) = split_by_snapshot(&log, span, elapsed, &ctx) {
         ctx.report_io(split);
     }
     Ok(())
@@ -115,11 +117,24 @@ impl Drop for StopOnDrop {
 }
 
 /// Splits an iogen interval log by whether a snapshot was in flight during each interval and
-/// sums the response histograms of every kind on each side.
-fn split_by_snapshot(log: &Path, start_ns: u64, ctx: &OpCtx) -> Result<IoReport, ProviderError> {
+/// sums the response histograms of every kind on each side. The intervals are placed on the
+/// run's time axis as `analyze` places them ([`replay::provider::interval_base_ns`]): `span`
+/// is the `io_phase` call (ns since the origin), `elapsed` iogen's own run time.
+fn split_by_snapshot(
+    log: &Path,
+    span: (u64, u64),
+    elapsed: u64,
+    ctx: &OpCtx,
+) -> Result<IoReport, ProviderError> {
     let bytes = fs_err::read(log).map_err(io_err)?;
+    let base = replay::provider::interval_base_ns(
+        iogen::log_start_time(&bytes),
+        replay::provider::epoch_ns(ctx.origin_wall()),
+        Some(span),
+        Some(elapsed),
+    );
     let (with_snapshot, without_snapshot) = iogen::split_responses(&bytes, |start, len| {
-        let s = start_ns + (start * 1e9) as u64;
+        let s = base + (start * 1e9) as u64;
         ctx.snapshots().overlaps(s, s + (len * 1e9) as u64)
     })
     .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;

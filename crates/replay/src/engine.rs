@@ -138,6 +138,7 @@ pub struct RunOutcome {
 struct Shared<P> {
     provider: Arc<P>,
     origin: Instant,
+    origin_wall: SystemTime,
     ledger: Arc<Ledger>,
     snapshots: Arc<SnapshotTimeline>,
     done: mpsc::Sender<Done>,
@@ -174,12 +175,10 @@ async fn execute_event<P: Provider>(
 ) {
     let op = ev.op.op_type();
     let t0 = sh.now();
-    let ctx = Arc::new(OpCtx::new(
-        sh.origin,
-        ev.id,
-        sh.ledger.clone(),
-        sh.snapshots.clone(),
-    ));
+    let ctx = Arc::new(
+        OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
+            .with_origin_wall(sh.origin_wall),
+    );
     let (mut dep_wait, mut queue, mut started) = (0, 0, t0);
     // Whether the start depends on more than the engine: a creator still running now, or
     // (below) no free slot.
@@ -414,6 +413,7 @@ fn prepare<P: Provider>(
             environment: serde_json::Value::Null,
         },
         started: started_wall,
+        origin: None,
         finished: None,
         state: CompletionState::Running,
         reason: None,
@@ -557,13 +557,12 @@ fn clock<P: Provider>(
     feed.wait_first();
 
     let origin = Instant::now() + START_LEAD;
+    let origin_wall = SystemTime::now() + START_LEAD;
+    // Recorded before the first event, so a crashed run's records can be placed too.
+    p.manifest.origin = jiff::Timestamp::try_from(origin_wall).ok();
+    p.rd.write_manifest(&p.manifest)?;
     let (done_tx, done_rx) = mpsc::channel::<Done>();
-    let sink = Sink::create(
-        p.rd.path(),
-        origin,
-        SystemTime::now() + START_LEAD,
-        opts.validity.window_ns,
-    )?;
+    let sink = Sink::create(p.rd.path(), origin, origin_wall, opts.validity.window_ns)?;
     let sink = std::thread::Builder::new()
         .name("cnsreplay-sink".into())
         .spawn(move || sink.run(&done_rx))?;
@@ -572,6 +571,7 @@ fn clock<P: Provider>(
     let shared = Arc::new(Shared {
         provider: provider.clone(),
         origin,
+        origin_wall,
         ledger: p.ledger.clone(),
         snapshots: p.snapshots.clone(),
         done: done_tx,

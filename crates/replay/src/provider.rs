@@ -11,7 +11,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use trace_format::{Event, Header};
@@ -118,6 +118,7 @@ impl SnapshotTimeline {
 #[derive(Debug)]
 pub struct OpCtx {
     origin: Instant,
+    origin_wall: SystemTime,
     phases: Mutex<Vec<Phase>>,
     ledger: Arc<Ledger>,
     snapshots: Arc<SnapshotTimeline>,
@@ -147,6 +148,7 @@ impl OpCtx {
     ) -> Self {
         Self {
             origin,
+            origin_wall: wall_of(origin),
             phases: Mutex::new(Vec::new()),
             ledger,
             snapshots,
@@ -164,6 +166,20 @@ impl OpCtx {
     /// The run origin.
     pub fn origin(&self) -> Instant {
         self.origin
+    }
+
+    /// Sets the run origin's wall-clock instant (the engine's, fixed once per run; without
+    /// it, [`OpCtx::new`] maps `origin` to the wall clock when called).
+    #[must_use]
+    pub fn with_origin_wall(mut self, at: SystemTime) -> Self {
+        self.origin_wall = at;
+        self
+    }
+
+    /// The run origin on the wall clock: where a clock stamp from elsewhere (an iogen
+    /// interval log's `#[StartTime]`, written by the node's clock) meets run time.
+    pub fn origin_wall(&self) -> SystemTime {
+        self.origin_wall
     }
 
     /// Marks the end of phase `name` now.
@@ -227,6 +243,52 @@ impl OpCtx {
             std::mem::take(&mut *self.io.lock().unwrap_or_else(PoisonError::into_inner)),
         )
     }
+}
+
+/// The wall-clock instant of a monotonic instant, through the present.
+pub fn wall_of(t: Instant) -> SystemTime {
+    let (now, wall) = (Instant::now(), SystemTime::now());
+    if t >= now {
+        wall + (t - now)
+    } else {
+        wall.checked_sub(now - t).unwrap_or(SystemTime::UNIX_EPOCH)
+    }
+}
+
+/// Nanoseconds since the Unix epoch (negative before it).
+pub fn epoch_ns(t: SystemTime) -> i128 {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
+    }
+}
+
+/// Where an `io_phase` unit's interval log starts on the run's time axis (ns since the run
+/// origin): the one convention of both providers and `analyze`.
+///
+/// Interval timestamps are offsets from iogen's base (its time 0); the log's `#[StartTime]`
+/// (`log_start`, ns since the epoch) is that base on the clock of the machine iogen ran on
+/// (a pod's node). `base ≈ log_start − origin_wall`, kept within what the run itself
+/// observed: not before the `io_phase` call started (`span.0`), not after its end minus
+/// iogen's own run time (`span.1 − elapsed`). The clamp bounds a node clock's skew; without
+/// a StartTime the upper bound is used, else the call's start.
+pub fn interval_base_ns(
+    log_start: Option<i128>,
+    origin_wall: i128,
+    span: Option<(u64, u64)>,
+    elapsed: Option<u64>,
+) -> u64 {
+    let lo = span.map(|s| s.0);
+    let hi = span.zip(elapsed).map(|((_, c), e)| c.saturating_sub(e));
+    let est = log_start.map(|s| u64::try_from((s - origin_wall).max(0)).unwrap_or(u64::MAX));
+    let mut b = est.or(hi).or(lo).unwrap_or(0);
+    if let Some(lo) = lo {
+        b = b.max(lo);
+    }
+    if let Some(hi) = hi {
+        b = b.min(hi.max(lo.unwrap_or(0)));
+    }
+    b
 }
 
 /// Nanoseconds from `origin` to `t` (0 when `t` is earlier).
@@ -313,4 +375,37 @@ pub trait Provider: Send + Sync + 'static {
     /// Removes the run-owned objects named by `leftovers` (ledger entries created and not
     /// released, oldest first) and only those. Blocking; idempotent.
     fn cleanup(&self, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interval_base_ns;
+
+    #[test]
+    fn the_interval_base_is_the_log_start_clamped_to_the_record() {
+        let origin = 1_000_000_000_000i128;
+        // StartTime 5.004 s after the origin; record 5.002…95.05 s; elapsed 90 s.
+        let span = Some((5_002_000_000, 95_050_000_000));
+        let el = Some(90_000_000_000);
+        let base = |start: Option<i128>| interval_base_ns(start, origin, span, el);
+        assert_eq!(base(Some(origin + 5_004_000_000)), 5_004_000_000);
+        // A StartTime before the call started (a node clock behind ours): the call start.
+        assert_eq!(base(Some(origin + 1_000_000_000)), 5_002_000_000);
+        // After the latest possible base (a node clock ahead): the latest possible base.
+        assert_eq!(base(Some(origin + 9_000_000_000)), 5_050_000_000);
+        // No StartTime: completed − elapsed.
+        assert_eq!(base(None), 5_050_000_000);
+        assert_eq!(interval_base_ns(None, origin, None, None), 0);
+        // Without elapsed only the lower bound holds.
+        assert_eq!(
+            interval_base_ns(Some(origin + 7_000_000_000), origin, span, None),
+            7_000_000_000
+        );
+        // An elapsed longer than the call (iogen's clock ran before the record started?) never
+        // puts the base before the call.
+        assert_eq!(
+            interval_base_ns(None, origin, span, Some(100_000_000_000)),
+            5_002_000_000
+        );
+    }
 }

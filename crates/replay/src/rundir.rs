@@ -82,8 +82,13 @@ pub struct Manifest {
     pub host: HostInfo,
     /// The provider.
     pub provider: ProviderInfo,
-    /// Wall-clock start.
+    /// Wall-clock start (the run directory's creation, before the provider is prepared).
     pub started: jiff::Timestamp,
+    /// The run origin on the wall clock: time 0 of every `intended`, `started` and
+    /// `completed` in `records`, later than `started` by the preparation. Absent until the
+    /// clock starts (and in runs from before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<jiff::Timestamp>,
     /// Wall-clock end, once finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished: Option<jiff::Timestamp>,

@@ -158,6 +158,19 @@ fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
         serde_json::from_slice(&std::fs::read(run.join("summary.json")).expect("summary"))
             .expect("json");
     assert_eq!(summary["state"], "complete", "{summary}");
+    // Failed operations, with their error, for the messages below.
+    let failed: Vec<String> = std::fs::read_to_string(run.join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["outcome"] != "ok")
+        .map(|v| {
+            format!(
+                "{} {} at {} ns: {} {}",
+                v["id"], v["op"], v["intended"], v["error_class"], v["error"]
+            )
+        })
+        .collect();
     for (op, n) in [
         ("create_volume", 5),
         ("attach", 5),
@@ -167,7 +180,7 @@ fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
         ("delete_volume", 5),
     ] {
         assert_eq!(summary["ops"][op]["count"], n, "{op}: {summary}");
-        assert_eq!(summary["ops"][op]["failed"], 0, "{op}: {summary}");
+        assert_eq!(summary["ops"][op]["failed"], 0, "{op} failed: {failed:#?}");
     }
     for side in ["with_snapshot", "without_snapshot"] {
         let n = summary["io"][side]["count"].as_u64().unwrap_or(0);

@@ -280,7 +280,7 @@ fn a_resize_grows_the_xfs_file_system_inside_the_running_pod() {
     let outcome = resize_in_running_pod(
         &env,
         &node,
-        Resize {
+        &Resize {
             fs: "xfs",
             from: "300Mi",
             to: "400Mi",
@@ -307,7 +307,7 @@ fn a_resize_grows_the_ext4_file_system_inside_the_running_pod_where_the_kernel_l
     let outcome = resize_in_running_pod(
         &env,
         &node,
-        Resize {
+        &Resize {
             fs: "ext4",
             from: "64Mi",
             to: "128Mi",
@@ -348,7 +348,7 @@ struct Resize {
 
 /// Runs a resize case; `Err` with the PVC's NodeResizeError message when the node failed to
 /// grow the file system (every other failure panics).
-fn resize_in_running_pod(env: &TestEnv, node: &str, r: Resize) -> Result<(), String> {
+fn resize_in_running_pod(env: &TestEnv, node: &str, r: &Resize) -> Result<(), String> {
     let ns = env.namespace(&format!("real-node-resize-{}", r.fs));
     let class = format!("node-expand-{ns}");
     env.apply(

@@ -156,10 +156,67 @@ fn pod_log_histograms_are_collected() {
         Arc::new(replay::SnapshotTimeline::default()),
     );
     let out = dir.path().join("7.hlog");
-    let r = provider_kube::split_log(&log, 0, &ctx, &out).unwrap();
+    let r = provider_kube::split_log(&log, (0, 0), &ctx, &out).unwrap();
     assert_eq!(r.without_snapshot.len(), 1000);
     assert_eq!(r.with_snapshot.len(), 0);
     assert!(!std::fs::read_to_string(&out).unwrap().contains("io_phase"));
+}
+
+/// The pod's interval log is placed on the run's time axis by its `#[StartTime]` (the node's
+/// clock), as `analyze` places it: a one-second interval logged 10 s after the origin counts
+/// as "with snapshot" only for a snapshot window at 10.2–10.5 s, not for one at 0.2–0.5 s
+/// (where the call started, its lower bound).
+#[test]
+fn pod_intervals_are_placed_by_the_log_start_time() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = iogen::Histograms::new();
+    for i in 1..=100u64 {
+        h.record(trace_format::IoKind::Write, i * 1000, i * 900, 100);
+    }
+    let hlog = dir.path().join("h.hlog");
+    iogen::write_histograms(&hlog, &h).unwrap();
+    let origin_wall = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+    let start = 1_800_000_010.0;
+    let text: String = std::fs::read_to_string(&hlog)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            if l.starts_with("#[StartTime: ") {
+                format!("#[StartTime: {start:.3} (seconds since epoch), then]\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert_eq!(
+        iogen::log_start_time(text.as_bytes()),
+        Some(1_800_000_010_000_000_000)
+    );
+    let with_window = |from_ms: u64, to_ms: u64| {
+        let snaps = Arc::new(replay::SnapshotTimeline::default());
+        let i = snaps.begin(from_ms * 1_000_000);
+        snaps.end(i, to_ms * 1_000_000);
+        let ctx = replay::OpCtx::new(
+            std::time::Instant::now(),
+            7,
+            Arc::new(replay::Ledger::disabled()),
+            snaps,
+        )
+        .with_origin_wall(origin_wall);
+        let span = (0, 20_000_000_000);
+        provider_kube::split_log(&text, span, &ctx, &dir.path().join("7.hlog")).unwrap()
+    };
+    let during = with_window(10_200, 10_500);
+    assert_eq!(
+        (during.with_snapshot.len(), during.without_snapshot.len()),
+        (100, 0)
+    );
+    let before = with_window(200, 500);
+    assert_eq!(
+        (before.with_snapshot.len(), before.without_snapshot.len()),
+        (0, 100)
+    );
 }
 
 fn pod_with_status(status: &serde_json::Value) -> k8s_openapi::api::core::v1::Pod {
