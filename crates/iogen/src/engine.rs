@@ -235,7 +235,7 @@ impl<'a> Worker<'a> {
                 None => self.now(),
             };
         }
-        self.rec.flush();
+        self.rec.flush(self.now());
         Ok(stopped_at.is_some())
     }
 

@@ -304,6 +304,9 @@ pub(crate) struct IntervalMsg {
     /// The wall-clock instant of the worker's base (its time 0), when known: the log's
     /// `#[StartTime]`, so interval `start` + StartTime is the node's own clock.
     pub base_wall: Option<SystemTime>,
+    /// For the last, partial interval: where the worker stopped (ns from the base), so the
+    /// log gives that interval its true length rather than a whole period.
+    pub end: Option<u64>,
 }
 
 impl Recorder {
@@ -366,19 +369,22 @@ impl Recorder {
                     index: iv.index,
                     hists,
                     base_wall: self.base_wall,
+                    end: None,
                 });
                 iv.index += 1;
             }
         }
     }
 
-    /// Sends the last, partial interval and closes the interval channel.
-    pub(crate) fn flush(&mut self) {
+    /// Sends the last, partial interval, which ends at `now` (ns from the start), and closes
+    /// the interval channel.
+    pub(crate) fn flush(&mut self, now: u64) {
         if let Some(iv) = self.interval.take() {
             let _ = iv.tx.send(IntervalMsg {
                 index: iv.index,
                 hists: iv.hists,
                 base_wall: self.base_wall,
+                end: Some(now),
             });
         }
     }
@@ -441,7 +447,8 @@ pub(crate) struct IntervalLog {
     file: fs_err::File,
     jobs: usize,
     period: Duration,
-    pending: BTreeMap<u64, (Histograms, usize)>,
+    /// Interval index → merged histograms, workers heard from, latest partial end (ns).
+    pending: BTreeMap<u64, (Histograms, usize, Option<u64>)>,
     serializer: V2DeflateSerializer,
     header_done: bool,
     start: SystemTime,
@@ -472,18 +479,31 @@ impl IntervalLog {
         let e = self.pending.entry(msg.index).or_default();
         e.0.merge(&msg.hists)?;
         e.1 += 1;
+        e.2 = e.2.max(msg.end);
         while let Some(entry) = self.pending.first_entry() {
             if entry.get().1 < self.jobs {
                 break;
             }
-            let (index, (h, _)) = entry.remove_entry();
-            self.write_interval(index, &h)?;
+            let (index, (h, _, end)) = entry.remove_entry();
+            self.write_interval(index, &h, end)?;
         }
         Ok(())
     }
 
-    fn write_interval(&mut self, index: u64, h: &Histograms) -> Result<(), Error> {
+    /// Writes interval `index`: a whole period, or up to `end` (ns from the base) for a
+    /// last, partial one.
+    fn write_interval(
+        &mut self,
+        index: u64,
+        h: &Histograms,
+        end: Option<u64>,
+    ) -> Result<(), Error> {
         let start = self.period * u32::try_from(index).unwrap_or(u32::MAX);
+        let len = end.map_or(self.period, |e| {
+            Duration::from_nanos(e)
+                .saturating_sub(start)
+                .clamp(Duration::from_micros(1), self.period)
+        });
         write_log_entries(
             &mut self.out,
             &mut self.serializer,
@@ -491,7 +511,7 @@ impl IntervalLog {
             self.start,
             h,
             start,
-            self.period,
+            len,
         )?;
         self.header_done = true;
         self.file.write_all(&self.out)?;
@@ -500,8 +520,8 @@ impl IntervalLog {
     }
 
     pub(crate) fn finish(mut self) -> Result<(), Error> {
-        for (index, (h, _)) in std::mem::take(&mut self.pending) {
-            self.write_interval(index, &h)?;
+        for (index, (h, _, end)) in std::mem::take(&mut self.pending) {
+            self.write_interval(index, &h, end)?;
         }
         if !self.header_done {
             write_log_entries(

@@ -20,6 +20,26 @@ use crate::stamp::{done_at, phase, phase_at};
 use crate::watch::Watch;
 use crate::{Kube, VolState, WlState, blocking, delete_params, io_err, uid_detail};
 
+/// The gRPC code of a CSI error message that the CSI sidecars treat as not final (the
+/// operation may still be in progress, they retry it: csi-lib-utils' `IsFinalError`):
+/// `Canceled`, `DeadlineExceeded`, `Unavailable`, `ResourceExhausted`, `Aborted` (a driver's
+/// "operation pending for volume", e.g. a CreateSnapshot that met the kubelet's NodeStage of
+/// the same volume). `None` for a final code or a message without one.
+pub(crate) fn transient_grpc_code(msg: &str) -> Option<&'static str> {
+    [
+        "Canceled",
+        "DeadlineExceeded",
+        "Unavailable",
+        "ResourceExhausted",
+        "Aborted",
+    ]
+    .into_iter()
+    .find(|c| {
+        msg.match_indices("code = ")
+            .any(|(i, m)| msg[i + m.len()..].starts_with(c))
+    })
+}
+
 fn missing(what: &str, name: &str) -> ProviderError {
     ProviderError::new(
         "not_found",
@@ -789,6 +809,9 @@ impl Kube {
         let created = self.create(ctx, "volumesnapshot", &obj, Some(&w)).await?;
         let uid = created.uid().unwrap_or_default();
         self.waiting(ctx, format!("VolumeSnapshot {ns}/{name} readyToUse"));
+        // The first error the snapshotter retries (see `transient_grpc_code`), with when it
+        // was seen.
+        let mut retried: Option<(String, Instant)> = None;
         let (r, at) = w
             .wait_for(&name, |st| {
                 let o = get(st, ns, &name, &uid)?;
@@ -797,15 +820,21 @@ impl Kube {
                     return Some(Ok(()));
                 }
                 let e = status.error.as_ref()?;
+                let msg = e.message.as_deref().unwrap_or("(no message)");
+                if transient_grpc_code(msg).is_some() {
+                    retried.get_or_insert_with(|| (msg.to_owned(), Instant::now()));
+                    return None;
+                }
                 Some(Err(ProviderError::new(
                     "snapshot_failed",
-                    format!(
-                        "VolumeSnapshot {ns}/{name} status.error: {}",
-                        e.message.as_deref().unwrap_or("(no message)")
-                    ),
+                    format!("VolumeSnapshot {ns}/{name} status.error: {msg}"),
                 )))
             })
             .await;
+        if let Some((msg, when)) = &retried {
+            phase_at(ctx, "error-retried", *when);
+            tracing::info!(snapshot = %name, error = %msg, "the snapshotter retries a transient error");
+        }
         if let Err(mut e) = r {
             // A failed VolumeSnapshot stays and is retried by the snapshot controller, which
             // keeps its finalizer on the source PVC: a later delete of the volume would wait
@@ -1067,5 +1096,32 @@ pub(crate) async fn execute(
              `io_phase` events or replay them with the local provider",
         )),
         Op::Marker(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transient_grpc_code;
+
+    #[test]
+    fn transient_codes_are_the_ones_the_sidecars_retry() {
+        let aborted = "Failed to check and update snapshot content: failed to take snapshot of \
+                       the volume vol-3: \"rpc error: code = Aborted desc = an operation on \
+                       \\\"vol-3\\\" is already in progress\"";
+        assert_eq!(transient_grpc_code(aborted), Some("Aborted"));
+        assert_eq!(
+            transient_grpc_code("rpc error: code = Unavailable desc = injected"),
+            Some("Unavailable")
+        );
+        assert_eq!(
+            transient_grpc_code("rpc error: code = Internal desc = injected failure"),
+            None
+        );
+        assert_eq!(transient_grpc_code("snapshot class not found"), None);
+        // A code named only in the description is not the error's code.
+        assert_eq!(
+            transient_grpc_code("rpc error: code = InvalidArgument desc = not Aborted"),
+            None
+        );
     }
 }

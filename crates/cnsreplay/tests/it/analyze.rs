@@ -204,9 +204,10 @@ fn capacity_of_a_sim_sweep_finds_the_saturation_rate() {
     let out = run_sweep("--speeds", "1,1.8,2.2,2.6");
     assert_eq!(out.lines().count(), 4, "{out}");
     assert!(sweep.join("2.2/manifest.json").is_file());
-    // --rates: 19/s is speed 1.9 of this 10/s trace.
-    let out = run_sweep("--rates", "19");
-    assert!(sweep.join("1.9/manifest.json").is_file(), "{out}");
+    // --rates: 17/s is speed 1.7 of this 10/s trace. (Not closer to the saturation rate: at
+    // 19/s, 5 % below it, a loaded machine's late timers already build a queue in 60 events.)
+    let out = run_sweep("--rates", "17");
+    assert!(sweep.join("1.7/manifest.json").is_file(), "{out}");
 
     let o = cnsreplay(&[
         "analyze",
@@ -231,12 +232,12 @@ fn capacity_of_a_sim_sweep_finds_the_saturation_rate() {
         "create_volume.p99=200ms",
     ]);
     ok(&o);
-    // 19/s passed, 22/s fell behind (at most 20/s served): the answer gives that bracket and
+    // 18/s passed, 22/s fell behind (at most 20/s served): the answer gives that bracket and
     // its width rather than a false precision.
     let text = stdout(&o);
-    assert!(text.contains("This system sustains 19.00 ops/s"), "{text}");
+    assert!(text.contains("This system sustains 18.00 ops/s"), "{text}");
     assert!(
-        text.contains("[19.00, 22.00) ops/s: resolution 15.8 %"),
+        text.contains("[18.00, 22.00) ops/s: resolution 22.2 %"),
         "{text}"
     );
     assert!(text.contains("create_volume fell behind"), "{text}");
