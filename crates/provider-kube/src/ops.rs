@@ -20,24 +20,43 @@ use crate::stamp::{done_at, phase, phase_at};
 use crate::watch::Watch;
 use crate::{Kube, VolState, WlState, blocking, delete_params, io_err, uid_detail};
 
-/// The gRPC code of a CSI error message that the CSI sidecars treat as not final (the
-/// operation may still be in progress, they retry it: csi-lib-utils' `IsFinalError`):
-/// `Canceled`, `DeadlineExceeded`, `Unavailable`, `ResourceExhausted`, `Aborted` (a driver's
-/// "operation pending for volume", e.g. a CreateSnapshot that met the kubelet's NodeStage of
-/// the same volume). `None` for a final code or a message without one.
-pub(crate) fn transient_grpc_code(msg: &str) -> Option<&'static str> {
+/// Why a VolumeSnapshot's `status.error` is one the snapshot controllers retry by themselves,
+/// or `None` when it is final. Two sources write that field:
+/// - the snapshotter sidecar, with the CSI driver's gRPC status (`rpc error: code = …`): the
+///   codes csi-lib-utils' `IsFinalError` calls not final (the operation may still be in
+///   progress; the sidecar retries it) are `Canceled`, `DeadlineExceeded`, `Unavailable`,
+///   `ResourceExhausted`, `Aborted` (a driver's "operation pending for volume", e.g. a
+///   CreateSnapshot that met the kubelet's NodeStage of the same volume); any other code is
+///   final;
+/// - the snapshot controller itself (external-snapshotter's `snapshot_controller.go`), for
+///   steps it retries: a status update that failed (an API conflict), a content its cache
+///   does not have yet, a binding to redo.
+///
+/// Anything else is final.
+pub(crate) fn retried_snapshot_error(msg: &str) -> Option<&'static str> {
+    if let Some((i, m)) = msg.match_indices("code = ").next() {
+        let code = &msg[i + m.len()..];
+        return [
+            "Canceled",
+            "DeadlineExceeded",
+            "Unavailable",
+            "ResourceExhausted",
+            "Aborted",
+        ]
+        .into_iter()
+        .find(|c| code.starts_with(c));
+    }
     [
-        "Canceled",
-        "DeadlineExceeded",
-        "Unavailable",
-        "ResourceExhausted",
-        "Aborted",
+        ("Snapshot status update failed", "status update failed"),
+        ("VolumeSnapshotContent is missing", "content not yet seen"),
+        (
+            "Snapshot failed to bind VolumeSnapshotContent",
+            "binding retried",
+        ),
+        ("the object has been modified", "API conflict"),
     ]
     .into_iter()
-    .find(|c| {
-        msg.match_indices("code = ")
-            .any(|(i, m)| msg[i + m.len()..].starts_with(c))
-    })
+    .find_map(|(needle, why)| msg.contains(needle).then_some(why))
 }
 
 fn missing(what: &str, name: &str) -> ProviderError {
@@ -809,8 +828,8 @@ impl Kube {
         let created = self.create(ctx, "volumesnapshot", &obj, Some(&w)).await?;
         let uid = created.uid().unwrap_or_default();
         self.waiting(ctx, format!("VolumeSnapshot {ns}/{name} readyToUse"));
-        // The first error the snapshotter retries (see `transient_grpc_code`), with when it
-        // was seen.
+        // The first error the snapshot controllers retry (see `retried_snapshot_error`), with
+        // when it was seen.
         let mut retried: Option<(String, Instant)> = None;
         let (r, at) = w
             .wait_for(&name, |st| {
@@ -821,7 +840,7 @@ impl Kube {
                 }
                 let e = status.error.as_ref()?;
                 let msg = e.message.as_deref().unwrap_or("(no message)");
-                if transient_grpc_code(msg).is_some() {
+                if retried_snapshot_error(msg).is_some() {
                     retried.get_or_insert_with(|| (msg.to_owned(), Instant::now()));
                     return None;
                 }
@@ -1101,26 +1120,42 @@ pub(crate) async fn execute(
 
 #[cfg(test)]
 mod tests {
-    use super::transient_grpc_code;
+    use super::retried_snapshot_error;
 
     #[test]
-    fn transient_codes_are_the_ones_the_sidecars_retry() {
+    fn retried_errors_are_the_ones_the_snapshot_controllers_retry() {
         let aborted = "Failed to check and update snapshot content: failed to take snapshot of \
                        the volume vol-3: \"rpc error: code = Aborted desc = an operation on \
                        \\\"vol-3\\\" is already in progress\"";
-        assert_eq!(transient_grpc_code(aborted), Some("Aborted"));
+        assert_eq!(retried_snapshot_error(aborted), Some("Aborted"));
         assert_eq!(
-            transient_grpc_code("rpc error: code = Unavailable desc = injected"),
+            retried_snapshot_error("rpc error: code = Unavailable desc = injected"),
             Some("Unavailable")
         );
         assert_eq!(
-            transient_grpc_code("rpc error: code = Internal desc = injected failure"),
+            retried_snapshot_error("rpc error: code = Internal desc = injected failure"),
             None
         );
-        assert_eq!(transient_grpc_code("snapshot class not found"), None);
         // A code named only in the description is not the error's code.
         assert_eq!(
-            transient_grpc_code("rpc error: code = InvalidArgument desc = not Aborted"),
+            retried_snapshot_error("rpc error: code = InvalidArgument desc = not Aborted"),
+            None
+        );
+        assert_eq!(
+            retried_snapshot_error(
+                "Snapshot status update failed, Operation cannot be fulfilled on \
+                 volumesnapshots.snapshot.storage.k8s.io \"s\": the object has been modified"
+            ),
+            Some("status update failed")
+        );
+        assert_eq!(
+            retried_snapshot_error("VolumeSnapshotContent is missing"),
+            Some("content not yet seen")
+        );
+        assert_eq!(
+            retried_snapshot_error(
+                "Failed to create snapshot content with error snapshot class \"x\" not found"
+            ),
             None
         );
     }
