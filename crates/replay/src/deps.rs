@@ -198,6 +198,13 @@ impl Deps {
 
     /// Plans one event: which creators to wait for and which objects it creates.
     pub fn plan(&mut self, op: &Op) -> Plan {
+        // The common case, without the general case's lists.
+        if let Op::Io(io) = op {
+            let mut plan = Plan::default();
+            self.need(&mut plan, Key::Volume(io.volume.clone()));
+            self.user(&mut plan, Key::VolumeUsers(io.volume.clone()));
+            return plan;
+        }
         let mut needs: Vec<Key> = Vec::new();
         let mut creates: Vec<Key> = Vec::new();
         let mut removes: Vec<Key> = Vec::new();
@@ -287,11 +294,7 @@ impl Deps {
         }
         let mut plan = Plan::default();
         for k in needs {
-            if let Some(c) = self.creators.get(&k)
-                && c.state() != State::Ok
-            {
-                plan.waits.push(Wait::Creator(k, c.clone()));
-            }
+            self.need(&mut plan, k);
         }
         if let Some(k) = after_users
             && let Some(u) = self.users.remove(&k)
@@ -300,9 +303,7 @@ impl Deps {
             plan.waits.push(Wait::Users(u));
         }
         for k in uses {
-            let u = self.users.entry(k).or_default().clone();
-            u.running.fetch_add(1, SeqCst);
-            plan.uses.push(UserHold(u));
+            self.user(&mut plan, k);
         }
         for k in removes {
             self.creators.remove(&k);
@@ -313,6 +314,22 @@ impl Deps {
             plan.creates.push(Creates(c));
         }
         plan
+    }
+
+    /// The event needs object `k`: it waits for its creator unless that succeeded already.
+    fn need(&self, plan: &mut Plan, k: Key) {
+        if let Some(c) = self.creators.get(&k)
+            && c.state() != State::Ok
+        {
+            plan.waits.push(Wait::Creator(k, c.clone()));
+        }
+    }
+
+    /// The event is a user of `k` (a `*Users` key): a later delete waits for its end.
+    fn user(&mut self, plan: &mut Plan, k: Key) {
+        let u = self.users.entry(k).or_default().clone();
+        u.running.fetch_add(1, SeqCst);
+        plan.uses.push(UserHold(u));
     }
 }
 
