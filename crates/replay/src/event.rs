@@ -144,7 +144,14 @@ fn start<P: Provider>(sh: &Arc<Shared<P>>, d: Due, dispatched: u64) -> Option<Do
             }
         }
     };
-    match x.call(sh, ev) {
+    // With nothing to wait for or to queue at, the event starts when the runtime reached it
+    // (a few nanoseconds of bookkeeping earlier): one clock reading fewer per event.
+    let started = if waits.is_empty() && permit.is_none() {
+        t0
+    } else {
+        sh.now()
+    };
+    match x.call(sh, ev, started) {
         Ok(result) => {
             drop(permit);
             Some(x.finish(sh, result))
@@ -203,7 +210,7 @@ async fn run_waiting<P: Provider>(
             }
             None => None,
         };
-        match x.call(&sh, ev) {
+        match x.call(&sh, ev, sh.now()) {
             Ok(r) => r,
             Err(call) => x.complete(&sh, call).await,
         }
@@ -235,14 +242,15 @@ struct Exec {
 }
 
 impl Exec {
-    /// Begins the provider call (nothing for a marker) and polls it once: `Ok` with its
-    /// result when it finished then, else the call still running.
+    /// Begins the provider call (nothing for a marker) at `started` and polls it once: `Ok`
+    /// with its result when it finished then, else the call still running.
     fn call<P: Provider>(
         &mut self,
         sh: &Shared<P>,
         ev: Event,
+        started: u64,
     ) -> Result<Result<(), Failure>, Call> {
-        self.started = sh.now();
+        self.started = started;
         self.reached = true;
         if self.op == OpType::Marker {
             return Ok(Ok(()));

@@ -9,7 +9,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -123,6 +123,9 @@ pub struct OpCtx {
     snapshots: Arc<SnapshotTimeline>,
     io: Mutex<Vec<IoReport>>,
     completed: Mutex<Option<Instant>>,
+    /// Set once the provider reported anything above, so the engine takes no lock for an
+    /// operation that reported nothing (most, at high rates).
+    reported: AtomicBool,
     /// Trace id of the event.
     pub event_id: u64,
 }
@@ -152,6 +155,7 @@ impl OpCtx {
             snapshots,
             io: Mutex::new(Vec::new()),
             completed: Mutex::new(None),
+            reported: AtomicBool::new(false),
             event_id,
         }
     }
@@ -175,6 +179,7 @@ impl OpCtx {
     /// when the watch event that showed it arrived), which may be earlier than now.
     pub fn phase_at(&self, name: &str, when: Instant) {
         let at = ns_since(self.origin, when);
+        self.reported.store(true, SeqCst);
         self.phases
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -189,6 +194,7 @@ impl OpCtx {
     /// uses it for a successful operation's `completed`, kept within `[started, return]`;
     /// the last call wins.
     pub fn completed_at(&self, when: Instant) {
+        self.reported.store(true, SeqCst);
         *self
             .completed
             .lock()
@@ -197,6 +203,9 @@ impl OpCtx {
 
     /// The completion instant reported with [`OpCtx::completed_at`], as ns since the origin.
     pub(crate) fn completed_ns(&self) -> Option<u64> {
+        if !self.reported.load(SeqCst) {
+            return None;
+        }
         self.completed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -215,6 +224,7 @@ impl OpCtx {
 
     /// Adds measured I/O latencies to the run's I/O split.
     pub fn report_io(&self, r: IoReport) {
+        self.reported.store(true, SeqCst);
         self.io
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -222,6 +232,9 @@ impl OpCtx {
     }
 
     pub(crate) fn take(&self) -> (Vec<Phase>, Vec<IoReport>) {
+        if !self.reported.load(SeqCst) {
+            return (Vec::new(), Vec::new());
+        }
         (
             std::mem::take(&mut *self.phases.lock().unwrap_or_else(PoisonError::into_inner)),
             std::mem::take(&mut *self.io.lock().unwrap_or_else(PoisonError::into_inner)),
