@@ -424,13 +424,20 @@ fn clock<P: Provider>(
         control: control.clone(),
     });
 
-    // The timing and dispatch threads; each batch of due events becomes one runtime task,
-    // which starts its events inline and gives a task of their own only to those that wait.
+    // The timing and dispatch threads. Each batch of due events is started by the dispatch
+    // thread itself, in the runtime's context, when the provider's calls start inline, else
+    // by a runtime task; either gives a runtime task of its own only to an event that waits.
     let handle = p.rt.handle().clone();
     let busy_before = busy_time(&handle);
+    let inline = provider.starts_inline();
     let timing_notices = timing::dispatch(feed, origin, opts.timing, control, &live, |batch| {
-        let sh = shared.clone();
-        handle.spawn(async move { event::run_batch(&sh, batch) });
+        if inline {
+            let _runtime = handle.enter();
+            event::run_batch(&shared, batch);
+        } else {
+            let sh = shared.clone();
+            handle.spawn(async move { event::run_batch(&sh, batch) });
+        }
     })?;
     p.notices.extend(timing_notices);
     let _ = reader_thread.join();

@@ -1,16 +1,19 @@
-//! One event on the runtime: its dependencies, a concurrency slot, the provider call under an
-//! optional timeout, and its record for the sink.
+//! One event: its dependencies, a concurrency slot, the provider call under an optional
+//! timeout, and its record for the sink.
 //!
-//! The dispatch thread hands the runtime one task per batch of due events ([`run_batch`]).
-//! That task starts each event in turn, inline: when nothing it depends on is still pending
-//! and a slot is free, it calls the provider and polls the call once. An operation that
-//! completes then (the `noop` provider, a marker, a failed dependency) is finished there, and
-//! the batch's records go to the sink in one message; only an event that must wait — for a
-//! dependency, a slot or the provider — gets a task of its own. (One task per event was
-//! half of the engine's CPU at its maximum rate: allocating and copying each event's future,
-//! registering and removing the task.) Either way the instants are the same: `pickup` ends
-//! when the runtime reaches the event, `started` is taken just before the provider call, and
-//! both include the time the batch spent on the events before it.
+//! Each batch of due events is started in one go ([`run_batch`]): by the dispatch thread
+//! itself, in the runtime's context, for a provider whose calls start inline
+//! ([`Provider::starts_inline`]: `noop`, `sim`), else by one runtime task. When nothing an
+//! event depends on is still pending and a slot is free, the provider is called and the call
+//! polled once. An operation that completes then (the `noop` provider, a marker, a failed
+//! dependency) is finished there, and the batch's records go to the sink in one message;
+//! only an event that must wait — for a dependency, a slot or the provider — gets a runtime
+//! task of its own, all of a batch's handed over in one. (A runtime task per event was half
+//! of the engine's CPU at its maximum rate: allocating and copying each event's future,
+//! registering and removing the task; and a runtime task per batch adds a worker wake-up to
+//! every event's pickup.) Either way the instants mean the same: `pickup` ends when the
+//! engine reaches the event, `started` is taken just before the provider call, and both
+//! include the time spent on the batch's earlier events.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,7 +23,7 @@ use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use trace_format::{Event, OpType};
 
 use crate::deps::{self, Plan, Wait};
@@ -71,13 +74,16 @@ async fn cancelled(mut rx: watch::Receiver<bool>) {
 
 type Call = Pin<Box<dyn Future<Output = Result<(), ProviderError>> + Send>>;
 
-/// Starts every event of a dispatched batch (on the batch's runtime task) and sends the
-/// records of those that finished at once to the sink in one message.
+/// Starts every event of a dispatched batch (on the dispatch thread in the runtime's
+/// context, or on a runtime task), sends the records of those that finished at once to the sink in one message,
+/// and hands the others to the runtime in one task, which gives each a task of its own.
 pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>) {
     let mut finished = Vec::new();
+    let mut later = Vec::new();
     for (d, dispatched) in batch {
-        if let Some(done) = start(sh, d, dispatched) {
-            finished.push(done);
+        match start(sh, d, dispatched) {
+            Started::Finished(done) => finished.push(done),
+            Started::Later(l) => later.push(l),
         }
     }
     if !finished.is_empty() {
@@ -86,11 +92,62 @@ pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>
         // After the send: the drain must not see an event done before its record is queued.
         sh.live.done.fetch_add(n, SeqCst);
     }
+    if !later.is_empty() {
+        // Spawned from inside the runtime, each task goes to that worker's own queue: one
+        // hand-over to the runtime (and at most one worker woken) per batch, not per event.
+        let sh = sh.clone();
+        tokio::spawn(async move {
+            for l in later {
+                tokio::spawn(run_later(sh.clone(), l));
+            }
+        });
+    }
 }
 
-/// Starts one event: finished at once (its record returned), or continued on a task of its
-/// own.
-fn start<P: Provider>(sh: &Arc<Shared<P>>, d: Due, dispatched: u64) -> Option<Done> {
+/// How [`start`] left an event.
+enum Started {
+    /// It finished: its record.
+    Finished(Done),
+    /// It continues on a task of its own.
+    Later(Later),
+}
+
+/// An event that continues on a task of its own.
+enum Later {
+    /// It waits for a dependency or a slot (`queued_since`: when it found no free slot).
+    Waiting {
+        x: Exec,
+        ev: Event,
+        waits: Vec<Wait>,
+        queued_since: Option<u64>,
+    },
+    /// Its provider call is still running.
+    Running {
+        x: Exec,
+        call: Call,
+        permit: Option<OwnedSemaphorePermit>,
+    },
+}
+
+async fn run_later<P: Provider>(sh: Arc<Shared<P>>, l: Later) {
+    match l {
+        Later::Waiting {
+            x,
+            ev,
+            waits,
+            queued_since,
+        } => run_waiting(sh, x, ev, waits, queued_since).await,
+        Later::Running { x, call, permit } => {
+            let result = x.complete(&sh, call).await;
+            drop(permit);
+            let done = x.finish(&sh, result);
+            sh.send_one(done);
+        }
+    }
+}
+
+/// Starts one event: finished at once, or to be continued on a task of its own.
+fn start<P: Provider>(sh: &Shared<P>, d: Due, dispatched: u64) -> Started {
     let t0 = sh.now();
     let Due {
         ev,
@@ -117,14 +174,18 @@ fn start<P: Provider>(sh: &Arc<Shared<P>>, d: Due, dispatched: u64) -> Option<Do
         ctx: None,
     };
     if x.waited {
-        tokio::spawn(run_waiting(sh.clone(), x, ev, waits, None));
-        return None;
+        return Started::Later(Later::Waiting {
+            x,
+            ev,
+            waits,
+            queued_since: None,
+        });
     }
     if !waits.is_empty() {
         let r = deps::check_all(&waits);
         x.dep_wait = sh.now() - t0;
         if let Err(m) = r {
-            return Some(x.finish(sh, Err(fail("dependency_failed", m))));
+            return Started::Finished(x.finish(sh, Err(fail("dependency_failed", m))));
         }
     }
     let permit = match sh.sems.get(&x.op) {
@@ -138,14 +199,18 @@ fn start<P: Provider>(sh: &Arc<Shared<P>>, d: Due, dispatched: u64) -> Option<Do
                 }
                 Err(_) => {
                     x.waited = true;
-                    tokio::spawn(run_waiting(sh.clone(), x, ev, Vec::new(), Some(q0)));
-                    return None;
+                    return Started::Later(Later::Waiting {
+                        x,
+                        ev,
+                        waits: Vec::new(),
+                        queued_since: Some(q0),
+                    });
                 }
             }
         }
     };
-    // With nothing to wait for or to queue at, the event starts when the runtime reached it
-    // (a few nanoseconds of bookkeeping earlier): one clock reading fewer per event.
+    // With nothing to wait for or to queue at, the event starts when the dispatch thread
+    // reached it (a few nanoseconds of bookkeeping earlier): one clock reading fewer.
     let started = if waits.is_empty() && permit.is_none() {
         t0
     } else {
@@ -154,18 +219,9 @@ fn start<P: Provider>(sh: &Arc<Shared<P>>, d: Due, dispatched: u64) -> Option<Do
     match x.call(sh, ev, started) {
         Ok(result) => {
             drop(permit);
-            Some(x.finish(sh, result))
+            Started::Finished(x.finish(sh, result))
         }
-        Err(call) => {
-            let sh = sh.clone();
-            tokio::spawn(async move {
-                let result = x.complete(&sh, call).await;
-                drop(permit);
-                let done = x.finish(&sh, result);
-                sh.send_one(done);
-            });
-            None
-        }
+        Err(call) => Started::Later(Later::Running { x, call, permit }),
     }
 }
 

@@ -36,9 +36,10 @@
 //! - A lane sleeps to an absolute instant ([`precise::wait_until`]), claims every event due
 //!   by then, stamps it as dispatched, pushes it onto a lock-free hand-off queue, and unparks
 //!   the dispatch thread (an atomic swap and, when it sleeps, one futex wake: no lock).
-//! - The dispatch thread takes what is queued and spawns it onto the runtime in one batch; it
-//!   is the one that takes tokio's locks. The time an event waits there is part of its
-//!   `pickup` (dispatched → started), which is recorded per event and summarised.
+//! - The dispatch thread takes what is queued and, a batch at a time, starts it in the
+//!   runtime's context or hands it to a runtime task (`event::run_batch`); it is the one that
+//!   takes tokio's locks. The time until an event is begun is its `pickup`, recorded per
+//!   event and summarised.
 //!
 //! Two lanes can hand over events due at nearly the same time in either order; dependencies
 //! are planned in trace order by the reader and waited for by the operations, so that order
