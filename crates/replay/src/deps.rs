@@ -177,6 +177,9 @@ impl Wait {
 pub(crate) struct Plan {
     pub waits: Vec<Wait>,
     creates: Vec<Creates>,
+    /// The first use, and any further ones (most events use one object: no allocation on
+    /// the reader to be freed on another thread).
+    first_use: Option<UserHold>,
     uses: Vec<UserHold>,
 }
 
@@ -329,7 +332,11 @@ impl Deps {
     fn user(&mut self, plan: &mut Plan, k: Key) {
         let u = self.users.entry(k).or_default().clone();
         u.running.fetch_add(1, SeqCst);
-        plan.uses.push(UserHold(u));
+        let hold = UserHold(u);
+        match plan.first_use {
+            None => plan.first_use = Some(hold),
+            Some(_) => plan.uses.push(hold),
+        }
     }
 }
 
