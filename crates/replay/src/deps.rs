@@ -172,22 +172,40 @@ impl Wait {
 
 /// What one event must wait for, and what its end signals: the objects it creates (with
 /// its outcome) and its end as a user of objects. Dropped unrun, the creations count as
-/// failed and the uses as ended.
+/// failed and the uses as ended. Small (two words), as it travels with the event from the
+/// reader to the provider call: the common event uses one object and neither waits nor
+/// creates, which needs no allocation.
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
-    pub waits: Vec<Wait>,
-    creates: Vec<Creates>,
-    /// The first use, and any further ones (most events use one object: no allocation on
-    /// the reader to be freed on another thread).
     first_use: Option<UserHold>,
+    more: Option<Box<More>>,
+}
+
+/// The rest of a [`Plan`].
+#[derive(Debug, Default)]
+struct More {
+    waits: Vec<Wait>,
+    creates: Vec<Creates>,
     uses: Vec<UserHold>,
 }
 
 impl Plan {
+    fn more(&mut self) -> &mut More {
+        self.more.get_or_insert_default()
+    }
+
+    /// Takes out what the event must wait for.
+    pub fn take_waits(&mut self) -> Vec<Wait> {
+        self.more
+            .as_mut()
+            .map(|m| std::mem::take(&mut m.waits))
+            .unwrap_or_default()
+    }
+
     /// Signals the event's end: `ok` is its outcome for the objects it creates.
     pub fn end(self, ok: bool) {
         let s = if ok { State::Ok } else { State::Failed };
-        for c in &self.creates {
+        for c in self.more.iter().flat_map(|m| &m.creates) {
             c.0.end(s);
         }
     }
@@ -303,7 +321,7 @@ impl Deps {
             && let Some(u) = self.users.remove(&k)
             && u.pending()
         {
-            plan.waits.push(Wait::Users(u));
+            plan.more().waits.push(Wait::Users(u));
         }
         for k in uses {
             self.user(&mut plan, k);
@@ -314,7 +332,7 @@ impl Deps {
         for k in creates {
             let c = Creation::new(State::Pending);
             self.creators.insert(k, c.clone());
-            plan.creates.push(Creates(c));
+            plan.more().creates.push(Creates(c));
         }
         plan
     }
@@ -324,7 +342,7 @@ impl Deps {
         if let Some(c) = self.creators.get(&k)
             && c.state() != State::Ok
         {
-            plan.waits.push(Wait::Creator(k, c.clone()));
+            plan.more().waits.push(Wait::Creator(k, c.clone()));
         }
     }
 
@@ -335,7 +353,7 @@ impl Deps {
         let hold = UserHold(u);
         match plan.first_use {
             None => plan.first_use = Some(hold),
-            Some(_) => plan.uses.push(hold),
+            Some(_) => plan.more().uses.push(hold),
         }
     }
 }

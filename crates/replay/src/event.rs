@@ -117,7 +117,7 @@ enum Later {
     /// It waits for a dependency or a slot (`queued_since`: when it found no free slot).
     Waiting {
         x: Exec,
-        ev: Event,
+        ev: Arc<Event>,
         waits: Vec<Wait>,
         queued_since: Option<u64>,
     },
@@ -154,7 +154,7 @@ fn start<P: Provider>(sh: &Shared<P>, d: Due, dispatched: u64) -> Started {
         mut plan,
         intended,
     } = d;
-    let waits = std::mem::take(&mut plan.waits);
+    let waits = plan.take_waits();
     let mut x = Exec {
         id: ev.id,
         op: ev.op.op_type(),
@@ -230,7 +230,7 @@ fn start<P: Provider>(sh: &Shared<P>, d: Due, dispatched: u64) -> Started {
 async fn run_waiting<P: Provider>(
     sh: Arc<Shared<P>>,
     mut x: Exec,
-    ev: Event,
+    ev: Arc<Event>,
     waits: Vec<Wait>,
     queued_since: Option<u64>,
 ) {
@@ -303,7 +303,7 @@ impl Exec {
     fn call<P: Provider>(
         &mut self,
         sh: &Shared<P>,
-        ev: Event,
+        ev: Arc<Event>,
         started: u64,
     ) -> Result<Result<(), Failure>, Call> {
         self.started = started;
@@ -322,7 +322,7 @@ impl Exec {
         ));
         self.ctx = Some(ctx.clone());
         let provider = sh.provider.clone();
-        let mut call: Call = Box::pin(async move { provider.execute(Arc::new(ev), ctx).await });
+        let mut call: Call = Box::pin(async move { provider.execute(ev, ctx).await });
         // A waker that does nothing: a call still pending moves to a task of its own, whose
         // first poll registers that task's waker.
         match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
