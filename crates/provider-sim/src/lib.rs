@@ -628,6 +628,12 @@ impl Provider for SimProvider {
         out
     }
 
+    /// A call draws its latency, admits itself to its pool and schedules its timer, then
+    /// waits: nothing blocks before that.
+    fn starts_inline(&self) -> bool {
+        true
+    }
+
     async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
         let (service, fails) = self.draw(&ev);
         let arrive = ctx.now_ns();

@@ -13,8 +13,10 @@
 //!   event's `dep_wait`, like a creator wait.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::SeqCst};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use trace_format::{Name, Op};
 
 /// An object a trace names.
@@ -38,54 +40,192 @@ pub(crate) enum State {
     Failed,
 }
 
+/// The outcome of one creating operation, for the operations that need its object. (A
+/// tokio `watch` channel did this before, at the cost of a channel per event.)
+#[derive(Debug)]
+pub(crate) struct Creation {
+    state: AtomicU8,
+    ended: Notify,
+}
+
+impl Creation {
+    fn new(s: State) -> Arc<Self> {
+        Arc::new(Self {
+            state: AtomicU8::new(s as u8),
+            ended: Notify::new(),
+        })
+    }
+
+    pub fn state(&self) -> State {
+        match self.state.load(SeqCst) {
+            0 => State::Pending,
+            1 => State::Ok,
+            _ => State::Failed,
+        }
+    }
+
+    /// Sets the outcome once (later calls change nothing) and wakes the waiters.
+    fn end(&self, s: State) {
+        if self
+            .state
+            .compare_exchange(State::Pending as u8, s as u8, SeqCst, SeqCst)
+            .is_ok()
+        {
+            self.ended.notify_waiters();
+        }
+    }
+
+    /// Waits until the creating operation has ended; its outcome.
+    async fn ended(&self) -> State {
+        loop {
+            let mut n = std::pin::pin!(self.ended.notified());
+            n.as_mut().enable();
+            match self.state() {
+                State::Pending => n.await,
+                s => return s,
+            }
+        }
+    }
+}
+
+/// The users of one object that have been planned and have not ended yet.
+#[derive(Debug, Default)]
+pub(crate) struct Users {
+    running: AtomicU64,
+    /// Set by a delete waiting for `running` to reach 0 (only then does the last user's end
+    /// take the notifier's lock).
+    watched: AtomicBool,
+    ended: Notify,
+}
+
+impl Users {
+    fn pending(&self) -> bool {
+        self.running.load(SeqCst) > 0
+    }
+
+    /// Waits until every user planned so far has ended.
+    async fn ended(&self) {
+        loop {
+            let mut n = std::pin::pin!(self.ended.notified());
+            n.as_mut().enable();
+            self.watched.store(true, SeqCst);
+            if !self.pending() {
+                return;
+            }
+            n.await;
+        }
+    }
+}
+
+/// One user's hold on [`Users`]: released when the event ends or is dropped unrun.
+#[derive(Debug)]
+struct UserHold(Arc<Users>);
+
+impl Drop for UserHold {
+    fn drop(&mut self) {
+        // SeqCst pairs with `ended`: either the waiter sees 0 or this sees `watched`.
+        if self.0.running.fetch_sub(1, SeqCst) == 1 && self.0.watched.load(SeqCst) {
+            self.0.ended.notify_waiters();
+        }
+    }
+}
+
+/// A creating operation's end, signalled with its outcome; dropped unsignalled (it never
+/// ran) it counts as failed.
+#[derive(Debug)]
+struct Creates(Arc<Creation>);
+
+impl Drop for Creates {
+    fn drop(&mut self) {
+        self.0.end(State::Failed);
+    }
+}
+
 /// The creating operations seen so far, and the operations using each object.
 #[derive(Debug, Default)]
 pub(crate) struct Deps {
-    creators: HashMap<Key, watch::Receiver<State>>,
+    creators: HashMap<Key, Arc<Creation>>,
     /// Per `Key::VolumeUsers`/`Key::SnapshotUsers`: the users not known to have ended.
-    users: HashMap<Key, Users>,
+    users: HashMap<Key, Arc<Users>>,
     /// The volumes of each attached workload (its detach, abort and reschedule use them).
     workload_volumes: HashMap<Name, Vec<Name>>,
 }
 
-/// The users of one object that may still be running.
-#[derive(Debug, Default)]
-struct Users {
-    pending: Vec<watch::Receiver<State>>,
-    /// Length after the last pruning: ended users are dropped when it doubles (amortised
-    /// O(1) per user, so a volume with millions of `io` events stays small).
-    pruned_at: usize,
+/// Something an event must wait for.
+#[derive(Debug)]
+pub(crate) enum Wait {
+    /// The operation creating this object.
+    Creator(Key, Arc<Creation>),
+    /// The earlier users of an object (they only have to end).
+    Users(Arc<Users>),
 }
 
-impl Users {
-    fn push(&mut self, rx: watch::Receiver<State>) {
-        if self.pending.len() >= 2 * self.pruned_at.max(8) {
-            self.pending.retain(|r| *r.borrow() == State::Pending);
-            self.pruned_at = self.pending.len();
+impl Wait {
+    /// Whether it has not happened yet.
+    pub fn pending(&self) -> bool {
+        match self {
+            Wait::Creator(_, c) => c.state() == State::Pending,
+            Wait::Users(u) => u.pending(),
         }
-        self.pending.push(rx);
     }
 }
 
-/// What one event must wait for, and the objects it creates.
+/// What one event must wait for, and what its end signals: the objects it creates (with
+/// its outcome) and its end as a user of objects. Dropped unrun, the creations count as
+/// failed and the uses as ended. Small (two words), as it travels with the event from the
+/// reader to the provider call: the common event uses one object and neither waits nor
+/// creates, which needs no allocation.
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
-    pub waits: Vec<(Key, watch::Receiver<State>)>,
-    /// Signalled with the event's outcome when it ends (objects it creates, and its end as a
-    /// user of objects); dropped unsent when it never ran, which also counts as ended for
-    /// users.
-    pub creates: Vec<watch::Sender<State>>,
+    first_use: Option<UserHold>,
+    more: Option<Box<More>>,
+}
+
+/// The rest of a [`Plan`].
+#[derive(Debug, Default)]
+struct More {
+    waits: Vec<Wait>,
+    creates: Vec<Creates>,
+    uses: Vec<UserHold>,
+}
+
+impl Plan {
+    fn more(&mut self) -> &mut More {
+        self.more.get_or_insert_default()
+    }
+
+    /// Takes out what the event must wait for.
+    pub fn take_waits(&mut self) -> Vec<Wait> {
+        self.more
+            .as_mut()
+            .map(|m| std::mem::take(&mut m.waits))
+            .unwrap_or_default()
+    }
+
+    /// Signals the event's end: `ok` is its outcome for the objects it creates.
+    pub fn end(self, ok: bool) {
+        let s = if ok { State::Ok } else { State::Failed };
+        for c in self.more.iter().flat_map(|m| &m.creates) {
+            c.0.end(s);
+        }
+    }
 }
 
 impl Deps {
     /// Marks objects that exist before the trace starts.
     pub fn exists(&mut self, key: Key) {
-        let (_tx, rx) = watch::channel(State::Ok);
-        self.creators.insert(key, rx);
+        self.creators.insert(key, Creation::new(State::Ok));
     }
 
     /// Plans one event: which creators to wait for and which objects it creates.
     pub fn plan(&mut self, op: &Op) -> Plan {
+        // The common case, without the general case's lists.
+        if let Op::Io(io) = op {
+            let mut plan = Plan::default();
+            self.need(&mut plan, Key::Volume(io.volume.clone()));
+            self.user(&mut plan, Key::VolumeUsers(io.volume.clone()));
+            return plan;
+        }
         let mut needs: Vec<Key> = Vec::new();
         let mut creates: Vec<Key> = Vec::new();
         let mut removes: Vec<Key> = Vec::new();
@@ -175,57 +315,83 @@ impl Deps {
         }
         let mut plan = Plan::default();
         for k in needs {
-            if let Some(rx) = self.creators.get(&k)
-                && *rx.borrow() != State::Ok
-            {
-                plan.waits.push((k, rx.clone()));
-            }
+            self.need(&mut plan, k);
         }
         if let Some(k) = after_users
             && let Some(u) = self.users.remove(&k)
+            && u.pending()
         {
-            plan.waits.extend(
-                u.pending
-                    .into_iter()
-                    .filter(|r| *r.borrow() == State::Pending)
-                    .map(|r| (k.clone(), r)),
-            );
+            plan.more().waits.push(Wait::Users(u));
         }
-        if !uses.is_empty() {
-            let (tx, rx) = watch::channel(State::Pending);
-            for k in uses {
-                self.users.entry(k).or_default().push(rx.clone());
-            }
-            plan.creates.push(tx);
+        for k in uses {
+            self.user(&mut plan, k);
         }
         for k in removes {
             self.creators.remove(&k);
         }
         for k in creates {
-            let (tx, rx) = watch::channel(State::Pending);
-            self.creators.insert(k, rx);
-            plan.creates.push(tx);
+            let c = Creation::new(State::Pending);
+            self.creators.insert(k, c.clone());
+            plan.more().creates.push(Creates(c));
         }
         plan
     }
+
+    /// The event needs object `k`: it waits for its creator unless that succeeded already.
+    fn need(&self, plan: &mut Plan, k: Key) {
+        if let Some(c) = self.creators.get(&k)
+            && c.state() != State::Ok
+        {
+            plan.more().waits.push(Wait::Creator(k, c.clone()));
+        }
+    }
+
+    /// The event is a user of `k` (a `*Users` key): a later delete waits for its end.
+    fn user(&mut self, plan: &mut Plan, k: Key) {
+        let u = self.users.entry(k).or_default().clone();
+        u.running.fetch_add(1, SeqCst);
+        let hold = UserHold(u);
+        match plan.first_use {
+            None => plan.first_use = Some(hold),
+            Some(_) => plan.more().uses.push(hold),
+        }
+    }
+}
+
+/// Whether every wait in `waits` has happened; `Err` names the first object whose creation
+/// failed. Only for waits none of which is pending (see [`Wait::pending`]).
+pub(crate) fn check_all(waits: &[Wait]) -> Result<(), String> {
+    for w in waits {
+        if let Wait::Creator(key, c) = w
+            && c.state() != State::Ok
+        {
+            return Err(not_created(key));
+        }
+    }
+    Ok(())
 }
 
 /// Waits for every creator and user in `waits`; `Err` names the first object whose creation
 /// failed (users only have to end, whatever their outcome).
-pub(crate) async fn wait_all(waits: Vec<(Key, watch::Receiver<State>)>) -> Result<(), String> {
-    for (key, mut rx) in waits {
-        let ok = match rx.wait_for(|s| *s != State::Pending).await {
-            Ok(s) => *s == State::Ok,
-            Err(_) => false,
-        };
-        if !ok {
-            return Err(match key {
-                Key::Volume(n) => format!("volume {n:?} was not created"),
-                Key::Snapshot(n) => format!("snapshot {n:?} was not created"),
-                Key::Workload(n) => format!("workload {n:?} was not started"),
-                Key::VolumeUsers(_) | Key::SnapshotUsers(_) => continue,
-            });
+pub(crate) async fn wait_all(waits: &[Wait]) -> Result<(), String> {
+    for w in waits {
+        match w {
+            Wait::Creator(key, c) => {
+                if c.ended().await != State::Ok {
+                    return Err(not_created(key));
+                }
+            }
+            Wait::Users(u) => u.ended().await,
         }
     }
     Ok(())
+}
+
+fn not_created(key: &Key) -> String {
+    match key {
+        Key::Volume(n) => format!("volume {n:?} was not created"),
+        Key::Snapshot(n) => format!("snapshot {n:?} was not created"),
+        Key::Workload(n) => format!("workload {n:?} was not started"),
+        Key::VolumeUsers(n) | Key::SnapshotUsers(n) => format!("users of {n:?} did not end"),
+    }
 }

@@ -7,7 +7,7 @@
 //! (which waits for blocking provider work still running), then removes every object the
 //! ledger says the run still owns, and writes the summary and final manifest.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
@@ -18,15 +18,14 @@ use tokio::sync::{Semaphore, watch};
 use trace_format::{CreateVolume, Event, Op, OpType, TraceReader};
 
 use crate::Error;
-use crate::deps::{Deps, Key, Plan, State, wait_all};
+use crate::deps::{Deps, Key};
+use crate::event::{self, Shared};
 use crate::ledger::Ledger;
 use crate::live::Live;
-use crate::provider::{
-    CleanupReport, OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline, ns_since,
-};
-use crate::record::{CompletionState, EventRecord, Outcome, Summary};
+use crate::provider::{CleanupReport, OpCtx, Provider, RunInfo, SnapshotTimeline};
+use crate::record::{CompletionState, Summary};
 use crate::rundir::{HostInfo, Manifest, ProviderInfo, RunDir, TraceInfo, sha256_file};
-use crate::sink::{Done, Sink, SinkResult};
+use crate::sink::{Sink, SinkResult, ToSink};
 use crate::timing;
 use crate::validity::{self, Measured, ValidityOptions, Verdict};
 
@@ -133,171 +132,6 @@ pub struct RunOutcome {
     pub manifest: Manifest,
     /// The summary (also in `summary.json`).
     pub summary: Summary,
-}
-
-struct Shared<P> {
-    provider: Arc<P>,
-    origin: Instant,
-    origin_wall: SystemTime,
-    ledger: Arc<Ledger>,
-    snapshots: Arc<SnapshotTimeline>,
-    done: mpsc::Sender<Done>,
-    live: Arc<Live>,
-    cancel: watch::Receiver<bool>,
-    sems: HashMap<OpType, Arc<Semaphore>>,
-    timeouts: HashMap<OpType, Duration>,
-    fail_fast: bool,
-    control: RunControl,
-}
-
-impl<P> Shared<P> {
-    fn now(&self) -> u64 {
-        ns_since(self.origin, Instant::now())
-    }
-}
-
-type Failure = (String, String);
-
-fn fail(class: &str, msg: impl Into<String>) -> Failure {
-    (class.to_owned(), msg.into())
-}
-
-async fn cancelled(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|c| *c).await;
-}
-
-async fn execute_event<P: Provider>(
-    sh: Arc<Shared<P>>,
-    ev: Arc<Event>,
-    plan: Plan,
-    intended: u64,
-    dispatched: u64,
-) {
-    let op = ev.op.op_type();
-    let t0 = sh.now();
-    let ctx = Arc::new(
-        OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
-            .with_origin_wall(sh.origin_wall),
-    );
-    let (mut dep_wait, mut queue, mut started) = (0, 0, t0);
-    // Whether the start depends on more than the engine: a creator still running now, or
-    // (below) no free slot.
-    let mut waited = plan
-        .waits
-        .iter()
-        .any(|(_, rx)| *rx.borrow() == State::Pending);
-    let mut reached = false;
-    let mut snap_idx = None;
-    let mark = sh.snapshots.mark();
-    let result: Result<(), Failure> = async {
-        if !plan.waits.is_empty() {
-            let r = tokio::select! {
-                r = wait_all(plan.waits) => r.map_err(|m| fail("dependency_failed", m)),
-                () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while waiting for a dependency")),
-            };
-            dep_wait = sh.now() - t0;
-            r?;
-        }
-        let _permit = match sh.sems.get(&op) {
-            Some(sem) => {
-                let q0 = sh.now();
-                let p = match sem.clone().try_acquire_owned() {
-                    Ok(p) => Ok(p),
-                    Err(_) => {
-                        waited = true;
-                        tokio::select! {
-                            p = sem.clone().acquire_owned() => p.map_err(|_| fail("cancelled", "semaphore closed")),
-                            () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while queued")),
-                        }
-                    }
-                };
-                queue = sh.now() - q0;
-                Some(p?)
-            }
-            None => None,
-        };
-        started = sh.now();
-        reached = true;
-        if op == OpType::Marker {
-            return Ok(());
-        }
-        if op == OpType::Snapshot {
-            snap_idx = Some(sh.snapshots.begin(started));
-        }
-        let call = sh.provider.execute(ev.clone(), ctx.clone());
-        let timed = async {
-            match sh.timeouts.get(&op) {
-                Some(&d) => match tokio::time::timeout(d, call).await {
-                    Ok(r) => r,
-                    Err(_) => Err(ProviderError::new("timeout", format!("no completion within {d:?}"))),
-                },
-                None => call.await,
-            }
-        };
-        tokio::select! {
-            r = timed => r.map_err(|e| (e.class, e.message)),
-            () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped after the grace period")),
-        }
-    }
-    .await;
-    let now = sh.now();
-    // A provider may know the operation completed before `execute` returned (the arrival of
-    // the watch event that showed it): use that, within [started, now].
-    let completed = match ctx.completed_ns() {
-        Some(c) if result.is_ok() => c.clamp(started, now),
-        _ => now,
-    };
-    if let Some(i) = snap_idx {
-        sh.snapshots.end(i, completed);
-    }
-    let state = if result.is_ok() {
-        State::Ok
-    } else {
-        State::Failed
-    };
-    for tx in plan.creates {
-        let _ = tx.send(state);
-    }
-    let (phases, io) = ctx.take();
-    let (outcome, error_class, error) = match result {
-        Ok(()) => (Outcome::Ok, None, None),
-        Err((c, m)) => (Outcome::Error, Some(c), Some(m)),
-    };
-    let mut record = EventRecord {
-        id: ev.id,
-        op,
-        intended,
-        dispatched,
-        started,
-        completed,
-        outcome,
-        error_class,
-        error,
-        phases,
-        dep_wait,
-        queue,
-        response: 0,
-        service: 0,
-        lateness: 0,
-        pickup: t0.saturating_sub(dispatched),
-        waited,
-        start_lateness: (reached && !waited).then(|| started.saturating_sub(intended)),
-        during_snapshot: matches!(op, OpType::Io | OpType::IoPhase)
-            && sh.snapshots.overlapped_since(mark),
-    };
-    record.derive();
-    if outcome == Outcome::Error {
-        sh.live.failed.fetch_add(1, Relaxed);
-        if sh.fail_fast {
-            sh.control.request_stop(format!(
-                "fail-fast: event {} ({op}) failed: {}",
-                ev.id,
-                record.error_class.as_deref().unwrap_or("error")
-            ));
-        }
-    }
-    let _ = sh.done.send(Done { record, io });
-    sh.live.done.fetch_add(1, SeqCst);
 }
 
 /// Replays the trace at `trace` against `provider`, writing the run directory `run_dir`
@@ -537,8 +371,8 @@ impl Clocked {
 
 /// Starts the reader, waits for the first event, sets the origin, starts the sink and runs
 /// the timing lanes and the dispatch thread until the trace ends or a stop is requested.
-/// Every event becomes a task on the runtime ([`execute_event`]); they may still be running
-/// when this returns.
+/// Every batch of events becomes a task on the runtime ([`event::run_batch`]); they may still
+/// be running when this returns.
 fn clock<P: Provider>(
     p: &mut Prepared,
     provider: &Arc<P>,
@@ -561,7 +395,7 @@ fn clock<P: Provider>(
     // Recorded before the first event, so a crashed run's records can be placed too.
     p.manifest.origin = jiff::Timestamp::try_from(origin_wall).ok();
     p.rd.write_manifest(&p.manifest)?;
-    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    let (done_tx, done_rx) = mpsc::channel::<ToSink>();
     let sink = Sink::create(p.rd.path(), origin, origin_wall, opts.validity.window_ns)?;
     let sink = std::thread::Builder::new()
         .name("cnsreplay-sink".into())
@@ -591,23 +425,20 @@ fn clock<P: Provider>(
         control: control.clone(),
     });
 
-    // The timing and dispatch threads; each batch of due events becomes one runtime task
-    // that spawns one task per event.
+    // The timing and dispatch threads. Each batch of due events is started by the dispatch
+    // thread itself, in the runtime's context, when the provider's calls start inline, else
+    // by a runtime task; either gives a runtime task of its own only to an event that waits.
     let handle = p.rt.handle().clone();
     let busy_before = busy_time(&handle);
+    let inline = provider.starts_inline();
     let timing_notices = timing::dispatch(feed, origin, opts.timing, control, &live, |batch| {
-        let sh = shared.clone();
-        handle.spawn(async move {
-            for (d, dispatched) in batch {
-                tokio::spawn(execute_event(
-                    sh.clone(),
-                    Arc::new(d.ev),
-                    d.plan,
-                    d.intended,
-                    dispatched,
-                ));
-            }
-        });
+        if inline {
+            let _runtime = handle.enter();
+            event::run_batch(&shared, batch);
+        } else {
+            let sh = shared.clone();
+            handle.spawn(async move { event::run_batch(&sh, batch) });
+        }
     })?;
     p.notices.extend(timing_notices);
     let _ = reader_thread.join();

@@ -11,7 +11,9 @@
 
 mod deps;
 pub mod engine;
+mod event;
 pub mod ledger;
+mod line;
 pub mod live;
 pub mod noop;
 pub mod precise;

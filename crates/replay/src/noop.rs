@@ -26,6 +26,10 @@ impl Provider for NoopProvider {
         Ok(Vec::new())
     }
 
+    fn starts_inline(&self) -> bool {
+        true
+    }
+
     async fn execute(&self, _ev: Arc<Event>, _ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
         Ok(())
     }

@@ -9,7 +9,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime};
 
@@ -118,12 +118,16 @@ impl SnapshotTimeline {
 #[derive(Debug)]
 pub struct OpCtx {
     origin: Instant,
-    origin_wall: SystemTime,
+    /// Set by the engine; `None`: mapped from `origin` when asked (no clock reads per event).
+    origin_wall: Option<SystemTime>,
     phases: Mutex<Vec<Phase>>,
     ledger: Arc<Ledger>,
     snapshots: Arc<SnapshotTimeline>,
     io: Mutex<Vec<IoReport>>,
     completed: Mutex<Option<Instant>>,
+    /// Set once the provider reported anything above, so the engine takes no lock for an
+    /// operation that reported nothing (most, at high rates).
+    reported: AtomicBool,
     /// Trace id of the event.
     pub event_id: u64,
 }
@@ -148,12 +152,13 @@ impl OpCtx {
     ) -> Self {
         Self {
             origin,
-            origin_wall: wall_of(origin),
+            origin_wall: None,
             phases: Mutex::new(Vec::new()),
             ledger,
             snapshots,
             io: Mutex::new(Vec::new()),
             completed: Mutex::new(None),
+            reported: AtomicBool::new(false),
             event_id,
         }
     }
@@ -169,17 +174,17 @@ impl OpCtx {
     }
 
     /// Sets the run origin's wall-clock instant (the engine's, fixed once per run; without
-    /// it, [`OpCtx::new`] maps `origin` to the wall clock when called).
+    /// it, [`OpCtx::origin_wall`] maps `origin` to the wall clock when asked).
     #[must_use]
     pub fn with_origin_wall(mut self, at: SystemTime) -> Self {
-        self.origin_wall = at;
+        self.origin_wall = Some(at);
         self
     }
 
     /// The run origin on the wall clock: where a clock stamp from elsewhere (an iogen
     /// interval log's `#[StartTime]`, written by the node's clock) meets run time.
     pub fn origin_wall(&self) -> SystemTime {
-        self.origin_wall
+        self.origin_wall.unwrap_or_else(|| wall_of(self.origin))
     }
 
     /// Marks the end of phase `name` now.
@@ -191,6 +196,7 @@ impl OpCtx {
     /// when the watch event that showed it arrived), which may be earlier than now.
     pub fn phase_at(&self, name: &str, when: Instant) {
         let at = ns_since(self.origin, when);
+        self.reported.store(true, SeqCst);
         self.phases
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -205,6 +211,7 @@ impl OpCtx {
     /// uses it for a successful operation's `completed`, kept within `[started, return]`;
     /// the last call wins.
     pub fn completed_at(&self, when: Instant) {
+        self.reported.store(true, SeqCst);
         *self
             .completed
             .lock()
@@ -213,6 +220,9 @@ impl OpCtx {
 
     /// The completion instant reported with [`OpCtx::completed_at`], as ns since the origin.
     pub(crate) fn completed_ns(&self) -> Option<u64> {
+        if !self.reported.load(SeqCst) {
+            return None;
+        }
         self.completed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -231,6 +241,7 @@ impl OpCtx {
 
     /// Adds measured I/O latencies to the run's I/O split.
     pub fn report_io(&self, r: IoReport) {
+        self.reported.store(true, SeqCst);
         self.io
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -238,6 +249,9 @@ impl OpCtx {
     }
 
     pub(crate) fn take(&self) -> (Vec<Phase>, Vec<IoReport>) {
+        if !self.reported.load(SeqCst) {
+            return (Vec::new(), Vec::new());
+        }
         (
             std::mem::take(&mut *self.phases.lock().unwrap_or_else(PoisonError::into_inner)),
             std::mem::take(&mut *self.io.lock().unwrap_or_else(PoisonError::into_inner)),
@@ -363,6 +377,17 @@ pub trait Provider: Send + Sync + 'static {
     /// go into the run's verdict: see [`crate::validity`].
     fn client_throttling(&self) -> Vec<ClientThrottling> {
         Vec::new()
+    }
+
+    /// Whether every call of [`Provider::execute`] is cheap and never blocks up to its first
+    /// `.await` that waits (no blocking I/O, no `block_in_place`, no long computation), so
+    /// the engine may begin calls on its dispatch thread, polling each once there and giving
+    /// a runtime task only to a call still pending. Otherwise (the default) each batch of
+    /// due events is handed to a runtime worker first, where a blocking call stalls only
+    /// that worker (and shows in `workers_busy`). Starting inline saves a worker wake-up per
+    /// batch: the engine's maximum rate and start lateness (docs/PERFORMANCE.md).
+    fn starts_inline(&self) -> bool {
+        false
     }
 
     /// Performs one event's operation. Markers are never passed here.

@@ -69,8 +69,9 @@ pub struct EventRecord {
     pub service: u64,
     /// dispatched − intended.
     pub lateness: u64,
-    /// Time from dispatch until the engine began the event on its runtime (scheduling delay of
-    /// the tokio workers; part of `response`, not of `lateness` or `service`).
+    /// Time from dispatch until the engine began the event: the dispatch thread, or the
+    /// runtime worker its batch was handed to, reaching it (their wake-ups and the batch's
+    /// earlier events; part of `response`, not of `lateness` or `service`).
     #[serde(default)]
     pub pickup: u64,
     /// Whether the event waited for a dependency still being created or for a concurrency

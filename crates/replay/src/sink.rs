@@ -13,6 +13,7 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use trace_format::OpType;
 
+use crate::line;
 use crate::provider::IoReport;
 use crate::record::{EventRecord, IoSplit, OpSummary, Outcome, Percentiles};
 use crate::validity::WindowSums;
@@ -27,11 +28,21 @@ pub(crate) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_NS, 3).expect("constant, valid histogram bounds")
 }
 
-/// A message to the sink.
+/// One finished event.
 pub(crate) struct Done {
     pub record: EventRecord,
     pub io: Vec<IoReport>,
 }
+
+/// A message to the sink: one event (an operation that finished on its own task), or the
+/// events a dispatch batch finished inline (one channel message for many events).
+pub(crate) enum ToSink {
+    One(Done),
+    Batch(Vec<Done>),
+}
+
+/// Bytes of `events.jsonl` gathered before they are written out.
+const WRITE_CHUNK: usize = 1 << 20;
 
 #[derive(Default)]
 struct OpHists {
@@ -74,7 +85,9 @@ pub(crate) struct SinkResult {
 
 pub(crate) struct Sink {
     run_dir: PathBuf,
-    events: BufWriter<fs_err::File>,
+    events: fs_err::File,
+    /// Lines not yet written to `events`.
+    pending: Vec<u8>,
     ops: BTreeMap<OpType, OpHists>,
     errors: BTreeMap<String, u64>,
     lateness: Histogram<u64>,
@@ -99,11 +112,11 @@ impl Sink {
         window_ns: u64,
     ) -> std::io::Result<Self> {
         fs_err::create_dir_all(run_dir.join("histograms"))?;
-        let events =
-            BufWriter::with_capacity(1 << 20, fs_err::File::create(run_dir.join("events.jsonl"))?);
+        let events = fs_err::File::create(run_dir.join("events.jsonl"))?;
         Ok(Self {
             run_dir: run_dir.to_owned(),
             events,
+            pending: Vec::with_capacity(WRITE_CHUNK + 4096),
             ops: BTreeMap::new(),
             errors: BTreeMap::new(),
             lateness: histogram(),
@@ -122,17 +135,17 @@ impl Sink {
     }
 
     /// Consumes records until every sender is gone.
-    pub fn run(mut self, rx: &Receiver<Done>) -> std::io::Result<SinkResult> {
+    pub fn run(mut self, rx: &Receiver<ToSink>) -> std::io::Result<SinkResult> {
         let mut last_flush = Instant::now();
         loop {
             match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(d) => {
-                    self.add(d)?;
+                Ok(m) => {
+                    self.take(m)?;
                     // Take what else is queued, then pause: at high event rates this thread
                     // wakes ~1000 times a second instead of once per record, leaving the cores
                     // to the timing lanes and the workers. Records wait in the channel.
-                    while let Ok(d) = rx.try_recv() {
-                        self.add(d)?;
+                    while let Ok(m) = rx.try_recv() {
+                        self.take(m)?;
                     }
                     std::thread::sleep(BATCH_PAUSE);
                 }
@@ -140,12 +153,12 @@ impl Sink {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             if last_flush.elapsed() >= Duration::from_secs(1) {
-                self.events.flush()?;
+                self.write_pending()?;
                 self.write_intervals()?;
                 last_flush = Instant::now();
             }
         }
-        self.events.flush()?;
+        self.write_pending()?;
         self.write_intervals()?;
         for h in self.ops.values_mut() {
             if let Some(l) = h.log.as_mut() {
@@ -155,10 +168,28 @@ impl Sink {
         Ok(self.finish())
     }
 
-    fn add(&mut self, d: Done) -> std::io::Result<()> {
+    fn take(&mut self, m: ToSink) -> std::io::Result<()> {
+        match m {
+            ToSink::One(d) => self.add(d),
+            ToSink::Batch(v) => v.into_iter().for_each(|d| self.add(d)),
+        }
+        if self.pending.len() >= WRITE_CHUNK {
+            self.write_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the lines gathered so far to `events.jsonl`.
+    fn write_pending(&mut self) -> std::io::Result<()> {
+        self.events.write_all(&self.pending)?;
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn add(&mut self, d: Done) {
         let r = d.record;
-        serde_json::to_writer(&mut self.events, &r).map_err(std::io::Error::other)?;
-        self.events.write_all(b"\n")?;
+        line::write_record(&mut self.pending, &r);
+        self.pending.push(b'\n');
         self.last_completed = self.last_completed.max(r.completed);
         self.lateness.saturating_record(r.lateness);
         self.pickup.saturating_record(r.pickup);
@@ -209,7 +240,6 @@ impl Sink {
             let _ = self.io_with.add(&io.with_snapshot);
             let _ = self.io_without.add(&io.without_snapshot);
         }
-        Ok(())
     }
 
     /// Writes the interval histograms gathered since the last call to each op's `.hlog`.

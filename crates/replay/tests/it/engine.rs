@@ -336,3 +336,80 @@ fn delete_volume_waits_for_the_earlier_users_of_the_volume() {
     assert_eq!(dv.outcome, Outcome::Ok, "{:?}", dv.error);
     assert!(dv.dep_wait >= 600 * MS, "dep_wait {}", dv.dep_wait);
 }
+
+fn io(v: &str) -> Op {
+    Op::Io(trace_format::Io {
+        volume: v.into(),
+        kind: trace_format::IoKind::Read,
+        offset: 0,
+        len: 4096,
+    })
+}
+
+/// Events that need not wait run inline on their batch's task (the `noop` provider
+/// completes every call on its first poll): each still gets exactly one record with the
+/// instants in order and its start lateness, and dependencies are honoured in trace order,
+/// also within one batch.
+#[test]
+fn events_finished_inline_are_recorded_once_with_their_instants() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut events = vec![(0, create("v")), (0, io("v"))];
+    events.extend((0..300).map(|i| (MS + i * 1000, io("v"))));
+    events.push((
+        2 * MS,
+        Op::Marker(trace_format::Marker { name: "m".into() }),
+    ));
+    events.push((2 * MS, delete_volume("v")));
+    let trace = write_trace(dir.path(), &events);
+    let out = replay::run(
+        &trace,
+        &dir.path().join("run"),
+        &Arc::new(replay::noop::NoopProvider),
+        &RunOptions::default(),
+        &RunControl::new(),
+    )
+    .expect("run");
+    assert_eq!(out.summary.dispatched, events.len() as u64);
+    assert_eq!(out.summary.ok, events.len() as u64);
+    let mut recs = records(&dir.path().join("run"));
+    recs.sort_by_key(|r| r.id);
+    let ids: Vec<u64> = recs.iter().map(|r| r.id).collect();
+    assert_eq!(ids, (0..events.len() as u64).collect::<Vec<_>>());
+    for r in &recs {
+        assert!(r.intended <= r.dispatched, "{r:?}");
+        assert!(r.dispatched + r.pickup <= r.started, "{r:?}");
+        assert!(r.started <= r.completed, "{r:?}");
+        assert_eq!(r.response, r.completed - r.intended);
+        if r.waited {
+            assert_eq!(r.start_lateness, None);
+        } else {
+            assert_eq!(r.start_lateness, Some(r.started - r.intended), "{r:?}");
+        }
+    }
+    // The io at 0 needs the volume created at 0 (same instant, same batch or not).
+    assert!(recs[1].started >= recs[0].completed, "{:?}", &recs[..2]);
+    // The delete waits for every io before it.
+    let last_io = recs[..302].iter().map(|r| r.completed).max().unwrap_or(0);
+    assert!(recs[303].started >= last_io, "{:?}", recs[303]);
+}
+
+/// An event whose creator failed before the event was reached fails with
+/// `dependency_failed` at once, never reaching the provider (no start lateness).
+#[test]
+fn a_dependency_that_already_failed_fails_the_event_inline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = run_sim(
+        dir.path(),
+        &[(0, create("v")), (100 * MS, io("v"))],
+        "errors: {create_volume: 1.0}\nops: {create_volume: {dist: constant, value: 1ms}}\n",
+        &RunOptions::default(),
+    );
+    assert_eq!(out.summary.errors.get("dependency_failed"), Some(&1));
+    let recs = records(&dir.path().join("run"));
+    let i = recs.iter().find(|r| r.op == OpType::Io).expect("io");
+    assert_eq!(i.outcome, Outcome::Error);
+    assert_eq!(i.error_class.as_deref(), Some("dependency_failed"));
+    assert!(!i.waited, "its creator had ended long before");
+    assert_eq!(i.start_lateness, None);
+    assert_eq!(i.error.as_deref(), Some("volume \"v\" was not created"));
+}

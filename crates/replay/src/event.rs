@@ -1,0 +1,419 @@
+//! One event: its dependencies, a concurrency slot, the provider call under an optional
+//! timeout, and its record for the sink.
+//!
+//! Each batch of due events is started in one go ([`run_batch`]): by the dispatch thread
+//! itself, in the runtime's context, for a provider whose calls start inline
+//! ([`Provider::starts_inline`]: `noop`, `sim`), else by one runtime task. When nothing an
+//! event depends on is still pending and a slot is free, the provider is called and the call
+//! polled once. An operation that completes then (the `noop` provider, a marker, a failed
+//! dependency) is finished there, and the batch's records go to the sink in one message;
+//! only an event that must wait — for a dependency, a slot or the provider — gets a runtime
+//! task of its own, all of a batch's handed over in one. (A runtime task per event was half
+//! of the engine's CPU at its maximum rate: allocating and copying each event's future,
+//! registering and removing the task; and a runtime task per batch adds a worker wake-up to
+//! every event's pickup.) Either way the instants mean the same: `pickup` ends when the
+//! engine reaches the event, `started` is taken just before the provider call, and both
+//! include the time spent on the batch's earlier events.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::{Arc, mpsc};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use trace_format::{Event, OpType};
+
+use crate::deps::{self, Plan, Wait};
+use crate::engine::RunControl;
+use crate::ledger::Ledger;
+use crate::live::Live;
+use crate::provider::{OpCtx, Provider, ProviderError, SnapshotMark, SnapshotTimeline, ns_since};
+use crate::record::{EventRecord, Outcome};
+use crate::sink::{Done, ToSink};
+use crate::timing::{Dispatched, Due};
+
+/// What every event of a run shares.
+pub(crate) struct Shared<P> {
+    pub provider: Arc<P>,
+    pub origin: Instant,
+    /// `origin` on the wall clock (`manifest.origin`; `OpCtx::origin_wall`).
+    pub origin_wall: SystemTime,
+    pub ledger: Arc<Ledger>,
+    pub snapshots: Arc<SnapshotTimeline>,
+    pub done: mpsc::Sender<ToSink>,
+    pub live: Arc<Live>,
+    pub cancel: watch::Receiver<bool>,
+    pub sems: HashMap<OpType, Arc<Semaphore>>,
+    pub timeouts: HashMap<OpType, Duration>,
+    pub fail_fast: bool,
+    pub control: RunControl,
+}
+
+impl<P> Shared<P> {
+    fn now(&self) -> u64 {
+        ns_since(self.origin, Instant::now())
+    }
+
+    /// Hands one finished event to the sink.
+    fn send_one(&self, d: Done) {
+        let _ = self.done.send(ToSink::One(d));
+        self.live.done.fetch_add(1, SeqCst);
+    }
+}
+
+type Failure = (String, String);
+
+fn fail(class: &str, msg: impl Into<String>) -> Failure {
+    (class.to_owned(), msg.into())
+}
+
+async fn cancelled(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|c| *c).await;
+}
+
+type Call = Pin<Box<dyn Future<Output = Result<(), ProviderError>> + Send>>;
+
+/// Starts every event of a dispatched batch (on the dispatch thread in the runtime's
+/// context, or on a runtime task), sends the records of those that finished at once to the sink in one message,
+/// and hands the others to the runtime in one task, which gives each a task of its own.
+pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>) {
+    let mut finished = Vec::new();
+    let mut later = Vec::new();
+    for (d, dispatched) in batch {
+        match start(sh, d, dispatched) {
+            Started::Finished(done) => finished.push(done),
+            Started::Later(l) => later.push(l),
+        }
+    }
+    if !finished.is_empty() {
+        let n = finished.len() as u64;
+        let _ = sh.done.send(ToSink::Batch(finished));
+        // After the send: the drain must not see an event done before its record is queued.
+        sh.live.done.fetch_add(n, SeqCst);
+    }
+    if !later.is_empty() {
+        // Spawned from inside the runtime, each task goes to that worker's own queue: one
+        // hand-over to the runtime (and at most one worker woken) per batch, not per event.
+        let sh = sh.clone();
+        tokio::spawn(async move {
+            for l in later {
+                tokio::spawn(run_later(sh.clone(), l));
+            }
+        });
+    }
+}
+
+/// How [`start`] left an event.
+enum Started {
+    /// It finished: its record.
+    Finished(Done),
+    /// It continues on a task of its own.
+    Later(Later),
+}
+
+/// An event that continues on a task of its own.
+enum Later {
+    /// It waits for a dependency or a slot (`queued_since`: when it found no free slot).
+    Waiting {
+        x: Exec,
+        ev: Arc<Event>,
+        waits: Vec<Wait>,
+        queued_since: Option<u64>,
+    },
+    /// Its provider call is still running.
+    Running {
+        x: Exec,
+        call: Call,
+        permit: Option<OwnedSemaphorePermit>,
+    },
+}
+
+async fn run_later<P: Provider>(sh: Arc<Shared<P>>, l: Later) {
+    match l {
+        Later::Waiting {
+            x,
+            ev,
+            waits,
+            queued_since,
+        } => run_waiting(sh, x, ev, waits, queued_since).await,
+        Later::Running { x, call, permit } => {
+            let result = x.complete(&sh, call).await;
+            drop(permit);
+            let done = x.finish(&sh, result);
+            sh.send_one(done);
+        }
+    }
+}
+
+/// Starts one event: finished at once, or to be continued on a task of its own.
+fn start<P: Provider>(sh: &Shared<P>, d: Due, dispatched: u64) -> Started {
+    let t0 = sh.now();
+    let Due {
+        ev,
+        mut plan,
+        intended,
+    } = d;
+    let waits = plan.take_waits();
+    let mut x = Exec {
+        id: ev.id,
+        op: ev.op.op_type(),
+        plan,
+        intended,
+        dispatched,
+        t0,
+        dep_wait: 0,
+        queue: 0,
+        started: t0,
+        // Whether the start depends on more than the engine: a creator or user still
+        // running now, or (below) no free slot.
+        waited: waits.iter().any(Wait::pending),
+        reached: false,
+        snap_idx: None,
+        mark: sh.snapshots.mark(),
+        ctx: None,
+    };
+    if x.waited {
+        return Started::Later(Later::Waiting {
+            x,
+            ev,
+            waits,
+            queued_since: None,
+        });
+    }
+    if !waits.is_empty() {
+        let r = deps::check_all(&waits);
+        x.dep_wait = sh.now() - t0;
+        if let Err(m) = r {
+            return Started::Finished(x.finish(sh, Err(fail("dependency_failed", m))));
+        }
+    }
+    let permit = match sh.sems.get(&x.op) {
+        None => None,
+        Some(sem) => {
+            let q0 = sh.now();
+            match sem.clone().try_acquire_owned() {
+                Ok(p) => {
+                    x.queue = sh.now() - q0;
+                    Some(p)
+                }
+                Err(_) => {
+                    x.waited = true;
+                    return Started::Later(Later::Waiting {
+                        x,
+                        ev,
+                        waits: Vec::new(),
+                        queued_since: Some(q0),
+                    });
+                }
+            }
+        }
+    };
+    // With nothing to wait for or to queue at, the event starts when the dispatch thread
+    // reached it (a few nanoseconds of bookkeeping earlier): one clock reading fewer.
+    let started = if waits.is_empty() && permit.is_none() {
+        t0
+    } else {
+        sh.now()
+    };
+    match x.call(sh, ev, started) {
+        Ok(result) => {
+            drop(permit);
+            Started::Finished(x.finish(sh, result))
+        }
+        Err(call) => Started::Later(Later::Running { x, call, permit }),
+    }
+}
+
+/// An event that waits for a dependency or a slot (`queued_since`: when an inline attempt
+/// found no free slot), on its own task.
+async fn run_waiting<P: Provider>(
+    sh: Arc<Shared<P>>,
+    mut x: Exec,
+    ev: Arc<Event>,
+    waits: Vec<Wait>,
+    queued_since: Option<u64>,
+) {
+    let result: Result<(), Failure> = async {
+        if !waits.is_empty() {
+            let r = tokio::select! {
+                r = deps::wait_all(&waits) => r.map_err(|m| fail("dependency_failed", m)),
+                () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while waiting for a dependency")),
+            };
+            x.dep_wait = sh.now() - x.t0;
+            r?;
+        }
+        let _permit = match sh.sems.get(&x.op) {
+            Some(sem) => {
+                let q0 = queued_since.unwrap_or_else(|| sh.now());
+                let free = if queued_since.is_some() {
+                    None
+                } else {
+                    sem.clone().try_acquire_owned().ok()
+                };
+                let p = match free {
+                    Some(p) => Ok(p),
+                    None => {
+                        x.waited = true;
+                        tokio::select! {
+                            p = sem.clone().acquire_owned() => p.map_err(|_| fail("cancelled", "semaphore closed")),
+                            () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while queued")),
+                        }
+                    }
+                };
+                x.queue = sh.now() - q0;
+                Some(p?)
+            }
+            None => None,
+        };
+        match x.call(&sh, ev, sh.now()) {
+            Ok(r) => r,
+            Err(call) => x.complete(&sh, call).await,
+        }
+    }
+    .await;
+    let done = x.finish(&sh, result);
+    sh.send_one(done);
+}
+
+/// What an event carries from its start to its record.
+struct Exec {
+    id: u64,
+    op: OpType,
+    /// What its end signals (the waits taken out).
+    plan: Plan,
+    intended: u64,
+    dispatched: u64,
+    /// When the runtime reached it.
+    t0: u64,
+    dep_wait: u64,
+    queue: u64,
+    started: u64,
+    waited: bool,
+    /// Whether it got as far as the provider call (or was a marker).
+    reached: bool,
+    snap_idx: Option<usize>,
+    mark: SnapshotMark,
+    ctx: Option<Arc<OpCtx>>,
+}
+
+impl Exec {
+    /// Begins the provider call (nothing for a marker) at `started` and polls it once: `Ok`
+    /// with its result when it finished then, else the call still running.
+    fn call<P: Provider>(
+        &mut self,
+        sh: &Shared<P>,
+        ev: Arc<Event>,
+        started: u64,
+    ) -> Result<Result<(), Failure>, Call> {
+        self.started = started;
+        self.reached = true;
+        if self.op == OpType::Marker {
+            return Ok(Ok(()));
+        }
+        if self.op == OpType::Snapshot {
+            self.snap_idx = Some(sh.snapshots.begin(self.started));
+        }
+        let ctx = Arc::new(
+            OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
+                .with_origin_wall(sh.origin_wall),
+        );
+        self.ctx = Some(ctx.clone());
+        let provider = sh.provider.clone();
+        let mut call: Call = Box::pin(async move { provider.execute(ev, ctx).await });
+        // A waker that does nothing: a call still pending moves to a task of its own, whose
+        // first poll registers that task's waker.
+        match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(r) => Ok(r.map_err(|e| (e.class, e.message))),
+            Poll::Pending => Err(call),
+        }
+    }
+
+    /// Waits for a call still running, under the op's timeout (from `started`) and until
+    /// the run is cancelled.
+    async fn complete<P: Provider>(&self, sh: &Shared<P>, call: Call) -> Result<(), Failure> {
+        let timed = async {
+            match sh.timeouts.get(&self.op) {
+                Some(&d) => {
+                    let start = sh.origin + Duration::from_nanos(self.started);
+                    match tokio::time::timeout_at((start + d).into(), call).await {
+                        Ok(r) => r,
+                        Err(_) => Err(ProviderError::new(
+                            "timeout",
+                            format!("no completion within {d:?}"),
+                        )),
+                    }
+                }
+                None => call.await,
+            }
+        };
+        tokio::select! {
+            r = timed => r.map_err(|e| (e.class, e.message)),
+            () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped after the grace period")),
+        }
+    }
+
+    /// Ends the event: signals what it created and used, and builds its record.
+    fn finish<P: Provider>(self, sh: &Shared<P>, result: Result<(), Failure>) -> Done {
+        let now = sh.now();
+        let (completed, phases, io) = match &self.ctx {
+            Some(ctx) => {
+                // A provider may know the operation completed before `execute` returned (the
+                // arrival of the watch event that showed it): use that, within [started, now].
+                let completed = match ctx.completed_ns() {
+                    Some(c) if result.is_ok() => c.clamp(self.started, now),
+                    _ => now,
+                };
+                let (phases, io) = ctx.take();
+                (completed, phases, io)
+            }
+            None => (now, Vec::new(), Vec::new()),
+        };
+        if let Some(i) = self.snap_idx {
+            sh.snapshots.end(i, completed);
+        }
+        self.plan.end(result.is_ok());
+        let (outcome, error_class, error) = match result {
+            Ok(()) => (Outcome::Ok, None, None),
+            Err((c, m)) => (Outcome::Error, Some(c), Some(m)),
+        };
+        let op = self.op;
+        let mut record = EventRecord {
+            id: self.id,
+            op,
+            intended: self.intended,
+            dispatched: self.dispatched,
+            started: self.started,
+            completed,
+            outcome,
+            error_class,
+            error,
+            phases,
+            dep_wait: self.dep_wait,
+            queue: self.queue,
+            response: 0,
+            service: 0,
+            lateness: 0,
+            pickup: self.t0.saturating_sub(self.dispatched),
+            waited: self.waited,
+            start_lateness: (self.reached && !self.waited)
+                .then(|| self.started.saturating_sub(self.intended)),
+            during_snapshot: matches!(op, OpType::Io | OpType::IoPhase)
+                && sh.snapshots.overlapped_since(self.mark),
+        };
+        record.derive();
+        if outcome == Outcome::Error {
+            sh.live.failed.fetch_add(1, Relaxed);
+            if sh.fail_fast {
+                sh.control.request_stop(format!(
+                    "fail-fast: event {} ({op}) failed: {}",
+                    self.id,
+                    record.error_class.as_deref().unwrap_or("error")
+                ));
+            }
+        }
+        Done { record, io }
+    }
+}
