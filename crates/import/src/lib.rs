@@ -14,6 +14,7 @@ pub mod audit;
 pub mod blk;
 pub mod blockcsv;
 pub mod fio;
+pub mod input;
 pub mod pods;
 #[doc(hidden)]
 pub mod testgen;
@@ -127,6 +128,14 @@ impl ImportReport {
 pub enum Source {
     /// A file, named in messages as given.
     File(PathBuf),
+    /// A copy of an input that could not be read twice as it was (a pipe, stdin, a
+    /// compressed file: [`input::Inputs`]), at `path`, named `name` in messages.
+    Spooled {
+        /// The name the user gave (`<stdin>` for `-`).
+        name: String,
+        /// The spooled copy.
+        path: PathBuf,
+    },
     /// Bytes in memory, named `name` in messages.
     Bytes {
         /// The name used in messages and provenance.
@@ -149,14 +158,14 @@ impl Source {
     pub fn name(&self) -> String {
         match self {
             Source::File(p) => p.display().to_string(),
-            Source::Bytes { name, .. } => name.clone(),
+            Source::Spooled { name, .. } | Source::Bytes { name, .. } => name.clone(),
         }
     }
 
     /// Opens the input from its start.
     pub fn open(&self) -> Result<Box<dyn BufRead + Send>, ImportError> {
         Ok(match self {
-            Source::File(p) => {
+            Source::File(p) | Source::Spooled { path: p, .. } => {
                 Box::new(BufReader::with_capacity(256 << 10, fs_err::File::open(p)?))
             }
             Source::Bytes { data, .. } => Box::new(std::io::Cursor::new(Arc::clone(data))),

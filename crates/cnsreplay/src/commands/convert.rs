@@ -9,13 +9,18 @@
 //! `--from auto` sniffs each input from its name and first bytes (see [`sniff`]) and logs
 //! which format it chose; inputs that look like nothing known, or like different formats,
 //! are refused.
+//!
+//! Imports and `--from auto` take any input a user can name: a file, a pipe, stdin (`-`), a
+//! gzip or zstd file ([`import::input`] spools what cannot be read twice as it is). An import
+//! that finds no event in an input that had bytes is an error, never "imported 0 events".
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use import::{ImportError, ImportReport, Policy};
+use import::input::Inputs;
+use import::{ImportError, ImportReport, Policy, Source};
 use trace_format::{Encoding, Header, TraceReader, TraceWriter};
 
 use super::{label, spinner};
@@ -77,16 +82,32 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
             ),
         },
     };
-    let from = match a.from {
-        Some(Format::Auto) => Some(sniff_all(&a.files)?),
-        other => other,
-    };
-    let importing = from.is_some_and(|f| f.encoding().is_none());
-    if importing && a.files.iter().any(|f| f == Path::new("-")) {
-        bail!("importing reads the input twice: give a file, not stdin");
+    // Imports read their inputs twice and sniffing reads their first bytes: pipes, stdin and
+    // compressed inputs are spooled first (blktrace's per-CPU sets are found as files).
+    // (pod-csv reads its one file once, by path.)
+    if let Some(f @ (Format::FioIolog | Format::Blkparse | Format::PodCsv)) = a.from {
+        one(a, &format_name(f))?;
     }
+    let spool = matches!(a.from, Some(f) if f == Format::Auto
+        || (f.encoding().is_none() && !matches!(f, Format::Blktrace | Format::PodCsv)));
+    let mut inputs = Inputs::new();
+    let sources = if spool {
+        Some(inputs.prepare_all(&a.files)?)
+    } else {
+        None
+    };
+    if inputs.spooled > 0 {
+        tracing::info!(
+            "{} input(s) spooled (pipes, stdin or compressed)",
+            inputs.spooled
+        );
+    }
+    let from = match (a.from, &sources) {
+        (Some(Format::Auto), Some(src)) => Some(sniff_all(src)?),
+        (other, _) => other,
+    };
     let sink = Sink::new(&a.output);
-    let result = convert(a, from, to, &sink);
+    let result = convert(a, sources.as_deref(), from, to, &sink);
     match result {
         Ok(()) => {
             sink.commit()?;
@@ -127,14 +148,29 @@ fn one(a: &ConvertArgs, what: &str) -> anyhow::Result<PathBuf> {
     }
 }
 
-fn open_trace(a: &ConvertArgs, from: Option<Format>) -> anyhow::Result<TraceReader> {
+fn open_trace(
+    a: &ConvertArgs,
+    sources: Option<&[Source]>,
+    from: Option<Format>,
+) -> anyhow::Result<TraceReader> {
     let enc = from.and_then(Format::encoding);
     let file = one(a, "converting a trace")?;
-    Ok(if file == Path::new("-") {
-        TraceReader::from_reader(std::io::stdin(), enc, "<stdin>")?
-    } else {
-        TraceReader::open_as(&file, enc)?
+    Ok(match sources {
+        // Sniffed (and perhaps spooled) already: read what was sniffed.
+        Some([src @ Source::Spooled { .. }]) => {
+            TraceReader::from_reader(src.open()?, enc, src.name())?
+        }
+        _ if file == Path::new("-") => TraceReader::from_reader(std::io::stdin(), enc, "<stdin>")?,
+        _ => TraceReader::open_as(&file, enc)?,
     })
+}
+
+/// The one source of a format that reads one input.
+fn one_source<'a>(sources: &'a [Source], what: &str) -> anyhow::Result<&'a Source> {
+    match sources {
+        [s] => Ok(s),
+        _ => bail!("{what} reads one input; {} were given", sources.len()),
+    }
 }
 
 /// Logs what an import skipped and noted.
@@ -152,7 +188,13 @@ fn log_report(inputs: &[PathBuf], r: &ImportReport) {
     tracing::info!("{}: imported {} events", names.join(", "), r.events);
 }
 
-fn convert(a: &ConvertArgs, from: Option<Format>, to: Format, sink: &Sink) -> anyhow::Result<()> {
+fn convert(
+    a: &ConvertArgs,
+    sources: Option<&[Source]>,
+    from: Option<Format>,
+    to: Format,
+    sink: &Sink,
+) -> anyhow::Result<()> {
     let pb = spinner("converting");
     let policy = Policy {
         skip_bad: a.skip_bad,
@@ -166,31 +208,35 @@ fn convert(a: &ConvertArgs, from: Option<Format>, to: Format, sink: &Sink) -> an
             let w = sink.writer()?;
             let factory = move |h: Header| TraceWriter::new(w, enc, &h);
             let files = &a.files;
+            let given = Source::files(files);
+            let src = sources.unwrap_or(&given);
             let report = match f {
                 Format::FioIolog => {
-                    import::fio::import_fio(&one(a, "fio-iolog")?, policy, factory)?
+                    import::fio::import_fio_source(one_source(src, "fio-iolog")?, policy, factory)?
                 }
                 Format::Blktrace => {
                     let cpus = blktrace_files(files)?;
                     tracing::info!("blktrace: reading {} per-CPU file(s)", cpus.len());
                     import::blk::import_blktrace(&cpus, policy, factory)?
                 }
-                Format::Blkparse => {
-                    import::blk::import_blkparse(&one(a, "blkparse")?, policy, factory)?
-                }
-                Format::Msr => import::blockcsv::import_msr(files, policy, factory)?,
-                Format::Alibaba => import::blockcsv::import_alibaba(
-                    files,
+                Format::Blkparse => import::blk::import_blkparse_source(
+                    one_source(src, "blkparse")?,
+                    policy,
+                    factory,
+                )?,
+                Format::Msr => import::blockcsv::import_msr_sources(src, policy, factory)?,
+                Format::Alibaba => import::blockcsv::import_alibaba_sources(
+                    src,
                     a.device_sizes.as_deref(),
                     policy,
                     factory,
                 )?,
-                Format::Tencent => import::blockcsv::import_tencent(files, policy, factory)?,
+                Format::Tencent => import::blockcsv::import_tencent_sources(src, policy, factory)?,
                 Format::K8sAudit => {
                     let opts = import::audit::AuditOptions {
                         keep_failed: a.keep_failed,
                     };
-                    import::audit::import_audit(files, opts, policy, factory)?.0
+                    import::audit::import_audit_sources(src, opts, policy, factory)?.0
                 }
                 Format::PodCsv => {
                     let (trace, report) = import::pods::import_pods(&one(a, "pod-csv")?, &policy)?;
@@ -209,9 +255,16 @@ fn convert(a: &ConvertArgs, from: Option<Format>, to: Format, sink: &Sink) -> an
                 tracing::warn!("--device-sizes applies to alibaba imports only; ignored");
             }
             log_report(files, &report);
+            if report.events == 0 && report.skipped == 0 && any_bytes(src)? {
+                bail!(
+                    "{}: the input has data but no {} event was found in it",
+                    src.iter().map(Source::name).collect::<Vec<_>>().join(", "),
+                    format_name(f)
+                );
+            }
         }
         (_, None) => {
-            let reader = open_trace(a, from).context("cannot read the input trace")?;
+            let reader = open_trace(a, sources, from).context("cannot read the input trace")?;
             let w = sink.writer()?;
             let r = import::fio::export_fio_v3(reader.events(), |v| v.to_owned(), w)?;
             if r.skipped > 0 {
@@ -223,7 +276,7 @@ fn convert(a: &ConvertArgs, from: Option<Format>, to: Format, sink: &Sink) -> an
             tracing::info!("exported {} I/Os on {} file(s)", r.ios, r.files.len());
         }
         (_, Some(enc)) => {
-            let reader = open_trace(a, from).context("cannot read the input trace")?;
+            let reader = open_trace(a, sources, from).context("cannot read the input trace")?;
             let mut writer = TraceWriter::new(sink.writer()?, enc, reader.header())?;
             let mut n = 0u64;
             for item in reader {
@@ -288,24 +341,32 @@ fn blktrace_files(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     Ok(found.into_iter().map(|(_, p)| p).collect())
 }
 
-/// Sniffs every input; they must agree.
-fn sniff_all(files: &[PathBuf]) -> anyhow::Result<Format> {
-    let mut chosen: Option<Format> = None;
-    for f in files {
-        if f == Path::new("-") {
-            bail!("--from auto cannot sniff stdin; name the format");
+/// Whether any source has at least one byte.
+fn any_bytes(sources: &[Source]) -> anyhow::Result<bool> {
+    for s in sources {
+        if !std::io::BufRead::fill_buf(&mut s.open()?)?.is_empty() {
+            return Ok(true);
         }
-        let mut head = vec![0u8; 4096];
-        let mut file = fs_err::File::open(f)?;
-        let n = std::io::Read::read(&mut file, &mut head)?;
-        head.truncate(n);
-        let Some(fmt) = sniff(f, &head) else {
-            bail!(
-                "--from auto: cannot tell the format of {}; name it with --from",
-                f.display()
-            );
+    }
+    Ok(false)
+}
+
+/// Sniffs every input (spooled and decompressed already); they must agree.
+fn sniff_all(sources: &[Source]) -> anyhow::Result<Format> {
+    let mut chosen: Option<Format> = None;
+    for src in sources {
+        let name = src.name();
+        let mut head = Vec::with_capacity(4096);
+        std::io::Read::read_to_end(&mut std::io::Read::take(src.open()?, 4096), &mut head)?;
+        // `x.yaml.gz` was decompressed when spooled: sniff it as `x.yaml`.
+        let plain = [".gz", ".zst"]
+            .iter()
+            .find_map(|x| name.strip_suffix(x))
+            .unwrap_or(&name);
+        let Some(fmt) = sniff(Path::new(plain), &head) else {
+            bail!("--from auto: cannot tell the format of {name}; name it with --from");
         };
-        tracing::info!("{}: format {} (sniffed)", f.display(), format_name(fmt));
+        tracing::info!("{name}: format {} (sniffed)", format_name(fmt));
         match chosen {
             Some(c) if c != fmt => bail!(
                 "--from auto: inputs look like different formats ({} and {}); convert them \

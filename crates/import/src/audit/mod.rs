@@ -36,7 +36,7 @@ mod map;
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 use trace_format::{AccessMode, Header, Trace, TraceWriter, VolumeMode};
@@ -832,9 +832,19 @@ pub fn import_audit(
     policy: Policy,
     writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
 ) -> Result<(ImportReport, AuditCounts), ImportError> {
-    let sources = paths
+    import_audit_sources(&crate::Source::files(paths), opts, policy, writer_factory)
+}
+
+/// [`import_audit`] from any [`crate::Source`]s (spooled pipes, bytes in memory).
+pub fn import_audit_sources(
+    sources: &[crate::Source],
+    opts: AuditOptions,
+    policy: Policy,
+    writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
+) -> Result<(ImportReport, AuditCounts), ImportError> {
+    let sources = sources
         .iter()
-        .map(|p| open(p).map(|r| (p.display().to_string(), r)))
+        .map(|s| s.open().map(|r| (s.name(), r)))
         .collect::<Result<Vec<_>, _>>()?;
     let imp = read_audit(sources, opts, policy)?;
     let mut w = writer_factory(imp.trace.header.clone())?;
@@ -843,13 +853,6 @@ pub fn import_audit(
     }
     w.finish()?;
     Ok((imp.report, imp.counts))
-}
-
-fn open(p: &Path) -> Result<std::io::BufReader<fs_err::File>, ImportError> {
-    Ok(std::io::BufReader::with_capacity(
-        256 << 10,
-        fs_err::File::open(p)?,
-    ))
 }
 
 fn warnings(c: &AuditCounts, report: &mut ImportReport) {
