@@ -31,9 +31,9 @@
 //! line whose time goes backwards within its file is bad input), and a k-way merge holding one
 //! request per file (one second per file for Tencent) emits them in time order, ties going to
 //! the file named first. `at` counts nanoseconds since the earliest timestamp of the whole
-//! input, which pass 1 finds. That instant is written as RFC 3339 text to
-//! `provenance.parameters["origin"]`; the header's `origin` is left unset, as this crate does
-//! not depend on `jiff`. Ids are sequential from 0.
+//! input, which pass 1 finds. That instant is the header's `origin` (the wall clock of `at =
+//! 0`), also written as RFC 3339 text to `provenance.parameters["origin"]`. Ids are sequential
+//! from 0.
 //!
 //! **Volumes.** Pass 1 collects every volume and the furthest byte reached; each is declared
 //! in the header with that size rounded up to 1 MiB, at least 1 MiB (Alibaba: the
@@ -592,7 +592,11 @@ fn import<F: Format>(
     if earliest.is_some() {
         parameters.insert("origin".to_owned(), rfc3339::<F>(origin));
     }
-    let header = crate::header(F::SOURCE_FORMAT, files, parameters, volumes);
+    let mut header = crate::header(F::SOURCE_FORMAT, files, parameters, volumes);
+    if earliest.is_some() {
+        let ns = i128::from(origin) + i128::from(F::EPOCH_UNIX_S) * i128::from(NS_PER_S);
+        header.origin = jiff::Timestamp::from_nanosecond(ns).ok();
+    }
     let mut writer = writer_factory(header)?;
 
     // Pass 2: a k-way merge by (time, file index), one buffered request per file.
