@@ -40,6 +40,10 @@ pub const DICT_SLOTS: usize = 4096;
 /// Largest frame a reader accepts (a sanity bound against corrupt lengths).
 const MAX_FRAME: usize = 16 << 20;
 
+/// Largest header either side accepts: 1 GiB of JSON (a header declaring millions of volumes
+/// is tens of MiB; the writer refuses what the reader would).
+pub const MAX_HEADER: usize = 1 << 30;
+
 const TENANT_BIT: u8 = 1 << 5;
 const OBSERVED_BIT: u8 = 1 << 6;
 const TAG_MASK: u8 = 0x1f;
@@ -508,6 +512,15 @@ pub(crate) struct BinaryWriter<W> {
 impl<W: Write> BinaryWriter<W> {
     pub(crate) fn new(mut w: W, header: &Header) -> Result<Self, Error> {
         let json = serde_json::to_vec(header).map_err(std::io::Error::from)?;
+        if json.len() > MAX_HEADER {
+            return Err(std::io::Error::other(format!(
+                "the header is {} bytes as JSON ({} declared volumes), over the binary \
+                 format's {MAX_HEADER}-byte limit; write JSON Lines, or declare fewer volumes",
+                json.len(),
+                header.volumes.len()
+            ))
+            .into());
+        }
         let hlen = u32::try_from(json.len())
             .map_err(|_| std::io::Error::other("header larger than 4 GiB"))?;
         w.write_all(MAGIC)?;
@@ -714,7 +727,7 @@ impl<R: Read> BinaryReader<R> {
                 },
             ));
         }
-        if hlen > MAX_FRAME {
+        if hlen > MAX_HEADER {
             return Err(self.diag(
                 None,
                 "header".into(),

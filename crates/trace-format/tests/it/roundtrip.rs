@@ -76,3 +76,38 @@ fn dictionary_wraps_consistently() {
     };
     assert_eq!(through(&t, Encoding::Binary), t);
 }
+
+/// A header bigger than an event frame may be (16 MiB of JSON: `synth --preset sysdig-2019
+/// --target attach=5/s` declares ~554 k volumes) is written and read back: the binary writer
+/// never writes what its reader refuses.
+#[test]
+fn a_header_over_16_mib_round_trips_in_binary() {
+    use trace_format::*;
+    // 120 k volumes with long names and classes: ~18 MiB of JSON.
+    let long = "x".repeat(40);
+    let volumes: Vec<VolumeDecl> = (0..120_000u64)
+        .map(|i| VolumeDecl {
+            name: Name::from(format!("synth-volume-{long}-{i:07}")),
+            size: Some((i % 100 + 1) << 30),
+            storage_class: Some(Name::from(format!("class-{long}-{}", i % 1000))),
+            access_mode: None,
+            volume_mode: None,
+        })
+        .collect();
+    let t = Trace {
+        header: Header {
+            volumes,
+            ..Header::default()
+        },
+        events: Vec::new(),
+    };
+    let bytes = t.to_bytes(Encoding::Binary).expect("encode");
+    assert!(
+        bytes.len() > 16 << 20,
+        "{} bytes: past the old limit",
+        bytes.len()
+    );
+    let back = Trace::from_bytes(&bytes, Some(Encoding::Binary)).expect("decode");
+    assert_eq!(back.header.volumes.len(), 120_000);
+    assert_eq!(back, t);
+}
