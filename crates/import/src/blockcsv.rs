@@ -343,6 +343,9 @@ struct Lines {
     reader: Box<dyn BufRead + Send>,
     buf: Vec<u8>,
     line: u64,
+    /// The line number of a column-name line that was skipped (the first non-blank line,
+    /// naming the format's columns), for the report.
+    header_line: Option<u64>,
 }
 
 impl Lines {
@@ -352,20 +355,34 @@ impl Lines {
             reader: src.open()?,
             buf: Vec::new(),
             line: 0,
+            header_line: None,
         })
     }
 
-    /// The next non-blank line's fields, or why they are bad (not UTF-8, wrong count).
+    /// The next non-blank line's fields, or why they are bad (not UTF-8, wrong count). A
+    /// UTF-8 byte-order mark before the first line is dropped, and a first non-blank line
+    /// that names the format's columns (`Timestamp,Hostname,…`, any case) is skipped and
+    /// remembered in `header_line`.
     fn next(&mut self, columns: &'static [&'static str]) -> Result<Option<Line<'_>>, ImportError> {
+        let mut first = self.line == 0;
         loop {
             self.buf.clear();
             if self.reader.read_until(b'\n', &mut self.buf)? == 0 {
                 return Ok(None);
             }
             self.line += 1;
-            if !self.buf.iter().all(u8::is_ascii_whitespace) {
-                break;
+            if self.line == 1 && self.buf.starts_with(b"\xEF\xBB\xBF") {
+                self.buf.drain(..3);
             }
+            if self.buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if first && self.header_line.is_none() && names_columns(&self.buf, columns) {
+                self.header_line = Some(self.line);
+                first = false;
+                continue;
+            }
+            break;
         }
         let loc = Loc {
             file: &self.file,
@@ -405,6 +422,19 @@ impl Lines {
         };
         Ok(Some((loc, fields)))
     }
+}
+
+/// Whether a line is the format's column names (comma-separated, any case, spaces trimmed).
+fn names_columns(line: &[u8], columns: &[&str]) -> bool {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return false;
+    };
+    let names: Vec<&str> = text.trim_end().split(',').map(str::trim).collect();
+    names.len() == columns.len()
+        && names
+            .iter()
+            .zip(columns)
+            .all(|(n, c)| n.eq_ignore_ascii_case(c))
 }
 
 /// Reads one file's requests in order, checking that time does not go backwards, and (for a
@@ -555,6 +585,13 @@ fn import<F: Format>(
                     extents.insert(r.volume.to_string(), reach);
                 }
             }
+        }
+        if let Some(n) = c.lines.header_line {
+            report.warnings.push(format!(
+                "{}:{n}: a line of column names ({}), skipped",
+                path.name(),
+                F::COLUMNS.join(",")
+            ));
         }
     }
     let origin = earliest.unwrap_or(0);

@@ -61,6 +61,7 @@ impl Encoding {
         if head.starts_with(MAGIC) {
             return Some(Encoding::Binary);
         }
+        let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
         let first = head.iter().find(|b| !b.is_ascii_whitespace())?;
         match first {
             b'{' => Some(Encoding::Jsonl),

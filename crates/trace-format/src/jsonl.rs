@@ -60,6 +60,10 @@ impl<R: BufRead> JsonlReader<R> {
                 return Ok(false);
             }
             self.line += 1;
+            // A UTF-8 byte-order mark (editors on Windows write one) is not part of the JSON.
+            if self.line == 1 && self.buf.starts_with(b"\xEF\xBB\xBF") {
+                self.buf.drain(..3);
+            }
             if !self.buf.iter().all(u8::is_ascii_whitespace) {
                 return Ok(true);
             }

@@ -591,3 +591,36 @@ fn empty_and_missing_inputs() {
     .expect_err("missing");
     assert!(matches!(err, ImportError::Io(_)), "{err}");
 }
+
+/// A UTF-8 byte-order mark and a line of column names (as some MSR copies have) do not stop
+/// an import: the events are those of the bare file, and the report says the names line was
+/// skipped. A names line anywhere else is still a bad line.
+#[test]
+fn a_bom_and_a_column_names_line_are_read_past() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bare =
+        "128166372003061629,src1,0,Read,0,4096,10\n128166372003061639,src1,0,Write,4096,4096,10\n";
+    let f = write(dir.path(), "bare.csv", bare);
+    let (_, want) = import(dir.path(), Fmt::Msr, &[f], Policy::default()).expect("import");
+    let g = write(
+        dir.path(),
+        "named.csv",
+        &format!("\u{feff}Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\r\n{bare}"),
+    );
+    let (report, got) = import(dir.path(), Fmt::Msr, &[g], Policy::default()).expect("import");
+    assert_eq!(got.events, want.events);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("named.csv:1: a line of column names")),
+        "{:?}",
+        report.warnings
+    );
+    let h = write(
+        dir.path(),
+        "late.csv",
+        &format!("{bare}Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n"),
+    );
+    assert!(import(dir.path(), Fmt::Msr, &[h], Policy::default()).is_err());
+}

@@ -111,3 +111,32 @@ fn a_header_over_16_mib_round_trips_in_binary() {
     assert_eq!(back.header.volumes.len(), 120_000);
     assert_eq!(back, t);
 }
+
+/// A JSON Lines trace saved with a UTF-8 byte-order mark reads like the same trace without
+/// one, named or sniffed.
+#[test]
+fn a_jsonl_trace_with_a_byte_order_mark_reads() {
+    use trace_format::*;
+    let t = Trace {
+        header: Header::default(),
+        events: vec![Event {
+            at: 5,
+            id: 0,
+            tenant: None,
+            observed: None,
+            op: Op::Io(Io {
+                volume: Name::from("v"),
+                kind: IoKind::Write,
+                offset: 0,
+                len: 4096,
+            }),
+        }],
+    };
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(t.to_bytes(Encoding::Jsonl).expect("encode"));
+    assert_eq!(
+        Trace::from_bytes(&bytes, Some(Encoding::Jsonl)).expect("named"),
+        t
+    );
+    assert_eq!(Trace::from_bytes(&bytes, None).expect("sniffed"), t);
+}
