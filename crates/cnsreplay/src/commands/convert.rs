@@ -2,9 +2,11 @@
 //!
 //! Streaming and lossless between trace encodings; the first bad event stops it. Imports stop
 //! at the first bad line unless `--skip-bad`, which counts and reports what it skipped. The
-//! output goes to a temporary file beside the target and is renamed into place only when
-//! complete, so an interrupted or failed conversion never leaves a half-written file under the
-//! requested name.
+//! output goes to a temporary file beside the target (`OUT.partial-PID`) and is renamed into
+//! place only when complete, so an interrupted or failed conversion never leaves a half-written
+//! file under the requested name. SIGINT and SIGTERM remove the temporary file before exiting;
+//! one left by a process that no longer exists (SIGKILL, a crash) is removed by the next
+//! conversion to the same name.
 //!
 //! `--from auto` sniffs each input from its name and first bytes (see [`sniff`]) and logs
 //! which format it chose; inputs that look like nothing known, or like different formats,
@@ -37,6 +39,7 @@ impl Sink {
         if output == Path::new("-") {
             Sink::Stdout
         } else {
+            remove_stale_partials(output);
             let mut name = output.file_name().unwrap_or_default().to_os_string();
             name.push(format!(".partial-{}", std::process::id()));
             Sink::File {
@@ -44,6 +47,29 @@ impl Sink {
                 dest: output.to_owned(),
             }
         }
+    }
+
+    /// Until the returned guard is dropped, SIGINT and SIGTERM remove the temporary file and
+    /// end the process (exit status 128 + the signal, as the shell reports a signal).
+    fn remove_on_signal(&self) -> anyhow::Result<Option<signal_hook::iterator::Handle>> {
+        let Sink::File { tmp, .. } = self else {
+            return Ok(None);
+        };
+        let mut signals = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+        ])?;
+        let handle = signals.handle();
+        let tmp = tmp.clone();
+        std::thread::Builder::new()
+            .name("convert-signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    let _ = fs_err::remove_file(&tmp);
+                    std::process::exit(128 + sig);
+                }
+            })?;
+        Ok(Some(handle))
     }
 
     fn writer(&self) -> anyhow::Result<Box<dyn Write + Send>> {
@@ -107,7 +133,11 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
         (other, _) => other,
     };
     let sink = Sink::new(&a.output);
+    let signals = sink.remove_on_signal()?;
     let result = convert(a, sources.as_deref(), from, to, &sink);
+    if let Some(h) = signals {
+        h.close();
+    }
     match result {
         Ok(()) => {
             sink.commit()?;
@@ -136,6 +166,39 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
                 }
                 None => Err(e),
             }
+        }
+    }
+}
+
+/// Removes `OUT.partial-PID` files beside `output` whose process no longer exists (a
+/// conversion killed with SIGKILL, or that crashed); never one of a live process.
+fn remove_stale_partials(output: &Path) {
+    let Some(name) = output.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let prefix = format!("{name}.partial-");
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = fs_err::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let Some(pid) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            tracing::info!(
+                "removing {} (left by process {pid}, which is gone)",
+                e.path().display()
+            );
+            let _ = fs_err::remove_file(e.path());
         }
     }
 }

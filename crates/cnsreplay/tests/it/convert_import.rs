@@ -356,3 +356,76 @@ fn data_without_events_and_broken_compression_are_errors() {
     assert_ne!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("cut.csv.gz") && err.contains("Gzip"), "{err}");
 }
+
+/// A conversion interrupted by SIGINT leaves neither the output nor its `OUT.partial-PID`
+/// file (it used to leave the partial); one left by a process that is gone (SIGKILL) is
+/// removed by the next conversion to the same name, and a live process's is not touched.
+#[test]
+fn an_interrupted_convert_leaves_no_partial_file() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // A trace arriving through a FIFO whose writer sends the header and one event, then
+    // stalls: the conversion has its partial output open and waits for more.
+    let fifo = d.join("in.jsonl");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+        .args(["convert", "in.jsonl", "-o", "out.cnsbin"])
+        .current_dir(d)
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run cnsreplay");
+    let mut w = fs_err::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open FIFO");
+    writeln!(w, r#"{{"format":"cnsreplay-trace","version":1}}"#).expect("header");
+    writeln!(w, r#"{{"at":0,"id":0,"marker":{{"name":"m"}}}}"#).expect("event");
+    w.flush().expect("flush");
+    let partial = d.join(format!("out.cnsbin.partial-{}", child.id()));
+    let t0 = std::time::Instant::now();
+    while !partial.exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "no partial file"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(killed.success());
+    let status = child.wait().expect("wait");
+    drop(w);
+    assert_eq!(status.code(), Some(130), "128 + SIGINT");
+    assert!(!partial.exists(), "the partial file is removed");
+    assert!(!d.join("out.cnsbin").exists());
+
+    // A partial of a gone process is removed by the next conversion; ours (alive) is not.
+    write(
+        d,
+        "t.jsonl",
+        "{\"format\":\"cnsreplay-trace\",\"version\":1}\n",
+    );
+    let gone = d.join("t.cnsbin.partial-4194304"); // above the kernel's largest pid
+    let alive = d.join(format!("t.cnsbin.partial-{}", std::process::id()));
+    for f in [&gone, &alive] {
+        fs_err::write(f, "half").expect("write");
+    }
+    let o = run(d, &["convert", "t.jsonl", "-o", "t.cnsbin"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!gone.exists() && alive.exists());
+}
