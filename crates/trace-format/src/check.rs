@@ -107,10 +107,10 @@ pub struct Stats {
     pub peak_running_workloads: u64,
     /// Most snapshots that existed at once.
     pub peak_live_snapshots: u64,
-    /// Bytes read by `io` events.
-    pub io_read_bytes: u64,
+    /// Bytes read by `io` events (exact: a u64 length per event cannot overflow it).
+    pub io_read_bytes: u128,
     /// Bytes written by `io` events.
-    pub io_write_bytes: u64,
+    pub io_write_bytes: u128,
 }
 
 /// Statistics of one operation type.
@@ -468,10 +468,12 @@ impl Checker {
     fn io(&mut self, io: &Io, p: &dyn Fn(&str) -> String, push: &mut dyn FnMut(String, Problem)) {
         match io.kind {
             IoKind::Read => {
-                self.stats.io_read_bytes = self.stats.io_read_bytes.saturating_add(io.len);
+                self.stats.io_read_bytes =
+                    self.stats.io_read_bytes.saturating_add(u128::from(io.len));
             }
             IoKind::Write => {
-                self.stats.io_write_bytes = self.stats.io_write_bytes.saturating_add(io.len);
+                self.stats.io_write_bytes =
+                    self.stats.io_write_bytes.saturating_add(u128::from(io.len));
             }
             IoKind::Trim | IoKind::Flush => {}
         }

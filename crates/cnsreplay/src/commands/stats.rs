@@ -78,7 +78,7 @@ fn write_table(r: &StatsReport, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "peak attached volumes   {}", s.peak_attached_volumes)?;
     writeln!(out, "peak running workloads  {}", s.peak_running_workloads)?;
     writeln!(out, "peak live snapshots     {}", s.peak_live_snapshots)?;
-    if s.io_read_bytes + s.io_write_bytes > 0 {
+    if s.io_read_bytes > 0 || s.io_write_bytes > 0 {
         writeln!(out, "io bytes read           {}", s.io_read_bytes)?;
         writeln!(out, "io bytes written        {}", s.io_write_bytes)?;
     }

@@ -283,3 +283,44 @@ fn convert_imports_and_exports_fio_iologs() {
 }
 mod convert_import;
 mod synth;
+
+/// Byte totals past 2^64 (two reads of 2^63 bytes and a write) are printed exactly, in the
+/// table and in JSON; they used to overflow (a panic in a debug build, a wrap in release).
+#[test]
+fn stats_byte_totals_do_not_overflow() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = dir.path().join("big.jsonl");
+    fs_err::write(
+        &t,
+        concat!(
+            r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"v","size":18446744073709551615}]}"#,
+            "\n",
+            r#"{"at":0,"id":0,"io":{"volume":"v","kind":"read","offset":0,"len":9223372036854775808}}"#,
+            "\n",
+            r#"{"at":1,"id":1,"io":{"volume":"v","kind":"read","offset":0,"len":9223372036854775808}}"#,
+            "\n",
+            r#"{"at":2,"id":2,"io":{"volume":"v","kind":"write","offset":0,"len":4096}}"#,
+            "\n",
+        ),
+    )
+    .expect("write");
+    let o = cnsreplay(&["stats", t.to_str().expect("utf-8")]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout(&o).contains("io bytes read           18446744073709551616"),
+        "{}",
+        stdout(&o)
+    );
+    let o = cnsreplay(&["stats", t.to_str().expect("utf-8"), "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        stdout(&o).contains("\"io_read_bytes\": 18446744073709551616"),
+        "{}",
+        stdout(&o)
+    );
+}
