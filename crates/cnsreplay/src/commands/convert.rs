@@ -482,9 +482,12 @@ pub(crate) fn sniff(path: &Path, head: &[u8]) -> Option<Format> {
             "\"kube-audit",
             "\"records\"",
         ];
+        // A pretty-printed document (`{` alone on its first line, e.g. an AKS
+        // `{"records": […]}` export) is judged by the keys in the first 4 KiB.
+        let judged = if first == "{" { text } else { first };
         return audit
             .iter()
-            .any(|k| first.contains(k))
+            .any(|k| judged.contains(k))
             .then_some(Format::K8sAudit);
     }
     if matches!(Encoding::from_path(path), Some(Encoding::Yaml)) || first.starts_with("format:") {

@@ -143,7 +143,17 @@ fn auto_sniffs_every_format_and_says_so() {
         4096,
     )];
     write_blktrace_fixture(d, "x", &recs, Endian::Big).expect("blktrace");
+    // A pretty-printed AKS export: `{` alone on the first line.
+    let events: Vec<String> = import::testgen::audit_log(2)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let aks = format!(
+        "{{\n  \"records\": [\n    {}\n  ]\n}}\n",
+        events.join(",\n    ")
+    );
     for (name, text, want) in [
+        ("aks.json", aks, "k8s-audit"),
         ("j.iolog", import::testgen::fio_v3(1), "fio-iolog"),
         ("p.txt", import::testgen::blkparse(1), "blkparse"),
         ("m.csv", MSR_A.to_owned(), "msr"),
