@@ -324,3 +324,13 @@ fn stats_byte_totals_do_not_overflow() {
         stdout(&o)
     );
 }
+
+/// Fails when `CNSREPLAY_REQUIRE_SAMPLES=1` (CI: `.ci/run`) and a real trace sample a test
+/// reads (`../shared/trace-samples`, beside the checkout) is missing.
+pub fn require_samples(missing: &Path) {
+    assert!(
+        std::env::var("CNSREPLAY_REQUIRE_SAMPLES").as_deref() != Ok("1"),
+        "CNSREPLAY_REQUIRE_SAMPLES=1 but {} is missing (the trace samples beside the checkout)",
+        missing.display()
+    );
+}

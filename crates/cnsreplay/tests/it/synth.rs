@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use trace_format::Trace;
 
-use super::{cnsreplay, ok, s, stdout, workspace};
+use super::{cnsreplay, ok, require_samples, s, stdout, workspace};
 
 #[test]
 fn synth_generates_a_valid_trace_and_gen_is_the_same_command() {
@@ -229,6 +229,7 @@ fn synth_fit_of_the_alibaba_pod_list_recovers_the_preset() {
     let csv = workspace()
         .join("../shared/trace-samples/k8s-pod-lifecycle-csv/openb_pod_list_default.csv");
     if !csv.exists() {
+        require_samples(&csv);
         eprintln!("skipped: {} is absent", csv.display());
         return;
     }

@@ -300,6 +300,9 @@ fn shared() -> Option<PathBuf> {
     reason = "the skip note when ../shared is absent"
 )]
 fn skip() {
+    crate::require_samples(std::path::Path::new(
+        "../shared/trace-samples/k8s-audit-jsonl",
+    ));
     eprintln!("skipped: ../shared/trace-samples/k8s-audit-jsonl does not exist");
 }
 

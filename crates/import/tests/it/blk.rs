@@ -25,6 +25,7 @@ fn samples() -> Option<PathBuf> {
     reason = "the skip note when ../shared is absent"
 )]
 fn skip_note() {
+    crate::require_samples(Path::new("../shared"));
     eprintln!("skipped: ../shared does not exist");
 }
 

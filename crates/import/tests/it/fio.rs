@@ -179,6 +179,7 @@ fn export_replays_in_real_fio_with_the_same_io_counts() {
 fn real_sample_t0038_imports() {
     let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
     if !shared.exists() {
+        crate::require_samples(&shared);
         eprintln!("skipped: {} does not exist", shared.display());
         return;
     }

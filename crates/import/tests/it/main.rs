@@ -6,3 +6,14 @@ mod blockcsv;
 mod fio;
 mod pods;
 mod regressions;
+
+/// Fails when `CNSREPLAY_REQUIRE_SAMPLES=1` (CI: `.ci/run`) and the real trace samples a test
+/// reads (`../shared/trace-samples`, beside the checkout) are missing: there a skip would hide
+/// that the importers were never checked against real traces.
+pub fn require_samples(missing: &std::path::Path) {
+    assert!(
+        std::env::var("CNSREPLAY_REQUIRE_SAMPLES").as_deref() != Ok("1"),
+        "CNSREPLAY_REQUIRE_SAMPLES=1 but {} is missing (the trace samples beside the checkout)",
+        missing.display()
+    );
+}

@@ -151,6 +151,7 @@ fn real_alibaba_gpu_pod_list() {
             reason = "the skip note when ../shared is absent"
         )]
         {
+            crate::require_samples(&path);
             eprintln!("skipped: {} does not exist", path.display());
         }
         return;
