@@ -195,6 +195,63 @@ fn check_phases(phases: &[Phase], file: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Most hosts a model may have: the generator keeps a name and state per host.
+pub const MAX_HOSTS: u32 = 1_000_000;
+/// Most containers the arrival processes may start over a trace (before any event is written,
+/// so a model that cannot finish is refused instead of running out of time or memory).
+pub const MAX_ARRIVALS: f64 = 1e9;
+
+/// Refuses models whose generation could not finish or fit in memory: more than
+/// [`MAX_HOSTS`] hosts, a mean lifetime under 1 µs (containers would end as they start, at
+/// the trace's nanosecond resolution), or arrivals past [`MAX_ARRIVALS`].
+fn check_bounds(model: &Model, lifetime: &Distribution, file: &str) -> Result<(), Error> {
+    let hosts = model.cluster.hosts;
+    if hosts > MAX_HOSTS {
+        return Err(invalid(
+            file,
+            "cluster.hosts",
+            &format!("{hosts} hosts: at most {MAX_HOSTS} (the generator keeps each one)"),
+        ));
+    }
+    let mean = lifetime.mean();
+    if mean < 1e-6 {
+        return Err(invalid(
+            file,
+            "lifetime",
+            &format!(
+                "mean lifetime {mean:e} s is under 1 µs: containers would end as they start \
+                 (times are whole nanoseconds) and replacing them would never finish"
+            ),
+        ));
+    }
+    let secs = model.duration as f64 / 1e9;
+    let rate = match &model.arrivals {
+        Arrivals::Poisson { rate } | Arrivals::Renewal { rate, .. } => Some((
+            rate.0,
+            if matches!(model.arrivals, Arrivals::Poisson { .. }) {
+                "arrivals.poisson.rate"
+            } else {
+                "arrivals.renewal.rate"
+            },
+        )),
+        _ => None,
+    };
+    if let Some((r, path)) = rate
+        && r * secs > MAX_ARRIVALS
+    {
+        return Err(invalid(
+            file,
+            path,
+            &format!(
+                "{r:e}/s for {secs} s is {:e} containers, more than {MAX_ARRIVALS:e}; \
+                 lower the rate or the duration",
+                r * secs
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Plan {
     /// Validates and compiles a model; `file` names it in errors.
     pub fn new(mut model: Model, file: &str, opts: &Options) -> Result<Self, Error> {
@@ -372,6 +429,7 @@ impl Plan {
             None => None,
             Some(t) => Some(solve(&mut model, &lifetime, t)?),
         };
+        check_bounds(&model, &lifetime, file)?;
         let cph = CountDraw::new(
             &model.cluster.containers_per_host,
             "cluster.containers_per_host",

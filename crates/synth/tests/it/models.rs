@@ -90,3 +90,39 @@ fn target_parse_errors() {
     assert!("frobnicate=1/s".parse::<synth::Target>().is_err());
     assert!("attach=1/fortnight".parse::<synth::Target>().is_err());
 }
+
+/// Models whose generation could not finish or fit in memory are refused before any event,
+/// naming the field: a lifetime that rounds to nothing (it used to loop forever), a Poisson
+/// rate of 1e12/s (forever), 4 294 967 295 hosts (out of memory).
+#[test]
+fn models_that_cannot_finish_or_fit_are_refused() {
+    let refused = |text: &str| -> Error {
+        let m = Model::parse(text, "m.yaml").expect("parses");
+        Plan::new(m, "m.yaml", &Options::default()).expect_err("refused")
+    };
+    let e = refused("lifetime: {constant: {value: 0.0000000001}}\n");
+    assert!(
+        matches!(&e, Error::Invalid { path, .. } if path == "lifetime"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("under 1 µs"), "{e}");
+    let e = refused(
+        "lifetime: {exponential: {mean: 5m}}\nstart: empty\narrivals: {poisson: {rate: 1000000000000}}\n",
+    );
+    assert!(
+        matches!(&e, Error::Invalid { path, .. } if path == "arrivals.poisson.rate"),
+        "{e}"
+    );
+    let e = refused("lifetime: {exponential: {mean: 5m}}\ncluster: {hosts: 4294967295}\n");
+    assert!(
+        matches!(&e, Error::Invalid { path, .. } if path == "cluster.hosts"),
+        "{e}"
+    );
+    // Large but finite models still pass.
+    let m = Model::parse(
+        "lifetime: {exponential: {mean: 5m}}\ncluster: {hosts: 1000}\n",
+        "m.yaml",
+    )
+    .expect("parses");
+    Plan::new(m, "m.yaml", &Options::default()).expect("1000 hosts are fine");
+}
