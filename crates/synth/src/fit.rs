@@ -404,6 +404,17 @@ pub fn fit(obs: &[Observation]) -> Result<FitReport, Error> {
             obs.len()
         )));
     }
+    // Every uncensored lifetime the same: no family has a finite maximum-likelihood fit (a
+    // Weibull's shape runs off to infinity and would still be ranked "best" by AIC).
+    let mut uncensored = x.iter().zip(&cens).filter(|(_, c)| !**c).map(|(v, _)| *v);
+    if let Some(first) = uncensored.next()
+        && uncensored.all(|v| v == first)
+    {
+        return Err(Error::Fit(format!(
+            "all {d} uncensored lifetimes are {first} s: degenerate data no distribution family \
+             fits; for a fixed lifetime write `lifetime: {{constant: {{value: {first}}}}}`"
+        )));
+    }
     let data = Data {
         lnx: x.iter().map(|v| v.ln()).collect(),
         x,

@@ -225,3 +225,22 @@ fn csv_errors_name_the_line() {
         .expect_err("flag");
     assert!(e.to_string().contains("l.csv:2: censored"), "{e}");
 }
+
+/// All-equal lifetimes have no finite fit in any family; the report used to rank a Weibull
+/// with shape ~1e16 "best". Now an error that says why and what to write instead.
+#[test]
+fn all_equal_lifetimes_are_degenerate_data() {
+    let obs = [Observation {
+        value_s: 30.0,
+        censored: false,
+    }; 50];
+    match fit(&obs) {
+        Err(Error::Fit(msg)) => {
+            assert!(
+                msg.contains("degenerate") && msg.contains("constant"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected a degenerate-data error, got {other:?}"),
+    }
+}
