@@ -48,4 +48,13 @@ pub enum Error {
     /// The target rate cannot be reached with this model.
     #[error("target: {0}")]
     Target(String),
+    /// Generation stopped at the events limit (`--max-events`).
+    #[error(
+        "the model generates more than {limit} events (stopped there; raise --max-events, or \
+         shorten the duration or the rates)"
+    )]
+    TooManyEvents {
+        /// The limit.
+        limit: u64,
+    },
 }

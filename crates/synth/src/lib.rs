@@ -50,10 +50,25 @@ pub struct Summary {
 }
 
 /// Streams every event of `generator` into `writer` and finishes it.
-pub fn write_all(mut generator: Generator, mut writer: TraceWriter) -> Result<Summary, Error> {
+pub fn write_all(generator: Generator, writer: TraceWriter) -> Result<Summary, Error> {
+    write_limited(generator, writer, None)
+}
+
+/// Like [`write_all`], but stops with [`Error::TooManyEvents`] (the writer unfinished) once
+/// more than `max_events` events would be written.
+pub fn write_limited(
+    mut generator: Generator,
+    mut writer: TraceWriter,
+    max_events: Option<u64>,
+) -> Result<Summary, Error> {
     let mut events = 0u64;
     let mut last = 0u64;
     for e in generator.by_ref() {
+        if max_events.is_some_and(|m| events >= m) {
+            return Err(Error::TooManyEvents {
+                limit: max_events.unwrap_or(events),
+            });
+        }
         writer.write(&e)?;
         events += 1;
         last = e.at;

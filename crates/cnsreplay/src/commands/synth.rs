@@ -48,8 +48,16 @@ pub struct GenArgs {
     /// cluster of 30 containers per host with 1 GiB volumes is assumed.
     pub model: Option<PathBuf>,
     /// Output trace; the encoding follows the name (.yaml, .jsonl, .cnsbin) unless `--to`.
-    #[arg(short, long, required = true)]
+    #[arg(short, long, required_unless_present = "dry_run")]
     pub output: Option<PathBuf>,
+    /// Generate without writing a file: print how many events and bytes the trace would have
+    /// (encoding from `-o` or `--to`, else binary).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Stop with an error once the trace would exceed this many events (nothing is left
+    /// behind). 0 = no limit.
+    #[arg(long, default_value_t = 500_000_000)]
+    pub max_events: u64,
     /// Output encoding.
     #[arg(long, value_enum)]
     pub to: Option<EncodingArg>,
@@ -128,6 +136,11 @@ pub struct SynthReport {
     pub volumes_declared: u64,
     /// Container volumes taken from the reuse pool.
     pub pool_reuses: u64,
+    /// Bytes of the encoded trace (what `--dry-run` would have written; the file's size
+    /// otherwise).
+    pub bytes: u64,
+    /// Whether this was a `--dry-run` (no file written).
+    pub dry_run: bool,
     /// How the cluster size was solved, with `--target`.
     pub derivation: Option<Derivation>,
 }
@@ -169,9 +182,27 @@ pub(crate) fn run(a: &SynthArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     }
 }
 
+/// Counts the bytes written through it (for `--dry-run`).
+struct Counter(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn generate(a: &GenArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let Some(output) = &a.output else {
-        anyhow::bail!("give the output file with -o");
+    let dry = PathBuf::new();
+    let output = match &a.output {
+        Some(o) => o,
+        None if a.dry_run => &dry,
+        None => anyhow::bail!("give the output file with -o"),
     };
     let (model, file) = match &a.model {
         Some(p) => match Model::load(p) {
@@ -196,6 +227,7 @@ fn generate(a: &GenArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
     let encoding = match a.to {
         Some(e) => Encoding::from(e),
+        None if a.dry_run && a.output.is_none() => Encoding::Binary,
         None => Encoding::from_path(output).with_context(|| {
             format!(
                 "cannot tell the encoding of {}; use a .yaml, .jsonl or .cnsbin name or --to",
@@ -211,20 +243,35 @@ fn generate(a: &GenArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     {
         write_derivation(d, out)?;
     }
+    let max = (a.max_events > 0).then_some(a.max_events);
     let tmp = partial_name(output);
+    let bytes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let summary = (|| {
         let g = synth::Generator::new(plan);
-        let w = TraceWriter::create(&tmp, Some(encoding), g.header())?;
-        synth::write_all(g, w)
+        let w = if a.dry_run {
+            TraceWriter::new(Counter(bytes.clone()), encoding, g.header())?
+        } else {
+            TraceWriter::create(&tmp, Some(encoding), g.header())?
+        };
+        synth::write_limited(g, w, max)
     })();
     let summary = match summary {
         Ok(s) => s,
         Err(e) => {
             let _ = fs_err::remove_file(&tmp);
+            if let synth::Error::TooManyEvents { .. } = e {
+                tracing::error!("{e}");
+                return Ok(ExitCode::from(1));
+            }
             return Err(e).with_context(|| format!("cannot write {}", output.display()));
         }
     };
-    fs_err::rename(&tmp, output)?;
+    let bytes = if a.dry_run {
+        bytes.load(std::sync::atomic::Ordering::Relaxed)
+    } else {
+        fs_err::rename(&tmp, output)?;
+        fs_err::metadata(output)?.len()
+    };
     let c = summary.counts;
     let report = SynthReport {
         output: output.display().to_string(),
@@ -239,19 +286,26 @@ fn generate(a: &GenArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         volumes_created: c.volumes_created,
         volumes_declared: c.volumes_declared,
         pool_reuses: c.pool_reuses,
+        bytes,
+        dry_run: a.dry_run,
         derivation,
     };
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
     } else {
+        let label = match (a.dry_run, &a.output) {
+            (false, _) => report.output.clone(),
+            (true, Some(o)) => format!("dry run for {}", o.display()),
+            (true, None) => "dry run".to_owned(),
+        };
         writeln!(
             out,
-            "{}: {} events over {} ({} encoding, seed {})",
-            report.output,
+            "{label}: {} events over {} ({} encoding, {} bytes, seed {})",
             report.events,
             trace_format::units::fmt_secs(report.duration_ns),
             report.encoding,
+            report.bytes,
             report.seed
         )?;
         writeln!(

@@ -244,3 +244,40 @@ fn synth_fit_of_the_alibaba_pod_list_recovers_the_preset() {
     assert!((mu - 6.444).abs() < 0.01, "mu {mu}");
     assert!((sigma - 1.877).abs() < 0.05, "sigma {sigma}");
 }
+
+/// `--dry-run` writes nothing and reports the events and bytes the file would have (the same
+/// as a real run's); `--max-events` stops a model that would exceed it with exit 1, leaving
+/// no output and no partial file.
+#[test]
+fn synth_dry_run_and_max_events() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = "traces/synth/exp2-20-snapshots.yaml";
+    let real = dir.path().join("real.jsonl");
+    let o = cnsreplay(&["synth", model, "-o", s(&real), "--json"]);
+    ok(&o);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let size = fs_err::metadata(&real).expect("written").len();
+    assert_eq!(r["bytes"], size);
+    let planned = dir.path().join("planned.jsonl");
+    let o = cnsreplay(&["synth", model, "-o", s(&planned), "--dry-run", "--json"]);
+    ok(&o);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(
+        (&d["events"], &d["bytes"], &d["dry_run"]),
+        (&r["events"], &r["bytes"], &serde_json::json!(true))
+    );
+    assert!(!planned.exists(), "a dry run writes nothing");
+
+    let capped = dir.path().join("capped.jsonl");
+    let half = (r["events"].as_u64().expect("events") / 2).to_string();
+    let o = cnsreplay(&["synth", model, "-o", s(&capped), "--max-events", &half]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("more than {half} events")), "{err}");
+    let left: Vec<_> = fs_err::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .filter(|n| n.to_string_lossy().starts_with("capped"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
