@@ -117,35 +117,20 @@ async fn an_xfs_volume_is_made_grown_online_snapshotted_and_restored_beside_its_
         .publish_context;
     let staging = tmp.path().join("staging");
     let target = tmp.path().join("target");
-    let stage = |vol: &str, cap: pb::VolumeCapability, ctx: &std::collections::HashMap<_, _>| {
-        pb::NodeStageVolumeRequest {
-            volume_id: vol.to_owned(),
-            publish_context: ctx.clone(),
-            staging_target_path: staging.display().to_string(),
-            volume_capability: Some(cap),
-            ..Default::default()
-        }
-    };
     let err = d
         .node
-        .node_stage_volume(stage(&id, fs_cap("ext4"), &ctx))
+        .node_stage_volume(stage_req(&id, &staging, &ctx, fs_cap("ext4")))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("xfs"), "{}", err.message());
     assert!(mounts_under(tmp.path()).is_empty());
     d.node
-        .node_stage_volume(stage(&id, fs_cap("xfs"), &ctx))
+        .node_stage_volume(stage_req(&id, &staging, &ctx, fs_cap("xfs")))
         .await
         .unwrap();
     d.node
-        .node_publish_volume(pb::NodePublishVolumeRequest {
-            volume_id: id.clone(),
-            staging_target_path: staging.display().to_string(),
-            target_path: target.display().to_string(),
-            volume_capability: Some(fs_cap("xfs")),
-            ..Default::default()
-        })
+        .node_publish_volume(publish_node_req(&id, &staging, &target, fs_cap("xfs")))
         .await
         .unwrap();
     let (kind, before) = fs_at(&target);
@@ -155,33 +140,14 @@ async fn an_xfs_volume_is_made_grown_online_snapshotted_and_restored_beside_its_
 
     // Controller expansion grows the image and the loop device; the file system waits for
     // the node (nodeExpansion=true), which grows it while it stays mounted.
-    let grown = d
-        .ctl
-        .controller_expand_volume(pb::ControllerExpandVolumeRequest {
-            volume_id: id.clone(),
-            capacity_range: Some(pb::CapacityRange {
-                required_bytes: 400 * MIB,
-                limit_bytes: 0,
-            }),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let grown = d.expand(&id, 400 * MIB).await;
     assert!(grown.node_expansion_required);
     assert_eq!(
         fs_at(&target).1,
         before,
         "not grown before NodeExpandVolume"
     );
-    d.node
-        .node_expand_volume(pb::NodeExpandVolumeRequest {
-            volume_id: id.clone(),
-            volume_path: target.display().to_string(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    d.node_expand(&id, &target).await;
     let after = fs_at(&target).1;
     assert!(
         after > before + 90 * MIB as u64,
@@ -222,10 +188,7 @@ async fn an_xfs_volume_is_made_grown_online_snapshotted_and_restored_beside_its_
         .publish_context;
     let rstaging = tmp.path().join("staging-restored");
     d.node
-        .node_stage_volume(pb::NodeStageVolumeRequest {
-            staging_target_path: rstaging.display().to_string(),
-            ..stage(&rid, fs_cap("xfs"), &rctx)
-        })
+        .node_stage_volume(stage_req(&rid, &rstaging, &rctx, fs_cap("xfs")))
         .await
         .unwrap();
     let (rkind, rsize) = fs_at(&rstaging);
@@ -238,13 +201,7 @@ async fn an_xfs_volume_is_made_grown_online_snapshotted_and_restored_beside_its_
 
     // Teardown leaves nothing: no mounts (the grow's scratch mount included), no loops.
     d.unstage(&rid, &rstaging).await;
-    d.node
-        .node_unpublish_volume(pb::NodeUnpublishVolumeRequest {
-            volume_id: id.clone(),
-            target_path: target.display().to_string(),
-        })
-        .await
-        .unwrap();
+    d.unpublish_node(&id, &target).await;
     d.unstage(&id, &staging).await;
     for v in [&id, &rid] {
         d.unpublish(v).await;

@@ -272,30 +272,6 @@ async fn snapshot_restore_and_clone_carry_the_data() {
     d.stop().await;
 }
 
-fn stage_req(
-    vol: &str,
-    staging: &Path,
-    ctx: &std::collections::HashMap<String, String>,
-) -> pb::NodeStageVolumeRequest {
-    pb::NodeStageVolumeRequest {
-        volume_id: vol.to_owned(),
-        publish_context: ctx.clone(),
-        staging_target_path: staging.display().to_string(),
-        volume_capability: Some(mount_cap()),
-        ..Default::default()
-    }
-}
-
-fn publish_node_req(vol: &str, staging: &Path, target: &Path) -> pb::NodePublishVolumeRequest {
-    pb::NodePublishVolumeRequest {
-        volume_id: vol.to_owned(),
-        staging_target_path: staging.display().to_string(),
-        target_path: target.display().to_string(),
-        volume_capability: Some(mount_cap()),
-        ..Default::default()
-    }
-}
-
 /// Free bytes reported by `df` for a mount point.
 fn fs_size(mount: &Path) -> u64 {
     let out = std::process::Command::new("df")
@@ -382,11 +358,11 @@ async fn publish_stage_expand_snapshot_and_teardown_leave_nothing() {
     fs_err::create_dir_all(target.parent().unwrap()).unwrap();
     for _ in 0..2 {
         d.node
-            .node_stage_volume(stage_req(&id, &staging, &c1.publish_context))
+            .node_stage_volume(stage_req(&id, &staging, &c1.publish_context, mount_cap()))
             .await
             .unwrap();
         d.node
-            .node_publish_volume(publish_node_req(&id, &staging, &target))
+            .node_publish_volume(publish_node_req(&id, &staging, &target, mount_cap()))
             .await
             .unwrap();
     }
@@ -415,44 +391,17 @@ async fn publish_stage_expand_snapshot_and_teardown_leave_nothing() {
             "{inodes:?}"
         );
         let before = fs_size(&target);
-        let grown = d
-            .ctl
-            .controller_expand_volume(pb::ControllerExpandVolumeRequest {
-                volume_id: id.clone(),
-                capacity_range: Some(pb::CapacityRange {
-                    required_bytes: 64 * MIB,
-                    limit_bytes: 0,
-                }),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let grown = d.expand(&id, 64 * MIB).await;
         assert_eq!(grown.capacity_bytes, 64 * MIB);
         assert!(!grown.node_expansion_required);
         assert!(fs_size(&target) > before, "the mounted file system grew");
-        let n = d
-            .node
-            .node_expand_volume(pb::NodeExpandVolumeRequest {
-                volume_id: id.clone(),
-                volume_path: target.display().to_string(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let n = d.node_expand(&id, &target).await;
         assert_eq!(n.capacity_bytes, 64 * MIB);
     }
     let snap = d.snapshot(&id, "snap-of-mounted").await;
 
     for _ in 0..2 {
-        d.node
-            .node_unpublish_volume(pb::NodeUnpublishVolumeRequest {
-                volume_id: id.clone(),
-                target_path: target.display().to_string(),
-            })
-            .await
-            .unwrap();
+        d.unpublish_node(&id, &target).await;
         d.unstage(&id, &staging).await;
         d.unpublish(&id).await;
     }
@@ -478,7 +427,7 @@ async fn publish_stage_expand_snapshot_and_teardown_leave_nothing() {
             .into_inner()
             .publish_context;
         d.node
-            .node_stage_volume(stage_req(&rid, &staging, &ctx))
+            .node_stage_volume(stage_req(&rid, &staging, &ctx, mount_cap()))
             .await
             .unwrap();
         assert_eq!(fs_err::read(staging.join("data.bin")).unwrap(), data);

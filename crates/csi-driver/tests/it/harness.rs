@@ -143,6 +143,46 @@ impl Running {
             .expect("ControllerUnpublishVolume");
     }
 
+    /// ControllerExpandVolume to `bytes`, which must succeed.
+    pub async fn expand(&mut self, id: &str, bytes: i64) -> pb::ControllerExpandVolumeResponse {
+        self.ctl
+            .controller_expand_volume(pb::ControllerExpandVolumeRequest {
+                volume_id: id.to_owned(),
+                capacity_range: Some(pb::CapacityRange {
+                    required_bytes: bytes,
+                    limit_bytes: 0,
+                }),
+                ..Default::default()
+            })
+            .await
+            .expect("ControllerExpandVolume")
+            .into_inner()
+    }
+
+    /// NodeExpandVolume at `path`, which must succeed.
+    pub async fn node_expand(&mut self, id: &str, path: &Path) -> pb::NodeExpandVolumeResponse {
+        self.node
+            .node_expand_volume(pb::NodeExpandVolumeRequest {
+                volume_id: id.to_owned(),
+                volume_path: path.display().to_string(),
+                ..Default::default()
+            })
+            .await
+            .expect("NodeExpandVolume")
+            .into_inner()
+    }
+
+    /// NodeUnpublishVolume of `target`, which must succeed.
+    pub async fn unpublish_node(&mut self, id: &str, target: &Path) {
+        self.node
+            .node_unpublish_volume(pb::NodeUnpublishVolumeRequest {
+                volume_id: id.to_owned(),
+                target_path: target.display().to_string(),
+            })
+            .await
+            .expect("NodeUnpublishVolume");
+    }
+
     /// NodeUnstageVolume, which must succeed.
     pub async fn unstage(&mut self, id: &str, staging: &Path) {
         self.node
@@ -161,6 +201,38 @@ pub fn mount_cap() -> pb::VolumeCapability {
         access_mode: Some(vc::AccessMode {
             mode: vc::access_mode::Mode::SingleNodeWriter.into(),
         }),
+    }
+}
+
+/// A NodeStageVolume request of `vol` at `staging` with `cap`.
+pub fn stage_req(
+    vol: &str,
+    staging: &Path,
+    ctx: &std::collections::HashMap<String, String>,
+    cap: pb::VolumeCapability,
+) -> pb::NodeStageVolumeRequest {
+    pb::NodeStageVolumeRequest {
+        volume_id: vol.to_owned(),
+        publish_context: ctx.clone(),
+        staging_target_path: staging.display().to_string(),
+        volume_capability: Some(cap),
+        ..Default::default()
+    }
+}
+
+/// A NodePublishVolume request of `vol` from `staging` to `target` with `cap`.
+pub fn publish_node_req(
+    vol: &str,
+    staging: &Path,
+    target: &Path,
+    cap: pb::VolumeCapability,
+) -> pb::NodePublishVolumeRequest {
+    pb::NodePublishVolumeRequest {
+        volume_id: vol.to_owned(),
+        staging_target_path: staging.display().to_string(),
+        target_path: target.display().to_string(),
+        volume_capability: Some(cap),
+        ..Default::default()
     }
 }
 
