@@ -35,9 +35,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use error::Error;
-pub use phase::{PhaseResult, run_phase};
+pub use phase::{PhaseResult, direct_alignment, run_phase};
 pub use replay::{ReplayOptions, ReplayResult, parse_phase_snippet, parse_size, replay_trace};
 pub use report::{render_phase, render_stream, render_suite};
+pub use stats::BUCKET_NS;
 pub use stats::{
     CpuTime, EngineInfo, Histograms, KindHistograms, KindSummary, Percentiles, Summary,
     log_start_time, read_histograms, split_responses, write_histograms,

@@ -16,7 +16,7 @@ use trace_format::Load;
 use crate::backend::{Backend, BackendConfig, BackendInfo};
 use crate::engine::{PhaseSource, Worker};
 use crate::generate::{OpGen, Rng, Schedule, block_sizes};
-use crate::ring;
+use crate::ring::{self, AlignedBuf};
 use crate::stats::{CpuTime, EngineInfo, Histograms, IntervalLog, Recorder, Summary};
 use crate::verify::{GenMap, Verifier, VerifySummary};
 use crate::{EngineOptions, Error, PhaseSpec, Stop};
@@ -161,6 +161,27 @@ pub(crate) fn open_target(target: &Path, direct: bool, write: bool) -> Result<Fi
         o.custom_flags(libc::O_DIRECT);
     }
     Ok(o.open(target)?.into_parts().0)
+}
+
+/// The offset and length alignment O_DIRECT needs on `target` (512 or 4096 bytes, found by
+/// reading one block), or `None` when its file system refuses O_DIRECT (tmpfs, say).
+pub fn direct_alignment(target: &Path) -> Result<Option<u64>, Error> {
+    use std::os::unix::fs::FileExt;
+    let file = match open_target(target, true, false) {
+        Ok(f) => f,
+        Err(Error::Io(e)) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut buf = AlignedBuf::new(8192);
+    for align in [512u64, 4096] {
+        let n = align as usize;
+        match file.read_at(&mut buf.as_mut_slice()[n..2 * n], align) {
+            Ok(_) => return Ok(Some(align)),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => return Err(Error::Io(e)),
+        }
+    }
+    Ok(None)
 }
 
 struct JobOut {

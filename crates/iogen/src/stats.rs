@@ -288,7 +288,16 @@ pub(crate) struct Recorder {
     pub counts: [Counts; 4],
     interval: Option<IntervalState>,
     base_wall: Option<SystemTime>,
+    /// Streams only: per [`BUCKET_NS`] of the worker's time, requests intended and requests
+    /// issued then (a replay's rate curve, trace against replay).
+    pub buckets: Option<Vec<[u32; 2]>>,
 }
+
+/// Width of a stream's rate buckets ([`Recorder::buckets`]), ns.
+pub const BUCKET_NS: u64 = 10_000_000;
+
+/// Most buckets a stream keeps (100 h); later requests go to the last one.
+const MAX_BUCKETS: usize = 36_000_000;
 
 struct IntervalState {
     hists: Histograms,
@@ -321,7 +330,13 @@ impl Recorder {
                 tx,
             }),
             base_wall: None,
+            buckets: None,
         }
+    }
+
+    /// Keeps per-bucket counts of intended and issued requests from now on.
+    pub(crate) fn keep_buckets(&mut self) {
+        self.buckets = Some(Vec::new());
     }
 
     /// The wall-clock instant of time 0 of the recorded times (sent with each interval).
@@ -355,6 +370,17 @@ impl Recorder {
             submitted.saturating_sub(intended),
         );
         self.hists.record(kind, r, s, l);
+        if let Some(b) = &mut self.buckets {
+            for (t, which) in [(intended, 0), (submitted, 1)] {
+                let i = usize::try_from(t / BUCKET_NS)
+                    .unwrap_or(usize::MAX)
+                    .min(MAX_BUCKETS - 1);
+                if b.len() <= i {
+                    b.resize(i + 1, [0, 0]);
+                }
+                b[i][which] = b[i][which].saturating_add(1);
+            }
+        }
         if let Some(iv) = &mut self.interval {
             iv.hists.record(kind, r, s, l);
         }

@@ -91,6 +91,20 @@ pub struct StreamResult {
     pub histograms: Histograms,
     /// Failed or rejected requests.
     pub errors: u64,
+    /// Requests accepted into the stream.
+    pub accepted: u64,
+    /// Requests refused on arrival (a read or write of 0 bytes or longer than the stream's
+    /// buffers): never issued, counted in `errors` too.
+    pub rejected: u64,
+    /// Requests issued after a request intended later than them (arrived too late to keep
+    /// the trace's order): 0 when every request was queued ahead of its time.
+    pub reordered: u64,
+    /// Accepted requests never issued (a stop dropped them).
+    pub unissued: u64,
+    /// The stream's time 0: bucket `i` of `buckets` starts at `base + i × BUCKET_NS`.
+    pub base: Instant,
+    /// Per [`crate::BUCKET_NS`] from `base`: [requests intended, requests issued] then.
+    pub buckets: Vec<[u32; 2]>,
 }
 
 /// Starts a stream against `target` (which must exist), with its own thread and ring.
@@ -141,7 +155,9 @@ pub fn start_stream(
                 }
             };
             // Ready only once the buffers are filled, so the first requests are not late.
-            let mut w = Worker::new(backend, Recorder::new(iv), None);
+            let mut rec = Recorder::new(iv);
+            rec.keep_buckets();
+            let mut w = Worker::new(backend, rec, None);
             let base = Instant::now();
             w.set_base(base);
             let _ = ready_tx.send(Ok(()));
@@ -187,6 +203,9 @@ fn run_stream(
         first: None,
         last: 0,
         accepted: 0,
+        issued: 0,
+        last_issued: None,
+        reordered: 0,
     };
     let partial = w.run(&mut src, stop)?;
     let Worker {
@@ -231,6 +250,12 @@ fn run_stream(
         summary,
         histograms: rec.hists,
         errors,
+        accepted: src.accepted,
+        rejected: src.rejected.iter().sum(),
+        reordered: src.reordered,
+        unissued: src.accepted - src.issued,
+        base,
+        buckets: rec.buckets.unwrap_or_default(),
     })
 }
 
@@ -248,6 +273,10 @@ struct StreamSource {
     first: Option<u64>,
     last: u64,
     accepted: u64,
+    issued: u64,
+    /// (intended, arrival) of the last request issued.
+    last_issued: Option<(u64, u64)>,
+    reordered: u64,
 }
 
 const KINDS: [IoKind; 4] = [IoKind::Read, IoKind::Write, IoKind::Trim, IoKind::Flush];
@@ -294,9 +323,14 @@ impl Source for StreamSource {
         match self.heap.peek() {
             Some(Reverse((t, ..))) if *t > now => Next::At(*t),
             Some(_) => {
-                let Some(Reverse((t, _, k, offset, len))) = self.heap.pop() else {
+                let Some(Reverse((t, seq, k, offset, len))) = self.heap.pop() else {
                     return Next::Idle;
                 };
+                if self.last_issued.is_some_and(|l| l > (t, seq)) {
+                    self.reordered += 1;
+                }
+                self.last_issued = Some((t, seq));
+                self.issued += 1;
                 Next::Ready(Item {
                     kind: KINDS[usize::from(k)],
                     offset,

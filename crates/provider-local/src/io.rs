@@ -6,12 +6,12 @@
 //! pread/pwrite/fsync each on the same target.
 
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use replay::provider::IoReport;
-use replay::{OpCtx, ProviderError};
+use replay::{IoStream, IoStreamReport, OpCtx, ProviderError, Submit};
 use trace_format::{Event, Io, IoKind, IoPhase};
 
 use crate::LocalProvider;
@@ -149,8 +149,7 @@ pub(crate) async fn single_io(
     io: &Io,
     ctx: Arc<OpCtx>,
 ) -> Result<(), ProviderError> {
-    let target = io_target(p, &io.volume)?;
-    let len = data_len(volume_size(p, &io.volume), None);
+    let (target, len) = bare_target(p, &io.volume)?;
     let io = io.clone();
     crate::blocking(move || {
         ensure_file(&target, len)?;
@@ -186,4 +185,189 @@ pub(crate) async fn single_io(
         Ok(())
     })
     .await
+}
+
+/// Where bare `io` (no workload holds the volume) goes, and the bytes it may address: the
+/// volume's own storage — in loop mode its image file (block-level: the trace's offsets are
+/// the volume's bytes, as on the traced device, so a file system on the image is not kept),
+/// or the loop device or data file of a volume still attached; in directory mode its data
+/// file, sized as the volume.
+pub(crate) fn bare_target(
+    p: &LocalProvider,
+    name: &trace_format::Name,
+) -> Result<(PathBuf, u64), ProviderError> {
+    let vol = p.volume(name)?;
+    let (image, size, attached) = {
+        let g = vol
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (
+            g.image.clone(),
+            g.size,
+            g.mount.is_some() || g.loop_dev.is_some(),
+        )
+    };
+    if attached {
+        let t = io_target(p, name)?;
+        let len = if t.starts_with("/dev") {
+            size
+        } else {
+            data_len(size, None)
+        };
+        return Ok((t, len));
+    }
+    if p.loop_mode() {
+        Ok((image, size))
+    } else {
+        Ok((image.join(DATA_FILE), size))
+    }
+}
+
+/// Opens the stream of a volume's bare `io` events: iogen's stream on [`bare_target`],
+/// O_DIRECT where the file system allows it.
+pub(crate) fn open_stream(
+    p: &LocalProvider,
+    name: &trace_format::Name,
+) -> Result<Box<dyn IoStream>, ProviderError> {
+    let (target, size) = bare_target(p, name)?;
+    ensure_file(&target, size)?;
+    let size = if target.starts_with("/dev") {
+        size
+    } else {
+        fs_err::metadata(&target)
+            .map_err(io_err)?
+            .len()
+            .min(size.max(1))
+    };
+    let align =
+        iogen::direct_alignment(&target).map_err(|e| ProviderError::new("io", e.to_string()))?;
+    let opts = iogen::EngineOptions {
+        engine: p.config.io_engine,
+        stream_depth: STREAM_DEPTH,
+        ..iogen::EngineOptions::default()
+    };
+    let (tx, handle) = iogen::start_stream(&target, align.is_some(), &opts)
+        .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
+    let mut flags = vec![match align {
+        Some(a) => format!("O_DIRECT, {a}-byte aligned"),
+        None => "buffered (the file system refuses O_DIRECT)".to_owned(),
+    }];
+    flags.push(format!(
+        "{size} bytes addressable; requests past the end wrap modulo it"
+    ));
+    Ok(Box::new(LocalStream {
+        tx: Some(tx),
+        handle,
+        target: target.display().to_string(),
+        size,
+        align: align.unwrap_or(1),
+        adjusted: 0,
+        flags,
+    }))
+}
+
+/// Requests in flight at most per stream (iogen's default is 32).
+const STREAM_DEPTH: u32 = 64;
+
+struct LocalStream {
+    tx: Option<iogen::IoSubmitter>,
+    handle: iogen::StreamHandle,
+    target: String,
+    size: u64,
+    align: u64,
+    adjusted: u64,
+    flags: Vec<String>,
+}
+
+impl LocalStream {
+    /// The request as it can be issued: offset and length aligned outwards to O_DIRECT's
+    /// block, and a range past the end of the target moved back into it (modulo its size).
+    fn place(&mut self, io: &Io) -> (u64, u64) {
+        if matches!(io.kind, IoKind::Flush) {
+            return (0, 0);
+        }
+        let a = self.align;
+        let start = io.offset / a * a;
+        let end = io
+            .offset
+            .saturating_add(io.len)
+            .div_ceil(a)
+            .saturating_mul(a);
+        let mut len = end - start;
+        let mut off = start;
+        if len > self.size {
+            len = self.size / a * a;
+        }
+        if off.saturating_add(len) > self.size {
+            let room = (self.size - len) / a + 1;
+            off = (off / a % room) * a;
+        }
+        if (off, len) != (io.offset, io.len) {
+            self.adjusted += 1;
+        }
+        (off, len)
+    }
+}
+
+impl IoStream for LocalStream {
+    fn submit(&mut self, io: &Io, intended: Instant) -> Result<Submit, ProviderError> {
+        let (offset, len) = self.place(io);
+        let Some(tx) = &self.tx else {
+            return Err(ProviderError::new("io_failed", "the stream has ended"));
+        };
+        match tx.submit(iogen::IoRequest {
+            kind: io.kind,
+            offset,
+            len,
+            intended,
+        }) {
+            Ok(()) => Ok(Submit::Queued),
+            Err(iogen::Error::QueueFull) => Ok(Submit::Full),
+            Err(e) => Err(ProviderError::new("io_failed", e.to_string())),
+        }
+    }
+
+    fn finish(mut self: Box<Self>, stop: bool) -> Result<IoStreamReport, ProviderError> {
+        drop(self.tx.take());
+        if stop {
+            self.handle.stop();
+        }
+        let r = self
+            .handle
+            .finish()
+            .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
+        let mut flags = vec![r.summary.engine.engine.clone()];
+        flags.extend(r.summary.engine.flags.iter().cloned());
+        flags.extend(self.flags);
+        let (mut response, mut service, mut lateness) = (hist(), hist(), hist());
+        for (_, h) in r.histograms.iter() {
+            // These auto-resize: adding cannot fail.
+            let _ = response.add(&h.response);
+            let _ = service.add(&h.service);
+            let _ = lateness.add(&h.lateness);
+        }
+        Ok(IoStreamReport {
+            target: self.target,
+            flags,
+            accepted: r.accepted,
+            completed: r.summary.ios,
+            errors: r.errors - r.rejected.min(r.errors),
+            rejected: r.rejected,
+            reordered: r.reordered,
+            unissued: r.unissued,
+            adjusted: self.adjusted,
+            response,
+            service,
+            lateness,
+            base: r.base,
+            bucket_ns: iogen::BUCKET_NS,
+            buckets: r.buckets,
+            cpu_per_request_us: r.summary.cpu.per_io_us,
+            ended: Instant::now(),
+        })
+    }
+}
+
+fn hist() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new(3).expect("3 significant digits are valid")
 }

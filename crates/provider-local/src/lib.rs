@@ -198,6 +198,13 @@ impl Provider for LocalProvider {
         ops::execute(self, ev, ctx).await
     }
 
+    fn open_io_stream(
+        &self,
+        volume: &Name,
+    ) -> Result<Option<Box<dyn replay::IoStream>>, ProviderError> {
+        io::open_stream(self, volume).map(Some)
+    }
+
     fn cleanup(&self, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
         // I/O units still running would keep their volumes busy.
         for w in self.state().workloads.values() {

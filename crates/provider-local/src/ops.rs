@@ -46,7 +46,7 @@ impl LocalProvider {
         }
     }
 
-    fn volume(&self, name: &Name) -> Result<Arc<Mutex<Volume>>, ProviderError> {
+    pub(crate) fn volume(&self, name: &Name) -> Result<Arc<Mutex<Volume>>, ProviderError> {
         self.state()
             .volumes
             .get(name)

@@ -149,6 +149,8 @@ pub(crate) struct Deps {
     users: HashMap<Key, Arc<Users>>,
     /// The volumes of each attached workload (its detach, abort and reschedule use them).
     workload_volumes: HashMap<Name, Vec<Name>>,
+    /// Per volume: the workloads holding it now (in trace order).
+    holders: HashMap<Name, u32>,
 }
 
 /// Something an event must wait for.
@@ -194,6 +196,13 @@ impl Plan {
         self.more.get_or_insert_default()
     }
 
+    /// Whether the event still has something to wait for.
+    pub fn waits_pending(&self) -> bool {
+        self.more
+            .as_ref()
+            .is_some_and(|m| m.waits.iter().any(Wait::pending))
+    }
+
     /// Takes out what the event must wait for.
     pub fn take_waits(&mut self) -> Vec<Wait> {
         self.more
@@ -215,6 +224,11 @@ impl Deps {
     /// Marks objects that exist before the trace starts.
     pub fn exists(&mut self, key: Key) {
         self.creators.insert(key, Creation::new(State::Ok));
+    }
+
+    /// Whether a workload of the trace holds volume `v` at this point of the trace.
+    pub fn attached(&self, v: &Name) -> bool {
+        self.holders.get(v).is_some_and(|&n| n > 0)
     }
 
     /// Plans one event: which creators to wait for and which objects it creates.
@@ -305,11 +319,20 @@ impl Deps {
         }
         match op {
             Op::Attach(a) => {
-                self.workload_volumes
-                    .insert(a.workload.clone(), a.volumes.clone());
+                for v in &a.volumes {
+                    *self.holders.entry(v.clone()).or_default() += 1;
+                }
+                if let Some(old) = self
+                    .workload_volumes
+                    .insert(a.workload.clone(), a.volumes.clone())
+                {
+                    self.release(&old);
+                }
             }
             Op::Detach(w) | Op::AbortWorkload(w) => {
-                self.workload_volumes.remove(&w.workload);
+                if let Some(old) = self.workload_volumes.remove(&w.workload) {
+                    self.release(&old);
+                }
             }
             _ => {}
         }
@@ -335,6 +358,17 @@ impl Deps {
             plan.more().creates.push(Creates(c));
         }
         plan
+    }
+
+    fn release(&mut self, volumes: &[Name]) {
+        for v in volumes {
+            if let Some(n) = self.holders.get_mut(v) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.holders.remove(v);
+                }
+            }
+        }
     }
 
     /// The event needs object `k`: it waits for its creator unless that succeeded already.

@@ -10,12 +10,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, watch};
-use trace_format::{CreateVolume, Event, Op, OpType, TraceReader};
+use trace_format::{CreateVolume, Event, Name, Op, OpType, TraceReader};
 
 use crate::Error;
 use crate::deps::{Deps, Key};
@@ -26,6 +26,7 @@ use crate::provider::{CleanupReport, OpCtx, Provider, RunInfo, SnapshotTimeline}
 use crate::record::{CompletionState, Summary};
 use crate::rundir::{HostInfo, Manifest, ProviderInfo, RunDir, TraceInfo, sha256_file};
 use crate::sink::{Sink, SinkResult, ToSink};
+use crate::streams::{self, StreamFidelity};
 use crate::timing;
 use crate::validity::{self, Measured, ValidityOptions, Verdict};
 
@@ -160,6 +161,7 @@ pub fn run<P: Provider>(
         ledger,
         rt,
         notices,
+        streams,
         ..
     } = prepared;
     let (stopped, cleanup) = clean_up(rt, control, &ledger, provider.as_ref(), &info)?;
@@ -178,6 +180,8 @@ pub fn run<P: Provider>(
         sunk,
         cleanup,
         notices,
+        origin: clocked.origin,
+        streams: std::mem::take(&mut *streams.lock().unwrap_or_else(PoisonError::into_inner)),
     })
 }
 
@@ -192,6 +196,8 @@ struct Prepared {
     /// Taken by [`clock`].
     reader: Option<(TraceReader, Deps)>,
     notices: Vec<String>,
+    /// What the I/O streams left when they ended.
+    streams: Arc<Mutex<streams::Collected>>,
 }
 
 /// Checks the options, creates the run directory and its manifest (`running`), prepares the
@@ -322,6 +328,7 @@ fn prepare<P: Provider>(
         snapshots,
         reader: Some((reader, deps)),
         notices,
+        streams: Arc::default(),
     })
 }
 
@@ -383,8 +390,22 @@ fn clock<P: Provider>(
         .reader
         .take()
         .ok_or_else(|| Error::Options("the run was clocked twice".into()))?;
+    let origin_cell = Arc::new(OnceLock::new());
+    let opener = provider.clone();
+    let router = streams::Router::new(
+        Box::new(move |v: &Name| opener.open_io_stream(v)),
+        origin_cell.clone(),
+        control.stop_flag(),
+        p.streams.clone(),
+        p.info
+            .header
+            .volumes
+            .iter()
+            .map(|v| v.name.clone())
+            .collect(),
+    );
     let (reader_thread, feed) =
-        timing::spawn_reader(reader, deps, opts.speed, control.stop_flag())?;
+        timing::spawn_reader(reader, deps, opts.speed, control.stop_flag(), Some(router))?;
     // The clock starts once the first event is decoded and planned (a YAML trace is parsed
     // whole before its first event, which must not count as lateness of the first events),
     // and START_LEAD later, so that setting up the sink and the timing lanes does not either.
@@ -392,6 +413,7 @@ fn clock<P: Provider>(
 
     let origin = Instant::now() + START_LEAD;
     let origin_wall = SystemTime::now() + START_LEAD;
+    let _ = origin_cell.set(origin);
     // Recorded before the first event, so a crashed run's records can be placed too.
     p.manifest.origin = jiff::Timestamp::try_from(origin_wall).ok();
     p.rd.write_manifest(&p.manifest)?;
@@ -515,6 +537,8 @@ struct Finished<'a, P> {
     sunk: SinkResult,
     cleanup: CleanupReport,
     notices: Vec<String>,
+    origin: Instant,
+    streams: streams::Collected,
 }
 
 /// Builds the summary, writes `summary.json` and the final manifest, and marks the live
@@ -531,7 +555,15 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         sunk,
         cleanup,
         mut notices,
+        origin,
+        streams,
     } = f;
+    let mut sunk = sunk;
+    notices.extend(streams.notices);
+    sunk.last_completed = sunk
+        .last_completed
+        .max(streams::last_end(&streams.ended, origin));
+    let io_streams = stream_results(rd, &streams.ended, origin, opts, &mut sunk)?;
     let wall = sunk.last_completed as f64 / 1e9;
     notices.extend(provider.finish_notices());
     let client_throttling = provider.client_throttling();
@@ -558,6 +590,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
             rate: dispatch_rate.as_ref(),
             workers_busy,
             throttling: &client_throttling,
+            streams: &io_streams,
         },
         &opts.validity,
     );
@@ -593,6 +626,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         validity: Some(validity),
         ops: sunk.ops,
         io: sunk.io,
+        io_streams,
         cleaned_up: cleanup.removed,
         cleanup_failures: cleanup.failed,
         notices,
@@ -604,4 +638,68 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
     rd.write_manifest(&manifest)?;
     control.live().finished.store(true, SeqCst);
     Ok(RunOutcome { manifest, summary })
+}
+
+/// The streams' fidelity for the summary; their rate curves go to `io/streams/`, and their
+/// requests join the `io` row of the summary's operations (count, ok, failed; latencies
+/// are in the fidelity).
+fn stream_results(
+    rd: &RunDir,
+    ended: &[streams::Ended],
+    origin: Instant,
+    opts: &RunOptions,
+    sunk: &mut SinkResult,
+) -> Result<Vec<StreamFidelity>, Error> {
+    if ended.is_empty() {
+        return Ok(Vec::new());
+    }
+    let per_event_io = sunk.ops.get(OpType::Io.name()).is_some_and(|r| r.count > 0);
+    let dir = rd.path().join("io").join("streams");
+    fs_err::create_dir_all(&dir)?;
+    let mut out = Vec::new();
+    for (i, (f, curve)) in streams::fidelity(ended, origin, opts.validity.window_events)
+        .into_iter()
+        .enumerate()
+    {
+        if let Some(mut c) = curve {
+            c.volume.clone_from(&f.volume);
+            let safe: String = f
+                .volume
+                .chars()
+                .map(|ch| {
+                    if ch.is_ascii_alphanumeric() || "-_.".contains(ch) {
+                        ch
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let path = dir.join(format!("{i:03}-{safe}.json"));
+            let bytes = serde_json::to_vec(&c).map_err(|source| Error::Json {
+                file: path.clone(),
+                source,
+            })?;
+            fs_err::write(&path, bytes)?;
+        }
+        let row = sunk.ops.entry(OpType::Io.name().to_owned()).or_default();
+        row.count += f.requests;
+        row.ok += f.completed;
+        row.failed += f.requests - f.completed.min(f.requests);
+        sunk.dispatched += f.requests;
+        sunk.ok += f.completed;
+        sunk.failed += f.requests - f.completed.min(f.requests);
+        for (class, n) in [("io_failed", f.errors), ("io_dropped", f.dropped)] {
+            if n > 0 {
+                *sunk.errors.entry(class.to_owned()).or_default() += n;
+            }
+        }
+        out.push(f);
+    }
+    if !per_event_io && let Some(row) = sunk.ops.get_mut(OpType::Io.name()) {
+        let (response, service, lateness) = streams::merged(ended);
+        row.response = crate::record::Percentiles::of(&response);
+        row.service = crate::record::Percentiles::of(&service);
+        row.lateness = crate::record::Percentiles::of(&lateness);
+    }
+    Ok(out)
 }

@@ -21,6 +21,7 @@ pub mod provider;
 pub mod record;
 pub mod rundir;
 mod sink;
+pub mod streams;
 mod timing;
 pub mod validity;
 
@@ -32,6 +33,7 @@ pub use record::{
     CompletionState, EventRecord, IoSplit, OpSummary, Outcome, Percentiles, Phase, Summary,
 };
 pub use rundir::{Manifest, RunDir};
+pub use streams::{IoStream, IoStreamReport, StreamFidelity, Submit};
 pub use timing::TimingOptions;
 pub use validity::{Check, DispatchRate, Validity, ValidityOptions, Verdict};
 

@@ -390,6 +390,18 @@ pub trait Provider: Send + Sync + 'static {
         false
     }
 
+    /// Opens a stream for the bare `io` events of `volume` (no workload holds it), attaching
+    /// the volume implicitly: see [`crate::streams`]. Called on the reader thread, ahead of
+    /// the first request's time; may block briefly. `None` (the default): the provider takes
+    /// `io` events one [`Provider::execute`] call at a time.
+    fn open_io_stream(
+        &self,
+        volume: &trace_format::Name,
+    ) -> Result<Option<Box<dyn crate::streams::IoStream>>, ProviderError> {
+        let _ = volume;
+        Ok(None)
+    }
+
     /// Performs one event's operation. Markers are never passed here.
     fn execute(
         &self,

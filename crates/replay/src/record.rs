@@ -267,6 +267,10 @@ pub struct Summary {
     pub ops: BTreeMap<String, OpSummary>,
     /// I/O latency with and without a snapshot in flight (`io` events and iogen phases).
     pub io: IoSplit,
+    /// Bare `io` events replayed through per-volume streams: their fidelity (see
+    /// `replay::streams`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_streams: Vec<crate::streams::StreamFidelity>,
     /// Objects removed at the end because the run still owned them.
     pub cleaned_up: u64,
     /// Objects cleanup could not remove (they are still in the ledger).

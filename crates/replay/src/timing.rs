@@ -60,6 +60,7 @@ use crate::engine::RunControl;
 use crate::live::Live;
 use crate::precise::{self, wait_until};
 use crate::provider::ns_since;
+use crate::streams::Router;
 
 /// Most events a timing lane hands over per wake-up before it looks at the clock again,
 /// and the dispatch thread spawns per runtime task.
@@ -112,6 +113,8 @@ struct FeedQueue {
     /// Events claimed by a lane so far; a lane claims event `n` (by moving this from `n` to
     /// `n + 1`) only when it is due.
     claimed: AtomicU64,
+    /// Set by the reader once its first event is planned (queued, or taken by a stream).
+    started: AtomicBool,
     /// Set by the reader after its last event is queued.
     done: AtomicBool,
     /// Set when the timing side is gone, so a reader waiting for room stops.
@@ -142,10 +145,10 @@ pub struct Feed {
 }
 
 impl Feed {
-    /// Waits until the reader has queued the first event or ended.
+    /// Waits until the reader has planned the first event or ended.
     pub fn wait_first(&self) {
         let q = &self.queue;
-        while q.published.load(Acquire) == 0 && !q.done.load(Acquire) {
+        while !q.started.load(Acquire) && !q.done.load(Acquire) {
             std::thread::sleep(Duration::from_micros(20));
         }
     }
@@ -215,17 +218,21 @@ fn intended_ns(at: u64, speed: f64) -> u64 {
 /// Starts the reader thread: decodes `reader`'s events, plans their dependencies with `deps`
 /// (in trace order, which is dispatch order) and queues them. Stops after the
 /// first read error (which it passes on), when `stop` is set, or when the feed is dropped.
-pub fn spawn_reader(
+/// With a `router`, bare `io` events go to their volume's stream instead
+/// ([`crate::streams`]), and the thread ends their streams before it ends.
+pub(crate) fn spawn_reader(
     reader: TraceReader,
     mut deps: Deps,
     speed: f64,
     stop: Arc<AtomicBool>,
+    mut router: Option<Router>,
 ) -> std::io::Result<(std::thread::JoinHandle<()>, Feed)> {
     let queue = Arc::new(FeedQueue {
         events: ArrayQueue::new(FEED + FEED_SLACK),
         intended: (0..FEED).map(|_| AtomicU64::new(0)).collect(),
         published: AtomicU64::new(0),
         claimed: AtomicU64::new(0),
+        started: AtomicBool::new(false),
         done: AtomicBool::new(false),
         closed: AtomicBool::new(false),
     });
@@ -235,19 +242,39 @@ pub fn spawn_reader(
         .spawn(move || {
             let gone = || q.closed.load(Acquire) || stop.load(Relaxed);
             let mut n = 0u64;
-            for item in reader.events() {
-                let mut item = item.map(|ev| Due {
-                    intended: intended_ns(ev.at, speed),
-                    plan: deps.plan(&ev.op),
-                    ev: Arc::new(ev),
-                });
+            'events: for item in reader.events() {
+                if let (Some(r), Ok(ev)) = (&mut router, &item) {
+                    r.before(&ev.op);
+                }
+                let mut item = match item {
+                    Ok(ev) => {
+                        let due = Due {
+                            intended: intended_ns(ev.at, speed),
+                            plan: deps.plan(&ev.op),
+                            ev: Arc::new(ev),
+                        };
+                        let planned = || q.started.store(true, Release);
+                        match &mut router {
+                            Some(r) => match r.route(due, &deps, &planned) {
+                                Some(due) => Ok(due),
+                                // Taken by its stream (or dropped by a stop).
+                                None if stop.load(Relaxed) => break 'events,
+                                None => continue,
+                            },
+                            None => {
+                                planned();
+                                Ok(due)
+                            }
+                        }
+                    }
+                    Err(e) => Err(e),
+                };
                 let end = item.is_err() || stop.load(Relaxed);
                 // Polls while FEED events are queued (a sixth of a second ahead at 100 k/s), so
                 // the lanes never have to wake the reader. A read error is due at once.
                 while n - q.claimed.load(Acquire) >= FEED as u64 {
                     if gone() {
-                        q.done.store(true, Release);
-                        return;
+                        break 'events;
                     }
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -261,10 +288,7 @@ pub fn spawn_reader(
                             item = back;
                             std::thread::sleep(Duration::from_micros(50));
                         }
-                        Err(_) => {
-                            q.done.store(true, Release);
-                            return;
-                        }
+                        Err(_) => break 'events,
                     }
                 }
                 n += 1;
@@ -274,6 +298,9 @@ pub fn spawn_reader(
                 }
             }
             q.done.store(true, Release);
+            if let Some(r) = router {
+                r.finish();
+            }
         })?;
     Ok((handle, Feed { queue }))
 }

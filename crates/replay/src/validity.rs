@@ -303,10 +303,74 @@ pub struct Measured<'a> {
     pub workers_busy: Option<f64>,
     /// Client-side throttling the provider reported.
     pub throttling: &'a [ClientThrottling],
+    /// Bare `io` events' streams.
+    pub streams: &'a [crate::streams::StreamFidelity],
 }
 
 fn ms(ns: f64) -> String {
     format!("{:.3} ms", ns / 1e6)
+}
+
+/// Adds one check: name, passed, verdict when failed, (value, limit, unit), message.
+type CheckFn<'a> = dyn FnMut(&str, bool, Verdict, (f64, f64, &str), String) + 'a;
+
+/// A stream's checks: nothing dropped or reordered, issue lateness within the start-lateness
+/// limits, every full second's issued count within the rate tolerance of its intended one.
+fn stream_checks(f: &crate::streams::StreamFidelity, o: &ValidityOptions, check: &mut CheckFn<'_>) {
+    let v = &f.volume;
+    let lost = f.dropped + f.reordered;
+    check(
+        "io_stream.order",
+        lost == 0,
+        Verdict::EngineBound,
+        (lost as f64, 0.0, "count"),
+        format!(
+            "volume {v:?}: {} of {} requests dropped, {} reordered{}",
+            f.dropped,
+            f.requests,
+            f.reordered,
+            f.error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ),
+    );
+    let l = &f.lateness;
+    for (name, value, limit) in [
+        ("io_stream.lateness.p99", l.p99, o.start_p99_ns),
+        ("io_stream.lateness.p99.9", l.p999, o.start_p999_ns),
+    ] {
+        check(
+            name,
+            l.count == 0 || value <= limit,
+            Verdict::EngineBound,
+            (value as f64, limit as f64, "ns"),
+            format!(
+                "volume {v:?}: issue lateness {} {} (limit {}) over {} requests",
+                &name["io_stream.lateness.".len()..],
+                ms(value as f64),
+                ms(limit as f64),
+                l.count
+            ),
+        );
+    }
+    if let Some(w) = &f.worst_window {
+        check(
+            "io_stream.rate.window",
+            w.error <= o.rate_tolerance,
+            Verdict::EngineBound,
+            (w.error, o.rate_tolerance, "ratio"),
+            format!(
+                "volume {v:?}: worst second ({} s from the origin) issued {} of {} intended                  ({:.2} % off, limit {:.1} %; {} seconds judged)",
+                w.start,
+                w.issued,
+                w.intended,
+                w.error * 100.0,
+                o.rate_tolerance * 100.0,
+                f.windows
+            ),
+        );
+    }
 }
 
 /// Judges a run.
@@ -446,6 +510,9 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
             ),
         );
     }
+    for f in m.streams {
+        stream_checks(f, o, &mut check);
+    }
     for t in m.throttling {
         let f = if t.requests > 0 {
             t.throttled as f64 / t.requests as f64
@@ -541,6 +608,7 @@ mod tests {
             rate: None,
             workers_busy: Some(0.2),
             throttling: &[],
+            streams: &[],
         };
         let v = judge(&m, &o);
         assert_eq!(v.verdict, Verdict::EngineBound);

@@ -517,6 +517,7 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
             o.count, o.failed, r[0], r[1], r[2], r[3], v[0], v[1], v[2], v[3]
         )?;
     }
+    write_streams(s, out)?;
     if s.io.with_snapshot.count + s.io.without_snapshot.count > 0 {
         writeln!(out)?;
         writeln!(
@@ -545,6 +546,56 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
         for f in &s.cleanup_failures {
             writeln!(out, "  {f}")?;
         }
+    }
+    Ok(())
+}
+
+/// The fidelity of bare `io` events' streams, one line per volume.
+fn write_streams(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
+    if s.io_streams.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<16} {:>9} {:>7} {:>7} | {:>10} {:>10} {:>9} | {:>10} {:>10} {:>10} | {:>10}",
+        "I/O stream",
+        "requests",
+        "dropped",
+        "reorder",
+        "intended/s",
+        "achieved/s",
+        "worst 1 s",
+        "late p50",
+        "p99",
+        "p99.9",
+        "resp p99"
+    )?;
+    for f in &s.io_streams {
+        let worst = f
+            .worst_window
+            .map_or_else(|| "-".to_owned(), |w| format!("{:.2}%", w.error * 100.0));
+        writeln!(
+            out,
+            "{:<16} {:>9} {:>7} {:>7} | {:>10.0} {:>10.0} {:>9} | {:>10} {:>10} {:>10} | {:>10}",
+            f.volume,
+            f.requests,
+            f.dropped,
+            f.reordered,
+            f.intended_rate,
+            f.achieved_rate,
+            worst,
+            ms(f.lateness.p50),
+            ms(f.lateness.p99),
+            ms(f.lateness.p999),
+            ms(f.response.p99)
+        )?;
+        if let Some(e) = &f.error {
+            writeln!(out, "  error: {e}")?;
+        }
+    }
+    if let Some(f) = s.io_streams.first() {
+        writeln!(out, "  on {}: {}", f.target, f.flags.join("; "))?;
     }
     Ok(())
 }

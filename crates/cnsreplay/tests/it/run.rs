@@ -395,3 +395,102 @@ fn the_verdict_is_in_the_table_and_require_valid_exits_4() {
     let o = run(args("--allow-invalid"));
     assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{o:?}");
 }
+
+/// A block trace's shape (volumes in the header, then only `io`) replays on the local
+/// provider through one I/O stream per volume: every request issued, none dropped or
+/// reordered, trims and flushes included, an unaligned request aligned and counted; a
+/// `delete_volume` after a volume's I/O waits for its stream; the per-second curve is written.
+#[test]
+fn a_block_trace_replays_through_per_volume_streams() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("block.jsonl");
+    let mut lines = vec![
+        r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"d0","size":"64Mi"},{"name":"d1","size":"64Mi"}]}"#
+            .to_owned(),
+    ];
+    let kinds = ["read", "write", "write", "read", "trim", "read", "write", "flush"];
+    let n = 3000u64;
+    for i in 0..n {
+        // 3000 requests over 1.5 s, alternating volumes.
+        let (v, kind) = (i % 2, kinds[(i % 8) as usize]);
+        let body = if kind == "flush" {
+            format!(r#"{{"volume":"d{v}","kind":"flush"}}"#)
+        } else if i == 11 {
+            // Not sector-aligned: aligned outwards to issue it with O_DIRECT.
+            format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":1000,"len":3000}}"#)
+        } else {
+            let off = (i * 7919 % 16_000) * 4096;
+            format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":{off},"len":8192}}"#)
+        };
+        lines.push(format!(r#"{{"at":{},"id":{},"io":{body}}}"#, i * 500_000, i + 1));
+    }
+    lines.push(format!(
+        r#"{{"at":{},"id":{},"delete_volume":{{"volume":"d1"}}}}"#,
+        n * 500_000,
+        n + 1
+    ));
+    fs_err::write(&trace, lines.join("\n") + "\n").expect("write trace");
+    let run = dir.path().join("run");
+    let o = cnsreplay(&[
+        "-q",
+        "run",
+        super::s(&trace),
+        "--provider",
+        "local",
+        "-o",
+        super::s(&run),
+    ]);
+    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &stdout(&o);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(run.join("summary.json")).expect("summary"))
+            .expect("summary json");
+    let streams = summary["io_streams"].as_array().expect("io_streams");
+    assert_eq!(streams.len(), 2, "{text}");
+    let mut requests = 0;
+    for f in streams {
+        requests += f["requests"].as_u64().unwrap();
+        assert_eq!(f["dropped"], 0, "{f}");
+        assert_eq!(f["reordered"], 0, "{f}");
+        assert_eq!(f["errors"], 0, "{f}");
+        assert_eq!(f["completed"], f["requests"], "{f}");
+        assert!(f["windows"].as_u64().unwrap() >= 1, "{f}");
+    }
+    assert_eq!(requests, n);
+    let adjusted: u64 = streams.iter().map(|f| f["adjusted"].as_u64().unwrap()).sum();
+    assert_eq!(adjusted, 1, "only the unaligned request is changed");
+    assert_eq!(summary["ops"]["io"]["count"], n);
+    assert_eq!(summary["ops"]["io"]["failed"], 0);
+    assert_eq!(summary["ops"]["delete_volume"]["failed"], 0, "{text}");
+    let checks = summary["validity"]["checks"].as_array().expect("checks");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["check"] == "io_stream.order" && c["passed"] == true),
+        "{checks:?}"
+    );
+    // The delete ran after d1's stream had ended: its record started after d1's last request.
+    let recs = readable_results(&run);
+    let del = recs.iter().find(|r| r.id == n + 1).expect("the delete's record");
+    assert_eq!(del.outcome, replay::Outcome::Ok, "{del:?}");
+    // Rate curves: intended requests per second sum to the stream's requests.
+    let mut curves = 0;
+    for e in fs_err::read_dir(run.join("io/streams")).expect("io/streams") {
+        let c: serde_json::Value =
+            serde_json::from_slice(&fs_err::read(e.expect("entry").path()).expect("curve"))
+                .expect("curve json");
+        let f = streams
+            .iter()
+            .find(|f| f["volume"] == c["volume"])
+            .expect("its stream");
+        let sum: u64 = c["per_second"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[0].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, f["requests"].as_u64().unwrap());
+        curves += 1;
+    }
+    assert_eq!(curves, 2);
+    assert!(leftovers(dir.path()).is_empty());
+}
