@@ -107,6 +107,14 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// Another file of the run directory (e.g. a stream's rate curve) is malformed.
+    #[error("{file}: {message}")]
+    RunFile {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// A configuration file (QoS) is malformed.
     #[error("{file}: {message}")]
     Config {

@@ -410,6 +410,72 @@ fn rate_figure(i: usize, l: &Loaded) -> Figure {
     )
 }
 
+/// Per bare-I/O stream: requests per second of the trace (intended) against the replay
+/// (issued), from `io/streams/*.json`.
+fn stream_figures(i: usize, l: &Loaded) -> Result<Vec<Figure>> {
+    let dir = l.run.path.join("io").join("streams");
+    let Ok(entries) = fs_err::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for (k, path) in paths.iter().enumerate() {
+        let bytes = fs_err::read(path)?;
+        let c: replay::streams::RateCurve =
+            serde_json::from_slice(&bytes).map_err(|e| crate::Error::RunFile {
+                file: path.clone(),
+                message: e.to_string(),
+            })?;
+        let pts = |w: usize| -> Vec<(f64, f64)> {
+            c.per_second
+                .iter()
+                .enumerate()
+                .map(|(s, v)| ((c.first_second + s as u64) as f64 + 0.5, v[w] as f64))
+                .collect()
+        };
+        let plot = Plot {
+            title: format!(
+                "Block replay, volume {} — {}",
+                c.volume,
+                l.run.path.display()
+            ),
+            x_label: "time since the run origin".into(),
+            y_label: "requests per second".into(),
+            x_log: false,
+            y_log: false,
+            x_fmt: fmt_s,
+            y_fmt: fmt_frac,
+            series: vec![
+                Series {
+                    name: "trace (intended)".into(),
+                    points: pts(0),
+                    color: COLORS[0].into(),
+                    dash: Dash::Solid,
+                },
+                Series {
+                    name: "replay (issued)".into(),
+                    points: pts(1),
+                    color: COLORS[1].into(),
+                    dash: Dash::Dashed,
+                },
+            ],
+            marks: Vec::new(),
+            mark_legend: Vec::new(),
+        };
+        out.push(figure(
+            format!("stream-{}-{}", i + 1, k + 1),
+            format!(
+                "Requests per second of volume {}'s I/O stream: the trace's, by intended \
+                 instant, and the replay's, by issue instant.",
+                c.volume
+            ),
+            &plot,
+        ));
+    }
+    Ok(out)
+}
+
 fn pct_cells(p: &Percentiles) -> String {
     [p.p50, p.p90, p.p99, p.p999, p.max]
         .iter()
@@ -436,6 +502,7 @@ fn table(s: &RunSummary) -> String {
     h.push_str(
         "<table><tr><th rowspan=2>op</th><th rowspan=2>count</th><th rowspan=2>failed</th>\
          <th rowspan=2>intended/s</th><th rowspan=2>achieved/s</th>\
+         <th rowspan=2>peak intended/s</th><th rowspan=2>peak achieved/s</th>\
          <th colspan=5>response</th><th colspan=5>service</th><th rowspan=2>lateness p99</th>\
          <th rowspan=2>dep wait p99</th><th colspan=5>observed</th></tr><tr>",
     );
@@ -450,11 +517,13 @@ fn table(s: &RunSummary) -> String {
             .map_or_else(|| "<td colspan=5>–</td>".to_owned(), pct_cells);
         let _ = write!(
             h,
-            "<tr><td>{op}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td>{}{}<td>{}</td><td>{}</td>{observed}</tr>",
+            "<tr><td>{op}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td>{}{}<td>{}</td><td>{}</td>{observed}</tr>",
             o.count,
             o.failed,
             o.intended_rate,
             o.achieved_rate,
+            o.intended_peak,
+            o.achieved_peak,
             pct_cells(&o.response),
             pct_cells(&o.service),
             fmt_ns(o.lateness.p99 as f64),
@@ -462,6 +531,49 @@ fn table(s: &RunSummary) -> String {
         );
     }
     h.push_str("</table>");
+    if !s.io_streams.is_empty() {
+        h.push_str(
+            "<table><tr><th>I/O stream</th><th>requests</th><th>dropped</th><th>reordered</th>\
+             <th>errors</th><th>intended/s</th><th>achieved/s</th><th>worst second</th>\
+             <th>lateness p50</th><th>p99</th><th>p99.9</th><th>max</th><th>response p99</th>\
+             <th>target</th></tr>",
+        );
+        for f in &s.io_streams {
+            let worst = f.worst_window.map_or_else(
+                || "–".to_owned(),
+                |w| {
+                    format!(
+                        "{:.3} % ({} of {} at {} s)",
+                        w.error * 100.0,
+                        w.issued,
+                        w.intended,
+                        w.start
+                    )
+                },
+            );
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td>\
+                 <td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td></tr>",
+                esc(&f.volume),
+                f.requests,
+                f.dropped,
+                f.reordered,
+                f.errors,
+                f.intended_rate,
+                f.achieved_rate,
+                esc(&worst),
+                fmt_ns(f.lateness.p50 as f64),
+                fmt_ns(f.lateness.p99 as f64),
+                fmt_ns(f.lateness.p999 as f64),
+                fmt_ns(f.lateness.max as f64),
+                fmt_ns(f.response.p99 as f64),
+                esc(&format!("{} ({})", f.target, f.flags.join("; "))),
+            );
+        }
+        h.push_str("</table>");
+    }
     h
 }
 
@@ -485,6 +597,7 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
     for (i, l) in loaded.iter().enumerate() {
         figures.extend(io_figure(i, l));
         figures.push(rate_figure(i, l));
+        figures.extend(stream_figures(i, l)?);
     }
     let mut html = String::from(
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>cnsreplay report</title>\

@@ -3,10 +3,14 @@
 //! `io/ID.json` (local provider); and, when the trace carried observed latencies (imported
 //! from a recording), the observed percentiles beside the replayed ones.
 //!
-//! Rates: *intended* = (count − 1) / (last − first intended instant of the op type), the rate
-//! the trace offered; *achieved* = (count − 1) / (last − first completion), the rate at which
-//! operations finished. A system that keeps up has the two equal; one that falls behind
-//! spaces its completions by its own service rate, and achieved drops below intended.
+//! Rates, over each op type's active span: *intended* = (count − 1) / (last − first intended
+//! instant of the op type), the rate the trace offered; *achieved* = (count − 1) / (last −
+//! first completion), the rate at which operations finished. A system that keeps up has the
+//! two equal; one that falls behind spaces its completions by its own service rate, and
+//! achieved drops below intended. A span shorter than a second (a burst: every attach at t = 0)
+//! counts as one second, so a burst reads as its size per second, never 0/s (nor a huge rate
+//! from completions microseconds apart). Peaks: the most events intended, and completed, in
+//! one second of the run (seconds from the origin).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,6 +47,8 @@ pub struct OpAcc {
     pub intended: (u64, u64),
     /// First and last completion.
     pub completed: (u64, u64),
+    /// Per second from the origin: [events intended, events completed] in it.
+    pub per_second: BTreeMap<u64, [u64; 2]>,
 }
 
 impl OpAcc {
@@ -70,6 +76,12 @@ impl OpAcc {
                 }
             }
         }
+        self.per_second
+            .entry(r.intended / 1_000_000_000)
+            .or_default()[0] += 1;
+        self.per_second
+            .entry(r.completed / 1_000_000_000)
+            .or_default()[1] += 1;
         record(&mut self.response, r.response);
         record(&mut self.service, r.service);
         record(&mut self.lateness, r.lateness);
@@ -99,6 +111,11 @@ impl OpAcc {
         merge(&mut self.lateness, o.lateness);
         merge(&mut self.dep_wait, o.dep_wait);
         merge(&mut self.queue, o.queue);
+        for (sec, c) in o.per_second {
+            let e = self.per_second.entry(sec).or_default();
+            e[0] += c[0];
+            e[1] += c[1];
+        }
         self.intended = (
             self.intended.0.min(o.intended.0),
             self.intended.1.max(o.intended.1),
@@ -112,13 +129,22 @@ impl OpAcc {
     /// Intended and achieved rate, per second (see the module docs).
     pub fn rates(&self) -> (f64, f64) {
         let per_s = |(a, b): (u64, u64)| {
-            if b <= a {
+            if self.count == 0 {
                 0.0
+            } else if b.saturating_sub(a) < 1_000_000_000 {
+                self.count as f64
             } else {
                 (self.count - 1) as f64 / ((b - a) as f64 / 1e9)
             }
         };
         (per_s(self.intended), per_s(self.completed))
+    }
+
+    /// The most events intended, and completed, in one second of the run.
+    pub fn peaks(&self) -> (u64, u64) {
+        self.per_second
+            .values()
+            .fold((0, 0), |(i, c), v| (i.max(v[0]), c.max(v[1])))
     }
 }
 
@@ -177,6 +203,12 @@ pub struct OpReport {
     pub intended_rate: f64,
     /// Completions per second from the first to the last completion.
     pub achieved_rate: f64,
+    /// Most events intended in one second.
+    #[serde(default)]
+    pub intended_peak: u64,
+    /// Most completions in one second.
+    #[serde(default)]
+    pub achieved_peak: u64,
     /// Response time (completed − intended), ns.
     pub response: Percentiles,
     /// Service time (completed − started), ns.
@@ -196,6 +228,7 @@ impl OpReport {
     /// The report of accumulated data.
     pub fn of(a: &OpAcc) -> Self {
         let (intended_rate, achieved_rate) = a.rates();
+        let (intended_peak, achieved_peak) = a.peaks();
         Self {
             count: a.count,
             ok: a.count - a.failed,
@@ -203,6 +236,8 @@ impl OpReport {
             errors: a.errors.clone(),
             intended_rate,
             achieved_rate,
+            intended_peak,
+            achieved_peak,
             response: pct(a.response.as_ref()),
             service: pct(a.service.as_ref()),
             lateness: pct(a.lateness.as_ref()),
@@ -297,6 +332,10 @@ pub struct RunSummary {
     /// from before verdicts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validity: Option<replay::Validity>,
+    /// Bare `io` events replayed through per-volume streams (from the run's summary): their
+    /// requests are not in `events.jsonl`, so not in `ops`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_streams: Vec<replay::StreamFidelity>,
 }
 
 /// `analyze summary --json`: one summary per run.
@@ -343,6 +382,10 @@ pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
         observed: has_observed,
         notes,
         validity: run.validity.clone(),
+        io_streams: replay::RunDir::open(&run.path)
+            .summary()
+            .map(|s| s.io_streams)
+            .unwrap_or_default(),
     })
 }
 

@@ -243,7 +243,8 @@ pub(crate) fn open_stream(
         iogen::direct_alignment(&target).map_err(|e| ProviderError::new("io", e.to_string()))?;
     let opts = iogen::EngineOptions {
         engine: p.config.io_engine,
-        stream_depth: STREAM_DEPTH,
+        stream_depth: p.config.stream_depth,
+        stream_max_len: p.config.stream_max_len,
         ..iogen::EngineOptions::default()
     };
     let (tx, handle) = iogen::start_stream(&target, align.is_some(), &opts)
@@ -265,9 +266,6 @@ pub(crate) fn open_stream(
         flags,
     }))
 }
-
-/// Requests in flight at most per stream (iogen's default is 32).
-const STREAM_DEPTH: u32 = 64;
 
 struct LocalStream {
     tx: Option<iogen::IoSubmitter>,

@@ -53,6 +53,24 @@ pub struct LocalConfig {
     pub max_volume_bytes: u64,
     /// iogen engine options for `io_phase`.
     pub io_engine: iogen::EngineChoice,
+    /// Bare `io` streams: requests in flight at most per volume.
+    #[serde(default = "default_stream_depth")]
+    pub stream_depth: u32,
+    /// Bare `io` streams: largest request (a buffer of this size per in-flight slot).
+    #[serde(default = "default_stream_max_len")]
+    pub stream_max_len: u64,
+}
+
+/// Default of [`LocalConfig::stream_depth`]: deep enough for a Poisson burst at 50 k
+/// requests/s on this machine's disk (docs/PERFORMANCE.md, Block-trace replay).
+pub const DEFAULT_STREAM_DEPTH: u32 = 128;
+
+fn default_stream_depth() -> u32 {
+    DEFAULT_STREAM_DEPTH
+}
+
+fn default_stream_max_len() -> u64 {
+    1 << 20
 }
 
 impl Default for LocalConfig {
@@ -62,6 +80,8 @@ impl Default for LocalConfig {
             max_volume_bytes: 0,
             // io_uring when the kernel offers it, the thread pool otherwise (iogen probes).
             io_engine: iogen::EngineChoice::Auto,
+            stream_depth: DEFAULT_STREAM_DEPTH,
+            stream_max_len: default_stream_max_len(),
         }
     }
 }

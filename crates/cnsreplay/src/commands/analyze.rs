@@ -237,12 +237,13 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
     }
     writeln!(
         out,
-        "{:<16} {:>8} {:>6} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+        "{:<16} {:>8} {:>6} {:>9} {:>9} {:>13} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
         "operation",
         "count",
         "failed",
         "int/s",
         "ach/s",
+        "peak int/ach",
         "resp p50",
         "p90",
         "p99",
@@ -257,11 +258,12 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
         let f = |v: u64| fmt_ns(v as f64);
         writeln!(
             out,
-            "{op:<16} {:>8} {:>6} {:>9.2} {:>9.2} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+            "{op:<16} {:>8} {:>6} {:>9.2} {:>9.2} {:>13} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
             o.count,
             o.failed,
             o.intended_rate,
             o.achieved_rate,
+            format!("{}/{}", o.intended_peak, o.achieved_peak),
             f(o.response.p50),
             f(o.response.p90),
             f(o.response.p99),
@@ -275,9 +277,10 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
         if let Some(ob) = &o.observed {
             writeln!(
                 out,
-                "{:<16} {:>8} {:>6} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} |",
+                "{:<16} {:>8} {:>6} {:>9} {:>9} {:>13} | {:>9} {:>9} {:>9} {:>9} {:>9} |",
                 "  observed",
                 ob.count,
+                "",
                 "",
                 "",
                 "",
@@ -288,6 +291,28 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
                 f(ob.max)
             )?;
         }
+    }
+    for f in &s.io_streams {
+        let worst = f.worst_window.map_or_else(
+            || "no full second".to_owned(),
+            |w| format!("worst second {:.3} % off", w.error * 100.0),
+        );
+        writeln!(
+            out,
+            "I/O stream {}: {} requests, {} dropped, {} reordered, {} errors; {:.0}/s intended, \
+             {:.0}/s achieved, {worst}; issue lateness p50 {} p99 {} p99.9 {}; response p99 {}",
+            f.volume,
+            f.requests,
+            f.dropped,
+            f.reordered,
+            f.errors,
+            f.intended_rate,
+            f.achieved_rate,
+            fmt_ns(f.lateness.p50 as f64),
+            fmt_ns(f.lateness.p99 as f64),
+            fmt_ns(f.lateness.p999 as f64),
+            fmt_ns(f.response.p99 as f64)
+        )?;
     }
     if !s.errors.is_empty() {
         let errs: Vec<String> = s.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();

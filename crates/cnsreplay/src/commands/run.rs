@@ -132,6 +132,13 @@ pub struct ProviderArgs {
     /// local: cap the size of each volume actually allocated (e.g. `256Mi`).
     #[arg(long, value_name = "BYTES")]
     pub local_max_volume: Option<String>,
+    /// local: requests in flight at most per volume's I/O stream (bare `io` events).
+    #[arg(long, value_name = "N", default_value_t = provider_local::DEFAULT_STREAM_DEPTH)]
+    pub local_io_depth: u32,
+    /// local: largest bare `io` request a stream issues (each in-flight slot holds a buffer
+    /// of this size; longer requests are dropped and counted).
+    #[arg(long, value_name = "BYTES", default_value = "1Mi")]
+    pub local_io_max_len: String,
     /// kube: kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, in-cluster).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -291,9 +298,22 @@ fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
             .map_err(|e| anyhow::anyhow!("--local-max-volume {s:?}: {e}"))?,
         None => 0,
     };
+    if a.local_io_depth == 0 {
+        bail!("--local-io-depth must be at least 1");
+    }
+    let stream_max_len = trace_format::units::parse_bytes(&a.local_io_max_len)
+        .map_err(|e| anyhow::anyhow!("--local-io-max-len {:?}: {e}", a.local_io_max_len))?;
+    if !(512..=(64 << 20)).contains(&stream_max_len) {
+        bail!(
+            "--local-io-max-len {:?}: between 512 bytes and 64 MiB",
+            a.local_io_max_len
+        );
+    }
     Ok(LocalConfig {
         mode,
         max_volume_bytes,
+        stream_depth: a.local_io_depth,
+        stream_max_len,
         ..LocalConfig::default()
     })
 }
@@ -481,11 +501,11 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     };
     writeln!(
         out,
-        "{state}: {} events on {} in {:.1}s ({:.0}/s), {} ok, {} failed; dispatch lateness p99 {} max {}",
+        "{state}: {} events on {} in {:.1}s ({}/s), {} ok, {} failed; dispatch lateness p99 {} max {}",
         s.dispatched,
         s.provider,
         s.wall_seconds,
-        s.ops_per_second,
+        per_s(s.ops_per_second),
         s.ok,
         s.failed,
         ms(s.lateness.p99),
@@ -548,6 +568,17 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A rate with the precision it needs: `0.25`, `3.5`, `31767`.
+fn per_s(v: f64) -> String {
+    if v >= 100.0 || v == 0.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
 }
 
 /// The fidelity of bare `io` events' streams, one line per volume.

@@ -408,7 +408,9 @@ fn a_block_trace_replays_through_per_volume_streams() {
         r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"d0","size":"64Mi"},{"name":"d1","size":"64Mi"}]}"#
             .to_owned(),
     ];
-    let kinds = ["read", "write", "write", "read", "trim", "read", "write", "flush"];
+    let kinds = [
+        "read", "write", "write", "read", "trim", "read", "write", "flush",
+    ];
     let n = 3000u64;
     for i in 0..n {
         // 3000 requests over 1.5 s, alternating volumes.
@@ -422,7 +424,11 @@ fn a_block_trace_replays_through_per_volume_streams() {
             let off = (i * 7919 % 16_000) * 4096;
             format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":{off},"len":8192}}"#)
         };
-        lines.push(format!(r#"{{"at":{},"id":{},"io":{body}}}"#, i * 500_000, i + 1));
+        lines.push(format!(
+            r#"{{"at":{},"id":{},"io":{body}}}"#,
+            i * 500_000,
+            i + 1
+        ));
     }
     lines.push(format!(
         r#"{{"at":{},"id":{},"delete_volume":{{"volume":"d1"}}}}"#,
@@ -456,7 +462,10 @@ fn a_block_trace_replays_through_per_volume_streams() {
         assert!(f["windows"].as_u64().unwrap() >= 1, "{f}");
     }
     assert_eq!(requests, n);
-    let adjusted: u64 = streams.iter().map(|f| f["adjusted"].as_u64().unwrap()).sum();
+    let adjusted: u64 = streams
+        .iter()
+        .map(|f| f["adjusted"].as_u64().unwrap())
+        .sum();
     assert_eq!(adjusted, 1, "only the unaligned request is changed");
     assert_eq!(summary["ops"]["io"]["count"], n);
     assert_eq!(summary["ops"]["io"]["failed"], 0);
@@ -470,7 +479,10 @@ fn a_block_trace_replays_through_per_volume_streams() {
     );
     // The delete ran after d1's stream had ended: its record started after d1's last request.
     let recs = readable_results(&run);
-    let del = recs.iter().find(|r| r.id == n + 1).expect("the delete's record");
+    let del = recs
+        .iter()
+        .find(|r| r.id == n + 1)
+        .expect("the delete's record");
     assert_eq!(del.outcome, replay::Outcome::Ok, "{del:?}");
     // Rate curves: intended requests per second sum to the stream's requests.
     let mut curves = 0;
