@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Block-trace replay on the local provider: a synthetic block trace (REQUESTS single `io`
 # requests, Poisson arrivals at RATE requests/s over VOLUMES volumes declared in the header,
-# 4 KiB, 70 % reads, 20 % writes, 5 % trims, 5 % flushes, random 4 KiB-aligned offsets) is
+# 4 KiB, 70 % reads and 30 % writes as in MSR traces, or with MIX=all 70 % reads, 20 % writes,
+# 5 % trims, 5 % flushes; random 4 KiB-aligned offsets of 1 GiB) is
 # replayed ROUNDS times by the release `cnsreplay run --provider local`, each volume through
 # its own I/O stream (O_DIRECT on the volume's image file). Per round, from summary.json, for
 # the worst stream: the worst 1-s window's |issued − intended| / intended, issue lateness
@@ -9,28 +10,33 @@
 # with the targets as limits (`--validity rate=1%,start.p99=100us,start.p99.9=1ms`).
 #
 #   scripts/bench-block-replay.sh [REQUESTS] [RATE] [ROUNDS] [VOLUMES]
-#                                  (default 1000000 at 50000/s, 5 rounds, 4 volumes)
+#                                  (default 1000000 at 50000/s, 5 rounds, 1 volume)
 #
 # Or replay a given trace instead of the synthetic one: TRACE=path/to/trace (any format
-# `cnsreplay run` reads, e.g. `cnsreplay convert --from msr` output).
+# `cnsreplay run` reads, e.g. `cnsreplay convert --from msr` output), SPEED=X to scale it;
+# EXTRA="--local-io-spin 0" passes options to `cnsreplay run`.
+# The run directories (and with them the volumes' image files, written once before each run)
+# live under BASE (default /var/tmp, this machine's disk). BASE=/dev/shm puts them in memory:
+# tmpfs refuses O_DIRECT, so the streams issue buffered reads and writes of cached pages — no
+# device in the way, which isolates the replay's own timing from the disk's stalls.
 # Results go in docs/PERFORMANCE.md (## Block-trace replay).
 set -euo pipefail
 n=${1:-1000000}
 rate=${2:-50000}
 rounds=${3:-5}
-vols=${4:-4}
+vols=${4:-1}
 cd "$(dirname "$0")/.."
 cargo build --release -q -p cnsreplay
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 bin=$target/release/cnsreplay
-dir=$(mktemp -d /tmp/bench-block.XXXXXX)
+dir=$(mktemp -d "${BASE:-/var/tmp}/bench-block.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 if [[ -n ${TRACE:-} ]]; then
   trace=$TRACE
 else
-  python3 - "$n" "$rate" "$vols" > "$dir/block.jsonl" <<'PY'
+  python3 - "$n" "$rate" "$vols" "${MIX:-rw}" > "$dir/block.jsonl" <<'PY'
 import json, random, sys
-n, rate, vols = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+n, rate, vols, mix = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 rng = random.Random(20)
 size = 1 << 30
 print(json.dumps({"format": "cnsreplay-trace", "version": 1,
@@ -42,7 +48,10 @@ for i in range(n):
     t += rng.expovariate(rate)
     v = f"d{rng.randrange(vols)}"
     r = rng.random()
-    kind = "read" if r < 0.7 else "write" if r < 0.9 else "trim" if r < 0.95 else "flush"
+    if mix == "all":
+        kind = "read" if r < 0.7 else "write" if r < 0.9 else "trim" if r < 0.95 else "flush"
+    else:
+        kind = "read" if r < 0.7 else "write"
     if kind == "flush":
         body = f'{{"volume":"{v}","kind":"flush"}}'
     else:
@@ -56,7 +65,7 @@ fi
 rows=()
 for r in $(seq "$rounds"); do
   rm -rf "$dir/run"
-  "$bin" -q run "$trace" --provider local -o "$dir/run" \
+  "$bin" -q run "$trace" --provider local -o "$dir/run" --speed "${SPEED:-1}" ${EXTRA:-} \
     --validity rate=1%,start.p99=100us,start.p99.9=1ms > /dev/null || true
   echo "round $r/$rounds:" >&2
   rows+=("$(python3 - "$dir/run/summary.json" <<'PY'

@@ -617,7 +617,8 @@ fn import<F: Format>(
             size: Some(size),
             storage_class: None,
             access_mode: None,
-            volume_mode: None,
+            // Device-level requests: the volume is a raw block device (no file system).
+            volume_mode: Some(trace_format::VolumeMode::Block),
         });
     }
     if parameters.contains_key("device_sizes") && unlisted > 0 {

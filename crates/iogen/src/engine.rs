@@ -93,6 +93,8 @@ pub(crate) struct Worker<'a> {
     pushed: Vec<usize>,
     /// Time of the last completion, ns from the base.
     pub last_completion: u64,
+    /// Spin margin before a deadline, ns (see [`SPIN_NS`]).
+    spin_ns: u64,
 }
 
 fn ring_op(k: IoKind) -> RingOp {
@@ -138,7 +140,13 @@ impl<'a> Worker<'a> {
             done: Vec::with_capacity(n),
             pushed: Vec::with_capacity(n),
             last_completion: 0,
+            spin_ns: SPIN_NS,
         }
+    }
+
+    /// Sets the spin margin before each deadline (`None`: [`SPIN_NS`]).
+    pub(crate) fn set_spin(&mut self, spin: Option<Duration>) {
+        self.spin_ns = spin.map_or(SPIN_NS, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     }
 
     /// Sets the instant all times are measured from (the run's start).
@@ -287,8 +295,8 @@ impl<'a> Worker<'a> {
     /// deadline has passed, when completions were reaped, or after the blocking part.
     fn wait_until(&mut self, src: &mut dyn Source, t: u64, in_flight: usize) -> Result<(), Error> {
         let now = self.now();
-        if t > now + SPIN_NS {
-            let wake = (t - SPIN_NS).min(now + STOP_POLL.as_nanos() as u64);
+        if t > now + self.spin_ns {
+            let wake = (t - self.spin_ns).min(now + STOP_POLL.as_nanos() as u64);
             if in_flight > 0 {
                 self.backend
                     .wait(1, Duration::from_nanos(wake - now), &mut self.done)?;

@@ -419,7 +419,11 @@ fn run_job(
     // The worker (and its filled buffers) is ready before the clock starts.
     let worker = open_target(target, spec.direct, spec.read_pct < 100 || spec.verify)
         .and_then(|f| Backend::open(f, &cfg, opts))
-        .map(|b| Worker::new(b, Recorder::new(iv), map.map(Verifier::new)));
+        .map(|b| {
+            let mut w = Worker::new(b, Recorder::new(iv), map.map(Verifier::new));
+            w.set_spin(opts.spin);
+            w
+        });
     // Every job reaches the barrier, even on error, so the others are not left waiting.
     barrier.wait();
     let mut w = worker?;

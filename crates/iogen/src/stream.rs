@@ -158,6 +158,7 @@ pub fn start_stream(
             let mut rec = Recorder::new(iv);
             rec.keep_buckets();
             let mut w = Worker::new(backend, rec, None);
+            w.set_spin(opts.spin);
             let base = Instant::now();
             w.set_base(base);
             let _ = ready_tx.send(Ok(()));

@@ -59,6 +59,18 @@ pub struct LocalConfig {
     /// Bare `io` streams: largest request (a buffer of this size per in-flight slot).
     #[serde(default = "default_stream_max_len")]
     pub stream_max_len: u64,
+    /// Bare `io` streams: a sparse target up to this size is written once before the clock
+    /// starts (0: never).
+    #[serde(default = "default_stream_layout_max")]
+    pub stream_layout_max: u64,
+    /// Bare `io` streams: spin margin before each deadline, ns (`None`: iogen's 50 µs; 0:
+    /// sleep to each deadline, for more busy volumes than spare CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_spin_ns: Option<u64>,
+}
+
+fn default_stream_layout_max() -> u64 {
+    8 << 30
 }
 
 /// Default of [`LocalConfig::stream_depth`]: deep enough for a Poisson burst at 50 k
@@ -82,6 +94,8 @@ impl Default for LocalConfig {
             io_engine: iogen::EngineChoice::Auto,
             stream_depth: DEFAULT_STREAM_DEPTH,
             stream_max_len: default_stream_max_len(),
+            stream_layout_max: default_stream_layout_max(),
+            stream_spin_ns: None,
         }
     }
 }

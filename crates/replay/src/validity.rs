@@ -346,11 +346,13 @@ fn stream_checks(f: &crate::streams::StreamFidelity, o: &ValidityOptions, check:
             Verdict::EngineBound,
             (value as f64, limit as f64, "ns"),
             format!(
-                "volume {v:?}: issue lateness {} {} (limit {}) over {} requests",
+                "volume {v:?}: issue lateness {} {} (limit {}) over {} requests (service time \
+                 p99 {}: a request waits when the stream's whole queue depth is in flight)",
                 &name["io_stream.lateness.".len()..],
                 ms(value as f64),
                 ms(limit as f64),
-                l.count
+                l.count,
+                ms(f.service.p99 as f64)
             ),
         );
     }

@@ -139,6 +139,14 @@ pub struct ProviderArgs {
     /// of this size; longer requests are dropped and counted).
     #[arg(long, value_name = "BYTES", default_value = "1Mi")]
     pub local_io_max_len: String,
+    /// local: write a sparse volume once before the clock starts, when it is at most this
+    /// large, so bare `io` writes overwrite and reads hit the disk (`0`: never).
+    #[arg(long, value_name = "BYTES", default_value = "8Gi")]
+    pub local_io_layout_max: String,
+    /// local: how long before each bare `io` request a stream spins on the clock instead of
+    /// sleeping (default: 50us when the header declares fewer volumes than CPUs, else 0).
+    #[arg(long, value_name = "DURATION")]
+    pub local_io_spin: Option<String>,
     /// kube: kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, in-cluster).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -309,11 +317,23 @@ fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
             a.local_io_max_len
         );
     }
+    let stream_layout_max = trace_format::units::parse_bytes(&a.local_io_layout_max)
+        .map_err(|e| anyhow::anyhow!("--local-io-layout-max {:?}: {e}", a.local_io_layout_max))?;
+    let stream_spin_ns = a
+        .local_io_spin
+        .as_deref()
+        .map(|d| match d.trim() {
+            "0" => Ok(0),
+            d => parse_duration(d).map_err(|e| anyhow::anyhow!("--local-io-spin {d:?}: {e}")),
+        })
+        .transpose()?;
     Ok(LocalConfig {
         mode,
         max_volume_bytes,
+        stream_spin_ns,
         stream_depth: a.local_io_depth,
         stream_max_len,
+        stream_layout_max,
         ..LocalConfig::default()
     })
 }

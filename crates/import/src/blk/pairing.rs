@@ -69,7 +69,8 @@ impl Extents {
                 size: Some(crate::volume_size(end)),
                 storage_class: None,
                 access_mode: None,
-                volume_mode: None,
+                // Device-level requests: the volume is a raw block device (no file system).
+                volume_mode: Some(trace_format::VolumeMode::Block),
             });
             names.insert(dev, name);
         }
