@@ -48,6 +48,8 @@ pub enum Command {
     Capacity(crate::commands::capacity::CapacityArgs),
     /// Analyze run directories: summary, compare, capacity, qos, report, export.
     Analyze(crate::commands::analyze::AnalyzeArgs),
+    /// Trace tools: `slice` a time window (e.g. the busiest minute) into a trace that replays.
+    Trace(TraceArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// Print the man page (roff), or write one page per command into a directory.
@@ -232,4 +234,46 @@ pub enum SchemaFor {
     AnalyzeQos,
     /// `capacity --json`.
     Capacity,
+    /// `trace slice --json`.
+    TraceSlice,
+}
+
+/// `trace`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The tool.
+    #[command(subcommand)]
+    pub tool: TraceTool,
+}
+
+/// The trace tools.
+#[derive(Debug, Subcommand)]
+pub enum TraceTool {
+    /// Cut a time window out of a trace: events in [START, END) shifted to start at 0, volumes
+    /// alive at the cut declared in the header, events needing a workload or snapshot made
+    /// before the window dropped and counted (docs/trace-format.md, Trace tools).
+    Slice(SliceArgs),
+}
+
+/// `trace slice`.
+#[derive(Debug, Args)]
+pub struct SliceArgs {
+    /// The trace.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Output trace (encoding from its name: .yaml, .jsonl, .cnsbin).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Window start, trace time (e.g. `90s`, `1h`).
+    #[arg(long, value_name = "DURATION", conflicts_with = "busiest")]
+    pub start: Option<String>,
+    /// Window end (exclusive), trace time; default: the end of the trace.
+    #[arg(long, value_name = "DURATION", conflicts_with = "busiest")]
+    pub end: Option<String>,
+    /// Instead of START/END: the window of this length holding the most events.
+    #[arg(long, value_name = "DURATION")]
+    pub busiest: Option<String>,
+    /// Print the report as JSON (schema: docs/schemas/trace-slice.schema.json).
+    #[arg(long)]
+    pub json: bool,
 }

@@ -38,6 +38,7 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Command::Sweep(a) => commands::sweep::run(&a, out),
         Command::Capacity(a) => commands::capacity::run(&a, out),
         Command::Analyze(a) => commands::analyze::run(&a, out),
+        Command::Trace(a) => commands::trace::run(&a, out),
         Command::Completions(a) => commands::meta::completions(&a, out),
         Command::Man(a) => commands::meta::man(&a, out),
         Command::JsonSchema(a) => commands::meta::json_schema(&a, out),

@@ -19,6 +19,7 @@ pub mod model;
 #[doc(hidden)]
 pub mod sample;
 mod serde_impl;
+pub mod slice;
 mod text;
 pub mod units;
 mod yaml;

@@ -45,6 +45,7 @@ pub fn schema_text(which: SchemaFor) -> String {
         SchemaFor::Capacity => {
             schemars::schema_for!(crate::commands::capacity::CapacitySearchReport)
         }
+        SchemaFor::TraceSlice => schemars::schema_for!(trace_format::slice::SliceReport),
     };
     let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
     s.push('\n');

@@ -8,6 +8,7 @@ pub(crate) mod run;
 pub(crate) mod stats;
 pub mod sweep;
 pub(crate) mod synth;
+pub(crate) mod trace;
 pub(crate) mod validate;
 
 use std::path::Path;

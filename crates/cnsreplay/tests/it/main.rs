@@ -334,3 +334,34 @@ pub fn require_samples(missing: &Path) {
         missing.display()
     );
 }
+
+/// `trace slice` cuts a window that still validates: the quickstart's busiest 2 s, and a
+/// window starting after its volumes were made (they are declared in the header).
+#[test]
+fn trace_slice_keeps_a_window_that_validates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("cut.jsonl");
+    for args in [
+        &["--busiest", "2s"][..],
+        &["--start", "1s", "--end", "6s"][..],
+    ] {
+        let mut a = vec![
+            "trace",
+            "slice",
+            "traces/quickstart.yaml",
+            "-o",
+            s(&out),
+            "--json",
+        ];
+        a.extend_from_slice(args);
+        let o = cnsreplay(&a);
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("report json");
+        assert!(r["kept"].as_u64().unwrap() > 0, "{r}");
+        let v = cnsreplay(&["validate", s(&out)]);
+        assert_eq!(v.status.code(), Some(0), "{args:?}: {v:?} {r}");
+    }
+    let bad = cnsreplay(&["trace", "slice", "traces/quickstart.yaml", "-o", s(&out)]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--busiest"));
+}
