@@ -103,8 +103,18 @@ impl TestEnv {
     }
 
     /// Polls until `f` gives `Some`, or panics naming `what` after the timeout.
-    pub(crate) fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-        let deadline = Instant::now() + TIMEOUT;
+    pub(crate) fn wait<T>(&self, what: &str, f: impl FnMut() -> Option<T>) -> T {
+        self.wait_for(what, TIMEOUT, f)
+    }
+
+    /// [`TestEnv::wait`] with its own deadline.
+    pub(crate) fn wait_for<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut f: impl FnMut() -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + timeout;
         loop {
             if let Some(v) = f() {
                 return v;

@@ -6,6 +6,8 @@
 
 #![allow(clippy::print_stderr)] // the skip line is the contract
 
+use std::time::Duration;
+
 use crate::cluster::{TestEnv, loops_of, pvc_yaml, testenv};
 
 fn real_node() -> Option<(TestEnv, String)> {
@@ -405,17 +407,24 @@ fn resize_in_running_pod(env: &TestEnv, node: &str, r: &Resize) -> Result<(), St
             r.to
         ),
     ]);
-    let outcome = env.wait("the watcher to finish or a NodeResizeError", || {
-        if let Some(phase) = phase_or_failure(env, &ns, "watcher") {
-            return Some(Ok(phase));
-        }
-        let m = env.get_path(
-            &ns,
-            "pvc/data",
-            "{.status.conditions[?(@.type==\"NodeResizeError\")].message}",
-        );
-        (!m.is_empty()).then_some(Err(m))
-    });
+    // The pod watches for 180 s and then ends with its own message; the expansion waits for
+    // the resizer and then the kubelet's volume manager, which took over 90 s once under a
+    // full test run's load.
+    let outcome = env.wait_for(
+        "the watcher to finish or a NodeResizeError",
+        Duration::from_secs(200),
+        || {
+            if let Some(phase) = phase_or_failure(env, &ns, "watcher") {
+                return Some(Ok(phase));
+            }
+            let m = env.get_path(
+                &ns,
+                "pvc/data",
+                "{.status.conditions[?(@.type==\"NodeResizeError\")].message}",
+            );
+            (!m.is_empty()).then_some(Err(m))
+        },
+    );
     let result = match outcome {
         Err(msg) => Err(msg),
         Ok(phase) => {
