@@ -48,7 +48,8 @@ pub enum Command {
     Capacity(crate::commands::capacity::CapacityArgs),
     /// Analyze run directories: summary, compare, capacity, qos, report, export.
     Analyze(crate::commands::analyze::AnalyzeArgs),
-    /// Trace tools: `slice` a time window (e.g. the busiest minute) into a trace that replays.
+    /// Trace tools: `slice` a time window (e.g. the busiest minute) into a trace that replays;
+    /// `rewrite` (alias `scale`, `map`) its pace and the cluster names it uses.
     Trace(TraceArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
@@ -236,6 +237,8 @@ pub enum SchemaFor {
     Capacity,
     /// `trace slice --json`.
     TraceSlice,
+    /// `trace rewrite --json`.
+    TraceRewrite,
 }
 
 /// `trace`.
@@ -253,6 +256,32 @@ pub enum TraceTool {
     /// alive at the cut declared in the header, events needing a workload or snapshot made
     /// before the window dropped and counted (docs/trace-format.md, Trace tools).
     Slice(SliceArgs),
+    /// Rewrite a trace for the cluster it will meet: times divided by `--speed K`, names
+    /// replaced by `--map KIND:FROM=TO` (storage-class, snapshot-class, node, tenant);
+    /// streaming, lossless where nothing was asked to change.
+    #[command(visible_aliases = ["scale", "map"])]
+    Rewrite(RewriteArgs),
+}
+
+/// `trace rewrite`.
+#[derive(Debug, Args)]
+pub struct RewriteArgs {
+    /// The trace.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Output trace (encoding from its name: .yaml, .jsonl, .cnsbin).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Divide every event time by this factor (2 = twice as fast).
+    #[arg(long, value_name = "K")]
+    pub speed: Option<f64>,
+    /// Replace a name: `storage-class:gold=fast`, `snapshot-class:a=b`, `node:n1=worker-7`,
+    /// `tenant:prod=bench` (or `namespace:`); repeatable.
+    #[arg(long = "map", value_name = "KIND:FROM=TO")]
+    pub maps: Vec<String>,
+    /// Print the report as JSON (schema: docs/schemas/trace-rewrite.schema.json).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `trace slice`.

@@ -16,6 +16,7 @@ pub mod error;
 pub mod io;
 mod jsonl;
 pub mod model;
+pub mod rewrite;
 #[doc(hidden)]
 pub mod sample;
 mod serde_impl;

@@ -46,6 +46,7 @@ pub fn schema_text(which: SchemaFor) -> String {
             schemars::schema_for!(crate::commands::capacity::CapacitySearchReport)
         }
         SchemaFor::TraceSlice => schemars::schema_for!(trace_format::slice::SliceReport),
+        SchemaFor::TraceRewrite => schemars::schema_for!(trace_format::rewrite::RewriteReport),
     };
     let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
     s.push('\n');

@@ -1,4 +1,4 @@
-//! `cnsreplay trace`: tools that make a trace from a trace (`slice`).
+//! `cnsreplay trace`: tools that make a trace from a trace (`slice`, `rewrite`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -9,12 +9,69 @@ use trace_format::slice::{Window, busiest, slice};
 use trace_format::units::{fmt_secs, parse_duration};
 
 use super::{label, open_or_fail};
-use crate::cli::{SliceArgs, TraceArgs, TraceTool};
+use crate::cli::{RewriteArgs, SliceArgs, TraceArgs, TraceTool};
 
 pub(crate) fn run(a: &TraceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match &a.tool {
         TraceTool::Slice(s) => run_slice(s, out),
+        TraceTool::Rewrite(r) => run_rewrite(r, out),
     }
+}
+
+fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    use trace_format::rewrite::{Rewrite, RewriteReport, parse_map};
+    let file = label(&a.input.file);
+    let mut rw = Rewrite {
+        speed: a.speed,
+        ..Rewrite::default()
+    };
+    rw.check().map_err(|e| anyhow::anyhow!("--speed: {e}"))?;
+    for m in &a.maps {
+        let (kind, from, to) = parse_map(m).map_err(|e| anyhow::anyhow!("--map {e}"))?;
+        if let Some(old) = rw.maps.entry(kind).or_default().insert(from.clone(), to) {
+            bail!("--map {m:?}: {from:?} is already mapped to {old:?}");
+        }
+    }
+    let reader = open_or_fail(&a.input)?;
+    let mut report = RewriteReport::default();
+    let mut header = reader.header().clone();
+    rw.header(&mut header, &mut report);
+    let mut w = TraceWriter::create(&a.output, None, &header)
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    for ev in reader.events() {
+        let mut ev = ev.with_context(|| format!("cannot read {file}"))?;
+        rw.event(&mut ev, &mut report);
+        w.write(&ev)
+            .with_context(|| format!("writing {}", a.output.display()))?;
+    }
+    w.finish()
+        .with_context(|| format!("writing {}", a.output.display()))?;
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "{}: {} events from {file}{}",
+            a.output.display(),
+            report.events,
+            a.speed
+                .map(|k| format!(", times divided by {k}"))
+                .unwrap_or_default()
+        )?;
+        for (m, n) in &report.replaced {
+            writeln!(out, "replaced {n}: {m}")?;
+        }
+        for (kind, m) in &rw.maps {
+            for (from, to) in m {
+                let key = format!("{}:{from}={to}", kind.name());
+                if !report.replaced.contains_key(&key) {
+                    writeln!(out, "never used: {key}")?;
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn dur(flag: &str, v: &str) -> anyhow::Result<u64> {

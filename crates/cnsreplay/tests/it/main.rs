@@ -365,3 +365,51 @@ fn trace_slice_keeps_a_window_that_validates() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--busiest"));
 }
+
+/// `trace rewrite` (alias `scale`): times divided, names mapped, and a rewrite that changes
+/// nothing is a lossless copy.
+#[test]
+fn trace_rewrite_scales_and_maps_and_copies_losslessly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (same, fast) = (dir.path().join("same.jsonl"), dir.path().join("fast.jsonl"));
+    let src = dir.path().join("src.jsonl");
+    let o = cnsreplay(&["convert", "traces/quickstart.yaml", "-o", s(&src)]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let o = cnsreplay(&["trace", "rewrite", s(&src), "-o", s(&same)]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(
+        fs_err::read(&src).expect("src"),
+        fs_err::read(&same).expect("copy")
+    );
+    let o = cnsreplay(&[
+        "trace",
+        "scale",
+        s(&src),
+        "-o",
+        s(&fast),
+        "--speed",
+        "4",
+        "--map",
+        "tenant:nosuch=x",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let a = Trace::read(&src).expect("src trace");
+    let b = Trace::read(&fast).expect("fast trace");
+    assert_eq!(a.events.len(), b.events.len());
+    for (x, y) in a.events.iter().zip(&b.events) {
+        assert_eq!(y.at, (x.at as f64 / 4.0).round() as u64);
+        assert_eq!(x.op, y.op);
+    }
+    let bad = cnsreplay(&[
+        "trace",
+        "map",
+        s(&src),
+        "-o",
+        s(&fast),
+        "--map",
+        "color:a=b",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown kind"));
+}
