@@ -223,6 +223,16 @@ pub(crate) fn bare_target(
     }
 }
 
+/// Whether bare I/O on `name` goes to an image that holds a file system (loop mode, a
+/// file-system volume, not attached).
+fn holds_file_system(p: &LocalProvider, name: &trace_format::Name) -> Result<bool, ProviderError> {
+    let vol = p.volume(name)?;
+    let g = vol
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Ok(p.loop_mode() && !g.block && g.mount.is_none() && g.loop_dev.is_none())
+}
+
 /// Writes every byte of a sparse file target once before the clock starts (as fio lays out a
 /// job's file), so the replay's writes overwrite allocated blocks and its reads read the disk:
 /// on a sparse image a write allocates blocks (the file system's allocator and journal in
@@ -284,7 +294,15 @@ pub(crate) fn open_stream(
 ) -> Result<Box<dyn IoStream>, ProviderError> {
     let (target, size) = bare_target(p, name)?;
     ensure_file(&target, size)?;
-    let laid_out = lay_out(&target, size, p.config.stream_layout_max)?;
+    // A file-system volume's image holds a file system: writing every byte would destroy it
+    // for a later attach, so only raw targets (block volumes, directory-mode data files) are
+    // laid out.
+    let laid_out = if holds_file_system(p, name)? {
+        "a file-system volume's image: not laid out (bare writes overwrite its bytes where the \
+         trace writes)"
+    } else {
+        lay_out(&target, size, p.config.stream_layout_max)?
+    };
     let size = if target.starts_with("/dev") {
         size
     } else {
