@@ -506,3 +506,82 @@ fn a_block_trace_replays_through_per_volume_streams() {
     assert_eq!(curves, 2);
     assert!(leftovers(dir.path()).is_empty());
 }
+
+/// A volume read by bare I/O, then attached by a workload (its stream ends first; the
+/// workload's reads go one call at a time), detached, and read bare again (a second stream),
+/// then deleted: every operation succeeds and the file system on the volume survives the
+/// bare reads (the attach mounts it).
+#[test]
+fn bare_io_streams_end_for_an_attach_and_start_again_after_the_detach() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("mixed.jsonl");
+    let mut lines = vec![
+        r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"v","size":"64Mi"}]}"#
+            .to_owned(),
+    ];
+    let mut id = 0;
+    let mut ev = |at: u64, body: String| {
+        id += 1;
+        lines.push(format!(r#"{{"at":{at},"id":{id},{body}}}"#));
+    };
+    let read = |k: u64| {
+        format!(
+            r#""io":{{"volume":"v","kind":"read","offset":{},"len":4096}}"#,
+            k * 4096
+        )
+    };
+    for k in 0..200 {
+        ev(k * 2_500_000, read(k));
+    }
+    ev(
+        1_000_000_000,
+        r#""attach":{"workload":"w","volumes":["v"]}"#.to_owned(),
+    );
+    for k in 0..10 {
+        ev(1_500_000_000 + k * 1_000_000, read(k));
+    }
+    ev(2_000_000_000, r#""detach":{"workload":"w"}"#.to_owned());
+    for k in 0..100 {
+        ev(2_500_000_000 + k * 2_500_000, read(k));
+    }
+    ev(
+        3_000_000_000,
+        r#""delete_volume":{"volume":"v"}"#.to_owned(),
+    );
+    fs_err::write(&trace, lines.join("\n") + "\n").expect("write trace");
+    let run = dir.path().join("run");
+    let o = cnsreplay(&[
+        "-q",
+        "run",
+        super::s(&trace),
+        "--provider",
+        "local",
+        "-o",
+        super::s(&run),
+    ]);
+    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &stdout(&o);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(run.join("summary.json")).expect("summary"))
+            .expect("summary json");
+    for op in ["attach", "detach", "delete_volume", "io"] {
+        assert_eq!(summary["ops"][op]["failed"], 0, "{op}: {text}");
+    }
+    assert_eq!(summary["ops"]["io"]["count"], 310);
+    let streams: Vec<u64> = summary["io_streams"]
+        .as_array()
+        .expect("io_streams")
+        .iter()
+        .map(|f| f["requests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(streams.len(), 2, "{text}");
+    assert_eq!(streams.iter().sum::<u64>(), 300, "{streams:?}");
+    // The 10 reads while the workload held the volume went one call at a time.
+    let recs = readable_results(&run);
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r.op == trace_format::OpType::Io)
+            .count(),
+        10
+    );
+    assert!(leftovers(dir.path()).is_empty());
+}
