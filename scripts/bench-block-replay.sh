@@ -3,7 +3,8 @@
 # requests, Poisson arrivals at RATE requests/s over VOLUMES volumes declared in the header,
 # 4 KiB, 70 % reads and 30 % writes as in MSR traces, or with MIX=all 70 % reads, 20 % writes,
 # 5 % trims, 5 % flushes; random 4 KiB-aligned offsets of 1 GiB) is
-# replayed ROUNDS times by the release `cnsreplay run --provider local`, each volume through
+# replayed ROUNDS times by the release `cnsreplay run --provider local` (raw block volumes, as
+# the block importers declare them), each volume through
 # its own I/O stream (O_DIRECT on the volume's image file). Per round, from summary.json, for
 # the worst stream: the worst 1-s window's |issued − intended| / intended, issue lateness
 # p50/p99/p99.9/max, dropped and reordered requests, CPU per request; and the verdict, judged
@@ -41,7 +42,7 @@ rng = random.Random(20)
 size = 1 << 30
 print(json.dumps({"format": "cnsreplay-trace", "version": 1,
                   "provenance": {"generator": "scripts/bench-block-replay.sh"},
-                  "volumes": [{"name": f"d{i}", "size": size} for i in range(vols)]}))
+                  "volumes": [{"name": f"d{i}", "size": size, "volume_mode": "block"} for i in range(vols)]}))
 t = 0.0
 out = sys.stdout
 for i in range(n):

@@ -43,7 +43,7 @@ rng = random.Random(7)
 size = 1 << 30
 print(json.dumps({"format": "cnsreplay-trace", "version": 1,
                   "provenance": {"generator": "scripts/bench-block-vs-fio.sh"},
-                  "volumes": [{"name": "d0", "size": size}]}))
+                  "volumes": [{"name": "d0", "size": size, "volume_mode": "block"}]}))
 t = 0.0
 for i in range(n):
     t += rng.expovariate(rate)
