@@ -368,6 +368,40 @@ fn io_figure(i: usize, l: &Loaded) -> Option<Figure> {
     ))
 }
 
+/// A rate over the run's time: one solid line against one dashed.
+fn two_rates(
+    title: String,
+    y_label: &str,
+    (a, pa): (&str, Vec<(f64, f64)>),
+    (b, pb): (&str, Vec<(f64, f64)>),
+) -> Plot {
+    Plot {
+        title,
+        x_label: "time since the run origin".into(),
+        y_label: y_label.into(),
+        x_log: false,
+        y_log: false,
+        x_fmt: fmt_s,
+        y_fmt: fmt_frac,
+        series: vec![
+            Series {
+                name: a.into(),
+                points: pa,
+                color: COLORS[0].into(),
+                dash: Dash::Solid,
+            },
+            Series {
+                name: b.into(),
+                points: pb,
+                color: COLORS[1].into(),
+                dash: Dash::Dashed,
+            },
+        ],
+        marks: Vec::new(),
+        mark_legend: Vec::new(),
+    }
+}
+
 fn rate_figure(i: usize, l: &Loaded) -> Figure {
     let t = &l.timeline;
     // Rates over RATE_GROUP timeline buckets: fewer, steadier points than the latency plot.
@@ -378,31 +412,12 @@ fn rate_figure(i: usize, l: &Loaded) -> Figure {
             .map(|(b, c)| ((b as f64 + 0.5) * w, c.iter().sum::<u64>() as f64 / w))
             .collect()
     };
-    let plot = Plot {
-        title: format!("Intended vs achieved rate — {}", l.run.path.display()),
-        x_label: "time since the run origin".into(),
-        y_label: "events per second".into(),
-        x_log: false,
-        y_log: false,
-        x_fmt: fmt_s,
-        y_fmt: fmt_frac,
-        series: vec![
-            Series {
-                name: "intended".into(),
-                points: series(&t.intended),
-                color: COLORS[0].into(),
-                dash: Dash::Solid,
-            },
-            Series {
-                name: "achieved".into(),
-                points: series(&t.completed),
-                color: COLORS[1].into(),
-                dash: Dash::Dashed,
-            },
-        ],
-        marks: Vec::new(),
-        mark_legend: Vec::new(),
-    };
+    let plot = two_rates(
+        format!("Intended vs achieved rate — {}", l.run.path.display()),
+        "events per second",
+        ("intended", series(&t.intended)),
+        ("achieved", series(&t.completed)),
+    );
     figure(
         format!("rate-{}", i + 1),
         "Events per second by intended instant (intended) and by completion (achieved).".into(),
@@ -434,35 +449,16 @@ fn stream_figures(i: usize, l: &Loaded) -> Result<Vec<Figure>> {
                 .map(|(s, v)| ((c.first_second + s as u64) as f64 + 0.5, v[w] as f64))
                 .collect()
         };
-        let plot = Plot {
-            title: format!(
+        let plot = two_rates(
+            format!(
                 "Block replay, volume {} — {}",
                 c.volume,
                 l.run.path.display()
             ),
-            x_label: "time since the run origin".into(),
-            y_label: "requests per second".into(),
-            x_log: false,
-            y_log: false,
-            x_fmt: fmt_s,
-            y_fmt: fmt_frac,
-            series: vec![
-                Series {
-                    name: "trace (intended)".into(),
-                    points: pts(0),
-                    color: COLORS[0].into(),
-                    dash: Dash::Solid,
-                },
-                Series {
-                    name: "replay (issued)".into(),
-                    points: pts(1),
-                    color: COLORS[1].into(),
-                    dash: Dash::Dashed,
-                },
-            ],
-            marks: Vec::new(),
-            mark_legend: Vec::new(),
-        };
+            "requests per second",
+            ("trace (intended)", pts(0)),
+            ("replay (issued)", pts(1)),
+        );
         out.push(figure(
             format!("stream-{}-{}", i + 1, k + 1),
             format!(

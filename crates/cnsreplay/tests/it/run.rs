@@ -396,6 +396,30 @@ fn the_verdict_is_in_the_table_and_require_valid_exits_4() {
     assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{o:?}");
 }
 
+/// Writes `lines` as a JSON Lines trace in `dir`, replays it with `--provider local` into
+/// `dir/run`; the run directory, its summary and what the command printed.
+fn run_local_lines(
+    dir: &Path,
+    lines: &[String],
+) -> (std::path::PathBuf, serde_json::Value, String) {
+    let trace = dir.join("trace.jsonl");
+    fs_err::write(&trace, lines.join("\n") + "\n").expect("write trace");
+    let run = dir.join("run");
+    let o = cnsreplay(&[
+        "-q",
+        "run",
+        super::s(&trace),
+        "--provider",
+        "local",
+        "-o",
+        super::s(&run),
+    ]);
+    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &stdout(&o);
+    let summary = serde_json::from_slice(&fs_err::read(run.join("summary.json")).expect("summary"))
+        .expect("summary json");
+    (run, summary, text)
+}
+
 /// A block trace's shape (volumes in the header, then only `io`) replays on the local
 /// provider through one I/O stream per volume: every request issued, none dropped or
 /// reordered, trims and flushes included, an unaligned request aligned and counted; a
@@ -403,7 +427,6 @@ fn the_verdict_is_in_the_table_and_require_valid_exits_4() {
 #[test]
 fn a_block_trace_replays_through_per_volume_streams() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let trace = dir.path().join("block.jsonl");
     let mut lines = vec![
         r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"d0","size":"64Mi"},{"name":"d1","size":"64Mi"}]}"#
             .to_owned(),
@@ -435,21 +458,7 @@ fn a_block_trace_replays_through_per_volume_streams() {
         n * 500_000,
         n + 1
     ));
-    fs_err::write(&trace, lines.join("\n") + "\n").expect("write trace");
-    let run = dir.path().join("run");
-    let o = cnsreplay(&[
-        "-q",
-        "run",
-        super::s(&trace),
-        "--provider",
-        "local",
-        "-o",
-        super::s(&run),
-    ]);
-    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &stdout(&o);
-    let summary: serde_json::Value =
-        serde_json::from_slice(&fs_err::read(run.join("summary.json")).expect("summary"))
-            .expect("summary json");
+    let (run, summary, text) = run_local_lines(dir.path(), &lines);
     let streams = summary["io_streams"].as_array().expect("io_streams");
     assert_eq!(streams.len(), 2, "{text}");
     let mut requests = 0;
@@ -504,6 +513,25 @@ fn a_block_trace_replays_through_per_volume_streams() {
         curves += 1;
     }
     assert_eq!(curves, 2);
+    // analyze shows them: the summary's streams and the report's trace-vs-replay figures.
+    let o = cnsreplay(&["analyze", "summary", "--json", super::s(&run)]);
+    let a: serde_json::Value = serde_json::from_slice(&o.stdout).expect("analyze json");
+    assert_eq!(
+        a["runs"][0]["io_streams"].as_array().map(Vec::len),
+        Some(2),
+        "{a}"
+    );
+    let html = dir.path().join("report.html");
+    let o = cnsreplay(&["analyze", "report", super::s(&run), "-o", super::s(&html)]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let page = fs_err::read_to_string(&html).expect("report");
+    for fig in ["stream-1-1", "stream-1-2"] {
+        assert!(
+            page.contains(&format!("data-figure=\"{fig}\"")),
+            "{fig} missing"
+        );
+    }
+    assert!(page.contains("<th>I/O stream</th>"));
     assert!(leftovers(dir.path()).is_empty());
 }
 
@@ -514,7 +542,6 @@ fn a_block_trace_replays_through_per_volume_streams() {
 #[test]
 fn bare_io_streams_end_for_an_attach_and_start_again_after_the_detach() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let trace = dir.path().join("mixed.jsonl");
     let mut lines = vec![
         r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"v","size":"64Mi"}]}"#
             .to_owned(),
@@ -548,21 +575,7 @@ fn bare_io_streams_end_for_an_attach_and_start_again_after_the_detach() {
         3_000_000_000,
         r#""delete_volume":{"volume":"v"}"#.to_owned(),
     );
-    fs_err::write(&trace, lines.join("\n") + "\n").expect("write trace");
-    let run = dir.path().join("run");
-    let o = cnsreplay(&[
-        "-q",
-        "run",
-        super::s(&trace),
-        "--provider",
-        "local",
-        "-o",
-        super::s(&run),
-    ]);
-    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &stdout(&o);
-    let summary: serde_json::Value =
-        serde_json::from_slice(&fs_err::read(run.join("summary.json")).expect("summary"))
-            .expect("summary json");
+    let (run, summary, text) = run_local_lines(dir.path(), &lines);
     for op in ["attach", "detach", "delete_volume", "io"] {
         assert_eq!(summary["ops"][op]["failed"], 0, "{op}: {text}");
     }
