@@ -149,7 +149,9 @@ pub(crate) async fn single_io(
     io: &Io,
     ctx: Arc<OpCtx>,
 ) -> Result<(), ProviderError> {
-    let (target, len) = bare_target(p, &io.volume)?;
+    let BareTarget {
+        path: target, len, ..
+    } = bare_target(p, &io.volume)?;
     let io = io.clone();
     crate::blocking(move || {
         ensure_file(&target, len)?;
@@ -187,17 +189,26 @@ pub(crate) async fn single_io(
     .await
 }
 
-/// Where bare `io` (no workload holds the volume) goes, and the bytes it may address: the
-/// volume's own storage — in loop mode its image file (block-level: the trace's offsets are
-/// the volume's bytes, as on the traced device, so a file system on the image is not kept),
-/// or the loop device or data file of a volume still attached; in directory mode its data
-/// file, sized as the volume.
+/// Where bare `io` (no workload holds the volume) goes.
+pub(crate) struct BareTarget {
+    /// The file or device.
+    pub(crate) path: PathBuf,
+    /// The bytes the requests may address.
+    pub(crate) len: u64,
+    /// Whether it is a file-system volume's image (loop mode, not attached): the trace's
+    /// offsets are its bytes, so a write lands on the file system's blocks.
+    pub(crate) file_system: bool,
+}
+
+/// Where bare `io` goes: the volume's own storage — in loop mode its image file (block-level:
+/// the trace's offsets are the volume's bytes, as on the traced device), or the loop device or
+/// data file of a volume still attached; in directory mode its data file, sized as the volume.
 pub(crate) fn bare_target(
     p: &LocalProvider,
     name: &trace_format::Name,
-) -> Result<(PathBuf, u64), ProviderError> {
+) -> Result<BareTarget, ProviderError> {
     let vol = p.volume(name)?;
-    let (image, size, attached) = {
+    let (image, size, attached, block) = {
         let g = vol
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -205,32 +216,35 @@ pub(crate) fn bare_target(
             g.image.clone(),
             g.size,
             g.mount.is_some() || g.loop_dev.is_some(),
+            g.block,
         )
     };
     if attached {
-        let t = io_target(p, name)?;
-        let len = if t.starts_with("/dev") {
+        let path = io_target(p, name)?;
+        let len = if path.starts_with("/dev") {
             size
         } else {
             data_len(size, None)
         };
-        return Ok((t, len));
+        return Ok(BareTarget {
+            path,
+            len,
+            file_system: false,
+        });
     }
-    if p.loop_mode() {
-        Ok((image, size))
+    Ok(if p.loop_mode() {
+        BareTarget {
+            path: image,
+            len: size,
+            file_system: !block,
+        }
     } else {
-        Ok((image.join(DATA_FILE), size))
-    }
-}
-
-/// Whether bare I/O on `name` goes to an image that holds a file system (loop mode, a
-/// file-system volume, not attached).
-fn holds_file_system(p: &LocalProvider, name: &trace_format::Name) -> Result<bool, ProviderError> {
-    let vol = p.volume(name)?;
-    let g = vol
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    Ok(p.loop_mode() && !g.block && g.mount.is_none() && g.loop_dev.is_none())
+        BareTarget {
+            path: image.join(DATA_FILE),
+            len: size,
+            file_system: false,
+        }
+    })
 }
 
 /// Writes every byte of a sparse file target once before the clock starts (as fio lays out a
@@ -292,12 +306,16 @@ pub(crate) fn open_stream(
     p: &LocalProvider,
     name: &trace_format::Name,
 ) -> Result<Box<dyn IoStream>, ProviderError> {
-    let (target, size) = bare_target(p, name)?;
+    let BareTarget {
+        path: target,
+        len: size,
+        file_system,
+    } = bare_target(p, name)?;
     ensure_file(&target, size)?;
     // A file-system volume's image holds a file system: writing every byte would destroy it
     // for a later attach, so only raw targets (block volumes, directory-mode data files) are
     // laid out.
-    let laid_out = if holds_file_system(p, name)? {
+    let laid_out = if file_system {
         "a file-system volume's image: not laid out (bare writes overwrite its bytes where the \
          trace writes)"
     } else {

@@ -522,7 +522,16 @@ fn a_block_trace_replays_through_per_volume_streams() {
         "{a}"
     );
     let html = dir.path().join("report.html");
-    let o = cnsreplay(&["analyze", "report", super::s(&run), "-o", super::s(&html)]);
+    // Admitted whatever the verdict: under a loaded test run the streams' lateness may make
+    // the run engine-bound, and the figures are what is checked here.
+    let o = cnsreplay(&[
+        "analyze",
+        "report",
+        "--allow-invalid",
+        super::s(&run),
+        "-o",
+        super::s(&html),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let page = fs_err::read_to_string(&html).expect("report");
     for fig in ["stream-1-1", "stream-1-2"] {
