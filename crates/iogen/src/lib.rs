@@ -18,6 +18,7 @@ mod engine;
 mod error;
 mod generate;
 mod phase;
+mod placement;
 mod replay;
 mod report;
 #[allow(unsafe_code)]
@@ -26,6 +27,7 @@ mod stats;
 mod stream;
 mod suite;
 mod verify;
+mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,16 +38,22 @@ use serde::{Deserialize, Serialize};
 
 pub use error::Error;
 pub use phase::{PhaseResult, direct_alignment, run_phase};
-pub use replay::{ReplayOptions, ReplayResult, parse_phase_snippet, parse_size, replay_trace};
+pub use placement::{Placement, target_len};
+pub use replay::{
+    ReplayOptions, ReplayResult, VolumeReplay, parse_phase_snippet, parse_size, replay_from,
+    replay_trace,
+};
 pub use report::{render_phase, render_stream, render_suite};
 pub use stats::BUCKET_NS;
 pub use stats::{
     CpuTime, EngineInfo, Histograms, KindHistograms, KindSummary, Percentiles, Summary,
-    log_start_time, read_histograms, split_responses, write_histograms,
+    histograms_to_log, log_start_time, parse_histograms, read_histograms, split_responses,
+    write_histograms,
 };
 pub use stream::{IoRequest, IoSubmitter, STREAM_QUEUE, StreamHandle, StreamResult, start_stream};
 pub use suite::{SuiteEntry, SuiteOptions, run_suite};
 pub use verify::{Mismatch, MismatchKind, VerifySummary};
+pub use wire::{RESULT_PREFIX, StreamLine, WallAnchor};
 
 pub use trace_format::{Arrival, BlockSize, BlockSizeShare, IoKind, Load, Pattern, Rate};
 

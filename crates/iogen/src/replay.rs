@@ -1,15 +1,24 @@
 //! Replaying a trace's single-request `io` events against local targets at their original
 //! timing (scaled by a speed factor), one stream per volume, or as fast as possible
 //! (`no_stall`). Also the small parsers the command line shares with the library's users.
+//!
+//! The trace may come from any byte stream (`iogen replay -` reads stdin) and may be written
+//! while it is replayed: a pod's stream receives its volume's slice of a run this way. With
+//! `at_origin`, time 0 is the header's `origin` on this machine's wall clock rather than the
+//! moment the replay starts, so a sender that fixed the origin decides when each request is
+//! due. Offsets are placed on each target by [`Placement`] (recorded, counted).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use trace_format::{Encoding, IoPhase, Op, Trace, TraceReader};
 
+use crate::placement::{Placement, target_len};
+use crate::wire::{StreamLine, WallAnchor};
 use crate::{
-    EngineOptions, Error, IoRequest, IoSubmitter, Stop, StreamHandle, StreamResult, start_stream,
+    EngineOptions, Error, IoRequest, IoSubmitter, Stop, StreamHandle, StreamResult,
+    direct_alignment, start_stream,
 };
 
 /// How far ahead of its intended time a request is handed to its stream.
@@ -24,24 +33,81 @@ pub struct ReplayOptions {
     pub speed: f64,
     /// Ignore intended times: issue every request as soon as possible.
     pub no_stall: bool,
-    /// O_DIRECT.
+    /// O_DIRECT (buffered, and flagged, where the file system refuses it).
     pub direct: bool,
+    /// Time 0 is the trace header's `origin` on this machine's wall clock (an error when the
+    /// header has none), not the start of the replay.
+    pub at_origin: bool,
+}
+
+/// One volume's replay.
+#[derive(Debug, Clone)]
+pub struct VolumeReplay {
+    /// The stream's result.
+    pub result: StreamResult,
+    /// The target.
+    pub target: PathBuf,
+    /// O_DIRECT and the placement policy, as flags.
+    pub flags: Vec<String>,
+    /// Requests whose offset or length the placement changed.
+    pub adjusted: u64,
+}
+
+impl VolumeReplay {
+    /// The result line of this volume (see [`StreamLine`]); `anchor` converts the stream's
+    /// base to Unix ns.
+    pub fn line(&self, volume: &str, anchor: &WallAnchor) -> Result<StreamLine, Error> {
+        let r = &self.result;
+        let mut flags = vec![r.summary.engine.engine.clone()];
+        flags.extend(r.summary.engine.flags.iter().cloned());
+        flags.extend(self.flags.iter().cloned());
+        Ok(StreamLine {
+            volume: volume.to_owned(),
+            target: self.target.display().to_string(),
+            flags,
+            accepted: r.accepted,
+            completed: r.summary.ios,
+            errors: r.errors - r.rejected.min(r.errors),
+            rejected: r.rejected,
+            reordered: r.reordered,
+            unissued: r.unissued,
+            adjusted: self.adjusted,
+            base_unix_ns: anchor.unix_ns(r.base),
+            bucket_ns: crate::BUCKET_NS,
+            buckets: r.buckets.clone(),
+            cpu_per_request_us: r.summary.cpu.per_io_us,
+            partial: r.summary.partial,
+            histograms: crate::stats::histograms_to_log(&r.histograms)?,
+        })
+    }
 }
 
 /// Results of a replay, per volume.
 #[derive(Debug, Clone)]
 pub struct ReplayResult {
-    /// Stream results per volume.
-    pub volumes: BTreeMap<String, StreamResult>,
+    /// Per volume.
+    pub volumes: BTreeMap<String, VolumeReplay>,
     /// `io` events on volumes without a target.
     pub unmapped: u64,
     /// Events that are not `io` (control operations, phases, markers), not replayed here.
     pub skipped: u64,
 }
 
-/// Replays `trace`'s `io` events. Blocks until done or stopped.
+/// Replays the `io` events of the trace file `trace`. Blocks until done or stopped.
 pub fn replay_trace(
-    trace: &Path,
+    trace: &std::path::Path,
+    ro: &ReplayOptions,
+    opts: &EngineOptions,
+    stop: &Stop,
+) -> Result<ReplayResult, Error> {
+    replay_from(|| Ok(TraceReader::open(trace)?), ro, opts, stop)
+}
+
+/// Replays the `io` events of the trace `open` returns, called once every target's stream
+/// is ready (so a trace that arrives on a pipe finds the streams set up). Blocks until the
+/// trace ends or a stop.
+pub fn replay_from(
+    open: impl FnOnce() -> Result<TraceReader, Error>,
     ro: &ReplayOptions,
     opts: &EngineOptions,
     stop: &Stop,
@@ -52,8 +118,14 @@ pub fn replay_trace(
             reason: format!("{} is not a positive factor", ro.speed),
         });
     }
-    let reader = TraceReader::open(trace)?;
-    let mut streams: BTreeMap<String, (IoSubmitter, StreamHandle)> = BTreeMap::new();
+    struct Open {
+        tx: IoSubmitter,
+        handle: StreamHandle,
+        place: Placement,
+        adjusted: u64,
+        flags: Vec<String>,
+    }
+    let mut streams: BTreeMap<String, Open> = BTreeMap::new();
     for (v, p) in &ro.targets {
         // With several volumes, one interval log per volume (`LOG.VOLUME.ext`).
         let opts = EngineOptions {
@@ -66,10 +138,50 @@ pub fn replay_trace(
             }),
             ..opts.clone()
         };
-        streams.insert(v.clone(), start_stream(p, ro.direct, &opts)?);
+        let align = if ro.direct {
+            direct_alignment(p)?
+        } else {
+            None
+        };
+        let mut flags = vec![match (ro.direct, align) {
+            (true, Some(a)) => format!("O_DIRECT, {a}-byte aligned"),
+            (true, None) => "buffered (the file system refuses O_DIRECT)".to_owned(),
+            (false, _) => "buffered".to_owned(),
+        }];
+        let place = Placement::new(target_len(p)?, align.unwrap_or(1));
+        flags.push(place.describe());
+        let (tx, handle) = start_stream(p, align.is_some(), &opts)?;
+        streams.insert(
+            v.clone(),
+            Open {
+                tx,
+                handle,
+                place,
+                adjusted: 0,
+                flags,
+            },
+        );
     }
+    let reader = open()?;
+    let t0 = if ro.at_origin {
+        let origin = reader.header().origin.ok_or(Error::InvalidSpec {
+            field: "at_origin",
+            reason: "the trace header has no origin".to_owned(),
+        })?;
+        let unix = i64::try_from(origin.as_nanosecond()).map_err(|_| Error::InvalidSpec {
+            field: "at_origin",
+            reason: format!("origin {origin} is out of range"),
+        })?;
+        WallAnchor::now()
+            .instant(unix)
+            .ok_or_else(|| Error::InvalidSpec {
+                field: "at_origin",
+                reason: format!("origin {origin} is out of this clock's range"),
+            })?
+    } else {
+        Instant::now() + LOOKAHEAD
+    };
     let (mut unmapped, mut skipped) = (0u64, 0u64);
-    let t0 = Instant::now() + LOOKAHEAD;
     let mut failure = None;
     for ev in reader.events() {
         if stop.is_requested() {
@@ -86,7 +198,7 @@ pub fn replay_trace(
             skipped += 1;
             continue;
         };
-        let Some((tx, _)) = streams.get(io.volume.as_str()) else {
+        let Some(s) = streams.get_mut(io.volume.as_str()) else {
             unmapped += 1;
             continue;
         };
@@ -113,14 +225,16 @@ pub fn replay_trace(
             }
             at
         };
+        let ((offset, len), changed) = s.place.place(io.kind, io.offset, io.len);
+        s.adjusted += u64::from(changed);
         let req = IoRequest {
             kind: io.kind,
-            offset: io.offset,
-            len: io.len,
+            offset,
+            len,
             intended,
         };
         loop {
-            match tx.submit(req) {
+            match s.tx.submit(req) {
                 Err(Error::QueueFull) if !stop.is_requested() => {
                     std::thread::sleep(Duration::from_micros(100));
                 }
@@ -132,12 +246,21 @@ pub fn replay_trace(
         }
     }
     let mut volumes = BTreeMap::new();
-    for (v, (tx, h)) in streams {
-        drop(tx);
+    for (v, s) in streams {
+        drop(s.tx);
         if stop.is_requested() {
-            h.stop();
+            s.handle.stop();
         }
-        volumes.insert(v, h.finish()?);
+        let result = s.handle.finish()?;
+        volumes.insert(
+            v.clone(),
+            VolumeReplay {
+                result,
+                target: ro.targets[&v].clone(),
+                flags: s.flags,
+                adjusted: s.adjusted,
+            },
+        );
     }
     if let Some(e) = failure {
         return Err(e);

@@ -611,6 +611,27 @@ pub fn write_histograms(path: &Path, h: &Histograms) -> Result<(), Error> {
     Ok(())
 }
 
+/// The histograms as the text of a one-interval HdrHistogram log (what
+/// [`write_histograms`] writes), for sending them inside another message.
+pub fn histograms_to_log(h: &Histograms) -> Result<String, Error> {
+    let mut out = Vec::new();
+    write_log_entries(
+        &mut out,
+        &mut V2DeflateSerializer::new(),
+        false,
+        SystemTime::now(),
+        h,
+        Duration::ZERO,
+        Duration::from_secs(1),
+    )?;
+    String::from_utf8(out).map_err(|e| Error::Histogram(format!("histogram log: {e}")))
+}
+
+/// Parses an iogen histogram or interval log's text, summing all intervals of each tag.
+pub fn parse_histograms(bytes: &[u8]) -> Result<Histograms, Error> {
+    parse_log(bytes).map_err(Error::Histogram)
+}
+
 /// Reads an iogen histogram or interval log, summing all intervals of each tag.
 pub fn read_histograms(path: &Path) -> Result<Histograms, Error> {
     let bytes = fs_err::read(path)?;

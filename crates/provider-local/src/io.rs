@@ -348,16 +348,14 @@ pub(crate) fn open_stream(
         Some(a) => format!("O_DIRECT, {a}-byte aligned"),
         None => "buffered (the file system refuses O_DIRECT)".to_owned(),
     });
-    flags.push(format!(
-        "{size} bytes addressable; requests past the end wrap modulo it"
-    ));
+    let place = iogen::Placement::new(size, align.unwrap_or(1));
+    flags.push(place.describe());
     flags.push(laid_out.to_owned());
     Ok(Box::new(LocalStream {
         tx: Some(tx),
         handle,
         target: target.display().to_string(),
-        size,
-        align: align.unwrap_or(1),
+        place,
         adjusted: 0,
         flags,
     }))
@@ -367,45 +365,15 @@ struct LocalStream {
     tx: Option<iogen::IoSubmitter>,
     handle: iogen::StreamHandle,
     target: String,
-    size: u64,
-    align: u64,
+    place: iogen::Placement,
     adjusted: u64,
     flags: Vec<String>,
 }
 
-impl LocalStream {
-    /// The request as it can be issued: offset and length aligned outwards to O_DIRECT's
-    /// block, and a range past the end of the target moved back into it (modulo its size).
-    fn place(&mut self, io: &Io) -> (u64, u64) {
-        if matches!(io.kind, IoKind::Flush) {
-            return (0, 0);
-        }
-        let a = self.align;
-        let start = io.offset / a * a;
-        let end = io
-            .offset
-            .saturating_add(io.len)
-            .div_ceil(a)
-            .saturating_mul(a);
-        let mut len = end - start;
-        let mut off = start;
-        if len > self.size {
-            len = self.size / a * a;
-        }
-        if off.saturating_add(len) > self.size {
-            let room = (self.size - len) / a + 1;
-            off = (off / a % room) * a;
-        }
-        if (off, len) != (io.offset, io.len) {
-            self.adjusted += 1;
-        }
-        (off, len)
-    }
-}
-
 impl IoStream for LocalStream {
     fn submit(&mut self, io: &Io, intended: Instant) -> Result<Submit, ProviderError> {
-        let (offset, len) = self.place(io);
+        let ((offset, len), changed) = self.place.place(io.kind, io.offset, io.len);
+        self.adjusted += u64::from(changed);
         let Some(tx) = &self.tx else {
             return Err(ProviderError::new("io_failed", "the stream has ended"));
         };

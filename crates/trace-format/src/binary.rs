@@ -510,6 +510,11 @@ pub(crate) struct BinaryWriter<W> {
 }
 
 impl<W: Write> BinaryWriter<W> {
+    /// Flushes what is written so far to the sink.
+    pub(crate) fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+
     pub(crate) fn new(mut w: W, header: &Header) -> Result<Self, Error> {
         let json = serde_json::to_vec(header).map_err(std::io::Error::from)?;
         if json.len() > MAX_HEADER {

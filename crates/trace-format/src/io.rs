@@ -279,6 +279,17 @@ impl TraceWriter {
         }
     }
 
+    /// Pushes what is written so far to the sink (a reader on a pipe sees those events now;
+    /// the trace stays open).
+    pub fn flush(&mut self) -> Result<(), Error> {
+        match &mut self.inner {
+            WInner::Jsonl(w) => w.flush()?,
+            WInner::Yaml(w) => w.flush()?,
+            WInner::Binary(w) => w.flush()?,
+        }
+        Ok(())
+    }
+
     /// Writes the end of the trace and flushes. A trace not finished is truncated.
     pub fn finish(self) -> Result<(), Error> {
         let w = match self.inner {

@@ -112,6 +112,11 @@ pub(crate) struct JsonlWriter<W> {
 }
 
 impl<W: Write> JsonlWriter<W> {
+    /// Flushes what is written so far to the sink.
+    pub(crate) fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+
     pub(crate) fn new(mut w: W, header: &Header) -> Result<Self, Error> {
         serde_json::to_writer(&mut w, header).map_err(std::io::Error::from)?;
         w.write_all(b"\n")?;

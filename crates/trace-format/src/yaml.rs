@@ -247,6 +247,11 @@ fn yaml_err(e: &serde_saphyr::SerializeError) -> Error {
 }
 
 impl<W: Write> YamlWriter<W> {
+    /// Flushes what is written so far to the sink.
+    pub(crate) fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+
     pub(crate) fn new(mut w: W, header: &Header) -> Result<Self, Error> {
         let text = serde_saphyr::to_string(header).map_err(|e| yaml_err(&e))?;
         w.write_all(text.as_bytes())?;

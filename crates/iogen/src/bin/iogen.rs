@@ -227,7 +227,7 @@ struct PhaseArgs {
 
 #[derive(Args)]
 struct ReplayArgs {
-    /// Trace file.
+    /// Trace file; `-` reads it from stdin (it may still be being written).
     trace: PathBuf,
     /// `volume=PATH` (repeatable).
     #[arg(long, required = true)]
@@ -240,6 +240,22 @@ struct ReplayArgs {
     no_stall: bool,
     #[arg(long)]
     direct: bool,
+    /// Time 0 is the trace header's `origin` on this machine's wall clock, not the start.
+    #[arg(long)]
+    at_origin: bool,
+    /// After the run, print one `iogen-stream-result {json}` line per volume (for a driver
+    /// that reads the results from a log).
+    #[arg(long)]
+    result_lines: bool,
+    /// Requests in flight per volume at most.
+    #[arg(long, default_value_t = 32)]
+    depth: u32,
+    /// Largest read or write, bytes (longer ones are refused and counted).
+    #[arg(long, default_value = "1m", value_parser = parse_size_arg)]
+    max_len: u64,
+    /// Spin this long before each deadline (default 50µs; 0 sleeps to each).
+    #[arg(long, value_parser = parse_dur)]
+    spin: Option<Duration>,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -501,8 +517,21 @@ fn replay(a: &ReplayArgs, stop: &Stop) -> Result<()> {
         speed: a.speed,
         no_stall: a.no_stall,
         direct: a.direct,
+        at_origin: a.at_origin,
     };
-    let r = iogen::replay_trace(&a.trace, &ro, &a.engine.options(), stop)?;
+    let opts = EngineOptions {
+        stream_depth: a.depth,
+        stream_max_len: a.max_len,
+        spin: a.spin,
+        ..a.engine.options()
+    };
+    let r = if a.trace == Path::new("-") {
+        let open = || Ok(TraceReader::from_reader(std::io::stdin(), None, "stdin")?);
+        iogen::replay_from(open, &ro, &opts, stop)?
+    } else {
+        iogen::replay_trace(&a.trace, &ro, &opts, stop)?
+    };
+    let anchor = iogen::WallAnchor::now();
     let mut table = String::new();
     let mut json = serde_json::Map::new();
     if let Some(h) = &a.engine.histograms {
@@ -514,12 +543,23 @@ fn replay(a: &ReplayArgs, stop: &Stop) -> Result<()> {
             } else {
                 h.clone()
             };
-            iogen::write_histograms(&path, &s.histograms)?;
+            iogen::write_histograms(&path, &s.result.histograms)?;
         }
     }
     for (v, s) in &r.volumes {
-        table.push_str(&format!("== volume {v}\n{}", iogen::render_stream(s)));
-        json.insert(v.clone(), serde_json::to_value(&s.summary)?);
+        table.push_str(&format!(
+            "== volume {v}\n{}{} requests adjusted ({})\n",
+            iogen::render_stream(&s.result),
+            s.adjusted,
+            s.flags.join("; ")
+        ));
+        json.insert(v.clone(), serde_json::to_value(&s.result.summary)?);
+    }
+    let mut lines = Vec::new();
+    if a.result_lines {
+        for (v, s) in &r.volumes {
+            lines.push(s.line(v, &anchor)?.to_line()?);
+        }
     }
     table.push_str(&format!(
         "{} io events on unmapped volumes, {} other events skipped\n",
@@ -528,7 +568,11 @@ fn replay(a: &ReplayArgs, stop: &Stop) -> Result<()> {
     a.engine.emit(
         &table,
         &serde_json::json!({"volumes": json, "unmapped": r.unmapped, "skipped": r.skipped}),
-    )
+    )?;
+    for l in lines {
+        println!("{l}");
+    }
+    Ok(())
 }
 
 fn suite(a: &SuiteArgs, stop: &Stop) -> Result<()> {
