@@ -86,6 +86,10 @@ imports = []
 [plugins.'io.containerd.cri.v1.runtime']
   # No CAP_SYS_RESOURCE in this kind of VM: a sandbox's oom_score_adj of -998 makes runc fail.
   restrict_oom_score_adj = true
+  # Raw block volumes in non-root pods: without udev here, loop devices are root:root 0600;
+  # the device node in the container gets the pod's runAsUser/runAsGroup instead (the
+  # setting Kubernetes recommends for non-root block access).
+  device_ownership_from_security_context = true
   netns_mounts_under_state_dir = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"

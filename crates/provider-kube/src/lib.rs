@@ -20,6 +20,7 @@ pub mod objects;
 mod ops;
 mod preflight;
 mod stamp;
+mod stream;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -145,15 +146,21 @@ impl Default for KubeConfig {
 }
 
 impl KubeConfig {
+    /// The timeout of operations of type `op`, without an `io_phase`'s own duration.
+    pub fn op_timeout(&self, op: OpType) -> std::time::Duration {
+        std::time::Duration::from_nanos(
+            self.timeouts
+                .get(&op)
+                .copied()
+                .or_else(|| default_timeouts().get(&op).copied())
+                .unwrap_or(300_000_000_000),
+        )
+    }
+
     /// The timeout of an operation of type `op` (an `io_phase` adds its own duration).
     pub fn timeout(&self, ev: &Event) -> std::time::Duration {
         let op = ev.op.op_type();
-        let base = self
-            .timeouts
-            .get(&op)
-            .copied()
-            .or_else(|| default_timeouts().get(&op).copied())
-            .unwrap_or(300_000_000_000);
+        let base = self.op_timeout(op).as_nanos() as u64;
         let extra = match &ev.op {
             trace_format::Op::IoPhase(p) => p.duration.unwrap_or(0),
             _ => 0,
@@ -624,6 +631,14 @@ impl Provider for KubeProvider {
             waited_ns: (s.throttled_seconds * 1e9) as u64,
             max_wait_ns: (s.max_wait_seconds * 1e9) as u64,
         }]
+    }
+
+    fn open_io_stream(
+        &self,
+        volume: &trace_format::Name,
+    ) -> Result<Option<Box<dyn replay::IoStream>>, ProviderError> {
+        self.rt
+            .block_on(stream::open(self.inner.clone(), volume.clone()))
     }
 
     fn finish_notices(&self) -> Vec<String> {

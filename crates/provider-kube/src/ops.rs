@@ -1111,8 +1111,9 @@ pub(crate) async fn execute(
         Op::IoPhase(ph) => crate::io::io_phase(p, &ev, ph, ctx).await,
         Op::Io(_) => Err(ProviderError::new(
             "unsupported",
-            "single `io` requests cannot be sent into a pod one by one; convert them to \
-             `io_phase` events or replay them with the local provider",
+            "single `io` requests on a volume a workload holds cannot be sent into its pod one \
+             by one (bare `io`, on a raw block volume no workload holds, goes to the volume's \
+             I/O stream pod); convert them to `io_phase` events",
         )),
         Op::Marker(_) => Ok(()),
     }

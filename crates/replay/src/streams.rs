@@ -54,6 +54,12 @@ pub trait IoStream: Send {
     /// Queues `io` to start at `intended`, without blocking.
     fn submit(&mut self, io: &Io, intended: Instant) -> Result<Submit, ProviderError>;
 
+    /// How long before its intended instant a request is handed over: [`LOOKAHEAD`] unless
+    /// the stream's path to its I/O is longer (a pod's, through the apiserver).
+    fn lookahead(&self) -> Duration {
+        LOOKAHEAD
+    }
+
     /// Ends the stream: waits until every queued request has been issued and completed
     /// (with `stop`, queued requests are dropped and in-flight ones completed), undoes the
     /// implicit attach, and reports.
@@ -327,7 +333,7 @@ impl Router {
         Ok(due)
     }
 
-    /// Hands a routed event to its open stream at most [`LOOKAHEAD`] before its time.
+    /// Hands a routed event to its open stream at most its lookahead before its time.
     fn submit(&mut self, due: Result<Due, Due>) -> Option<Due> {
         let due = match due {
             Ok(d) => d,
@@ -338,12 +344,16 @@ impl Router {
         };
         let origin = self.wait_origin()?;
         let at = origin + Duration::from_nanos(due.intended);
+        let ahead = self
+            .streams
+            .get(&io.volume)
+            .map_or(LOOKAHEAD, |o| o.stream.lookahead());
         loop {
             let now = Instant::now();
             if self.stop.load(Relaxed) {
                 return None;
             }
-            match at.checked_duration_since(now + LOOKAHEAD) {
+            match at.checked_duration_since(now + ahead) {
                 Some(w) if w > Duration::ZERO => {
                     std::thread::sleep(w.min(Duration::from_millis(20)));
                 }

@@ -425,3 +425,126 @@ fn ctrl_c_on_the_real_node_leaves_nothing_of_the_run() {
     );
     nothing_left(&c, &run);
 }
+
+/// A block trace's shape (raw block volumes in the header, then only `io`) on the real node:
+/// each volume's requests stream to an I/O pod of its own (`iogen replay` on the PVC's raw
+/// device, fed over the pod's stdin), every request issued — reads, writes, trims, flushes —
+/// none dropped or reordered, the fidelity report and rate curves written, `analyze report`
+/// shows the streams, and nothing of the run is left.
+#[test]
+fn a_block_trace_replays_in_io_stream_pods_on_the_real_node() {
+    let Some(c) = real_node_cluster() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kc = c.runner_kubeconfig(tmp.path());
+    let trace = tmp.path().join("block.jsonl");
+    let mut lines = vec![
+        r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"d0","size":"64Mi","volume_mode":"block"},{"name":"d1","size":"64Mi","volume_mode":"block"}]}"#
+            .to_owned(),
+    ];
+    let kinds = [
+        "read", "write", "write", "read", "trim", "read", "write", "flush",
+    ];
+    let n = 6000u64;
+    for i in 0..n {
+        // 6000 requests over 3 s (2000/s), alternating volumes.
+        let (v, kind) = (i % 2, kinds[(i % 8) as usize]);
+        let body = if kind == "flush" {
+            format!(r#"{{"volume":"d{v}","kind":"flush"}}"#)
+        } else if i == 11 {
+            // Not sector-aligned: aligned outwards to issue it with O_DIRECT.
+            format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":1000,"len":3000}}"#)
+        } else {
+            let off = (i * 7919 % 16_000) * 4096;
+            format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":{off},"len":8192}}"#)
+        };
+        lines.push(format!(
+            r#"{{"at":{},"id":{},"io":{body}}}"#,
+            i * 500_000,
+            i + 1
+        ));
+    }
+    std::fs::write(&trace, lines.join("\n") + "\n").expect("write trace");
+    let run = tmp.path().join("run");
+    let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
+    let out = cnsreplay(&[
+        "run",
+        s(&trace),
+        "--provider",
+        "kube",
+        "--kubeconfig",
+        s(&kc),
+        "--storage-class",
+        c.get("TESTENV_STORAGE_CLASS"),
+        "--node-selector",
+        &selector,
+        "--iogen-image",
+        c.get("TESTENV_IOGEN_IMAGE"),
+        LENIENT,
+        "-o",
+        s(&run),
+    ]);
+    let text = stdout(&out);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("summary.json")).expect("summary"))
+            .expect("json");
+    assert_eq!(summary["state"], "complete", "{text}\n{summary}");
+    let streams = summary["io_streams"].as_array().expect("io_streams");
+    assert_eq!(streams.len(), 2, "{text}\n{summary}");
+    let mut requests = 0;
+    for f in streams {
+        assert_eq!(f["error"], serde_json::Value::Null, "{f}");
+        requests += f["requests"].as_u64().unwrap_or(0);
+        assert_eq!(f["dropped"], 0, "{f}");
+        assert_eq!(f["reordered"], 0, "{f}");
+        assert_eq!(f["errors"], 0, "{f}");
+        assert_eq!(f["completed"], f["requests"], "{f}");
+        assert_eq!(f["target"], "/dev/cnsreplay/0", "{f}");
+        let flags = f["flags"].to_string();
+        assert!(
+            flags.contains("O_DIRECT") && flags.contains("in pod"),
+            "{flags}"
+        );
+        assert!(f["windows"].as_u64().unwrap_or(0) >= 1, "{f}");
+    }
+    assert_eq!(requests, n);
+    let adjusted: u64 = streams
+        .iter()
+        .map(|f| f["adjusted"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(adjusted, 1, "only the unaligned request is changed");
+    assert_eq!(summary["ops"]["io"]["count"], n, "{summary}");
+    assert_eq!(summary["ops"]["io"]["failed"], 0, "{summary}");
+    // The pods' logs (with their result lines) and the per-second curves are in the run.
+    let logs: Vec<String> = std::fs::read_dir(run.join("io/stream-pods"))
+        .expect("io/stream-pods")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+        .map(|e| std::fs::read_to_string(e.path()).expect("log"))
+        .collect();
+    assert_eq!(logs.len(), 2, "one log per stream pod");
+    for l in &logs {
+        assert!(l.contains("iogen-stream-result "), "{l}");
+    }
+    assert_eq!(
+        std::fs::read_dir(run.join("io/streams"))
+            .expect("io/streams")
+            .count(),
+        2,
+        "one rate curve per stream"
+    );
+    let html = tmp.path().join("report.html");
+    let o = cnsreplay(&[
+        "analyze",
+        "report",
+        "--allow-invalid",
+        s(&run),
+        "-o",
+        s(&html),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let page = std::fs::read_to_string(&html).expect("report");
+    assert!(page.contains("<th>I/O stream</th>"), "no stream table");
+    nothing_left(&c, &run);
+}
