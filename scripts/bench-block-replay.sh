@@ -20,6 +20,9 @@
 # live under BASE (default /var/tmp, this machine's disk). BASE=/dev/shm puts them in memory:
 # tmpfs refuses O_DIRECT, so the streams issue buffered reads and writes of cached pages — no
 # device in the way, which isolates the replay's own timing from the disk's stalls.
+# TESTENV=path/to/testenv.env (a cluster of `TESTENV_REAL_NODE=1 testenv/up.sh`) replays in
+# I/O stream pods on its real node instead: `--provider kube`, each volume a raw block PVC of
+# the cluster's CSI driver, its requests streamed to `iogen replay` in a pod of its own.
 # Results go in docs/PERFORMANCE.md (## Block-trace replay).
 set -euo pipefail
 n=${1:-1000000}
@@ -63,10 +66,17 @@ PY
   "$bin" -q convert "$dir/block.jsonl" -o "$dir/block.cnsbin"
   trace=$dir/block.cnsbin
 fi
+provider=(--provider local)
+if [[ -n ${TESTENV:-} ]]; then
+  # shellcheck disable=SC1090
+  source "$TESTENV"
+  provider=(--provider kube --kubeconfig "$KUBECONFIG" --storage-class "$TESTENV_STORAGE_CLASS"
+            --node-selector "$TESTENV_REAL_NODE_LABEL=true" --iogen-image "$TESTENV_IOGEN_IMAGE")
+fi
 rows=()
 for r in $(seq "$rounds"); do
   rm -rf "$dir/run"
-  "$bin" -q run "$trace" --provider local -o "$dir/run" --speed "${SPEED:-1}" ${EXTRA:-} \
+  "$bin" -q run "$trace" "${provider[@]}" -o "$dir/run" --speed "${SPEED:-1}" ${EXTRA:-} \
     --validity rate=1%,start.p99=100us,start.p99.9=1ms > /dev/null || true
   echo "round $r/$rounds:" >&2
   rows+=("$(python3 - "$dir/run/summary.json" <<'PY'
@@ -82,7 +92,8 @@ for f in s.get("io_streams", []):
         f"({w.get('issued')} of {w.get('intended')}, {f['windows']} seconds); lateness p50 "
         f"{us(l['p50'])} p99 {us(l['p99'])} p99.9 {us(l['p999'])} max {us(l['max'])}; "
         f"dropped {f['dropped']}, reordered {f['reordered']}, errors {f['errors']}; "
-        f"{f['cpu_per_request_us']:.2f} µs CPU per request")
+        f"{f['cpu_per_request_us']:.2f} µs CPU per request; {'; '.join(f['flags'][:3])}"
+        + (f"; error: {f['error']}" if f.get("error") else ""))
     worst_err = max(worst_err, w.get("error", 0))
     worst_p99, worst_p999 = max(worst_p99, l["p99"]), max(worst_p999, l["p999"])
     lost += f["dropped"] + f["reordered"]

@@ -170,7 +170,12 @@ EOF
 	if $OWN_CSI; then
 		wait_for "CSINode $REAL_NODE listing $DRIVER (plugin registration)" real_node_csinode
 	fi
+	# iogen's own seccomp profile (RuntimeDefault refuses io_uring), where the kubelet finds
+	# Localhost profiles: <root-dir>/seccomp.
+	mkdir -p "$KUBELET_ROOT/seccomp/cnsreplay"
+	cp "$REPO/deploy/seccomp/iogen.json" "$KUBELET_ROOT/seccomp/cnsreplay/iogen.json"
 	cat >>"$S/testenv.env" <<EOF
+export TESTENV_IOGEN_SECCOMP=cnsreplay/iogen.json
 export TESTENV_REAL_NODE=$REAL_NODE
 export TESTENV_REAL_NODE_LABEL=$REAL_NODE_LABEL
 export TESTENV_REGISTRY=$REGISTRY

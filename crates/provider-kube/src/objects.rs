@@ -251,6 +251,12 @@ pub struct PodOptions {
     pub limits: BTreeMap<String, String>,
     /// `imagePullSecrets` of every pod.
     pub image_pull_secrets: Vec<String>,
+    /// Seccomp profile of iogen pods (`io_phase`, I/O streams): a `Localhost` profile's path
+    /// under the kubelet's seccomp root (e.g. `deploy/seccomp/iogen.json` installed there).
+    /// None: `RuntimeDefault`, whose containerd profile refuses io_uring, so iogen falls back
+    /// to its thread-pool engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iogen_seccomp_profile: Option<String>,
 }
 
 impl Default for PodOptions {
@@ -264,6 +270,7 @@ impl Default for PodOptions {
             requests: BTreeMap::new(),
             limits: BTreeMap::new(),
             image_pull_secrets: Vec::new(),
+            iogen_seccomp_profile: None,
         }
     }
 }
@@ -384,9 +391,15 @@ pub fn pod(
                 fs_group: Some(opts.fs_group),
                 fs_group_change_policy: Some("OnRootMismatch".into()),
                 supplemental_groups: has_block.then(|| vec![opts.block_device_group]),
-                seccomp_profile: Some(SeccompProfile {
-                    type_: "RuntimeDefault".into(),
-                    localhost_profile: None,
+                seccomp_profile: Some(match (&opts.iogen_seccomp_profile, is_io) {
+                    (Some(path), true) => SeccompProfile {
+                        type_: "Localhost".into(),
+                        localhost_profile: Some(path.clone()),
+                    },
+                    _ => SeccompProfile {
+                        type_: "RuntimeDefault".into(),
+                        localhost_profile: None,
+                    },
                 }),
                 ..PodSecurityContext::default()
             }),

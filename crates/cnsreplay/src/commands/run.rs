@@ -195,6 +195,11 @@ pub struct ProviderArgs {
     /// kube: client-side burst.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub kube_burst: u32,
+    /// kube: seccomp profile of the iogen pods, a `Localhost` profile's path under the
+    /// kubelet's seccomp root (install deploy/seccomp/iogen.json there). Default:
+    /// `RuntimeDefault`, which refuses io_uring (iogen then runs its thread-pool engine).
+    #[arg(long, value_name = "PATH")]
+    pub iogen_seccomp_profile: Option<String>,
     /// kube: image of the `io_phase` pods (runs iogen; deploy/iogen.Containerfile).
     #[arg(long, value_name = "IMAGE", default_value = "cnsreplay/iogen:latest")]
     pub iogen_image: String,
@@ -370,6 +375,7 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
         requests: pairs("--pod-request", &a.pod_request)?,
         limits: pairs("--pod-limit", &a.pod_limit)?,
         image_pull_secrets: a.image_pull_secret.clone(),
+        iogen_seccomp_profile: a.iogen_seccomp_profile.clone(),
         ..provider_kube::PodOptions::default()
     };
     Ok(KubeConfig {

@@ -21,6 +21,15 @@ impl Cluster {
         self.vars.get(k).map_or("", String::as_str)
     }
 
+    /// `--iogen-seccomp-profile` with testenv's installed iogen profile (io_uring allowed),
+    /// when it has one.
+    fn seccomp(&self) -> Vec<String> {
+        match self.get("TESTENV_IOGEN_SECCOMP") {
+            "" => Vec::new(),
+            p => vec!["--iogen-seccomp-profile".to_owned(), p.to_owned()],
+        }
+    }
+
     /// `kubectl` as the cluster admin; panics with its stderr on failure.
     fn kubectl(&self, args: &[&str]) -> String {
         let out = Command::new(Path::new(self.get("TESTENV_BIN")).join("kubectl"))
@@ -120,7 +129,9 @@ fn exp2_args(c: &Cluster, kc: &Path, run: &Path) -> Vec<String> {
         s(run),
     ]
     .map(str::to_owned)
-    .to_vec()
+    .into_iter()
+    .chain(c.seccomp())
+    .collect()
 }
 
 #[test]
@@ -468,7 +479,7 @@ fn a_block_trace_replays_in_io_stream_pods_on_the_real_node() {
     std::fs::write(&trace, lines.join("\n") + "\n").expect("write trace");
     let run = tmp.path().join("run");
     let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
-    let out = cnsreplay(&[
+    let mut args = vec![
         "run",
         s(&trace),
         "--provider",
@@ -484,7 +495,10 @@ fn a_block_trace_replays_in_io_stream_pods_on_the_real_node() {
         LENIENT,
         "-o",
         s(&run),
-    ]);
+    ];
+    let seccomp = c.seccomp();
+    args.extend(seccomp.iter().map(String::as_str));
+    let out = cnsreplay(&args);
     let text = stdout(&out);
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("summary.json")).expect("summary"))
@@ -506,6 +520,10 @@ fn a_block_trace_replays_in_io_stream_pods_on_the_real_node() {
             flags.contains("O_DIRECT") && flags.contains("in pod"),
             "{flags}"
         );
+        // With iogen's seccomp profile the pod may use io_uring (RuntimeDefault refuses it).
+        if !seccomp.is_empty() {
+            assert_eq!(f["flags"][0], "io_uring", "{flags}");
+        }
         assert!(f["windows"].as_u64().unwrap_or(0) >= 1, "{f}");
     }
     assert_eq!(requests, n);
