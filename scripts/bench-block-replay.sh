@@ -72,6 +72,10 @@ if [[ -n ${TESTENV:-} ]]; then
   source "$TESTENV"
   provider=(--provider kube --kubeconfig "$KUBECONFIG" --storage-class "$TESTENV_STORAGE_CLASS"
             --node-selector "$TESTENV_REAL_NODE_LABEL=true" --iogen-image "$TESTENV_IOGEN_IMAGE")
+  # iogen's seccomp profile (io_uring allowed), which testenv installs on its node.
+  if [[ -n ${TESTENV_IOGEN_SECCOMP:-} ]]; then
+    provider+=(--iogen-seccomp-profile "$TESTENV_IOGEN_SECCOMP")
+  fi
 fi
 rows=()
 for r in $(seq "$rounds"); do
@@ -93,6 +97,7 @@ for f in s.get("io_streams", []):
         f"{us(l['p50'])} p99 {us(l['p99'])} p99.9 {us(l['p999'])} max {us(l['max'])}; "
         f"dropped {f['dropped']}, reordered {f['reordered']}, errors {f['errors']}; "
         f"{f['cpu_per_request_us']:.2f} µs CPU per request; {'; '.join(f['flags'][:3])}"
+        + "".join(f"; {x}" for x in f["flags"] if "in pod" in x)
         + (f"; error: {f['error']}" if f.get("error") else ""))
     worst_err = max(worst_err, w.get("error", 0))
     worst_p99, worst_p999 = max(worst_p99, l["p99"]), max(worst_p999, l["p999"])

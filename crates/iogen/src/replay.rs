@@ -51,6 +51,9 @@ pub struct VolumeReplay {
     pub flags: Vec<String>,
     /// Requests whose offset or length the placement changed.
     pub adjusted: u64,
+    /// Requests read from the trace only after their intended instant (a trace written while
+    /// it is replayed: the sender's or the transport's lateness, not the stream's).
+    pub arrived_late: u64,
 }
 
 impl VolumeReplay {
@@ -72,6 +75,7 @@ impl VolumeReplay {
             reordered: r.reordered,
             unissued: r.unissued,
             adjusted: self.adjusted,
+            arrived_late: self.arrived_late,
             base_unix_ns: anchor.unix_ns(r.base),
             bucket_ns: crate::BUCKET_NS,
             buckets: r.buckets.clone(),
@@ -123,6 +127,7 @@ pub fn replay_from(
         handle: StreamHandle,
         place: Placement,
         adjusted: u64,
+        arrived_late: u64,
         flags: Vec<String>,
     }
     let mut streams: BTreeMap<String, Open> = BTreeMap::new();
@@ -158,6 +163,7 @@ pub fn replay_from(
                 handle,
                 place,
                 adjusted: 0,
+                arrived_late: 0,
                 flags,
             },
         );
@@ -220,7 +226,10 @@ pub fn replay_from(
                 });
                 break;
             };
-            if let Some(wait) = at.checked_duration_since(Instant::now() + LOOKAHEAD) {
+            let now = Instant::now();
+            if at < now {
+                s.arrived_late += 1;
+            } else if let Some(wait) = at.checked_duration_since(now + LOOKAHEAD) {
                 std::thread::sleep(wait);
             }
             at
@@ -259,6 +268,7 @@ pub fn replay_from(
                 target: ro.targets[&v].clone(),
                 flags: s.flags,
                 adjusted: s.adjusted,
+                arrived_late: s.arrived_late,
             },
         );
     }

@@ -44,6 +44,9 @@ pub struct StreamLine {
     pub unissued: u64,
     /// Offset or length changed by the placement.
     pub adjusted: u64,
+    /// Read from the trace only after their intended instant (the sender's lateness).
+    #[serde(default)]
+    pub arrived_late: u64,
     /// The stream's time 0 (bucket 0 starts here), Unix ns on the replaying machine.
     pub base_unix_ns: i64,
     /// Width of a bucket, ns.
@@ -151,6 +154,7 @@ mod tests {
             reordered: 0,
             unissued: 0,
             adjusted: 0,
+            arrived_late: 0,
             base_unix_ns: 1_700_000_000_000_000_000,
             bucket_ns: 10_000_000,
             buckets: vec![[1, 1]],

@@ -538,8 +538,10 @@ fn report(
         .ok_or_else(|| ProviderError::new("io_failed", "the stream's base is out of range"))?;
     let mut flags = line.flags.clone();
     flags.push(format!(
-        "in pod: requests streamed over stdin {} ms ahead",
-        LOOKAHEAD.as_millis()
+        "in pod: requests streamed over stdin {} ms ahead; {} reached the pod after their \
+         intended instant",
+        LOOKAHEAD.as_millis(),
+        line.arrived_late
     ));
     if let Some(e) = &fed.error {
         flags.push(e.clone());

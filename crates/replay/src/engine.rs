@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -221,7 +221,7 @@ fn prepare<P: Provider>(
         run_dir: abs_dir,
         // Unique per run, also for several runs started by one process in one millisecond.
         run_id: {
-            static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            static RUNS: AtomicU64 = AtomicU64::new(0);
             let n = RUNS.fetch_add(1, Relaxed);
             format!(
                 "{}-{}-{n}",
@@ -391,6 +391,7 @@ fn clock<P: Provider>(
         .take()
         .ok_or_else(|| Error::Options("the run was clocked twice".into()))?;
     let origin_cell = Arc::new(OnceLock::new());
+    let lead = Arc::new(AtomicU64::new(0));
     let opener = provider.clone();
     let router = streams::Router::new(
         Box::new(move |v: &Name| opener.open_io_stream(v)),
@@ -403,16 +404,20 @@ fn clock<P: Provider>(
             .iter()
             .map(|v| v.name.clone())
             .collect(),
+        lead.clone(),
     );
     let (reader_thread, feed) =
         timing::spawn_reader(reader, deps, opts.speed, control.stop_flag(), Some(router))?;
     // The clock starts once the first event is decoded and planned (a YAML trace is parsed
     // whole before its first event, which must not count as lateness of the first events),
-    // and START_LEAD later, so that setting up the sink and the timing lanes does not either.
+    // and START_LEAD later, so that setting up the sink and the timing lanes does not either;
+    // with I/O streams open, at least their lookahead later, so that requests due at time 0
+    // reach their streams as far ahead as later ones (a pod's stream is fed 250 ms ahead).
     feed.wait_first();
 
-    let origin = Instant::now() + START_LEAD;
-    let origin_wall = SystemTime::now() + START_LEAD;
+    let lead = START_LEAD.max(Duration::from_nanos(lead.load(Relaxed)));
+    let origin = Instant::now() + lead;
+    let origin_wall = SystemTime::now() + lead;
     let _ = origin_cell.set(origin);
     // Recorded before the first event, so a crashed run's records can be placed too.
     p.manifest.origin = jiff::Timestamp::try_from(origin_wall).ok();

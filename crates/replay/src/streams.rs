@@ -23,7 +23,7 @@
 //! stream's counts per [`IoStreamReport::bucket_ns`] of intended and of issue time.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -221,6 +221,10 @@ pub(crate) struct Router {
     closers: Vec<std::thread::JoinHandle<()>>,
     /// The header's volumes, opened together with the first stream (then emptied).
     header: Vec<Name>,
+    /// The longest lookahead of the streams opened so far, ns: the clock starts at least
+    /// this long after the first stream is set up, so requests due at time 0 are handed over
+    /// as early as later ones.
+    lead: Arc<AtomicU64>,
 }
 
 impl Router {
@@ -231,6 +235,7 @@ impl Router {
         stop: Arc<AtomicBool>,
         collected: Arc<Mutex<Collected>>,
         header: Vec<Name>,
+        lead: Arc<AtomicU64>,
     ) -> Self {
         Self {
             open,
@@ -241,6 +246,7 @@ impl Router {
             collected,
             closers: Vec::new(),
             header,
+            lead,
         }
     }
 
@@ -248,6 +254,8 @@ impl Router {
     fn open_one(&mut self, volume: &Name) -> bool {
         match (self.open)(volume) {
             Ok(Some(stream)) => {
+                let ahead = u64::try_from(stream.lookahead().as_nanos()).unwrap_or(u64::MAX);
+                self.lead.fetch_max(ahead, Relaxed);
                 self.streams.insert(
                     volume.clone(),
                     Open {

@@ -413,3 +413,33 @@ fn trace_rewrite_scales_and_maps_and_copies_losslessly() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown kind"));
 }
+
+/// A block trace's lines (JSONL): the header declaring `volumes` (JSON objects, comma
+/// separated), then `n` bare `io` requests 0.5 ms apart alternating over `d0` and `d1`: reads,
+/// writes, trims and flushes of 8 KiB at scattered 4 KiB-aligned offsets, except request 11,
+/// which is not sector-aligned (3000 bytes at 1000).
+fn block_trace(volumes: &str, n: u64) -> Vec<String> {
+    let mut lines = vec![format!(
+        r#"{{"format":"cnsreplay-trace","version":1,"volumes":[{volumes}]}}"#
+    )];
+    let kinds = [
+        "read", "write", "write", "read", "trim", "read", "write", "flush",
+    ];
+    for i in 0..n {
+        let (v, kind) = (i % 2, kinds[(i % 8) as usize]);
+        let body = if kind == "flush" {
+            format!(r#"{{"volume":"d{v}","kind":"flush"}}"#)
+        } else if i == 11 {
+            format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":1000,"len":3000}}"#)
+        } else {
+            let off = (i * 7919 % 16_000) * 4096;
+            format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":{off},"len":8192}}"#)
+        };
+        lines.push(format!(
+            r#"{{"at":{},"id":{},"io":{body}}}"#,
+            i * 500_000,
+            i + 1
+        ));
+    }
+    lines
+}

@@ -106,12 +106,13 @@ fn real_node_cluster() -> Option<Cluster> {
     Some(Cluster { vars })
 }
 
-/// `cnsreplay run` of the README's Experiment 2 on the real node, into `run`.
-fn exp2_args(c: &Cluster, kc: &Path, run: &Path) -> Vec<String> {
+/// `cnsreplay run TRACE` on the real node as the runner `kc`, into `run`: the cluster's
+/// classes, the node, the image and iogen's seccomp profile.
+fn run_args(c: &Cluster, kc: &Path, trace: &str, run: &Path) -> Vec<String> {
     let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
     [
         "run",
-        "traces/experiment2-short.yaml",
+        trace,
         "--provider",
         "kube",
         "--kubeconfig",
@@ -132,6 +133,11 @@ fn exp2_args(c: &Cluster, kc: &Path, run: &Path) -> Vec<String> {
     .into_iter()
     .chain(c.seccomp())
     .collect()
+}
+
+/// `cnsreplay run` of the README's Experiment 2 on the real node, into `run`.
+fn exp2_args(c: &Cluster, kc: &Path, run: &Path) -> Vec<String> {
+    run_args(c, kc, "traces/experiment2-short.yaml", run)
 }
 
 #[test]
@@ -450,55 +456,16 @@ fn a_block_trace_replays_in_io_stream_pods_on_the_real_node() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let kc = c.runner_kubeconfig(tmp.path());
     let trace = tmp.path().join("block.jsonl");
-    let mut lines = vec![
-        r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"d0","size":"64Mi","volume_mode":"block"},{"name":"d1","size":"64Mi","volume_mode":"block"}]}"#
-            .to_owned(),
-    ];
-    let kinds = [
-        "read", "write", "write", "read", "trim", "read", "write", "flush",
-    ];
     let n = 6000u64;
-    for i in 0..n {
-        // 6000 requests over 3 s (2000/s), alternating volumes.
-        let (v, kind) = (i % 2, kinds[(i % 8) as usize]);
-        let body = if kind == "flush" {
-            format!(r#"{{"volume":"d{v}","kind":"flush"}}"#)
-        } else if i == 11 {
-            // Not sector-aligned: aligned outwards to issue it with O_DIRECT.
-            format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":1000,"len":3000}}"#)
-        } else {
-            let off = (i * 7919 % 16_000) * 4096;
-            format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":{off},"len":8192}}"#)
-        };
-        lines.push(format!(
-            r#"{{"at":{},"id":{},"io":{body}}}"#,
-            i * 500_000,
-            i + 1
-        ));
-    }
+    let lines = crate::block_trace(
+        r#"{"name":"d0","size":"64Mi","volume_mode":"block"},{"name":"d1","size":"64Mi","volume_mode":"block"}"#,
+        n,
+    );
     std::fs::write(&trace, lines.join("\n") + "\n").expect("write trace");
     let run = tmp.path().join("run");
-    let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
-    let mut args = vec![
-        "run",
-        s(&trace),
-        "--provider",
-        "kube",
-        "--kubeconfig",
-        s(&kc),
-        "--storage-class",
-        c.get("TESTENV_STORAGE_CLASS"),
-        "--node-selector",
-        &selector,
-        "--iogen-image",
-        c.get("TESTENV_IOGEN_IMAGE"),
-        LENIENT,
-        "-o",
-        s(&run),
-    ];
+    let args = run_args(&c, &kc, s(&trace), &run);
     let seccomp = c.seccomp();
-    args.extend(seccomp.iter().map(String::as_str));
-    let out = cnsreplay(&args);
+    let out = cnsreplay(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let text = stdout(&out);
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("summary.json")).expect("summary"))

@@ -427,32 +427,11 @@ fn run_local_lines(
 #[test]
 fn a_block_trace_replays_through_per_volume_streams() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut lines = vec![
-        r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"d0","size":"64Mi"},{"name":"d1","size":"64Mi"}]}"#
-            .to_owned(),
-    ];
-    let kinds = [
-        "read", "write", "write", "read", "trim", "read", "write", "flush",
-    ];
     let n = 3000u64;
-    for i in 0..n {
-        // 3000 requests over 1.5 s, alternating volumes.
-        let (v, kind) = (i % 2, kinds[(i % 8) as usize]);
-        let body = if kind == "flush" {
-            format!(r#"{{"volume":"d{v}","kind":"flush"}}"#)
-        } else if i == 11 {
-            // Not sector-aligned: aligned outwards to issue it with O_DIRECT.
-            format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":1000,"len":3000}}"#)
-        } else {
-            let off = (i * 7919 % 16_000) * 4096;
-            format!(r#"{{"volume":"d{v}","kind":"{kind}","offset":{off},"len":8192}}"#)
-        };
-        lines.push(format!(
-            r#"{{"at":{},"id":{},"io":{body}}}"#,
-            i * 500_000,
-            i + 1
-        ));
-    }
+    let mut lines = super::block_trace(
+        r#"{"name":"d0","size":"64Mi"},{"name":"d1","size":"64Mi"}"#,
+        n,
+    );
     lines.push(format!(
         r#"{{"at":{},"id":{},"delete_volume":{{"volume":"d1"}}}}"#,
         n * 500_000,

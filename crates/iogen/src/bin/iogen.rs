@@ -548,10 +548,11 @@ fn replay(a: &ReplayArgs, stop: &Stop) -> Result<()> {
     }
     for (v, s) in &r.volumes {
         table.push_str(&format!(
-            "== volume {v}\n{}{} requests adjusted ({})\n",
+            "== volume {v}\n{}{} requests adjusted ({}); {} read after their intended instant\n",
             iogen::render_stream(&s.result),
             s.adjusted,
-            s.flags.join("; ")
+            s.flags.join("; "),
+            s.arrived_late
         ));
         json.insert(v.clone(), serde_json::to_value(&s.result.summary)?);
     }
