@@ -239,6 +239,8 @@ pub enum SchemaFor {
     TraceSlice,
     /// `trace rewrite --json`.
     TraceRewrite,
+    /// `trace merge --json`.
+    TraceMerge,
 }
 
 /// `trace`.
@@ -261,6 +263,39 @@ pub enum TraceTool {
     /// streaming, lossless where nothing was asked to change.
     #[command(visible_aliases = ["scale", "map"])]
     Rewrite(RewriteArgs),
+    /// Merge traces onto one clock: each input's volumes, workloads and snapshots prefixed
+    /// (`t1-`, `t2-`, … or `--prefix`), cluster names shared, header defaults the inputs
+    /// disagree on written into their events, ids renumbered in merged order; streaming.
+    Merge(MergeArgs),
+}
+
+/// `trace merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The traces (two or more; `-` for at most one of them).
+    #[arg(required = true, num_args = 2..)]
+    pub inputs: Vec<PathBuf>,
+    /// Output trace (encoding from its name: .yaml, .jsonl, .cnsbin).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Prefix of each input's objects, in input order (repeatable; default `t1-`, `t2-`, …).
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: Vec<String>,
+    /// Put the inputs on one clock by their start (all at 0) or by their header origins.
+    #[arg(long, value_enum, default_value = "start")]
+    pub align: AlignArg,
+    /// Print the report as JSON (schema: docs/schemas/trace-merge.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `trace merge --align`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AlignArg {
+    /// Every input starts at 0.
+    Start,
+    /// By the header origins: the earliest starts at 0 (each input needs one).
+    Origin,
 }
 
 /// `trace rewrite`.

@@ -208,6 +208,12 @@ pub enum Error {
         /// The file.
         file: String,
     },
+    /// Traces that cannot be merged as asked.
+    #[error("merge: {reason}")]
+    Merge {
+        /// Why.
+        reason: String,
+    },
 }
 
 impl From<Diagnostic> for Error {

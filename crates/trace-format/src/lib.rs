@@ -15,6 +15,7 @@ pub mod check;
 pub mod error;
 pub mod io;
 mod jsonl;
+pub mod merge;
 pub mod model;
 pub mod rewrite;
 #[doc(hidden)]

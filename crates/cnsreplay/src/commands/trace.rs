@@ -1,4 +1,4 @@
-//! `cnsreplay trace`: tools that make a trace from a trace (`slice`, `rewrite`).
+//! `cnsreplay trace`: tools that make a trace from traces (`slice`, `rewrite`, `merge`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -9,13 +9,88 @@ use trace_format::slice::{Window, busiest, slice};
 use trace_format::units::{fmt_secs, parse_duration};
 
 use super::{label, open_or_fail};
-use crate::cli::{RewriteArgs, SliceArgs, TraceArgs, TraceTool};
+use crate::cli::{AlignArg, MergeArgs, RewriteArgs, SliceArgs, TraceArgs, TraceTool};
 
 pub(crate) fn run(a: &TraceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match &a.tool {
         TraceTool::Slice(s) => run_slice(s, out),
         TraceTool::Rewrite(r) => run_rewrite(r, out),
+        TraceTool::Merge(m) => run_merge(m, out),
     }
+}
+
+fn run_merge(a: &MergeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    use trace_format::merge::{Align, Input, merge};
+    if a.inputs.iter().filter(|p| p.as_os_str() == "-").count() > 1 {
+        bail!("stdin can be only one of the inputs");
+    }
+    if !a.prefix.is_empty() && a.prefix.len() != a.inputs.len() {
+        bail!(
+            "--prefix given {} times for {} inputs: give one per input, or none",
+            a.prefix.len(),
+            a.inputs.len()
+        );
+    }
+    let mut inputs = Vec::new();
+    for (i, path) in a.inputs.iter().enumerate() {
+        let input = crate::cli::InputArgs {
+            file: path.clone(),
+            from: None,
+        };
+        let reader = open_or_fail(&input)?;
+        let source = label(path);
+        let header = reader.header().clone();
+        let prefix = a
+            .prefix
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("t{}-", i + 1));
+        // Read errors name the input already (the reader carries its label).
+        let events = reader.events();
+        inputs.push(Input {
+            source,
+            header,
+            events,
+            prefix,
+        });
+    }
+    let align = match a.align {
+        AlignArg::Start => Align::Start,
+        AlignArg::Origin => Align::Origin,
+    };
+    let (writer, report) = merge(
+        inputs,
+        align,
+        |h| TraceWriter::create(&a.output, None, h),
+        |w, ev| w.write(ev),
+    )
+    .with_context(|| format!("merging into {}", a.output.display()))?;
+    writer
+        .finish()
+        .with_context(|| format!("writing {}", a.output.display()))?;
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{}: {} events", a.output.display(), report.events)?;
+        for i in &report.inputs {
+            writeln!(
+                out,
+                "  {}: {} events, prefix {:?}, starting at {}",
+                i.source,
+                i.events,
+                i.prefix,
+                fmt_secs(i.offset)
+            )?;
+        }
+        for (field, n) in &report.materialized {
+            writeln!(
+                out,
+                "header default {field} differs between inputs: written into {n} events"
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

@@ -414,6 +414,109 @@ fn trace_rewrite_scales_and_maps_and_copies_losslessly() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown kind"));
 }
 
+/// `trace merge`: a trace merged with itself is twice its events with the names kept apart
+/// (ids renumbered), and it validates and replays on the local provider with every operation
+/// succeeding: the two copies' volumes, workloads and snapshots are distinct objects (without
+/// the prefixes the second copy's creates would clash with the first's).
+#[test]
+fn trace_merge_keeps_two_copies_apart_and_the_result_replays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let one = dir.path().join("one.yaml");
+    fs_err::write(
+        &one,
+        "format: cnsreplay-trace
+version: 1
+defaults: {volume_size: 64Mi}
+volumes: [{name: pre}]
+events:
+  - {at: 0s, id: 1, create_volume: {volume: v}}
+  - {at: 200ms, id: 2, attach: {workload: w, volumes: [v, pre]}}
+  - {at: 600ms, id: 3, snapshot: {volume: v, snapshot: s}}
+  - {at: 1s, id: 4, create_volume: {volume: r, source: {snapshot: s}}}
+  - {at: 1200ms, id: 5, detach: {workload: w}}
+  - {at: 1400ms, id: 6, delete_snapshot: {snapshot: s}}
+  - {at: 1600ms, id: 7, delete_volume: {volume: r}}
+  - {at: 1600ms, id: 8, delete_volume: {volume: v}}
+",
+    )
+    .expect("trace");
+    let out = dir.path().join("both.cnsbin");
+    let o = cnsreplay(&[
+        "trace",
+        "merge",
+        s(&one),
+        s(&one),
+        "-o",
+        s(&out),
+        "--prefix",
+        "a-",
+        "--prefix",
+        "b-",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("report json");
+    assert_eq!(r["events"], 16, "{r}");
+    let both = Trace::read(&out).expect("merged");
+    let ids: Vec<u64> = both.events.iter().map(|e| e.id).collect();
+    assert_eq!(ids, (1..=16).collect::<Vec<_>>());
+    let names: Vec<&str> = both
+        .header
+        .volumes
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(names, ["a-pre", "b-pre"]);
+    let v = cnsreplay(&["validate", s(&out)]);
+    assert_eq!(v.status.code(), Some(0), "{v:?}");
+    let run = dir.path().join("run");
+    let o = cnsreplay(&["-q", "run", s(&out), "--provider", "local", "-o", s(&run)]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(run.join("summary.json")).expect("summary"))
+            .expect("json");
+    let ops = summary["ops"].as_object().expect("ops");
+    assert_eq!(
+        ops.values()
+            .map(|st| st["count"].as_u64().unwrap_or(0))
+            .sum::<u64>(),
+        16
+    );
+    for (op, st) in ops {
+        assert_eq!(st["failed"], 0, "{op}: {st}");
+    }
+    let bad = cnsreplay(&[
+        "trace",
+        "merge",
+        s(&one),
+        s(&one),
+        "-o",
+        s(&out),
+        "--prefix",
+        "x-",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--prefix given 1 times"));
+    // Without prefixes that differ, the declared volumes clash: refused, naming the volume.
+    let bad = cnsreplay(&[
+        "trace",
+        "merge",
+        s(&one),
+        s(&one),
+        "-o",
+        s(&out),
+        "--prefix",
+        "x-",
+        "--prefix",
+        "x-",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("x-pre"),
+        "{bad:?}"
+    );
+}
+
 /// A block trace's lines (JSONL): the header declaring `volumes` (JSON objects, comma
 /// separated), then `n` bare `io` requests 0.5 ms apart alternating over `d0` and `d1`: reads,
 /// writes, trims and flushes of 8 KiB at scattered 4 KiB-aligned offsets, except request 11,
