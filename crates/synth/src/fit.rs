@@ -6,9 +6,15 @@
 //! α = #uncensored / Σ ln⁺(x/xₘ))
 //! have closed forms; lognormal, Weibull and gamma are maximised numerically with Nelder–Mead
 //! on log-parameters from moment-based starts, restarted once from the optimum. The families
-//! are ranked by AIC = 2k − 2 ln L, and each is given its Kolmogorov–Smirnov distance to the
-//! Kaplan–Meier estimate of the CDF (the empirical CDF when nothing is censored), measured up
-//! to the largest observation. The winner is written as a `lifetime:` snippet for a model.
+//! are judged by their Kolmogorov–Smirnov distance D to the Kaplan–Meier estimate of the CDF
+//! (the empirical CDF when nothing is censored), measured up to the largest observation,
+//! against the critical value at α = 0.05, 1.358 / √n with n the uncensored observations (the
+//! asymptotic Kolmogorov bound; fitted parameters make it lenient — Lilliefors — and censoring
+//! makes √n an overstatement of the information, so a family that fails it does not fit).
+//! Families that pass are ranked by AIC = 2k − 2 ln L, ahead of those that fail; AIC alone
+//! would crown the least bad of families that all miss the data. When none passes, the model
+//! written is the Kaplan–Meier curve itself (an `empirical` lifetime), and the report says
+//! that no family fits. The choice is written as a `lifetime:` snippet for a model.
 
 use std::collections::BTreeMap;
 
@@ -41,6 +47,8 @@ pub struct Candidate {
     pub aic: f64,
     /// Kolmogorov–Smirnov distance to the Kaplan–Meier (or empirical) CDF.
     pub ks_distance: f64,
+    /// Whether `ks_distance` is within the report's `ks_critical`.
+    pub passes: bool,
     /// Mean of the fitted distribution, seconds (infinite for a Pareto with α ≤ 1).
     pub mean_s: f64,
     /// The fitted distribution.
@@ -57,22 +65,37 @@ pub struct FitReport {
     pub observations: u64,
     /// How many of them were censored.
     pub censored: u64,
-    /// Every family that could be fitted, best (lowest AIC) first.
+    /// The KS critical value at α = 0.05 for these observations (1.358 / √uncensored).
+    pub ks_critical: f64,
+    /// Whether any family passes the KS test.
+    pub fits: bool,
+    /// Every family that could be fitted: those that pass the KS test first, each group by
+    /// AIC (lowest first).
     pub candidates: Vec<Candidate>,
     /// Families that could not be fitted, with the reason.
     pub skipped: BTreeMap<String, String>,
-    /// The best family.
+    /// The best family that passes, or `empirical` when none does.
     pub best: String,
-    /// The best fit as a model snippet (`lifetime: …`), ready to paste.
+    /// The choice as a model snippet (`lifetime: …`), ready to paste.
     pub yaml: String,
+    /// The chosen distribution.
+    #[serde(skip)]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub chosen: Dist,
 }
 
 impl FitReport {
-    /// The best fitted distribution.
+    /// The chosen distribution: the best family that fits, else the empirical curve.
     pub fn best_dist(&self) -> &Dist {
-        &self.candidates[0].dist
+        &self.chosen
     }
 }
+
+/// The KS critical value's factor at α = 0.05 (Kolmogorov's asymptotic distribution).
+pub const KS_C_05: f64 = 1.358;
+
+/// Points of the empirical lifetime written when no family fits.
+const EMPIRICAL_POINTS: usize = 64;
 
 /// The smallest lifetime used; shorter (zero) observations are raised to it.
 pub const MIN_VALUE_S: f64 = 1e-9;
@@ -422,6 +445,7 @@ pub fn fit(obs: &[Observation]) -> Result<FitReport, Error> {
         d: d as f64,
     };
     let km = kaplan_meier(obs);
+    let ks_critical = KS_C_05 / (d as f64).sqrt();
     let mut candidates = Vec::new();
     let mut skipped = BTreeMap::new();
     for fam in FAMILIES {
@@ -430,12 +454,14 @@ pub fn fit(obs: &[Observation]) -> Result<FitReport, Error> {
                 return Err("the likelihood is not finite".to_owned());
             }
             let compiled = Distribution::new(&dist, "fit").map_err(|e| e.message)?;
+            let ks = ks_distance(&km, |t| compiled.cdf(t));
             Ok(Candidate {
                 family: fam.to_owned(),
                 params: params(&dist),
                 log_likelihood: ll,
                 aic: 2.0 * k as f64 - 2.0 * ll,
-                ks_distance: ks_distance(&km, |t| compiled.cdf(t)),
+                ks_distance: ks,
+                passes: ks <= ks_critical,
                 mean_s: compiled.mean(),
                 dist,
             })
@@ -447,20 +473,72 @@ pub fn fit(obs: &[Observation]) -> Result<FitReport, Error> {
             }
         }
     }
-    candidates.sort_by(|a, b| a.aic.total_cmp(&b.aic));
-    let Some(best) = candidates.first() else {
+    candidates.sort_by(|a, b| b.passes.cmp(&a.passes).then(a.aic.total_cmp(&b.aic)));
+    let Some(first) = candidates.first() else {
         return Err(Error::Fit("no family could be fitted".into()));
     };
     let censored = obs.len() - d;
-    let yaml = snippet(best, obs.len(), censored);
+    let (best, chosen, yaml) = if first.passes {
+        let yaml = snippet(first, obs.len(), censored, ks_critical);
+        (first.family.clone(), first.dist.clone(), yaml)
+    } else {
+        let dist = empirical_of(&km)?;
+        let yaml = empirical_snippet(&dist, first, obs.len(), censored, ks_critical);
+        ("empirical".to_owned(), dist, yaml)
+    };
     Ok(FitReport {
         observations: obs.len() as u64,
         censored: censored as u64,
-        best: best.family.clone(),
+        ks_critical,
+        fits: first.passes,
+        best,
         yaml,
         candidates,
         skipped,
+        chosen,
     })
+}
+
+/// The Kaplan–Meier curve as an `empirical` lifetime: at most [`EMPIRICAL_POINTS`] of its
+/// steps, evenly spaced in probability, the last at the largest observation with p = 1 (the
+/// tail beyond it is unknown and cut there).
+fn empirical_of(km: &(Vec<(f64, f64, f64)>, f64)) -> Result<Dist, Error> {
+    use crate::dist::{CdfPoint, Empirical, Interpolation};
+    let (steps, xmax) = km;
+    let mut points: Vec<CdfPoint> = Vec::new();
+    let mut next_p = 0.0;
+    let gap = 1.0 / EMPIRICAL_POINTS as f64;
+    for &(t, _, at) in steps {
+        if at >= next_p && t < *xmax {
+            points.push(CdfPoint { le: t, p: at });
+            next_p = at + gap;
+        }
+    }
+    points.push(CdfPoint { le: *xmax, p: 1.0 });
+    let dist = Dist::Empirical(Empirical {
+        points,
+        interpolation: Interpolation::Linear,
+        min: 0.0,
+    });
+    Distribution::new(&dist, "fit")
+        .map_err(|e| Error::Fit(format!("the empirical curve: {}", e.message)))?;
+    Ok(dist)
+}
+
+fn empirical_snippet(
+    dist: &Dist,
+    nearest: &Candidate,
+    n: usize,
+    censored: usize,
+    crit: f64,
+) -> String {
+    let body = serde_saphyr::to_string(&Snippet { lifetime: dist }).unwrap_or_default();
+    format!(
+        "# Fitted by cnsreplay synth fit: {n} observations ({censored} censored). No family \
+         fits: the\n# nearest, {} (AIC {:.1}), is at KS distance {:.4} > {crit:.4} (α = 0.05). \
+         The Kaplan–Meier\n# curve itself, cut at the largest observation:\n{body}",
+        nearest.family, nearest.aic, nearest.ks_distance
+    )
 }
 
 fn params(d: &Dist) -> BTreeMap<String, f64> {
@@ -480,14 +558,15 @@ struct Snippet<'a> {
     lifetime: &'a Dist,
 }
 
-fn snippet(best: &Candidate, n: usize, censored: usize) -> String {
+fn snippet(best: &Candidate, n: usize, censored: usize, crit: f64) -> String {
     let body = serde_saphyr::to_string(&Snippet {
         lifetime: &best.dist,
     })
     .unwrap_or_default();
     format!(
         "# Fitted by cnsreplay synth fit: {n} observations ({censored} censored), \
-         best by AIC ({:.1}), KS distance {:.4}.\n{body}",
+         best by AIC ({:.1}) of the families that fit, KS distance {:.4} ≤ {crit:.4} \
+         (α = 0.05).\n{body}",
         best.aic, best.ks_distance
     )
 }

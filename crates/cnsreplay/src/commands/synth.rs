@@ -425,16 +425,22 @@ fn fit(a: &FitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     writeln!(
         out,
-        "{}: {} observations, {} censored",
+        "{}: {} observations, {} censored; KS critical value {:.5} (α = 0.05){}",
         a.data.display(),
         report.observations,
-        report.censored
+        report.censored,
+        report.ks_critical,
+        if report.fits {
+            ""
+        } else {
+            ": no family fits, the empirical curve is written"
+        }
     )?;
     writeln!(out)?;
     writeln!(
         out,
-        "{:<12} {:>14} {:>10} {:>12} {:>12}  parameters",
-        "family", "log-lik", "AIC", "KS", "mean (s)"
+        "{:<12} {:>14} {:>10} {:>12} {:>5} {:>12}  parameters",
+        "family", "log-lik", "AIC", "KS", "fits", "mean (s)"
     )?;
     for c in &report.candidates {
         let params: Vec<String> = c
@@ -444,11 +450,12 @@ fn fit(a: &FitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             .collect();
         writeln!(
             out,
-            "{:<12} {:>14.3} {:>10.1} {:>12.5} {:>12.3}  {}",
+            "{:<12} {:>14.3} {:>10.1} {:>12.5} {:>5} {:>12.3}  {}",
             c.family,
             c.log_likelihood,
             c.aic,
             c.ks_distance,
+            if c.passes { "yes" } else { "no" },
             c.mean_s,
             params.join(" ")
         )?;
