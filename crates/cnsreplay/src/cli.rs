@@ -256,7 +256,8 @@ pub struct TraceArgs {
 pub enum TraceTool {
     /// Cut a time window out of a trace: events in [START, END) shifted to start at 0, volumes
     /// alive at the cut declared in the header, events needing a workload or snapshot made
-    /// before the window dropped and counted (docs/trace-format.md, Trace tools).
+    /// before the window dropped and counted; optionally only some tenants or op types
+    /// (docs/trace-format.md, Trace tools).
     Slice(SliceArgs),
     /// Rewrite a trace for the cluster it will meet: times divided by `--speed K`, names
     /// replaced by `--map KIND:FROM=TO` (storage-class, snapshot-class, node, tenant);
@@ -337,6 +338,14 @@ pub struct SliceArgs {
     /// Instead of START/END: the window of this length holding the most events.
     #[arg(long, value_name = "DURATION")]
     pub busiest: Option<String>,
+    /// Keep only this tenant's events (the event's tenant, else the header's default
+    /// namespace); repeatable. Events needing an object a left-out event made are dropped
+    /// and counted too.
+    #[arg(long, value_name = "TENANT")]
+    pub tenant: Vec<String>,
+    /// Keep only events of this op type (`io`, `attach`, …); repeatable, as `--tenant`.
+    #[arg(long = "op", value_name = "OP")]
+    pub ops: Vec<String>,
     /// Print the report as JSON (schema: docs/schemas/trace-slice.schema.json).
     #[arg(long)]
     pub json: bool,

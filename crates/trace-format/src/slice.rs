@@ -10,12 +10,106 @@
 //! window (a detach, abort, reschedule or `io_phase` of an earlier workload; a restore from or
 //! delete of an earlier snapshot) is dropped and counted by reason — never silently. A name
 //! made again inside the window is the window's own from then on.
+//!
+//! A [`Filter`] keeps only some tenants' events (the event's tenant, else the header's
+//! default namespace) or some op types, in one pass: an event it leaves out is dropped and
+//! counted, and so is a kept event that needs an object only a left-out event made (an `io` on
+//! a volume whose `create_volume` was filtered away) — the same rule as for the window's start.
+//! Declared volumes stay declared (they have no tenant).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use crate::Error;
-use crate::model::{Event, Header, Op, VolumeDecl, VolumeSource};
+use crate::model::{Event, Header, Op, OpType, VolumeDecl, VolumeSource};
 use crate::units::Name;
+
+/// Which events of the window a slice keeps (empty sets: all).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Tenants (namespaces) whose events are kept.
+    pub tenants: HashSet<Name>,
+    /// Op types kept.
+    pub ops: HashSet<OpType>,
+}
+
+impl Filter {
+    fn keeps(&self, ev: &Event, default_ns: Option<&Name>) -> bool {
+        let tenant = ev.tenant.as_ref().or(default_ns);
+        (self.tenants.is_empty() || tenant.is_some_and(|t| self.tenants.contains(t)))
+            && (self.ops.is_empty() || self.ops.contains(&ev.op.op_type()))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.tenants.is_empty() && self.ops.is_empty()
+    }
+}
+
+/// Objects made by events a filter left out, which kept events cannot use.
+#[derive(Debug, Default)]
+struct LeftOut {
+    volumes: HashSet<Name>,
+    workloads: HashSet<Name>,
+    snapshots: HashSet<Name>,
+}
+
+impl LeftOut {
+    /// Records what a left-out event makes (and forgets what it removes).
+    fn left_out(&mut self, op: &Op) {
+        match op {
+            Op::CreateVolume(c) => {
+                self.volumes.insert(c.volume.clone());
+            }
+            Op::Attach(a) => {
+                self.workloads.insert(a.workload.clone());
+            }
+            Op::Snapshot(s) => {
+                self.snapshots.insert(s.snapshot.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a kept event needs an object only a left-out event made; a kept event that
+    /// makes a name again owns it from then on.
+    fn needs(&mut self, op: &Op) -> bool {
+        let v = |n: &Name| self.volumes.contains(n);
+        let needs = match op {
+            Op::CreateVolume(c) => match &c.source {
+                Some(VolumeSource::Snapshot(s)) => self.snapshots.contains(s),
+                Some(VolumeSource::Volume(x)) => v(x),
+                None => false,
+            },
+            Op::DeleteVolume(r) => v(&r.volume),
+            Op::Attach(a) => a.volumes.iter().any(v),
+            Op::Detach(w) | Op::AbortWorkload(w) => self.workloads.contains(&w.workload),
+            Op::Reschedule(r) => self.workloads.contains(&r.workload),
+            Op::Snapshot(s) => v(&s.volume),
+            Op::DeleteSnapshot(s) => self.snapshots.contains(&s.snapshot),
+            Op::Resize(r) => v(&r.volume),
+            Op::Io(io) => v(&io.volume),
+            Op::IoPhase(p) => self.workloads.contains(&p.workload) || v(&p.volume),
+            Op::CordonNode(_) | Op::DrainNode(_) | Op::Marker(_) => false,
+        };
+        if needs {
+            // What it would have made is as unusable as its source.
+            self.left_out(op);
+        } else {
+            match op {
+                Op::CreateVolume(c) => {
+                    self.volumes.remove(&c.volume);
+                }
+                Op::Attach(a) => {
+                    self.workloads.remove(&a.workload);
+                }
+                Op::Snapshot(s) => {
+                    self.snapshots.remove(&s.snapshot);
+                }
+                _ => {}
+            }
+        }
+        needs
+    }
+}
 
 /// A window of trace time, ns: `[from, to)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +291,7 @@ pub fn slice<S>(
     header: &Header,
     events: impl Iterator<Item = Result<Event, Error>>,
     w: Window,
+    filter: &Filter,
     source: &str,
     start: impl FnOnce(&Header) -> Result<S, Error>,
     mut write: impl FnMut(&mut S, &Event) -> Result<(), Error>,
@@ -229,6 +324,22 @@ pub fn slice<S>(
             w.from, w.to
         ),
     );
+    if !filter.is_empty() {
+        let mut tenants: Vec<&str> = filter.tenants.iter().map(Name::as_str).collect();
+        let mut ops: Vec<&str> = filter.ops.iter().map(|o| o.name()).collect();
+        tenants.sort_unstable();
+        ops.sort_unstable();
+        h.provenance.parameters.insert(
+            "slice_filter".to_owned(),
+            format!(
+                "tenants [{}], op types [{}] (empty: all)",
+                tenants.join(", "),
+                ops.join(", ")
+            ),
+        );
+    }
+    let default_ns = header.defaults.namespace.clone();
+    let mut left_out = LeftOut::default();
     let mut sink = start(&h)?;
     for ev in events {
         let mut ev = ev?;
@@ -238,6 +349,21 @@ pub fn slice<S>(
         }
         if let Some(why) = needs_earlier(&ev.op, &mut alive) {
             *report.dropped.entry(why.to_owned()).or_default() += 1;
+            continue;
+        }
+        if !filter.keeps(&ev, default_ns.as_ref()) {
+            left_out.left_out(&ev.op);
+            *report
+                .dropped
+                .entry("not selected by the filter".to_owned())
+                .or_default() += 1;
+            continue;
+        }
+        if left_out.needs(&ev.op) {
+            *report
+                .dropped
+                .entry("needs an object of an event the filter left out".to_owned())
+                .or_default() += 1;
             continue;
         }
         ev.at -= w.from;
@@ -274,11 +400,16 @@ events:
 ";
 
     fn cut(w: Window) -> (Header, Vec<Event>, SliceReport) {
+        cut_with(w, &Filter::default())
+    }
+
+    fn cut_with(w: Window, f: &Filter) -> (Header, Vec<Event>, SliceReport) {
         let t = Trace::from_bytes(TRACE.as_bytes(), Some(Encoding::Yaml)).expect("trace");
         let ((h, evs), r) = slice(
             &t.header,
             t.events.into_iter().map(Ok),
             w,
+            f,
             "t.yaml",
             |h| Ok((h.clone(), Vec::new())),
             |s: &mut (Header, Vec<Event>), e| {
@@ -337,6 +468,42 @@ events:
             c.check(e, i as u64, &mut findings);
         }
         assert!(findings.is_empty(), "{findings:?}");
+    }
+
+    #[test]
+    fn a_filter_drops_what_it_leaves_out_and_what_needs_it() {
+        let all = Window {
+            from: 0,
+            to: u64::MAX,
+        };
+        let f = Filter {
+            ops: [OpType::Io, OpType::DeleteVolume].into(),
+            ..Filter::default()
+        };
+        let (h, evs, r) = cut_with(all, &f);
+        // `pre` is declared, so its delete is kept; v1 was made by a left-out create.
+        let kept: Vec<_> = evs.iter().map(|e| e.op.op_type().name()).collect();
+        assert_eq!(kept, ["delete_volume"]);
+        assert_eq!(h.volumes.len(), 1);
+        assert_eq!(
+            r.dropped,
+            BTreeMap::from([
+                ("not selected by the filter".to_owned(), 10),
+                (
+                    "needs an object of an event the filter left out".to_owned(),
+                    2
+                ),
+            ])
+        );
+        assert!(h.provenance.parameters["slice_filter"].contains("io"));
+        // Tenants: the header's default namespace stands for events without one.
+        let f = Filter {
+            tenants: [Name::from("nobody")].into(),
+            ..Filter::default()
+        };
+        let (_, evs, r) = cut_with(all, &f);
+        assert!(evs.is_empty());
+        assert_eq!(r.dropped["not selected by the filter"], 13);
     }
 
     #[test]

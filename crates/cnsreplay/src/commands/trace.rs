@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use trace_format::TraceWriter;
-use trace_format::slice::{Window, busiest, slice};
+use trace_format::slice::{Filter, Window, busiest, slice};
 use trace_format::units::{fmt_secs, parse_duration};
 
 use super::{label, open_or_fail};
@@ -158,6 +158,15 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if a.input.file.as_os_str() == "-" && a.busiest.is_some() {
         bail!("--busiest reads the trace twice: give a file, not stdin");
     }
+    let mut filter = Filter::default();
+    for t in &a.tenant {
+        filter.tenants.insert(t.as_str().into());
+    }
+    for o in &a.ops {
+        let op = trace_format::OpType::from_name(o)
+            .with_context(|| format!("--op {o:?}: unknown op type"))?;
+        filter.ops.insert(op);
+    }
     let window = match (&a.busiest, &a.start, &a.end) {
         (Some(len), _, _) => {
             let len = dur("--busiest", len)?;
@@ -172,7 +181,9 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 None => bail!("{file}: the trace has no events"),
             }
         }
-        (None, None, None) => bail!("give --start and/or --end, or --busiest"),
+        (None, None, None) if filter == Filter::default() => {
+            bail!("give --start and/or --end, --busiest, or a filter (--tenant, --op)")
+        }
         (None, from, to) => {
             let from = from.as_deref().map_or(Ok(0), |v| dur("--start", v))?;
             let to = to.as_deref().map_or(Ok(u64::MAX), |v| dur("--end", v))?;
@@ -188,6 +199,7 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         &header,
         reader.events(),
         window,
+        &filter,
         &file,
         |h| TraceWriter::create(&a.output, None, h),
         |w, ev| w.write(ev),

@@ -335,8 +335,9 @@ pub fn require_samples(missing: &Path) {
     );
 }
 
-/// `trace slice` cuts a window that still validates: the quickstart's busiest 2 s, and a
-/// window starting after its volumes were made (they are declared in the header).
+/// `trace slice` cuts a window that still validates: the quickstart's busiest 2 s, a window
+/// starting after its volumes were made (they are declared in the header), and the whole
+/// trace filtered to its volume and snapshot ops (attaches, and what needs them, dropped).
 #[test]
 fn trace_slice_keeps_a_window_that_validates() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -344,6 +345,16 @@ fn trace_slice_keeps_a_window_that_validates() {
     for args in [
         &["--busiest", "2s"][..],
         &["--start", "1s", "--end", "6s"][..],
+        &[
+            "--op",
+            "create_volume",
+            "--op",
+            "delete_volume",
+            "--op",
+            "snapshot",
+            "--op",
+            "delete_snapshot",
+        ][..],
     ] {
         let mut a = vec![
             "trace",
