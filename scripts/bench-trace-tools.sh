@@ -8,7 +8,8 @@
 # runs the release `cnsreplay trace` tools on it — `slice --busiest 60s` (reads the trace
 # twice), `slice` of its middle half, `rewrite --speed 2`, `merge` of the
 # trace with itself (twice the events out) — and prints, per tool, the range over the rounds
-# of wall time, input events per second and peak RSS (getrusage of the child).
+# of wall time, events per second through it (the trace's events; a merge's 2× output) and
+# peak RSS (getrusage of the child).
 # Results go in docs/PERFORMANCE.md (## Trace tools). Needs ~0.5 GiB free in $TMPDIR per
 # 10 M events.
 set -euo pipefail
@@ -48,7 +49,8 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 """, bin, "-q", *args], check=True, capture_output=True, text=True)
         walls.append(time.monotonic() - t)
         rss.append(int(r.stdout.strip()) / 1024)
-    rate = [n / w / 1e6 for w in walls]
-    print(f"{name}: {min(walls):.2f}–{max(walls):.2f} s, {min(rate):.2f}–{max(rate):.2f} M input events/s, "
+    out = 2 * n if name.startswith("merge") else n
+    rate = [out / w / 1e6 for w in walls]
+    print(f"{name}: {min(walls):.2f}–{max(walls):.2f} s, {min(rate):.2f}–{max(rate):.2f} M events/s through it, "
           f"peak RSS {min(rss):.1f}–{max(rss):.1f} MiB ({rounds} rounds)")
 PY

@@ -17,7 +17,7 @@
 //! a volume whose `create_volume` was filtered away) — the same rule as for the window's start.
 //! Declared volumes stay declared (they have no tenant).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::Error;
 use crate::model::{Event, Header, Op, OpType, VolumeDecl, VolumeSource};
@@ -121,27 +121,40 @@ pub struct Window {
 }
 
 /// The window of `len` ns holding the most events (the earliest of equals), from the events'
-/// times in order; `None` for no events.
+/// times in order; `None` for no events. `times` and `again` are two passes over the same
+/// times (two readers of one file): the second trails the first by the window, so memory is
+/// constant however many events a window holds.
 pub fn busiest(
     times: impl Iterator<Item = Result<u64, Error>>,
+    again: impl Iterator<Item = Result<u64, Error>>,
     len: u64,
 ) -> Result<Option<(Window, u64)>, Error> {
-    let mut q: VecDeque<u64> = VecDeque::new();
-    let mut best: Option<(Window, u64)> = None;
+    let mut again = again.peekable();
+    // Events in (the trailing pass's time, the leading pass's time].
+    let (mut n, mut best): (u64, Option<(Window, u64)>) = (0, None);
     for t in times {
         let t = t?;
-        q.push_back(t);
-        // The window starting at the oldest event still within `len` of this one.
-        while let Some(&f) = q.front() {
-            if t - f >= len {
-                q.pop_front();
-            } else {
-                break;
+        n += 1;
+        // Drop from the window what is `len` or more before this event.
+        loop {
+            match again.peek() {
+                Some(Ok(f)) if t - *f >= len => {
+                    again.next();
+                    n -= 1;
+                }
+                Some(Err(_)) => {
+                    if let Some(Err(e)) = again.next() {
+                        return Err(e);
+                    }
+                }
+                _ => break,
             }
         }
-        let n = q.len() as u64;
         if best.is_none_or(|(_, b)| n > b) {
-            let from = q.front().copied().unwrap_or(t);
+            let from = match again.peek() {
+                Some(Ok(f)) => *f,
+                _ => t,
+            };
             best = Some((
                 Window {
                     from,
@@ -509,9 +522,15 @@ events:
     #[test]
     fn the_busiest_window_is_the_densest_one() {
         let ms = 1_000_000u64;
-        let times = [0, 100, 2000, 2010, 2020, 2030, 2990, 5000].map(|t| Ok(t * ms));
-        let (w, n) = busiest(times.into_iter(), 1000 * ms).unwrap().unwrap();
+        let times = || [0, 100, 2000, 2010, 2020, 2030, 2990, 5000].map(|t| Ok(t * ms));
+        let (w, n) = busiest(times().into_iter(), times().into_iter(), 1000 * ms)
+            .unwrap()
+            .unwrap();
         assert_eq!((w.from, w.to, n), (2000 * ms, 3000 * ms, 5));
-        assert!(busiest(std::iter::empty(), 5).unwrap().is_none());
+        assert!(
+            busiest(std::iter::empty(), std::iter::empty(), 5)
+                .unwrap()
+                .is_none()
+        );
     }
 }

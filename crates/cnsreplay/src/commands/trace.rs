@@ -173,9 +173,16 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             if len == 0 {
                 bail!("--busiest: the window must be longer than 0");
             }
-            let reader = open_or_fail(&a.input)?;
-            match busiest(reader.events().map(|e| e.map(|e| e.at)), len)
-                .with_context(|| format!("cannot read {file}"))?
+            // Two passes at once, the second trailing the first by the window: constant
+            // memory however dense the trace.
+            let lead = open_or_fail(&a.input)?;
+            let trail = open_or_fail(&a.input)?;
+            match busiest(
+                lead.events().map(|e| e.map(|e| e.at)),
+                trail.events().map(|e| e.map(|e| e.at)),
+                len,
+            )
+            .with_context(|| format!("cannot read {file}"))?
             {
                 Some((w, _)) => w,
                 None => bail!("{file}: the trace has no events"),

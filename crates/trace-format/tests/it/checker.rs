@@ -157,3 +157,32 @@ fn problem_codes_are_stable() {
     let p = Problem::TimeInversion { at: 1, previous: 2 };
     assert_eq!(p.code(), "time_inversion");
 }
+
+proptest::proptest! {
+    /// The two-pass busiest window (constant memory) finds the count and start that a brute
+    /// force over every window starting at an event finds.
+    #[test]
+    fn the_busiest_window_matches_a_brute_force(
+        mut gaps in proptest::collection::vec(0u64..50, 1..300),
+        len in 1u64..200,
+    ) {
+        let mut t = 0;
+        for g in &mut gaps {
+            t += *g;
+            *g = t;
+        }
+        let times = gaps;
+        let ok = || times.iter().map(|t| Ok(*t));
+        let (w, n) = trace_format::slice::busiest(ok(), ok(), len).unwrap().unwrap();
+        let mut best = (0u64, 0u64);
+        for &s in &times {
+            let c = times.iter().filter(|&&x| x >= s && x - s < len).count() as u64;
+            if c > best.1 {
+                best = (s, c);
+            }
+        }
+        proptest::prop_assert_eq!(n, best.1);
+        proptest::prop_assert_eq!(w.from, best.0);
+        proptest::prop_assert_eq!(w.to, best.0 + len);
+    }
+}
