@@ -65,13 +65,7 @@ fn run_merge(a: &MergeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         |w, ev| w.write(ev),
     )
     .with_context(|| format!("merging into {}", a.output.display()))?;
-    writer
-        .finish()
-        .with_context(|| format!("writing {}", a.output.display()))?;
-    if a.json {
-        serde_json::to_writer_pretty(&mut *out, &report)?;
-        writeln!(out)?;
-    } else {
+    if !finish_report(writer, &a.output, a.json, &report, out)? {
         writeln!(out, "{}: {} events", a.output.display(), report.events)?;
         for i in &report.inputs {
             writeln!(
@@ -119,12 +113,7 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
         w.write(&ev)
             .with_context(|| format!("writing {}", a.output.display()))?;
     }
-    w.finish()
-        .with_context(|| format!("writing {}", a.output.display()))?;
-    if a.json {
-        serde_json::to_writer_pretty(&mut *out, &report)?;
-        writeln!(out)?;
-    } else {
+    if !finish_report(w, &a.output, a.json, &report, out)? {
         writeln!(
             out,
             "{}: {} events from {file}{}",
@@ -147,6 +136,24 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Ends the written trace, then prints the tool's report as JSON when asked (true) — the
+/// caller prints its table otherwise.
+fn finish_report(
+    w: TraceWriter,
+    output: &std::path::Path,
+    json: bool,
+    report: &impl serde::Serialize,
+    out: &mut dyn Write,
+) -> anyhow::Result<bool> {
+    w.finish()
+        .with_context(|| format!("writing {}", output.display()))?;
+    if json {
+        serde_json::to_writer_pretty(&mut *out, report)?;
+        writeln!(out)?;
+    }
+    Ok(json)
 }
 
 fn dur(flag: &str, v: &str) -> anyhow::Result<u64> {
@@ -212,13 +219,7 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         |w, ev| w.write(ev),
     )
     .with_context(|| format!("slicing {file} into {}", a.output.display()))?;
-    writer
-        .finish()
-        .with_context(|| format!("writing {}", a.output.display()))?;
-    if a.json {
-        serde_json::to_writer_pretty(&mut *out, &report)?;
-        writeln!(out)?;
-    } else {
+    if !finish_report(writer, &a.output, a.json, &report, out)? {
         let to = if report.to == u64::MAX {
             "the end".to_owned()
         } else {
