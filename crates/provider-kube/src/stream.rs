@@ -11,8 +11,9 @@
 //! serves, and gives the pod its requests exactly as the local provider's stream gets them:
 //! [`LOOKAHEAD`] before they are due (longer than locally: the path is apiserver → kubelet →
 //! runtime → pipe). A request that still arrives late is issued at once and its lateness
-//! counted — the report says so rather than hiding it. Costs: ~15 bytes per request through
-//! the apiserver (0.75 MB/s at 50 000 requests/s), and the node's wall clock must agree with
+//! counted — the report says so rather than hiding it. Costs: each request crosses the
+//! apiserver as one binary-encoded event (15 bytes on average on the decoding benchmark's
+//! trace, docs/PERFORMANCE.md), and the node's wall clock must agree with
 //! the driver's (NTP; on one host it is the same clock): a skew shifts every request equally.
 //!
 //! Results come back like an `io_phase`'s: through the pod's log, followed while it runs and

@@ -54,11 +54,6 @@ pub struct MergedInput {
     pub events: u64,
 }
 
-/// Per input: the defaults to write into its events (the fields the merged header leaves
-/// out that it set).
-#[derive(Debug, Clone, Default)]
-struct Fill(Defaults);
-
 /// The merged header and what each input must fill in, or the reason the inputs cannot be
 /// merged.
 fn merged_header(
@@ -68,9 +63,11 @@ fn merged_header(
     offsets: &[u64],
     align: Align,
     materialized: &mut BTreeMap<String, u64>,
-) -> Result<(Header, Vec<Fill>), String> {
+) -> Result<(Header, Vec<Defaults>), String> {
+    // Per input: the defaults to write into its events (the fields the merged header leaves
+    // out that it set).
     let mut h = Header::default();
-    let mut fills = vec![Fill::default(); headers.len()];
+    let mut fills = vec![Defaults::default(); headers.len()];
     macro_rules! agree {
         ($f:ident) => {{
             let first = &headers[0].defaults.$f;
@@ -78,7 +75,7 @@ fn merged_header(
                 h.defaults.$f = first.clone();
             } else {
                 for (fill, x) in fills.iter_mut().zip(headers) {
-                    fill.0.$f = x.defaults.$f.clone();
+                    fill.$f = x.defaults.$f.clone();
                 }
             }
         }};
@@ -104,7 +101,7 @@ fn merged_header(
         for v in &x.volumes {
             let mut v = v.clone();
             v.name = prefixed(&prefixes[i], &v.name);
-            fill_decl(&mut v, &fills[i].0, materialized);
+            fill_decl(&mut v, &fills[i], materialized);
             h.volumes.push(v);
         }
     }
@@ -191,9 +188,9 @@ fn filled<T: Clone>(
 }
 
 /// Renames an event's objects with `prefix` and writes in the defaults of `fill`.
-fn adapt(ev: &mut Event, prefix: &str, fill: &Fill, n: &mut BTreeMap<String, u64>) {
+fn adapt(ev: &mut Event, prefix: &str, fill: &Defaults, n: &mut BTreeMap<String, u64>) {
     let p = |x: &mut Name| *x = prefixed(prefix, x);
-    filled(&mut ev.tenant, &fill.0.namespace, "namespace", n);
+    filled(&mut ev.tenant, &fill.namespace, "namespace", n);
     match &mut ev.op {
         Op::CreateVolume(c) => {
             p(&mut c.volume);
@@ -201,15 +198,15 @@ fn adapt(ev: &mut Event, prefix: &str, fill: &Fill, n: &mut BTreeMap<String, u64
                 Some(VolumeSource::Snapshot(s) | VolumeSource::Volume(s)) => p(s),
                 None => {}
             }
-            filled(&mut c.size, &fill.0.volume_size, "volume_size", n);
+            filled(&mut c.size, &fill.volume_size, "volume_size", n);
             filled(
                 &mut c.storage_class,
-                &fill.0.storage_class,
+                &fill.storage_class,
                 "storage_class",
                 n,
             );
-            filled(&mut c.access_mode, &fill.0.access_mode, "access_mode", n);
-            filled(&mut c.volume_mode, &fill.0.volume_mode, "volume_mode", n);
+            filled(&mut c.access_mode, &fill.access_mode, "access_mode", n);
+            filled(&mut c.volume_mode, &fill.volume_mode, "volume_mode", n);
         }
         Op::DeleteVolume(v) => p(&mut v.volume),
         Op::Attach(a) => {
@@ -220,7 +217,7 @@ fn adapt(ev: &mut Event, prefix: &str, fill: &Fill, n: &mut BTreeMap<String, u64
         Op::Snapshot(s) => {
             p(&mut s.volume);
             p(&mut s.snapshot);
-            filled(&mut s.class, &fill.0.snapshot_class, "snapshot_class", n);
+            filled(&mut s.class, &fill.snapshot_class, "snapshot_class", n);
         }
         Op::DeleteSnapshot(s) => p(&mut s.snapshot),
         Op::Resize(r) => p(&mut r.volume),
