@@ -143,6 +143,19 @@ pub struct ConvertArgs {
     /// Importing k8s-audit: keep failed requests (code >= 400) instead of dropping them.
     #[arg(long)]
     pub keep_failed: bool,
+    /// Importing k8s-audit: how far a request may be out of order in its file (an API server
+    /// logs requests as they complete, stamped when received); one further back is bad input.
+    #[arg(long, value_name = "DUR", default_value = "120s", value_parser = parse_duration)]
+    pub reorder_window: u64,
+    /// Importing k8s-audit: how long an attach waits for its pod's binding and its volumes'
+    /// VolumeAttachments to report attached (its observed time) before it is written without.
+    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
+    pub attach_horizon: u64,
+}
+
+/// A duration flag (`90s`, `1h`, `250ms`) in nanoseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    trace_format::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// Formats `convert` reads and writes: the trace encodings, and foreign formats.

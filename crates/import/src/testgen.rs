@@ -120,6 +120,13 @@ fn pvc(ns: &str, name: &str, size: &str, source: Option<(&str, &str)>) -> Value 
 /// import declares it as pre-existing; every fifth cycle restores a second PVC from the
 /// snapshot.
 pub fn audit_log(cycles: u64) -> String {
+    audit_log_with_noise(cycles, 0)
+}
+
+/// [`audit_log`] with `noise` more lines per cycle of what dominates a real API server's log
+/// and means nothing for storage: Metadata-level reads and watches, node and pod status
+/// patches, config map and endpoint updates (spread over the cycle, written after it).
+pub fn audit_log_with_noise(cycles: u64, noise: u64) -> String {
     let mut out = String::new();
     let mut id = 0u64;
     let mut push = |out: &mut String, ev: Ev<'_>| {
@@ -251,6 +258,25 @@ pub fn audit_log(cycles: u64) -> String {
         push(
             &mut out,
             Ev {
+                us: t + 2_800_000,
+                verb: "patch",
+                user: "system:serviceaccount:kube-system:csi-attacher",
+                resource: "volumeattachments",
+                subresource: Some("status"),
+                group: "storage.k8s.io",
+                namespace: None,
+                name: Some(&va),
+                code: 200,
+                level: "Request",
+                request: Some(
+                    json!({"status": {"attached": true, "attachmentMetadata": {"devicePath": "/dev/loop7"}}}),
+                ),
+                ..base.clone_shallow()
+            },
+        );
+        push(
+            &mut out,
+            Ev {
                 us: t + 4_000_000,
                 resource: "volumesnapshots",
                 group: "snapshot.storage.k8s.io",
@@ -358,6 +384,42 @@ pub fn audit_log(cycles: u64) -> String {
                     request: Some(
                         json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}),
                     ),
+                    ..base.clone_shallow()
+                },
+            );
+        }
+        const NOISE: [(&str, &str, &str, Option<&str>, &str); 6] = [
+            ("get", "configmaps", "", None, "ResponseComplete"),
+            ("list", "pods", "", None, "ResponseComplete"),
+            (
+                "watch",
+                "endpointslices",
+                "discovery.k8s.io",
+                None,
+                "ResponseStarted",
+            ),
+            ("patch", "nodes", "", Some("status"), "ResponseComplete"),
+            ("patch", "pods", "", Some("status"), "ResponseComplete"),
+            ("update", "configmaps", "", None, "ResponseComplete"),
+        ];
+        for k in 0..noise {
+            let (verb, resource, group, subresource, stage) = NOISE[(k % 6) as usize];
+            let name = format!("obj-{}", k % 50);
+            push(
+                &mut out,
+                Ev {
+                    us: t + k * 9_900_000 / noise,
+                    latency_us: 300 + (k * 13) % 900,
+                    stage,
+                    verb,
+                    user: "system:node:node-0",
+                    resource,
+                    group,
+                    subresource,
+                    name: (verb != "list" && verb != "watch").then_some(name.as_str()),
+                    code: 200,
+                    level: "Metadata",
+                    request: None,
                     ..base.clone_shallow()
                 },
             );

@@ -47,7 +47,7 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "OP=RATE/s")]
     pub target: Option<synth::Target>,
     /// Model input: trace duration per point after the warm-up (default: the model's).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::cli::parse_duration)]
     pub duration: Option<u64>,
     /// Trace input: the starting speed.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
@@ -80,10 +80,6 @@ pub struct CapacityArgs {
     /// repeat adds one).
     #[command(flatten)]
     pub settings: ProviderArgs,
-}
-
-fn parse_duration(s: &str) -> Result<u64, String> {
-    trace_format::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// The search settings, as run.

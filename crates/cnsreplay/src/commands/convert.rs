@@ -298,6 +298,8 @@ fn convert(
                 Format::K8sAudit => {
                     let opts = import::audit::AuditOptions {
                         keep_failed: a.keep_failed,
+                        reorder_window: a.reorder_window,
+                        attach_horizon: a.attach_horizon,
                     };
                     import::audit::import_audit_sources(src, opts, policy, factory)?.0
                 }

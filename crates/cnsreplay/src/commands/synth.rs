@@ -65,7 +65,7 @@ pub struct GenArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Duration after the warm-up, e.g. `1h`, `90s` (default: the model's).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = crate::cli::parse_duration)]
     pub duration: Option<u64>,
     /// Solve the cluster size for an operation rate, e.g. `attach=100/s` (Little's law).
     #[arg(long)]
@@ -103,10 +103,6 @@ pub enum ObjectsArg {
     Workloads,
     /// Volumes: create_volume → delete_volume.
     Volumes,
-}
-
-fn parse_duration(s: &str) -> Result<u64, String> {
-    trace_format::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// `synth --json`.

@@ -12,19 +12,20 @@
 //! - a PVC mounted where its access mode forbids (a ReadWriteOnce volume already mounted by a
 //!   pod on an unknown or other node) is left out of that attach, and counted;
 //! - a pod delete for a pod that has no attach in the trace, a snapshot delete for a
-//!   snapshot never created, duplicate creates: dropped and counted;
-//! - a VolumeAttachment create whose PV is bound (PV create `claimRef`, or PVC `volumeName`)
-//!   to a PVC gives the time from that PVC's latest attach to the attachment, recorded as
-//!   `provenance.parameters["attach.<pod>.volumeattachment_after_ns"]` (first one per pod).
+//!   snapshot never created, duplicate creates: dropped and counted.
+//!
+//! Events go to a sink as they are made; what stays is the state above, which grows with the
+//! objects the log names, not with its requests.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use trace_format::{
-    AccessMode, Attach, CreateVolume, Defaults, Event, Name, Op, Resize, Snapshot, SnapshotRef,
-    Trace, VolumeDecl, VolumeRef, VolumeSource, WorkloadRef,
+    AccessMode, Attach, CreateVolume, Defaults, Event, Header, Name, Op, Resize, Snapshot,
+    SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadRef,
 };
 
 use super::{Act, AuditCounts, AuditOptions, Item, Src};
+use crate::ImportError;
 
 struct Vol {
     size: u64,
@@ -34,33 +35,67 @@ struct Vol {
     pending_delete: Option<(Option<String>, Option<u64>)>,
 }
 
-struct Mapper<'c> {
-    origin: i128,
-    events: Vec<Event>,
+pub(super) struct Mapper {
+    opts: AuditOptions,
+    origin: Option<i128>,
+    next_id: u64,
+    out: Vec<Event>,
     volumes: HashMap<String, Vol>,
     seen: HashSet<String>,
     preexisting: Vec<VolumeDecl>,
     snaps: HashMap<String, u64>,
     workloads: HashMap<String, Vec<String>>,
-    pv_to_pvc: HashMap<String, String>,
-    last_attach: HashMap<String, (String, i128)>,
-    params: BTreeMap<String, String>,
-    counts: &'c mut AuditCounts,
+    fixes: BTreeMap<String, u64>,
+    not_growing: u64,
 }
 
-impl Mapper<'_> {
+impl Mapper {
+    pub fn new(opts: AuditOptions) -> Self {
+        Mapper {
+            opts,
+            origin: None,
+            next_id: 0,
+            out: Vec::new(),
+            volumes: HashMap::new(),
+            seen: HashSet::new(),
+            preexisting: Vec::new(),
+            snaps: HashMap::new(),
+            workloads: HashMap::new(),
+            fixes: BTreeMap::new(),
+            not_growing: 0,
+        }
+    }
+
     fn drop(&mut self, reason: &str) {
-        *self.counts.fixes.entry(reason.to_owned()).or_insert(0) += 1;
+        *self.fixes.entry(reason.to_owned()).or_insert(0) += 1;
     }
 
     fn emit(&mut self, t: i128, tenant: Option<&str>, observed: Option<u64>, op: Op) {
-        self.events.push(Event {
-            at: u64::try_from(t - self.origin).unwrap_or(0),
-            id: self.events.len() as u64,
+        let origin = *self.origin.get_or_insert(t);
+        self.out.push(Event {
+            at: u64::try_from(t - origin).unwrap_or(0),
+            id: self.next_id,
             tenant: tenant.map(Name::new),
             observed,
             op,
         });
+        self.next_id += 1;
+    }
+
+    /// Maps one request (in time order) and hands its events to `sink`.
+    pub fn item(
+        &mut self,
+        it: Item,
+        counts: &mut AuditCounts,
+        sink: &mut dyn FnMut(Event) -> Result<(), ImportError>,
+    ) -> Result<(), ImportError> {
+        self.origin.get_or_insert(it.t);
+        self.map(it);
+        for e in self.out.drain(..) {
+            counts.written += 1;
+            sink(e)?;
+        }
+        Ok(())
     }
 
     /// Whether `vol` is live, declaring it pre-existing (with `size`) if never seen.
@@ -72,7 +107,6 @@ impl Mapper<'_> {
             return false;
         }
         self.seen.insert(vol.to_owned());
-        self.counts.preexisting += 1;
         self.preexisting.push(VolumeDecl {
             name: Name::new(vol),
             size,
@@ -92,7 +126,7 @@ impl Mapper<'_> {
         true
     }
 
-    fn item(&mut self, it: Item) {
+    fn map(&mut self, it: Item) {
         let Item {
             t,
             tenant,
@@ -109,7 +143,7 @@ impl Mapper<'_> {
                 access,
                 mode,
                 source,
-                pv,
+                pv: _,
             } => {
                 if self.volumes.contains_key(&vol) {
                     return self.drop("PVC creates of a volume that exists were dropped");
@@ -148,9 +182,6 @@ impl Mapper<'_> {
                     .or(source.as_ref().map(|s| s.1))
                     .unwrap_or(Defaults::FALLBACK_VOLUME_SIZE);
                 self.seen.insert(vol.clone());
-                if let Some(pv) = pv {
-                    self.pv_to_pvc.insert(pv, vol.clone());
-                }
                 self.volumes.insert(
                     vol.clone(),
                     Vol {
@@ -189,10 +220,7 @@ impl Mapper<'_> {
                 });
                 self.emit(t, tenant, observed, op);
             }
-            Act::UpdatePvc { vol, size, pv } => {
-                if let Some(pv) = pv {
-                    self.pv_to_pvc.insert(pv, vol.clone());
-                }
+            Act::UpdatePvc { vol, size, pv: _ } => {
                 let Some(size) = size else { return };
                 // First seen here: declared with the new size, so there is no resize to emit.
                 let fresh = !self.seen.contains(&vol);
@@ -206,7 +234,7 @@ impl Mapper<'_> {
                     return;
                 }
                 if size <= v.size {
-                    self.counts.not_growing += 1;
+                    self.not_growing += 1;
                     return;
                 }
                 v.size = size;
@@ -276,24 +304,12 @@ impl Mapper<'_> {
                     }
                 }
             }
-            Act::BindPv { pv, vol } => {
-                self.pv_to_pvc.insert(pv, vol);
-            }
-            Act::CreateVa { pv } => {
-                let Some((pod, at)) = self
-                    .pv_to_pvc
-                    .get(&pv)
-                    .and_then(|pvc| self.last_attach.get(pvc))
-                else {
-                    return;
-                };
-                let key = format!("attach.{pod}.volumeattachment_after_ns");
-                if let std::collections::btree_map::Entry::Vacant(e) = self.params.entry(key) {
-                    let after = u64::try_from(t - at).unwrap_or(0);
-                    e.insert(after.to_string());
-                    self.counts.volume_attachments.1 += 1;
-                }
-            }
+            // Consumed by the attach enrichment before this pass.
+            Act::BindPod { .. }
+            | Act::BindPv { .. }
+            | Act::CreateVa { .. }
+            | Act::VaStatus { .. }
+            | Act::DeleteVa { .. } => {}
         }
     }
 
@@ -335,7 +351,6 @@ impl Mapper<'_> {
                 continue;
             }
             v.attached_by.push((pod.clone(), node.clone()));
-            self.last_attach.insert(pvc.clone(), (pod.clone(), t));
             mounted.push(pvc);
         }
         let op = Op::Attach(Attach {
@@ -348,59 +363,44 @@ impl Mapper<'_> {
     }
 }
 
-/// Runs the consistency pass over time-sorted items and builds the trace.
-pub(super) fn map(
-    items: Vec<Item>,
-    files: Vec<String>,
-    opts: AuditOptions,
-    counts: &mut AuditCounts,
-) -> Trace {
-    let origin = items.first().map_or(0, |i| i.t);
-    let mut params = BTreeMap::new();
-    params.insert("names".to_owned(), "namespace/name".to_owned());
-    params.insert(
-        "time".to_owned(),
-        "requestReceivedTimestamp (v1beta1: timestamp; GKE: timestamp)".to_owned(),
-    );
-    params.insert("keep_failed".to_owned(), opts.keep_failed.to_string());
-    let mut m = Mapper {
-        origin,
-        events: Vec::with_capacity(items.len()),
-        volumes: HashMap::new(),
-        seen: HashSet::new(),
-        preexisting: Vec::new(),
-        snaps: HashMap::new(),
-        workloads: HashMap::new(),
-        pv_to_pvc: HashMap::new(),
-        last_attach: HashMap::new(),
-        params,
-        counts,
-    };
-    let empty = items.is_empty();
-    for it in items {
-        m.item(it);
-    }
-    let waiting = m
-        .volumes
-        .values()
-        .filter(|v| v.pending_delete.is_some())
-        .count() as u64;
-    if waiting > 0 {
-        *m.counts
-            .fixes
-            .entry(
-                "PVC deletes still waited for their pods at the end of the log and were left out"
-                    .to_owned(),
-            )
-            .or_insert(0) += waiting;
-    }
-    m.counts.written = m.events.len() as u64;
-    let mut header = crate::header("k8s-audit", files, m.params, m.preexisting);
-    if !empty {
-        header.origin = jiff::Timestamp::from_nanosecond(origin).ok();
-    }
-    Trace {
-        header,
-        events: m.events,
+impl Mapper {
+    /// The header of the events made, and the last counts.
+    pub fn finish(self, files: Vec<String>, counts: &mut AuditCounts) -> Header {
+        let waiting = self
+            .volumes
+            .values()
+            .filter(|v| v.pending_delete.is_some())
+            .count() as u64;
+        let mut fixes = self.fixes;
+        if waiting > 0 {
+            *fixes
+                .entry(
+                    "PVC deletes still waited for their pods at the end of the log and were \
+                     left out"
+                        .to_owned(),
+                )
+                .or_insert(0) += waiting;
+        }
+        counts.fixes = fixes;
+        counts.not_growing += self.not_growing;
+        counts.preexisting = self.preexisting.len() as u64;
+        let mut params = BTreeMap::new();
+        params.insert("names".to_owned(), "namespace/name".to_owned());
+        params.insert(
+            "time".to_owned(),
+            "requestReceivedTimestamp (v1beta1: timestamp; GKE: timestamp)".to_owned(),
+        );
+        params.insert(
+            "observed".to_owned(),
+            "attach: pod create to its last volume's VolumeAttachment attached on its node; \
+             other events: requestReceivedTimestamp to stageTimestamp"
+                .to_owned(),
+        );
+        params.insert("keep_failed".to_owned(), self.opts.keep_failed.to_string());
+        let mut header = crate::header("k8s-audit", files, params, self.preexisting);
+        header.origin = self
+            .origin
+            .and_then(|o| jiff::Timestamp::from_nanosecond(o).ok());
+        header
     }
 }

@@ -1,6 +1,7 @@
 //! Integration tests of the importers and exporters.
 
 mod audit;
+mod audit_order;
 mod blk;
 mod blockcsv;
 mod fio;

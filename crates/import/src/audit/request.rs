@@ -1,0 +1,306 @@
+//! What one completed request means for storage: the mapping of a request (verb, resource,
+//! subresource, bodies) to an [`Act`], the table in `docs/import.md`.
+
+use serde_json::Value;
+use trace_format::{AccessMode, VolumeMode};
+
+use super::read::{Ev, Reader, get, get_str, meta_name};
+use super::{Act, Src};
+use crate::BadInput;
+
+impl Reader<'_> {
+    /// Maps a completed request; `None` when it means nothing for storage (counted).
+    pub(super) fn act(
+        &mut self,
+        ev: &Ev<'_>,
+        prefix: &str,
+    ) -> Result<Option<(Act, Option<String>)>, BadInput> {
+        let field = |f: &str| format!("{prefix}{f}");
+        let req = ev.request;
+        let name = ev
+            .name
+            .or_else(|| meta_name(req))
+            .or_else(|| meta_name(ev.response));
+        let namespace = ev
+            .namespace
+            .or_else(|| req.and_then(|o| get_str(o, &["metadata", "namespace"])));
+        let qualify = |n: &str| match namespace {
+            Some(ns) => format!("{ns}/{n}"),
+            None => n.to_owned(),
+        };
+        let tenant = namespace.map(str::to_owned);
+        let act = match (ev.resource, ev.subresource, ev.verb) {
+            ("persistentvolumeclaims", "", "create") => {
+                let Some(n) = name else {
+                    return Err(self.bad(field("objectRef.name"), "a PVC create without a name"));
+                };
+                let vol = qualify(n);
+                match req {
+                    None => {
+                        self.counts.metadata_volumes += 1;
+                        Act::CreatePvc {
+                            vol,
+                            size: None,
+                            class: None,
+                            access: None,
+                            mode: None,
+                            source: None,
+                            pv: None,
+                        }
+                    }
+                    Some(o) => self.pvc(o, &field("requestObject."), vol, &qualify)?,
+                }
+            }
+            ("persistentvolumeclaims", "", "delete") => match name {
+                Some(n) => Act::DeletePvc { vol: qualify(n) },
+                None => return self.unrelated(),
+            },
+            ("persistentvolumeclaims", "", "update" | "patch") => {
+                let (Some(n), Some(o)) = (name, req) else {
+                    self.counts.no_body += u64::from(name.is_some());
+                    return if name.is_some() {
+                        Ok(None)
+                    } else {
+                        self.unrelated()
+                    };
+                };
+                let f = field("requestObject.");
+                let size = self.patched_size(o, &f)?;
+                let pv = get_str(o, &["spec", "volumeName"]).map(str::to_owned);
+                if size.is_none() && pv.is_none() {
+                    return self.unrelated();
+                }
+                Act::UpdatePvc {
+                    vol: qualify(n),
+                    size,
+                    pv,
+                }
+            }
+            ("volumesnapshots", "", "create") => {
+                let (Some(n), Some(o)) = (name, req) else {
+                    self.counts.no_body += 1;
+                    return Ok(None);
+                };
+                let Some(pvc) = get_str(o, &["spec", "source", "persistentVolumeClaimName"]) else {
+                    // Pre-provisioned (volumeSnapshotContentName): no volume to snapshot.
+                    return self.unrelated();
+                };
+                Act::CreateSnap {
+                    snap: qualify(n),
+                    vol: qualify(pvc),
+                    class: get_str(o, &["spec", "volumeSnapshotClassName"]).map(str::to_owned),
+                }
+            }
+            ("volumesnapshots", "", "delete") => match name {
+                Some(n) => Act::DeleteSnap { snap: qualify(n) },
+                None => return self.unrelated(),
+            },
+            ("pods", "", "create") => {
+                let Some(o) = req else {
+                    self.counts.no_body += 1;
+                    return Ok(None);
+                };
+                let Some(n) = name else {
+                    return Err(self.bad(
+                        field("objectRef.name"),
+                        "a pod create without a name (generateName pods need level \
+                         RequestResponse for the name)",
+                    ));
+                };
+                let pvcs: Vec<String> = get(o, &["spec", "volumes"])
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| get_str(v, &["persistentVolumeClaim", "claimName"]))
+                    .map(&qualify)
+                    .collect();
+                if pvcs.is_empty() {
+                    self.counts.pods_without_pvcs += 1;
+                    return Ok(None);
+                }
+                Act::CreatePod {
+                    pod: qualify(n),
+                    pvcs,
+                    node: get_str(o, &["spec", "nodeName"]).map(str::to_owned),
+                }
+            }
+            ("pods", "", "delete") => match name {
+                Some(n) => Act::DeletePod { pod: qualify(n) },
+                None => return self.unrelated(),
+            },
+            ("persistentvolumes", "", "create") => {
+                let claim = req.and_then(|o| get(o, &["spec", "claimRef"]));
+                match (name, claim) {
+                    (Some(pv), Some(c)) => {
+                        match (get_str(c, &["namespace"]), get_str(c, &["name"])) {
+                            (Some(ns), Some(n)) => Act::BindPv {
+                                pv: pv.to_owned(),
+                                vol: format!("{ns}/{n}"),
+                            },
+                            _ => return self.unrelated(),
+                        }
+                    }
+                    _ => return self.unrelated(),
+                }
+            }
+            ("pods", "binding", "create") => {
+                let (Some(n), Some(o)) = (name, req) else {
+                    self.counts.no_body += 1;
+                    return Ok(None);
+                };
+                let Some(node) = get_str(o, &["target", "name"]) else {
+                    return Err(self.bad(
+                        field("requestObject.target.name"),
+                        "a binding without a node",
+                    ));
+                };
+                self.counts.bindings.0 += 1;
+                Act::BindPod {
+                    pod: qualify(n),
+                    node: node.to_owned(),
+                }
+            }
+            ("volumeattachments", "", "create") => {
+                match (
+                    name,
+                    req.and_then(|o| get_str(o, &["spec", "source", "persistentVolumeName"])),
+                ) {
+                    (Some(va), Some(pv)) => {
+                        self.counts.volume_attachments.0 += 1;
+                        Act::CreateVa {
+                            va: va.to_owned(),
+                            pv: pv.to_owned(),
+                            node: req
+                                .and_then(|o| get_str(o, &["spec", "nodeName"]))
+                                .map(str::to_owned),
+                        }
+                    }
+                    _ => return self.unrelated(),
+                }
+            }
+            // The external-attacher writes `status.attached` (the status subresource; older
+            // ones update the whole object).
+            ("volumeattachments", "status" | "", "patch" | "update") => {
+                let (Some(va), Some(o)) = (name, req) else {
+                    self.counts.no_body += u64::from(ev.subresource == "status");
+                    return if ev.subresource == "status" {
+                        Ok(None)
+                    } else {
+                        self.unrelated()
+                    };
+                };
+                match get(o, &["status", "attached"]).and_then(Value::as_bool) {
+                    Some(attached) => {
+                        self.counts.volume_attachments.0 += 1;
+                        Act::VaStatus {
+                            va: va.to_owned(),
+                            attached,
+                        }
+                    }
+                    None => return self.unrelated(),
+                }
+            }
+            ("volumeattachments", "", "delete") => match name {
+                Some(va) => Act::DeleteVa { va: va.to_owned() },
+                None => return self.unrelated(),
+            },
+            _ => return self.unrelated(),
+        };
+        Ok(Some((act, tenant)))
+    }
+
+    pub(super) fn unrelated<T>(&mut self) -> Result<Option<T>, BadInput> {
+        self.counts.unrelated += 1;
+        Ok(None)
+    }
+
+    /// The volume fields of a PVC body.
+    fn pvc(
+        &self,
+        o: &Value,
+        f: &str,
+        vol: String,
+        qualify: &dyn Fn(&str) -> String,
+    ) -> Result<Act, BadInput> {
+        let size = match get_str(o, &["spec", "resources", "requests", "storage"]) {
+            None => None,
+            Some(q) => Some(self.quantity(&format!("{f}spec.resources.requests.storage"), q)?),
+        };
+        let first_mode = get(o, &["spec", "accessModes"])
+            .and_then(Value::as_array)
+            .and_then(|a| a.first());
+        let access = match first_mode {
+            None => None,
+            Some(m) => Some(match m.as_str().unwrap_or("") {
+                "ReadWriteOnce" => AccessMode::ReadWriteOnce,
+                "ReadWriteOncePod" => AccessMode::ReadWriteOncePod,
+                "ReadOnlyMany" => AccessMode::ReadOnlyMany,
+                "ReadWriteMany" => AccessMode::ReadWriteMany,
+                other => {
+                    return Err(self.bad(
+                        format!("{f}spec.accessModes[0]"),
+                        format!("unknown access mode {other:?}"),
+                    ));
+                }
+            }),
+        };
+        let mode = match get_str(o, &["spec", "volumeMode"]) {
+            None => None,
+            Some("Filesystem") => Some(VolumeMode::Filesystem),
+            Some("Block") => Some(VolumeMode::Block),
+            Some(other) => {
+                return Err(self.bad(
+                    format!("{f}spec.volumeMode"),
+                    format!("unknown volume mode {other:?}, expected Filesystem or Block"),
+                ));
+            }
+        };
+        let ds = get(o, &["spec", "dataSource"]).or_else(|| get(o, &["spec", "dataSourceRef"]));
+        let source = ds.and_then(|d| {
+            let n = qualify(get_str(d, &["name"])?);
+            match get_str(d, &["kind"])? {
+                "VolumeSnapshot" => Some(Src::Snapshot(n)),
+                "PersistentVolumeClaim" => Some(Src::Volume(n)),
+                _ => None,
+            }
+        });
+        Ok(Act::CreatePvc {
+            vol,
+            size,
+            class: get_str(o, &["spec", "storageClassName"]).map(str::to_owned),
+            access,
+            mode,
+            source,
+            pv: get_str(o, &["spec", "volumeName"]).map(str::to_owned),
+        })
+    }
+
+    /// The storage size a PVC update or patch asks for: a whole object, a merge patch, or a
+    /// JSON patch replacing `/spec/resources/requests/storage`.
+    fn patched_size(&self, o: &Value, f: &str) -> Result<Option<u64>, BadInput> {
+        if let Some(ops) = o.as_array() {
+            for (i, op) in ops.iter().enumerate() {
+                if get_str(op, &["path"]) == Some("/spec/resources/requests/storage")
+                    && let Some(q) = get_str(op, &["value"])
+                {
+                    return self.quantity(&format!("{f}[{i}].value"), q).map(Some);
+                }
+            }
+            return Ok(None);
+        }
+        match get_str(o, &["spec", "resources", "requests", "storage"]) {
+            None => Ok(None),
+            Some(q) => self
+                .quantity(&format!("{f}spec.resources.requests.storage"), q)
+                .map(Some),
+        }
+    }
+
+    fn quantity(&self, field: &str, q: &str) -> Result<u64, BadInput> {
+        match trace_format::units::parse_bytes(q) {
+            Ok(0) => Err(self.bad(field, "a size of 0 bytes")),
+            Ok(n) => Ok(n),
+            Err(e) => Err(self.bad(field, e.to_string())),
+        }
+    }
+}
