@@ -174,6 +174,9 @@ pub struct WorkloadDecl {
     /// Node it is pinned to; the scheduler's choice when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<Name>,
+    /// Tenant (namespace) it belongs to, as an event's `tenant`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<Name>,
 }
 
 /// Kubernetes persistent volume access modes.
