@@ -268,8 +268,8 @@ pub struct TraceArgs {
 #[derive(Debug, Subcommand)]
 pub enum TraceTool {
     /// Cut a time window out of a trace: events in [START, END) shifted to start at 0, volumes
-    /// alive at the cut declared in the header, events needing a workload or snapshot made
-    /// before the window dropped and counted; optionally only some tenants or op types
+    /// alive and workloads running at the cut declared in the header, events needing a
+    /// snapshot taken before the window dropped and counted; optionally only some tenants or op types
     /// (docs/trace-format.md, Trace tools).
     Slice(SliceArgs),
     /// Rewrite a trace for the cluster it will meet: times divided by `--speed K`, names

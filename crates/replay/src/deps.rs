@@ -226,6 +226,21 @@ impl Deps {
         self.creators.insert(key, Creation::new(State::Ok));
     }
 
+    /// Marks a workload that runs before the trace starts, with `volumes` mounted: its
+    /// detach need not wait, and it holds its volumes like an attached one.
+    pub fn running(&mut self, workload: &Name, volumes: &[Name]) {
+        self.exists(Key::Workload(workload.clone()));
+        for v in volumes {
+            *self.holders.entry(v.clone()).or_default() += 1;
+        }
+        if let Some(old) = self
+            .workload_volumes
+            .insert(workload.clone(), volumes.to_vec())
+        {
+            self.release(&old);
+        }
+    }
+
     /// Whether a workload of the trace holds volume `v` at this point of the trace.
     pub fn attached(&self, v: &Name) -> bool {
         self.holders.get(v).is_some_and(|&n| n > 0)

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, watch};
-use trace_format::{CreateVolume, Event, Name, Op, OpType, TraceReader};
+use trace_format::{Attach, CreateVolume, Event, Name, Op, OpType, TraceReader};
 
 use crate::Error;
 use crate::deps::{Deps, Key};
@@ -201,8 +201,9 @@ struct Prepared {
 }
 
 /// Checks the options, creates the run directory and its manifest (`running`), prepares the
-/// provider, builds the runtime and creates the volumes the trace header declares (before the
-/// clock starts, unmeasured). If one of those fails, what was made is cleaned up and the
+/// provider, builds the runtime, creates the volumes the trace header declares and then
+/// attaches the workloads it declares (before the clock starts, unmeasured, up to
+/// [`SETUP_IN_FLIGHT`] at a time). If one of those fails, what was made is cleaned up and the
 /// manifest says `interrupted`.
 fn prepare<P: Provider>(
     trace: &Path,
@@ -276,48 +277,96 @@ fn prepare<P: Provider>(
         .build()?;
     let snapshots = Arc::new(SnapshotTimeline::default());
     let mut deps = Deps::default();
-    for (i, v) in header.volumes.iter().enumerate() {
-        let ev = Arc::new(Event {
-            at: 0,
-            id: u64::MAX - i as u64,
-            tenant: None,
-            observed: None,
-            op: Op::CreateVolume(CreateVolume {
+    // Pre-existing volumes first, then the pre-running workloads that mount them.
+    let n_vol = header.volumes.len();
+    let setup: Vec<Arc<Event>> = header
+        .volumes
+        .iter()
+        .map(|v| {
+            Op::CreateVolume(CreateVolume {
                 volume: v.name.clone(),
                 size: v.size,
                 storage_class: v.storage_class.clone(),
                 access_mode: v.access_mode,
                 volume_mode: v.volume_mode,
                 source: None,
-            }),
-        });
-        let ctx = Arc::new(OpCtx::new(
-            Instant::now(),
-            ev.id,
-            ledger.clone(),
-            snapshots.clone(),
-        ));
-        if let Err(source) = rt.block_on(provider.execute(ev, ctx)) {
-            // Nothing was replayed, but objects may exist already (this volume half-made, or
-            // earlier ones): remove them before reporting, and leave the run marked.
-            drop(rt);
-            let leftovers = ledger.live()?;
-            if !leftovers.is_empty() {
-                provider.cleanup(&info, &leftovers);
-            }
-            manifest.state = CompletionState::Interrupted;
-            manifest.reason = Some(format!(
-                "creating pre-existing volume {} failed: {source}",
-                v.name
-            ));
-            manifest.finished = Some(jiff::Timestamp::now());
-            rd.write_manifest(&manifest)?;
-            return Err(Error::Provider {
-                provider: provider.name().to_owned(),
-                source,
-            });
+            })
+        })
+        .chain(header.workloads.iter().map(|w| {
+            Op::Attach(Attach {
+                workload: w.name.clone(),
+                volumes: w.volumes.clone(),
+                node: w.node.clone(),
+            })
+        }))
+        .enumerate()
+        .map(|(i, op)| {
+            let tenant = i
+                .checked_sub(n_vol)
+                .and_then(|j| header.workloads[j].tenant.clone());
+            Arc::new(Event {
+                at: 0,
+                id: u64::MAX - i as u64,
+                tenant,
+                observed: None,
+                op,
+            })
+        })
+        .collect();
+    let (volumes, workloads) = setup.split_at(n_vol);
+    let failed = set_up(
+        &rt,
+        provider,
+        &ledger,
+        &snapshots,
+        volumes,
+        "pre-existing volumes",
+    )
+    .err()
+    .or_else(|| {
+        set_up(
+            &rt,
+            provider,
+            &ledger,
+            &snapshots,
+            workloads,
+            "pre-running workloads",
+        )
+        .err()
+    });
+    if let Some((ev, source)) = failed {
+        // Nothing was replayed, but objects may exist already (this one half-made, or
+        // earlier ones): remove them before reporting, and leave the run marked.
+        drop(rt);
+        let leftovers = ledger.live()?;
+        if !leftovers.is_empty() {
+            provider.cleanup(&info, &leftovers);
         }
+        manifest.state = CompletionState::Interrupted;
+        manifest.reason = Some(match ev.as_ref().map(|e| &e.op) {
+            Some(Op::CreateVolume(c)) => {
+                format!("creating pre-existing volume {} failed: {source}", c.volume)
+            }
+            Some(Op::Attach(a)) => {
+                format!(
+                    "attaching pre-running workload {} failed: {source}",
+                    a.workload
+                )
+            }
+            _ => format!("setting up the header's objects failed: {source}"),
+        });
+        manifest.finished = Some(jiff::Timestamp::now());
+        rd.write_manifest(&manifest)?;
+        return Err(Error::Provider {
+            provider: provider.name().to_owned(),
+            source,
+        });
+    }
+    for v in &header.volumes {
         deps.exists(Key::Volume(v.name.clone()));
+    }
+    for w in &header.workloads {
+        deps.running(&w.name, &w.volumes);
     }
     Ok(Prepared {
         rd,
@@ -330,6 +379,79 @@ fn prepare<P: Provider>(
         notices,
         streams: Arc::default(),
     })
+}
+
+/// Most setup operations (pre-existing volumes, pre-running workloads) in flight at once: a
+/// steady-state trace declares tens of thousands, which one at a time would take hours on a
+/// cluster.
+const SETUP_IN_FLIGHT: usize = 64;
+
+/// Runs the setup events `evs` on the provider, unmeasured, up to [`SETUP_IN_FLIGHT`] at a
+/// time, logging progress. At the first failure it starts no more, waits for those in flight
+/// and returns the failed event (`None` for a task that panicked) with its error.
+fn set_up<P: Provider>(
+    rt: &tokio::runtime::Runtime,
+    provider: &Arc<P>,
+    ledger: &Arc<Ledger>,
+    snapshots: &Arc<SnapshotTimeline>,
+    evs: &[Arc<Event>],
+    what: &str,
+) -> Result<(), (Option<Arc<Event>>, crate::provider::ProviderError)> {
+    if evs.is_empty() {
+        return Ok(());
+    }
+    let started = Instant::now();
+    tracing::info!("setting up {} {what} before the clock", evs.len());
+    let result = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        let mut next = evs.iter().cloned();
+        let mut failed = None;
+        let (mut done, mut logged) = (0usize, Instant::now());
+        loop {
+            while failed.is_none() && set.len() < SETUP_IN_FLIGHT {
+                let Some(ev) = next.next() else { break };
+                let p = provider.clone();
+                let ctx = Arc::new(OpCtx::new(
+                    Instant::now(),
+                    ev.id,
+                    ledger.clone(),
+                    snapshots.clone(),
+                ));
+                set.spawn(async move {
+                    let r = p.execute(ev.clone(), ctx).await;
+                    (ev, r)
+                });
+            }
+            let Some(joined) = set.join_next().await else {
+                break;
+            };
+            done += 1;
+            let err = match joined {
+                Ok((_, Ok(()))) => None,
+                Ok((ev, Err(e))) => Some((Some(ev), e)),
+                Err(e) => Some((
+                    None,
+                    crate::provider::ProviderError::new("internal", format!("setup task: {e}")),
+                )),
+            };
+            if failed.is_none() {
+                failed = err;
+            }
+            if logged.elapsed() >= Duration::from_secs(5) {
+                logged = Instant::now();
+                tracing::info!("{what}: {done} of {} set up", evs.len());
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    });
+    if result.is_ok() {
+        tracing::info!(
+            "{} {what} set up in {:.1} s",
+            evs.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    result
 }
 
 fn check_options(opts: &RunOptions) -> Result<(), Error> {

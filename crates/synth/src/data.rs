@@ -7,9 +7,11 @@
 //!
 //! **Trace**: lifetimes of workloads (`attach` → `detach`/`abort_workload`) or volumes
 //! (`create_volume` → `delete_volume`). Objects still alive at the last event are censored at
-//! that time. Objects whose start is not in the trace are left out: volumes declared in the
-//! header, and workloads attached before a `steady-state` marker (a synthesized trace's initial
-//! population, whose lifetimes are residual, not whole).
+//! that time. Objects whose start is not in the trace are left out: volumes and workloads
+//! declared in the header (a synthesized trace's initial population runs before the trace
+//! starts; its lifetimes are residual, not whole), and workloads attached before a
+//! `steady-state` marker (the initial population of a synthesized trace with a warm-up, or of
+//! one written before workloads could be declared).
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;

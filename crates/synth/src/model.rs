@@ -31,7 +31,8 @@ pub struct Model {
     #[serde(default)]
     pub start: Start,
     /// Spread the initial population's attaches over this long before the steady state
-    /// begins (default 0: all at t = 0).
+    /// begins. Default 0: the initial population runs before the trace starts (its volumes
+    /// and workloads are declared in the header), so the trace has no burst of attaches.
     #[serde(default, deserialize_with = "dur_de")]
     pub warmup: u64,
     /// What happens to objects still alive at the end.

@@ -2,8 +2,9 @@
 //!
 //! Decoding proves an event is well-formed; the checker proves the trace makes sense as a
 //! sequence: events in time order with increasing ids, every referenced volume, snapshot and
-//! workload alive at that moment, no second read-write-once attach, no shrinking resize, no
-//! I/O past the end of a volume, no overflowing sums. It keeps one entry per live object (plus
+//! workload alive at that moment (the header's volumes and workloads from the start), no
+//! second read-write-once attach, no shrinking resize, no I/O past the end of a volume, no
+//! overflowing sums. It keeps one entry per live object (plus
 //! a bounded memory of deleted ones, to say *when* a dangling name went away), so it runs in
 //! one streaming pass and its memory follows the cluster's size, not the trace's length.
 //!
@@ -134,8 +135,10 @@ fn dangling(kind: &'static str, name: &Name, gone: &Gone) -> Problem {
 }
 
 impl Checker {
-    /// Starts from the header: its defaults and pre-existing volumes. Problems in the header
-    /// (duplicate or zero-sized declarations) are returned with `header.…` paths.
+    /// Starts from the header: its defaults, pre-existing volumes and pre-running workloads
+    /// (checked like attaches at t = 0). Problems in the header (duplicate or zero-sized
+    /// declarations, a workload mounting an undeclared volume or breaking an access mode) are
+    /// returned with `header.…` paths.
     pub fn new(header: &Header) -> (Self, Vec<Finding>) {
         let mut c = Checker {
             defaults: header.defaults.clone(),
@@ -182,7 +185,25 @@ impl Checker {
                 });
             }
         }
-        c.stats.peak_live_volumes = c.volumes.len() as u64;
+        for (i, w) in header.workloads.iter().enumerate() {
+            // Checked like an attach at t = 0, with paths into the header.
+            let p = |field: &str| -> String {
+                let field = match field {
+                    "attach.workload" => "name",
+                    f => f.strip_prefix("attach.").unwrap_or(f),
+                };
+                format!("header.workloads[{i}].{field}")
+            };
+            let a = Attach {
+                workload: w.name.clone(),
+                volumes: w.volumes.clone(),
+                node: w.node.clone(),
+            };
+            c.attach(&a, &p, &mut |path, problem| {
+                out.push(Finding { path, problem });
+            });
+        }
+        c.peaks();
         (c, out)
     }
 

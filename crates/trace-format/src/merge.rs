@@ -7,7 +7,7 @@
 //! since both traces are replayed against the same cluster (`trace rewrite --map` renames
 //! those first where needed). Header defaults every input agrees on are kept; one an input set
 //! differently is written into each of its events that relied on it (and into its declared
-//! volumes), and left out of the merged header. Times are each input's `at` plus its offset
+//! volumes and workloads), and left out of the merged header. Times are each input's `at` plus its offset
 //! (by default 0: the traces start together; aligned by their header origins on request).
 //! Ids are renumbered from 1 in merged order (equal times: input order, then each input's
 //! own order). The merge reads every input once, event by event: constant memory.
@@ -104,17 +104,38 @@ fn merged_header(
             fill_decl(&mut v, &fills[i], materialized);
             h.volumes.push(v);
         }
-    }
-    let mut seen = std::collections::HashSet::new();
-    for v in &h.volumes {
-        if !seen.insert(v.name.clone()) {
-            return Err(format!(
-                "two inputs declare volume {:?} after their prefixes: give prefixes that keep \
-                 them apart",
-                v.name.as_str()
-            ));
+        for w in &x.workloads {
+            let mut w = w.clone();
+            w.name = prefixed(&prefixes[i], &w.name);
+            w.volumes = w
+                .volumes
+                .iter()
+                .map(|v| prefixed(&prefixes[i], v))
+                .collect();
+            filled(
+                &mut w.tenant,
+                &fills[i].namespace,
+                "namespace",
+                materialized,
+            );
+            h.workloads.push(w);
         }
     }
+    fn clash<'a>(kind: &str, names: impl Iterator<Item = &'a Name>) -> Result<(), String> {
+        let mut seen = std::collections::HashSet::new();
+        for n in names {
+            if !seen.insert(n) {
+                return Err(format!(
+                    "two inputs declare {kind} {:?} after their prefixes: give prefixes that \
+                     keep them apart",
+                    n.as_str()
+                ));
+            }
+        }
+        Ok(())
+    }
+    clash("volume", h.volumes.iter().map(|v| &v.name))?;
+    clash("workload", h.workloads.iter().map(|w| &w.name))?;
     let parts: Vec<String> = sources
         .iter()
         .zip(prefixes)
@@ -468,5 +489,63 @@ events:
             .map(|_| ())
             .expect_err("a clash");
         assert!(err.to_string().contains("\"pre\""), "{err}");
+    }
+
+    #[test]
+    fn declared_workloads_get_the_prefix_and_their_tenant() {
+        const W: &str = "format: cnsreplay-trace
+version: 1
+defaults: {namespace: ns1}
+volumes: [{name: pre}]
+workloads: [{name: run, volumes: [pre], node: n1}]
+events:
+  - {at: 1s, detach: {workload: run}}
+";
+        let t = Trace::from_bytes(W.as_bytes(), Some(Encoding::Yaml)).expect("trace");
+        let mut other = t.header.clone();
+        other.defaults.namespace = Some("ns2".into());
+        let inputs: Vec<_> = [("x-", t.header.clone()), ("y-", other)]
+            .into_iter()
+            .map(|(p, header)| Input {
+                source: p.to_owned(),
+                header,
+                events: t.events.clone().into_iter().map(Ok),
+                prefix: p.to_owned(),
+            })
+            .collect();
+        let ((h, evs), _) = merge(
+            inputs,
+            Align::Start,
+            |h| Ok((h.clone(), Vec::new())),
+            |s: &mut (Header, Vec<Event>), e| {
+                s.1.push(e.clone());
+                Ok(())
+            },
+        )
+        .expect("merge");
+        let got: Vec<_> = h
+            .workloads
+            .iter()
+            .map(|w| {
+                (
+                    w.name.as_str(),
+                    w.volumes[0].as_str(),
+                    w.node.as_deref(),
+                    w.tenant.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("x-run", "x-pre", Some("n1"), Some("ns1")),
+                ("y-run", "y-pre", Some("n1"), Some("ns2")),
+            ]
+        );
+        let (mut c, mut findings) = Checker::new(&h);
+        for (i, e) in evs.iter().enumerate() {
+            c.check(e, i as u64, &mut findings);
+        }
+        assert!(findings.is_empty(), "{findings:?}");
     }
 }

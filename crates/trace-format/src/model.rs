@@ -42,6 +42,10 @@ pub struct Header {
     /// Volumes that exist before the first event (the trace starts from a populated cluster).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<VolumeDecl>,
+    /// Workloads that run before the first event, with header-declared volumes mounted (the
+    /// trace starts from a cluster in steady state).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadDecl>,
 }
 
 impl Default for Header {
@@ -53,6 +57,7 @@ impl Default for Header {
             provenance: Provenance::default(),
             defaults: Defaults::default(),
             volumes: Vec::new(),
+            workloads: Vec::new(),
         }
     }
 }
@@ -155,6 +160,23 @@ pub struct VolumeDecl {
     /// Volume mode; the header default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_mode: Option<VolumeMode>,
+}
+
+/// A workload that runs before the trace starts, like one started by an `attach` before it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadDecl {
+    /// Workload (pod) name.
+    pub name: Name,
+    /// Header-declared volumes it has mounted (may be empty: a pod without storage).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Name>,
+    /// Node it is pinned to; the scheduler's choice when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<Name>,
+    /// Tenant (namespace) it belongs to, as an event's `tenant`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<Name>,
 }
 
 /// Kubernetes persistent volume access modes.

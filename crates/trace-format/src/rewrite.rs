@@ -4,7 +4,8 @@
 //!
 //! Event by event, streaming: times divided by a speed factor (`at / k`, order kept; observed
 //! latencies are the recorded system's and stay), and names replaced by `KIND:FROM=TO` maps
-//! wherever that kind of name appears (header defaults and declared volumes included).
+//! wherever that kind of name appears (header defaults, declared volumes and declared
+//! workloads included).
 //! Nothing else changes, so a rewrite with no factor and no map is a lossless copy.
 
 use std::collections::BTreeMap;
@@ -19,9 +20,9 @@ pub enum MapKind {
     StorageClass,
     /// `snapshot-class`: header default, `snapshot`.
     SnapshotClass,
-    /// `node`: `attach`, `reschedule`, `cordon_node`, `drain_node`.
+    /// `node`: declared workloads, `attach`, `reschedule`, `cordon_node`, `drain_node`.
     Node,
-    /// `tenant` (the namespace): every event's tenant.
+    /// `tenant` (the namespace): every event's and declared workload's tenant.
     Tenant,
 }
 
@@ -107,7 +108,7 @@ impl Rewrite {
         }
     }
 
-    /// Rewrites the header (defaults and declared volumes).
+    /// Rewrites the header (defaults, declared volumes and declared workloads).
     pub fn header(&self, h: &mut Header, report: &mut RewriteReport) {
         self.map_opt(MapKind::StorageClass, &mut h.defaults.storage_class, report);
         self.map_opt(
@@ -117,6 +118,10 @@ impl Rewrite {
         );
         for v in &mut h.volumes {
             self.map_opt(MapKind::StorageClass, &mut v.storage_class, report);
+        }
+        for w in &mut h.workloads {
+            self.map_opt(MapKind::Node, &mut w.node, report);
+            self.map_opt(MapKind::Tenant, &mut w.tenant, report);
         }
         if let Some(k) = self.speed {
             h.provenance
@@ -157,6 +162,7 @@ mod tests {
 version: 1
 defaults: {storage_class: gold, snapshot_class: snap-a}
 volumes: [{name: v0, storage_class: gold}]
+workloads: [{name: w0, volumes: [v0], node: n1, tenant: db}]
 events:
   - {at: 1s, tenant: db, create_volume: {volume: v1, storage_class: gold}}
   - {at: 3s, tenant: db, attach: {workload: w, volumes: [v1], node: n1}}
@@ -189,6 +195,8 @@ events:
         assert_eq!(h.defaults.storage_class.as_deref(), Some("fast"));
         assert_eq!(h.defaults.snapshot_class.as_deref(), Some("csi-snap"));
         assert_eq!(h.volumes[0].storage_class.as_deref(), Some("fast"));
+        assert_eq!(h.workloads[0].node.as_deref(), Some("worker-7"));
+        assert_eq!(h.workloads[0].tenant.as_deref(), Some("bench"));
         let ats: Vec<u64> = evs.iter().map(|e| e.at).collect();
         assert_eq!(
             ats,
@@ -200,7 +208,7 @@ events:
         }
         assert_eq!(report.events, 4);
         assert_eq!(report.replaced["storage-class:gold=fast"], 3);
-        assert_eq!(report.replaced["node:n1=worker-7"], 2);
+        assert_eq!(report.replaced["node:n1=worker-7"], 3);
         assert!(parse_map("color:a=b").is_err());
         assert!(parse_map("node:a=").is_err());
         assert!(

@@ -5,11 +5,12 @@
 //! Events in `[from, to)` are kept, their times shifted to start at 0 (the header's `origin`
 //! moves by `from`), ids unchanged. What the events before the window left behind is carried
 //! over as far as the format can say it: every volume alive at the cut (created and not
-//! deleted, at its latest size) is declared in the header as pre-existing. Workloads and
-//! snapshots cannot be declared, so an event in the window that needs one made before the
-//! window (a detach, abort, reschedule or `io_phase` of an earlier workload; a restore from or
-//! delete of an earlier snapshot) is dropped and counted by reason — never silently. A name
-//! made again inside the window is the window's own from then on.
+//! deleted, at its latest size) is declared in the header as pre-existing, and every workload
+//! running at the cut (attached and not ended, on its latest node) as pre-running, so its
+//! detach, abort, reschedule or `io_phase` in the window is kept. Snapshots cannot be
+//! declared, so an event in the window that needs one taken before the window (a restore from
+//! or delete of an earlier snapshot) is dropped and counted by reason — never silently. A
+//! name made again inside the window is the window's own from then on.
 //!
 //! A [`Filter`] keeps only some tenants' events (the event's tenant, else the header's
 //! default namespace) or some op types, in one pass: an event it leaves out is dropped and
@@ -20,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::Error;
-use crate::model::{Event, Header, Op, OpType, VolumeDecl, VolumeSource};
+use crate::model::{Event, Header, Op, OpType, VolumeDecl, VolumeSource, WorkloadDecl};
 use crate::units::Name;
 
 /// Which events of the window a slice keeps (empty sets: all).
@@ -183,6 +184,8 @@ pub struct SliceReport {
     pub truncated: bool,
     /// Volumes declared in the header (alive at the cut, or declared already).
     pub volumes: u64,
+    /// Workloads declared in the header (running at the cut, or declared already).
+    pub workloads: u64,
     /// Events in the window dropped, by reason.
     pub dropped: BTreeMap<String, u64>,
 }
@@ -192,7 +195,10 @@ pub struct SliceReport {
 struct Alive {
     volumes: Vec<VolumeDecl>,
     index: HashMap<Name, usize>,
-    workloads: HashSet<Name>,
+    /// Running workloads by when they started (the header's first), for a stable order.
+    workloads: BTreeMap<u64, WorkloadDecl>,
+    started: HashMap<Name, u64>,
+    next: u64,
     snapshots: HashSet<Name>,
 }
 
@@ -202,7 +208,24 @@ impl Alive {
         for v in &header.volumes {
             a.add_volume(v.clone());
         }
+        for w in &header.workloads {
+            a.add_workload(w.clone());
+        }
         a
+    }
+
+    fn add_workload(&mut self, w: WorkloadDecl) {
+        self.remove_workload(&w.name);
+        self.started.insert(w.name.clone(), self.next);
+        self.workloads.insert(self.next, w);
+        self.next += 1;
+    }
+
+    fn remove_workload(&mut self, n: &Name) -> bool {
+        match self.started.remove(n) {
+            Some(k) => self.workloads.remove(&k).is_some(),
+            None => false,
+        }
     }
 
     fn add_volume(&mut self, v: VolumeDecl) {
@@ -226,8 +249,8 @@ impl Alive {
         }
     }
 
-    /// Applies an event before the window.
-    fn apply(&mut self, op: &Op) {
+    /// Applies an event (of `tenant`) before the window.
+    fn apply(&mut self, op: &Op, tenant: Option<&Name>) {
         match op {
             Op::CreateVolume(c) => self.add_volume(VolumeDecl {
                 name: c.volume.clone(),
@@ -242,11 +265,21 @@ impl Alive {
                     self.volumes[i].size = Some(r.size);
                 }
             }
-            Op::Attach(a) => {
-                self.workloads.insert(a.workload.clone());
-            }
+            Op::Attach(a) => self.add_workload(WorkloadDecl {
+                name: a.workload.clone(),
+                volumes: a.volumes.clone(),
+                node: a.node.clone(),
+                tenant: tenant.cloned(),
+            }),
             Op::Detach(w) | Op::AbortWorkload(w) => {
-                self.workloads.remove(&w.workload);
+                self.remove_workload(&w.workload);
+            }
+            Op::Reschedule(r) => {
+                if let Some(k) = self.started.get(&r.workload)
+                    && let Some(w) = self.workloads.get_mut(k)
+                {
+                    w.node.clone_from(&r.node);
+                }
             }
             Op::Snapshot(s) => {
                 self.snapshots.insert(s.snapshot.clone());
@@ -263,22 +296,6 @@ impl Alive {
 /// window for names the window makes again.
 fn needs_earlier(op: &Op, earlier: &mut Alive) -> Option<&'static str> {
     match op {
-        Op::Attach(a) => {
-            earlier.workloads.remove(&a.workload);
-            None
-        }
-        Op::Detach(w) | Op::AbortWorkload(w) => earlier
-            .workloads
-            .remove(&w.workload)
-            .then_some("workload attached before the window"),
-        Op::Reschedule(r) => earlier
-            .workloads
-            .contains(&r.workload)
-            .then_some("workload attached before the window"),
-        Op::IoPhase(p) => earlier
-            .workloads
-            .contains(&p.workload)
-            .then_some("workload attached before the window"),
         Op::Snapshot(s) => {
             earlier.snapshots.remove(&s.snapshot);
             None
@@ -318,12 +335,14 @@ pub fn slice<S>(
     let mut events = events.peekable();
     while let Some(ev) = events.next_if(|e| e.as_ref().is_ok_and(|e| e.at < w.from)) {
         let ev = ev?;
-        alive.apply(&ev.op);
+        alive.apply(&ev.op, ev.tenant.as_ref());
         report.before += 1;
     }
     let mut h = header.clone();
     h.volumes.clone_from(&alive.volumes);
+    h.workloads = alive.workloads.values().cloned().collect();
     report.volumes = h.volumes.len() as u64;
+    report.workloads = h.workloads.len() as u64;
     h.origin = header.origin.and_then(|o| {
         o.checked_add(jiff::SignedDuration::from_nanos(
             i64::try_from(w.from).unwrap_or(i64::MAX),
@@ -333,7 +352,8 @@ pub fn slice<S>(
     h.provenance.parameters.insert(
         "slice".to_owned(),
         format!(
-            "[{}, {}) ns of {source}, shifted to 0; volumes alive at the cut declared",
+            "[{}, {}) ns of {source}, shifted to 0; volumes alive and workloads running at the \
+             cut declared",
             w.from, w.to
         ),
     );
@@ -448,6 +468,14 @@ events:
             .map(|v| (v.name.as_str(), v.size))
             .collect();
         assert_eq!(vols, [("v1", Some(2 << 30))]);
+        // w1 runs at the cut: declared, so its detach in the window is kept.
+        let wls: Vec<_> = h
+            .workloads
+            .iter()
+            .map(|w| (w.name.as_str(), w.volumes.clone()))
+            .collect();
+        assert_eq!(wls, [("w1", vec![Name::from("v1")])]);
+        assert_eq!(r.workloads, 1);
         assert_eq!(
             h.origin.map(|o| o.to_string()).as_deref(),
             Some("2026-01-01T00:00:03.5Z")
@@ -456,6 +484,7 @@ events:
         assert_eq!(
             kept,
             [
+                (500_000_000, "detach"),
                 (2_500_000_000, "create_volume"),
                 (3_500_000_000, "attach"),
                 (5_500_000_000, "io"),
@@ -472,7 +501,6 @@ events:
                     1
                 ),
                 ("snapshot taken before the window".to_owned(), 1),
-                ("workload attached before the window".to_owned(), 1),
             ])
         );
         // What is left replays: the checker finds no problem.

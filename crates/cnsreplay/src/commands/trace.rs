@@ -228,12 +228,13 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         writeln!(
             out,
             "{}: [{}, {to}) of {file}: {} events kept ({} before the window), {} volumes \
-             declared{}",
+             and {} workloads declared{}",
             a.output.display(),
             fmt_secs(report.from),
             report.kept,
             report.before,
             report.volumes,
+            report.workloads,
             if report.truncated {
                 ", the trace goes on past it"
             } else {

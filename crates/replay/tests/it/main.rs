@@ -3,6 +3,7 @@
 
 mod co;
 mod engine;
+mod setup;
 mod timing;
 mod validity;
 

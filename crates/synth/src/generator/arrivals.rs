@@ -16,6 +16,9 @@ impl Generator {
         let mut r_init = SynthRng::new(self.plan.seed, Stream::Initial);
         let steady = m.start == Start::SteadyState;
         let warm = m.warmup;
+        // Without a warm-up the initial population runs before the trace starts: declared in
+        // the header after every draw of the allocation (so the draws keep their order).
+        let mut running = Vec::new();
         match m.arrivals.clone() {
             Arrivals::Replacement => {
                 for h in 0..self.nodes.len() as u32 {
@@ -39,7 +42,11 @@ impl Generator {
                         if let Some(c) = self.containers.get_mut(&id) {
                             c.end = self.t0.saturating_add(ns(res));
                         }
-                        self.push(at, Pend::InitialAttach(id));
+                        if warm == 0 {
+                            running.push(id);
+                        } else {
+                            self.push(at, Pend::InitialAttach(id));
+                        }
                     }
                 }
             }
@@ -58,10 +65,18 @@ impl Generator {
                     if let Some(c) = self.containers.get_mut(&id) {
                         c.end = end;
                     }
-                    self.push(at, Pend::InitialAttach(id));
+                    if warm == 0 {
+                        running.push(id);
+                    } else {
+                        self.push(at, Pend::InitialAttach(id));
+                    }
                 }
             }
             _ => {}
+        }
+        for id in running {
+            let end = self.containers.get(&id).map_or(0, |c| c.end);
+            self.attach(id, 0, end, true, Some(&mut *header));
         }
         if steady {
             self.push(self.t0, Pend::SteadyMarker);

@@ -17,7 +17,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use trace_format::{
     Attach, CreateVolume, Event, Header, Marker, Name, NodeRef, Op, Provenance, Reschedule, Resize,
-    SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadRef,
+    SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadDecl, WorkloadRef,
 };
 
 mod arrivals;
@@ -449,8 +449,16 @@ impl Generator {
         id
     }
 
-    /// Emits the attach of an allocated container at `at` and schedules its life.
-    fn attach(&mut self, id: u64, at: u64, life_end: u64, initial: bool) {
+    /// Emits the attach of an allocated container at `at` (or, given `declare`, declares it
+    /// running before the trace starts) and schedules its life.
+    fn attach(
+        &mut self,
+        id: u64,
+        at: u64,
+        life_end: u64,
+        initial: bool,
+        declare: Option<&mut Header>,
+    ) {
         let Some(c) = self.containers.get_mut(&id) else {
             return;
         };
@@ -467,15 +475,25 @@ impl Generator {
             .cluster
             .pin_nodes
             .then(|| self.nodes[c.host as usize].clone());
-        let op = Op::Attach(Attach {
-            workload: c.name.clone(),
-            volumes,
-            node,
-        });
         let tenant = c.tenant.clone();
         let has_vols = !c.vols.is_empty();
         let vols = c.vols.clone();
-        self.emit(at, tenant, op);
+        match declare {
+            Some(h) => h.workloads.push(WorkloadDecl {
+                name: c.name.clone(),
+                volumes,
+                node,
+                tenant,
+            }),
+            None => {
+                let op = Op::Attach(Attach {
+                    workload: c.name.clone(),
+                    volumes,
+                    node,
+                });
+                self.emit(at, tenant, op);
+            }
+        }
         self.running.insert(id);
         self.push(life_end, Pend::End(id));
         if has_vols
@@ -545,7 +563,7 @@ impl Generator {
         };
         let life = self.plan.lifetime.sample(&mut self.r_life);
         let id = self.allocate(at, host, slot, None);
-        self.attach(id, at, at.saturating_add(ns(life)), false);
+        self.attach(id, at, at.saturating_add(ns(life)), false, None);
     }
 
     fn delete_volume(&mut self, at: u64, vid: u64) {
@@ -621,7 +639,7 @@ impl Generator {
             ),
             Pend::InitialAttach(id) => {
                 let end = self.containers.get(&id).map_or(at, |c| c.end.max(at));
-                self.attach(id, at, end, true);
+                self.attach(id, at, end, true, None);
             }
             Pend::Arrival => {
                 self.start_new(at, None);

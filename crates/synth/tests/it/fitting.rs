@@ -291,3 +291,44 @@ fn when_no_family_fits_the_empirical_curve_is_written() {
     assert!((d.cdf(60.0) - 0.5).abs() < 0.02, "{}", d.cdf(60.0));
     assert!((d.cdf(600.0) - 0.5).abs() < 0.02, "{}", d.cdf(600.0));
 }
+
+/// Workloads declared running in the header (a steady-state trace's initial population) and
+/// those attached before a `steady-state` marker have residual lives: neither is a lifetime.
+#[test]
+fn lifetimes_from_a_trace_leave_out_the_initial_population() {
+    let obs = |text: &str| -> Vec<(f64, bool)> {
+        let r = trace_format::TraceReader::from_reader(
+            std::io::Cursor::new(text.as_bytes().to_vec()),
+            Some(trace_format::Encoding::Yaml),
+            "t.yaml",
+        )
+        .expect("reader");
+        synth::data::lifetimes(r, synth::data::Objects::Workloads)
+            .expect("lifetimes")
+            .iter()
+            .map(|o| (o.value_s, o.censored))
+            .collect()
+    };
+    let declared = "format: cnsreplay-trace
+version: 1
+workloads: [{name: w0}, {name: w9}]
+events:
+  - {at: 1s, attach: {workload: w1}}
+  - {at: 3s, detach: {workload: w1}}
+  - {at: 5s, detach: {workload: w0}}
+  - {at: 6s, attach: {workload: w0}}
+  - {at: 10s, marker: {name: end}}
+";
+    // w0's second life is whole (censored at the end); w9 never ends and is left out too.
+    assert_eq!(obs(declared), [(2.0, false), (4.0, true)]);
+    let marker = "format: cnsreplay-trace
+version: 1
+events:
+  - {at: 0s, attach: {workload: w0}}
+  - {at: 0s, marker: {name: steady-state}}
+  - {at: 1s, attach: {workload: w1}}
+  - {at: 3s, detach: {workload: w1}}
+  - {at: 5s, detach: {workload: w0}}
+";
+    assert_eq!(obs(marker), [(2.0, false)]);
+}

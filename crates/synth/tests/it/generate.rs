@@ -35,8 +35,10 @@ fn every_scenario_generates_a_valid_trace() {
 
 const THOUSAND_HOSTS: &str = "traces/synth/hosts-1000-attach-100.yaml";
 
+/// The whole file, not only what follows the `steady-state` marker, holds the target rate,
+/// and no second carries a burst: the initial population runs before the trace starts.
 #[test]
-fn one_hour_at_100_attach_per_second_is_within_2_percent() {
+fn one_hour_at_100_attach_per_second_is_within_2_percent_with_no_burst() {
     let m = synth::Model::load(workspace().join(THOUSAND_HOSTS)).expect("model");
     let p = Plan::new(
         m,
@@ -49,21 +51,52 @@ fn one_hour_at_100_attach_per_second_is_within_2_percent() {
     .expect("plan");
     assert_eq!(p.model().cluster.hosts, 1000);
     let g = synth::Generator::new(p);
-    let mut steady = false;
+    let running = g.header().workloads.len();
     let mut attaches = 0u64;
+    let mut per_second = std::collections::HashMap::<u64, u64>::new();
     let mut last = 0;
     for e in g {
         assert!(e.at >= last, "sorted");
         last = e.at;
-        match &e.op {
-            trace_format::Op::Marker(m) if m.name == "steady-state" => steady = true,
-            trace_format::Op::Attach(_) if steady => attaches += 1,
-            _ => {}
+        if let trace_format::Op::Attach(_) = &e.op {
+            attaches += 1;
+            *per_second.entry(e.at / 1_000_000_000).or_default() += 1;
         }
     }
     assert_eq!(last, 3_600_000_000_000);
     let rate = attaches as f64 / 3600.0;
-    assert!((rate / 100.0 - 1.0).abs() < 0.02, "realised {rate}/s");
+    assert!((rate / 100.0 - 1.0).abs() < 0.02, "whole file: {rate}/s");
+    let (second, peak) = per_second
+        .into_iter()
+        .max_by_key(|&(s, n)| (n, std::cmp::Reverse(s)))
+        .expect("attaches");
+    assert!(peak <= 200, "{peak} attaches in second {second}");
+    assert!(
+        (29_000..31_000).contains(&running),
+        "{running} workloads declared running"
+    );
+}
+
+/// Declared-running workloads replace the attach burst only without a warm-up; with one, the
+/// initial attaches are spread over it, in the file.
+#[test]
+fn a_warm_up_keeps_the_initial_attaches_in_the_file() {
+    let text = "cluster: {hosts: 10, containers_per_host: 3}\nlifetime: {exponential: {mean: 1m}}\nduration: 2m\n";
+    let (h, events, _) = generate_checked(plan(text, &Options::default()));
+    assert_eq!(h.workloads.len(), 30);
+    assert!(
+        events
+            .iter()
+            .all(|e| !matches!(e.op, trace_format::Op::Attach(_)) || e.at > 0)
+    );
+    let (h, events, _) =
+        generate_checked(plan(&format!("{text}warmup: 30s\n"), &Options::default()));
+    assert!(h.workloads.is_empty());
+    let early = events
+        .iter()
+        .filter(|e| e.at < 30_000_000_000 && matches!(e.op, trace_format::Op::Attach(_)))
+        .count();
+    assert!(early >= 30, "{early}");
 }
 
 const SMALL: &str = "\
@@ -191,6 +224,7 @@ mod invariants {
         reuse: bool,
         failures: bool,
         start_empty: bool,
+        warm: bool,
     }
 
     fn model_text(k: &Knobs) -> String {
@@ -203,6 +237,7 @@ mod invariants {
             reuse,
             failures,
             start_empty,
+            warm,
         } = *k;
         let arr = [
             "replacement",
@@ -212,11 +247,12 @@ mod invariants {
             "{varying: {diurnal: {mean: 1/s, amplitude: 0.8, period: 2m, peak: 30s}}}",
         ][arrivals];
         let mut s = format!(
-            "duration: 3m\nwarmup: 10s\nstart: {}\nend: clean_up\ncluster: {{hosts: {hosts}, containers_per_host: {cph}}}\n\
+            "duration: 3m\nwarmup: {}\nstart: {}\nend: clean_up\ncluster: {{hosts: {hosts}, containers_per_host: {cph}}}\n\
              lifetime: {{exponential: {{mean: {mean}s}}}}\narrivals: {arr}\n\
              volumes: {{share: {share}, per_container: 2{}}}\n\
              snapshots: [{{per_volume: {{every: 20s, retain: 1}}}}, {{round_robin: {{every: 15s, over: {}, retain: 2}}}}]\n\
              io: {{phases: [{{pattern: random, read_pct: 50, block_size: 4Ki, load: {{depth: 1}}, duration: 30s}}, {{pattern: sequential, read_pct: 0, block_size: 1Mi, load: {{depth: 2}}}}]}}\n",
+            if warm { "10s" } else { "0s" },
             if start_empty { "empty" } else { "steady_state" },
             if reuse {
                 ", reuse: {share: 0.5, pool: 3}"
@@ -249,13 +285,16 @@ mod invariants {
             reuse: bool,
             failures: bool,
             start_empty: bool,
+            warm: bool,
             seed: u64,
         ) {
-            let text = model_text(&Knobs { hosts, cph, mean, arrivals, share, reuse, failures, start_empty });
+            let text = model_text(&Knobs { hosts, cph, mean, arrivals, share, reuse, failures, start_empty, warm });
             let p = plan(&text, &Options { seed: Some(seed), ..Options::default() });
-            // generate_checked asserts every event against the checker, which also
-            // requires time order and increasing ids.
-            let (_, events, _) = generate_checked(p);
+            // generate_checked asserts every event against the checker (the header's
+            // declared workloads included), which also requires time order and increasing ids.
+            let (header, events, _) = generate_checked(p);
+            // Only a steady-state start without a warm-up declares running workloads.
+            prop_assert!(header.workloads.is_empty() || (!start_empty && !warm));
             prop_assert!(events.windows(2).all(|w| w[0].at <= w[1].at && w[0].id < w[1].id));
             prop_assert!(matches!(&events.last().expect("end marker").op,
                 trace_format::Op::Marker(m) if m.name == "end"));

@@ -69,6 +69,50 @@ fn valid_life_cycle_has_no_problems() {
     assert_eq!(check(&t), Vec::<String>::new());
 }
 
+/// Declared workloads are running from the start: their volumes are mounted, a detach needs
+/// no attach, and the volumes' access modes hold against later attaches.
+#[test]
+fn declared_workloads_run_from_the_start() {
+    let h = r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"old","size":"1Gi"},{"name":"rwop","access_mode":"ReadWriteOncePod"}],"workloads":[{"name":"w0","volumes":["old"],"node":"n1"},{"name":"w1","volumes":["rwop"]},{"name":"bare"}]}"#;
+    let t = [
+        h,
+        r#"{"at":0,"id":1,"attach":{"workload":"w2","volumes":["old"],"node":"n1"}}"#,
+        r#"{"at":1,"id":2,"attach":{"workload":"w3","volumes":["old"],"node":"n2"}}"#,
+        r#"{"at":2,"id":3,"io_phase":{"workload":"w0","volume":"old","pattern":"random","read_pct":50,"block_size":4096,"load":{"depth":1},"duration":"1s"}}"#,
+        r#"{"at":3,"id":4,"detach":{"workload":"w0"}}"#,
+        r#"{"at":3,"id":5,"detach":{"workload":"bare"}}"#,
+        r#"{"at":4,"id":6,"delete_volume":{"volume":"rwop"}}"#,
+        r#"{"at":5,"id":7,"detach":{"workload":"w1"}}"#,
+        r#"{"at":6,"id":8,"delete_volume":{"volume":"rwop"}}"#,
+    ]
+    .join("\n");
+    assert_eq!(
+        check(&t),
+        [
+            r#"t.jsonl:3: events[1].attach.volumes[0]: volume "old" (ReadWriteOnce) is already attached by workload "w0""#,
+            r#"t.jsonl:7: events[5].delete_volume.volume: volume "rwop" is still attached by workload "w1""#,
+        ]
+    );
+}
+
+/// A declared workload that names an undeclared volume, repeats a name or breaks an access
+/// mode is a located error in the header.
+#[test]
+fn bad_declared_workloads_are_located_in_the_header() {
+    let t = r#"{"format":"cnsreplay-trace","version":1,"volumes":[{"name":"old"},{"name":"pod","access_mode":"ReadWriteOncePod"}],"workloads":[{"name":"a","volumes":["old","pod"]},{"name":"b","volumes":["nope"]},{"name":"a"},{"name":"c","volumes":["pod","pod"]},{"name":"d","volumes":["old"],"node":"n2"}]}
+{"at":0,"id":1,"detach":{"workload":"b"}}"#;
+    assert_eq!(
+        check(t),
+        [
+            r#"t.jsonl: header.workloads[1].volumes[0]: volume "nope" does not exist"#,
+            r#"t.jsonl: header.workloads[2].name: workload "a" already exists"#,
+            r#"t.jsonl: header.workloads[3].volumes[0]: volume "pod" (ReadWriteOncePod) is already attached by workload "a""#,
+            r#"t.jsonl: header.workloads[3].volumes[1]: volume "pod" is listed twice"#,
+            r#"t.jsonl: header.workloads[4].volumes[0]: volume "old" (ReadWriteOnce) is already attached by workload "a""#,
+        ]
+    );
+}
+
 #[test]
 fn every_rule_reports_its_problem() {
     let t = trace(&[

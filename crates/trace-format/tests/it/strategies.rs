@@ -89,15 +89,28 @@ fn header() -> impl Strategy<Value = Header> {
         (0i64..253_402_300_799, 0i32..1_000_000_000)
             .prop_map(|(s, n)| jiff::Timestamp::new(s, n).unwrap_or(jiff::Timestamp::UNIX_EPOCH)),
     );
-    (origin, prov, defaults, vec(decl, 0..3)).prop_map(|(origin, provenance, defaults, volumes)| {
-        Header {
+    let wdecl = (
+        name(),
+        vec(name(), 0..3),
+        option::of(name()),
+        option::of(name()),
+    )
+        .prop_map(|(name, volumes, node, tenant)| WorkloadDecl {
+            name,
+            volumes,
+            node,
+            tenant,
+        });
+    (origin, prov, defaults, vec(decl, 0..3), vec(wdecl, 0..3)).prop_map(
+        |(origin, provenance, defaults, volumes, workloads)| Header {
             origin,
             provenance,
             defaults,
             volumes,
+            workloads,
             ..Header::default()
-        }
-    })
+        },
+    )
 }
 
 fn io_phase() -> impl Strategy<Value = IoPhase> {
