@@ -16,7 +16,9 @@
 //! default namespace) or some op types, in one pass: an event it leaves out is dropped and
 //! counted, and so is a kept event that needs an object only a left-out event made (an `io` on
 //! a volume whose `create_volume` was filtered away) — the same rule as for the window's start.
-//! Declared volumes stay declared (they have no tenant).
+//! A workload whose detach is left out keeps its volumes mounted in the output, so a kept
+//! delete or attach of one of them is dropped the same way. Declared volumes stay declared
+//! (they have no tenant).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -51,6 +53,11 @@ struct LeftOut {
     volumes: HashSet<Name>,
     workloads: HashSet<Name>,
     snapshots: HashSet<Name>,
+    /// Volumes of the kept (or declared) workloads, by workload.
+    mounts: HashMap<Name, Vec<Name>>,
+    /// Volumes that stay mounted in the output because the detach of a workload using them
+    /// was left out: a kept delete or attach of one would meet a volume still in use.
+    held: HashSet<Name>,
 }
 
 impl LeftOut {
@@ -63,6 +70,11 @@ impl LeftOut {
             Op::Attach(a) => {
                 self.workloads.insert(a.workload.clone());
             }
+            Op::Detach(w) | Op::AbortWorkload(w) => {
+                if let Some(vols) = self.mounts.remove(&w.workload) {
+                    self.held.extend(vols);
+                }
+            }
             Op::Snapshot(s) => {
                 self.snapshots.insert(s.snapshot.clone());
             }
@@ -74,14 +86,15 @@ impl LeftOut {
     /// makes a name again owns it from then on.
     fn needs(&mut self, op: &Op) -> bool {
         let v = |n: &Name| self.volumes.contains(n);
+        let held = |n: &Name| self.held.contains(n);
         let needs = match op {
             Op::CreateVolume(c) => match &c.source {
                 Some(VolumeSource::Snapshot(s)) => self.snapshots.contains(s),
                 Some(VolumeSource::Volume(x)) => v(x),
                 None => false,
             },
-            Op::DeleteVolume(r) => v(&r.volume),
-            Op::Attach(a) => a.volumes.iter().any(v),
+            Op::DeleteVolume(r) => v(&r.volume) || held(&r.volume),
+            Op::Attach(a) => a.volumes.iter().any(|n| v(n) || held(n)),
             Op::Detach(w) | Op::AbortWorkload(w) => self.workloads.contains(&w.workload),
             Op::Reschedule(r) => self.workloads.contains(&r.workload),
             Op::Snapshot(s) => v(&s.volume),
@@ -101,6 +114,10 @@ impl LeftOut {
                 }
                 Op::Attach(a) => {
                     self.workloads.remove(&a.workload);
+                    self.mounts.insert(a.workload.clone(), a.volumes.clone());
+                }
+                Op::Detach(w) | Op::AbortWorkload(w) => {
+                    self.mounts.remove(&w.workload);
                 }
                 Op::Snapshot(s) => {
                     self.snapshots.remove(&s.snapshot);
@@ -372,7 +389,14 @@ pub fn slice<S>(
         );
     }
     let default_ns = header.defaults.namespace.clone();
-    let mut left_out = LeftOut::default();
+    let mut left_out = LeftOut {
+        mounts: h
+            .workloads
+            .iter()
+            .map(|w| (w.name.clone(), w.volumes.clone()))
+            .collect(),
+        ..LeftOut::default()
+    };
     let mut sink = start(&h)?;
     for ev in events {
         let mut ev = ev?;
@@ -509,6 +533,45 @@ events:
             c.check(e, i as u64, &mut findings);
         }
         assert!(findings.is_empty(), "{findings:?}");
+    }
+
+    /// A workload whose detach the filter leaves out keeps its volumes mounted in the output:
+    /// kept deletes and attaches of them are dropped, so the slice still validates, whether
+    /// the workload was attached in the window or declared running at the cut.
+    #[test]
+    fn a_left_out_detach_holds_its_volumes() {
+        let s = 1_000_000_000;
+        let f = Filter {
+            ops: [OpType::CreateVolume, OpType::Attach, OpType::DeleteVolume].into(),
+            ..Filter::default()
+        };
+        for from in [0, 3 * s + 500_000_000] {
+            let (h, evs, r) = cut_with(Window { from, to: u64::MAX }, &f);
+            let kept: Vec<_> = evs.iter().map(|e| e.op.op_type().name()).collect();
+            // From 0: v1, w1 (its detach left out), pre's delete, v2; from 3.5 s: w1 is
+            // declared running and v2 is kept.
+            let (expect, needs): (&[&str], u64) = if from == 0 {
+                (
+                    &["create_volume", "attach", "delete_volume", "create_volume"],
+                    3, // the restore from the left-out snapshot, w2's attach, v1's delete
+                )
+            } else {
+                (&["create_volume"], 2) // w2's attach, v1's delete
+            };
+            assert_eq!(kept, expect, "from {from}");
+            assert_eq!(
+                r.dropped
+                    .get("needs an object of an event the filter left out")
+                    .copied(),
+                Some(needs),
+                "from {from}: {r:?}"
+            );
+            let (mut c, mut findings) = Checker::new(&h);
+            for (i, e) in evs.iter().enumerate() {
+                c.check(e, i as u64, &mut findings);
+            }
+            assert!(findings.is_empty(), "from {from}: {findings:?}");
+        }
     }
 
     #[test]
