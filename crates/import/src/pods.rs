@@ -356,6 +356,18 @@ pub fn lifetimes_trace(lifetimes: &[Lifetime], file: &str) -> Trace {
 }
 
 /// Imports a pod lifecycle CSV as a trace of attaches and detaches.
+pub fn import_pods_source(
+    src: &crate::Source,
+    policy: &Policy,
+) -> Result<(Trace, ImportReport), ImportError> {
+    let name = src.name();
+    let (lifetimes, mut report) = read_lifetimes_from(&name, src.open()?, policy)?;
+    let trace = lifetimes_trace(&lifetimes, &name);
+    report.events = trace.events.len() as u64;
+    Ok((trace, report))
+}
+
+/// [`import_pods_source`] of a file.
 pub fn import_pods(path: &Path, policy: &Policy) -> Result<(Trace, ImportReport), ImportError> {
     let (lifetimes, mut report) = read_lifetimes(path, policy)?;
     let trace = lifetimes_trace(&lifetimes, &path.display().to_string());

@@ -109,13 +109,14 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
         },
     };
     // Imports read their inputs twice and sniffing reads their first bytes: pipes, stdin and
-    // compressed inputs are spooled first (blktrace's per-CPU sets are found as files).
-    // (pod-csv reads its one file once, by path.)
+    // compressed inputs are spooled first (blktrace's per-CPU sets are found as files; one
+    // blktrace stream is spooled and split by CPU).
     if let Some(f @ (Format::FioIolog | Format::Blkparse | Format::PodCsv)) = a.from {
         one(a, &format_name(f))?;
     }
     let spool = matches!(a.from, Some(f) if f == Format::Auto
-        || (f.encoding().is_none() && !matches!(f, Format::Blktrace | Format::PodCsv)));
+        || (f.encoding().is_none() && f != Format::Blktrace)
+        || (f == Format::Blktrace && blktrace_stream(&a.files)));
     let mut inputs = Inputs::new();
     let sources = if spool {
         Some(inputs.prepare_all(&a.files)?)
@@ -277,6 +278,11 @@ fn convert(
                 Format::FioIolog => {
                     import::fio::import_fio_source(one_source(src, "fio-iolog")?, policy, factory)?
                 }
+                Format::Blktrace if sources.is_some() => {
+                    let s = one_source(src, "a blktrace stream")?;
+                    tracing::info!("blktrace: one stream, split by CPU");
+                    import::blk::import_blktrace_stream(s, policy, factory)?
+                }
                 Format::Blktrace => {
                     let cpus = blktrace_files(files)?;
                     tracing::info!("blktrace: reading {} per-CPU file(s)", cpus.len());
@@ -304,7 +310,8 @@ fn convert(
                     import::audit::import_audit_sources(src, opts, policy, factory)?.0
                 }
                 Format::PodCsv => {
-                    let (trace, report) = import::pods::import_pods(&one(a, "pod-csv")?, &policy)?;
+                    let (trace, report) =
+                        import::pods::import_pods_source(one_source(src, "pod-csv")?, &policy)?;
                     let mut w = factory(trace.header)?;
                     for e in &trace.events {
                         w.write(e)?;
@@ -364,6 +371,33 @@ fn convert(
 /// The per-CPU files of a blktrace recording: each argument is a `NAME.blktrace.N` file
 /// (all of them are used when several are given) or, alone, a NAME prefix or one per-CPU
 /// file, whose siblings `NAME.blktrace.0`, `.1`, … are found in its directory.
+/// Whether the blktrace input is one stream of every CPU's records (`blktrace -o -`): stdin,
+/// a pipe, or a file not named `NAME.blktrace.N` beside which no `NAME.blktrace.N` exists.
+fn blktrace_stream(args: &[PathBuf]) -> bool {
+    let [arg] = args else { return false };
+    if arg == Path::new("-") || !arg.is_file() {
+        return arg.exists() || arg == Path::new("-");
+    }
+    let name = arg.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name
+        .rsplit_once(".blktrace.")
+        .is_some_and(|(_, cpu)| cpu.parse::<u32>().is_ok())
+    {
+        return false;
+    }
+    let dir = arg.parent().filter(|d| !d.as_os_str().is_empty());
+    let prefix = format!("{name}.blktrace.");
+    let siblings = fs_err::read_dir(dir.unwrap_or(Path::new("."))).map(|rd| {
+        rd.flatten().any(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|f| f.strip_prefix(&prefix))
+                .is_some_and(|c| c.parse::<u32>().is_ok())
+        })
+    });
+    !siblings.unwrap_or(false)
+}
+
 fn blktrace_files(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     if args.len() > 1 {
         return Ok(args.to_vec());

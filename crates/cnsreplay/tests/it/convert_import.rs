@@ -110,6 +110,33 @@ fn fio_blkparse_blktrace_imports() {
         by_file.lines().skip(1).collect::<Vec<_>>()
     );
     insta::assert_snapshot!("blktrace", by_prefix);
+    // One stream of every CPU's records (`blktrace -o -`), on stdin, in a file of another
+    // name, or gzipped through a pipe, imports the same events, its CPUs named.
+    let mut stream = Vec::new();
+    for r in &recs {
+        stream.extend(r.encode(Endian::Little));
+    }
+    let o = run_with_stdin(
+        d,
+        &["convert", "--from", "blktrace", "-", "-o", "stdin.jsonl"],
+        &stream,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let from_stdin = fs_err::read_to_string(d.join("stdin.jsonl")).expect("output");
+    assert_eq!(events_of(&from_stdin), events_of(&by_prefix));
+    assert!(
+        from_stdin.contains(r#""source_files":["<stdin> (CPU 0)","<stdin> (CPU 1)"]"#),
+        "{from_stdin}"
+    );
+    fs_err::write(d.join("trace.bin"), &stream).expect("write");
+    let (from_file, err) = convert(d, "blktrace", &["trace.bin"], &[]);
+    assert_eq!(events_of(&from_file), events_of(&by_prefix), "{err}");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &stream).expect("gzip");
+    fs_err::write(d.join("trace.bin.gz"), gz.finish().expect("gzip")).expect("write");
+    let (from_gz, err) = convert(d, "blktrace", &["trace.bin.gz"], &[]);
+    assert_eq!(events_of(&from_gz), events_of(&by_prefix), "{err}");
 }
 
 #[test]
@@ -319,6 +346,37 @@ fn pipes_stdin_and_compressed_inputs_import_like_the_file() {
         let (out, err) = convert(d, from, &[input], &[]);
         assert_eq!(events_of(&out), want, "{input} --from {from}: {err}");
     }
+
+    // The pod lifecycle CSV (one pass) too: stdin and gzip read like the file.
+    let pods = "name,creation_time,deletion_time,namespace\na,0,10,ns\nb,5,,ns\n";
+    write(d, "pods.csv", pods);
+    let (plain, _) = convert(d, "pod-csv", &["pods.csv"], &[]);
+    assert_eq!(events_of(&plain).len(), 3, "{plain}");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, pods.as_bytes()).expect("gzip");
+    fs_err::write(d.join("pods.csv.gz"), gz.finish().expect("gzip")).expect("write");
+    let (from_gz, err) = convert(d, "pod-csv", &["pods.csv.gz"], &[]);
+    assert_eq!(events_of(&from_gz), events_of(&plain), "{err}");
+    let o = run_with_stdin(
+        d,
+        &[
+            "convert",
+            "--from",
+            "pod-csv",
+            "-",
+            "-o",
+            "pods-stdin.jsonl",
+        ],
+        pods.as_bytes(),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let from_stdin = fs_err::read_to_string(d.join("pods-stdin.jsonl")).expect("output");
+    assert_eq!(events_of(&from_stdin), events_of(&plain));
 }
 
 /// An import that finds no event in an input with data is an error naming the input, not an

@@ -413,6 +413,72 @@ pub fn import_blktrace_sources(
     Ok(report)
 }
 
+/// Imports one blktrace stream holding the records of every CPU (`blktrace -o -`, piped or
+/// saved to a file): the records are split by their `cpu` field into per-CPU files in a
+/// temporary directory (one streaming pass, the stream's byte order kept), which are then
+/// imported as [`import_blktrace_sources`] does. Per-CPU inputs are named `NAME (CPU N)` in
+/// messages, their record indices counting that CPU's records. A truncated last record
+/// follows `policy`.
+pub fn import_blktrace_stream(
+    src: &Source,
+    policy: Policy,
+    writer_factory: impl FnOnce(Header) -> Result<TraceWriter, trace_format::Error>,
+) -> Result<ImportReport, ImportError> {
+    let dir = tempfile::Builder::new()
+        .prefix("cnsreplay-blktrace-")
+        .tempdir()?;
+    let mut r = RecordReader::open(src)?;
+    let mut cpus: std::collections::BTreeMap<u32, std::io::BufWriter<fs_err::File>> =
+        std::collections::BTreeMap::new();
+    let mut truncated = None;
+    loop {
+        match r.next()? {
+            Next::Record(rec) => {
+                let w = match cpus.entry(rec.cpu) {
+                    std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        let f = fs_err::File::create(dir.path().join(format!("cpu{}", rec.cpu)))?;
+                        e.insert(std::io::BufWriter::with_capacity(64 << 10, f))
+                    }
+                };
+                w.write_all(&rec.encode(r.endian.unwrap_or(Endian::Little)))?;
+            }
+            Next::Truncated(b) => {
+                truncated = Some(b);
+                break;
+            }
+            Next::End => break,
+        }
+    }
+    let mut report = ImportReport::default();
+    if let Some(b) = truncated {
+        report.bad(policy, b)?;
+    }
+    let name = src.name();
+    let mut sources = Vec::with_capacity(cpus.len());
+    for (cpu, mut w) in cpus {
+        w.flush()?;
+        sources.push(Source::Spooled {
+            name: format!("{name} (CPU {cpu})"),
+            path: dir.path().join(format!("cpu{cpu}")),
+        });
+    }
+    if sources.is_empty() {
+        return Err(ImportError::from(BadInput {
+            file: name,
+            line: 0,
+            record: true,
+            field: "header".into(),
+            message: "no blktrace record in the stream".into(),
+        }));
+    }
+    let mut got = import_blktrace_sources(&sources, policy, writer_factory)?;
+    got.skipped += report.skipped;
+    report.first_skipped.append(&mut got.first_skipped);
+    got.first_skipped = report.first_skipped;
+    Ok(got)
+}
+
 /// Reads file `i`'s next record into `heads` and `heap`.
 fn refill(
     i: usize,

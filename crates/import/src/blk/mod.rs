@@ -47,7 +47,8 @@ mod pairing;
 mod text;
 
 pub use binary::{
-    RawRecord, import_blktrace, import_blktrace_sources, read_blktrace_file, write_blktrace_fixture,
+    RawRecord, import_blktrace, import_blktrace_sources, import_blktrace_stream,
+    read_blktrace_file, write_blktrace_fixture,
 };
 pub use text::{import_blkparse, import_blkparse_source};
 
