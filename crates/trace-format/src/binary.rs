@@ -509,6 +509,20 @@ pub(crate) struct BinaryWriter<W> {
     count: u64,
 }
 
+/// A sink that only counts the bytes written to it.
+struct CountingSink(u64);
+
+impl Write for CountingSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl<W: Write> BinaryWriter<W> {
     /// Flushes what is written so far to the sink.
     pub(crate) fn flush(&mut self) -> std::io::Result<()> {
@@ -516,22 +530,25 @@ impl<W: Write> BinaryWriter<W> {
     }
 
     pub(crate) fn new(mut w: W, header: &Header) -> Result<Self, Error> {
-        let json = serde_json::to_vec(header).map_err(std::io::Error::from)?;
-        if json.len() > MAX_HEADER {
+        // The header is serialized twice, first only to count its bytes, so that no copy of
+        // its JSON is held (a million declared volumes are ~40 MB of it).
+        let mut counted = CountingSink(0);
+        serde_json::to_writer(&mut counted, header).map_err(std::io::Error::from)?;
+        let len = usize::try_from(counted.0).unwrap_or(usize::MAX);
+        if len > MAX_HEADER {
             return Err(std::io::Error::other(format!(
-                "the header is {} bytes as JSON ({} declared volumes), over the binary \
+                "the header is {len} bytes as JSON ({} declared volumes), over the binary \
                  format's {MAX_HEADER}-byte limit; write JSON Lines, or declare fewer volumes",
-                json.len(),
                 header.volumes.len()
             ))
             .into());
         }
-        let hlen = u32::try_from(json.len())
-            .map_err(|_| std::io::Error::other("header larger than 4 GiB"))?;
+        let hlen =
+            u32::try_from(len).map_err(|_| std::io::Error::other("header larger than 4 GiB"))?;
         w.write_all(MAGIC)?;
         w.write_all(&header.version.to_le_bytes())?;
         w.write_all(&hlen.to_le_bytes())?;
-        w.write_all(&json)?;
+        serde_json::to_writer(&mut w, header).map_err(std::io::Error::from)?;
         Ok(Self {
             w,
             dict: EncDict::new(),
@@ -749,9 +766,7 @@ impl<R: Read> BinaryReader<R> {
             ));
         }
         let json = &self.buf[self.start..self.start + hlen];
-        let value: serde_json::Value = crate::text::from_json_slice(json, "header")
-            .map_err(|e| self.diag(None, e.path.clone(), e.problem))?;
-        let header = crate::text::header_from_value(value)
+        let header = crate::text::header_from_json(json)
             .map_err(|e| self.diag(None, e.path.clone(), e.problem))?;
         if header.version != version {
             return Err(self.diag(

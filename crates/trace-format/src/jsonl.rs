@@ -10,7 +10,7 @@ use std::io::{BufRead, Write};
 use crate::error::{Diagnostic, Error, Location, Problem};
 use crate::model::{Event, Header};
 use crate::serde_impl::PartialEvent;
-use crate::text::{TextError, event_from_json, from_json_slice, header_from_value};
+use crate::text::{TextError, event_from_json, header_from_json};
 
 pub(crate) struct JsonlReader<R> {
     r: R,
@@ -80,9 +80,7 @@ impl<R: BufRead> JsonlReader<R> {
             }
             .into());
         }
-        let value: serde_json::Value =
-            from_json_slice(&self.buf, "header").map_err(|e| self.diag(None, e))?;
-        header_from_value(value).map_err(|e| self.diag(None, e).into())
+        header_from_json(&self.buf).map_err(|e| self.diag(None, e).into())
     }
 
     /// The next event with its location, a located problem, or `None` at the end.

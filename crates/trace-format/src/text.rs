@@ -80,6 +80,21 @@ pub(crate) fn event_from_json(s: &[u8], index: u64) -> Result<PartialEvent, Text
     from_json_slice(s, &format!("events[{index}]"))
 }
 
+/// Decodes a header given as JSON text. A good header is deserialized straight into the
+/// model (a header declaring a million volumes is ~40 MB of JSON; going through a
+/// `serde_json::Value` tree first took ~20× that in memory); one that fails, or whose format
+/// or version is wrong, goes through [`header_from_value`] for the located message.
+pub(crate) fn header_from_json(s: &[u8]) -> Result<Header, TextError> {
+    if let Ok(h) = serde_json::from_slice::<Header>(s)
+        && h.format == FORMAT_NAME
+        && (1..=FORMAT_VERSION).contains(&h.version)
+    {
+        return Ok(h);
+    }
+    let value: serde_json::Value = from_json_slice(s, "header")?;
+    header_from_value(value)
+}
+
 /// Decodes a header value, checking the format name and version first so that a file that
 /// is not a trace at all gets that message instead of a list of missing fields.
 pub(crate) fn header_from_value(v: serde_json::Value) -> Result<Header, TextError> {

@@ -140,3 +140,81 @@ fn a_jsonl_trace_with_a_byte_order_mark_reads() {
     );
     assert_eq!(Trace::from_bytes(&bytes, None).expect("sniffed"), t);
 }
+
+/// A header declaring a million volumes or more (what `synth` declares for a big cluster in
+/// steady state: 30 000 per 1000 hosts) round-trips through the binary and JSON Lines
+/// encodings unchanged, the volumes' names, sizes, classes and modes drawn from the case's
+/// seed. (Few cases: each is ~50 MB of JSON.)
+mod million {
+    use proptest::prelude::*;
+    use trace_format::*;
+
+    fn header(n: u64, seed: u64, workloads: bool) -> Header {
+        let mix = |i: u64| {
+            let mut x = (i ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            x ^= x >> 31;
+            x.wrapping_mul(0xbf58_476d_1ce4_e5b9)
+        };
+        let volumes: Vec<VolumeDecl> = (0..n)
+            .map(|i| {
+                let r = mix(i);
+                VolumeDecl {
+                    name: Name::from(format!("pvc-{seed:x}-{i}")),
+                    size: (r % 3 != 0).then_some((r % 1000 + 1) << 20),
+                    storage_class: (r % 5 == 0).then(|| Name::from(format!("class-{}", r % 7))),
+                    access_mode: (r % 11 == 0).then_some(AccessMode::ReadWriteMany),
+                    volume_mode: (r % 13 == 0).then_some(VolumeMode::Block),
+                }
+            })
+            .collect();
+        let workloads = if workloads {
+            volumes
+                .iter()
+                .step_by(3)
+                .enumerate()
+                .map(|(i, v)| WorkloadDecl {
+                    name: Name::from(format!("pod-{i}")),
+                    volumes: vec![v.name.clone()],
+                    node: Some(Name::from(format!("node-{}", i % 1000))),
+                    tenant: None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Header {
+            volumes,
+            workloads,
+            ..Header::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2, ..ProptestConfig::default() })]
+        #[test]
+        fn declared_volumes_by_the_million_round_trip(
+            n in 1_000_000u64..1_100_000,
+            seed in any::<u64>(),
+            workloads in any::<bool>(),
+        ) {
+            let t = Trace {
+                header: header(n, seed, workloads),
+                events: vec![Event {
+                    at: 1,
+                    id: 0,
+                    tenant: None,
+                    observed: None,
+                    op: Op::DeleteVolume(VolumeRef {
+                        volume: Name::from(format!("pvc-{seed:x}-7")),
+                    }),
+                }],
+            };
+            for enc in [Encoding::Binary, Encoding::Jsonl] {
+                let bytes = t.to_bytes(enc).expect("encode");
+                let back = Trace::from_bytes(&bytes, Some(enc)).expect("decode");
+                prop_assert_eq!(back.header.volumes.len() as u64, n);
+                prop_assert!(back == t, "{:?} differs", enc);
+            }
+        }
+    }
+}
