@@ -1,6 +1,6 @@
 //! Reading audit log sources: lines → mapped requests ([`Item`]s), with counts.
 //!
-//! A plain audit event line takes the fast path: [`scan::members`] finds its top-level
+//! A plain audit event line takes the fast path: [`scan::members_into`] finds its top-level
 //! values, the few short ones that classify it are parsed, and only a storage request has its
 //! bodies parsed into `serde_json::Value`s. Wrapped events (GKE entries, AKS records, batches)
 //! and lines the scan cannot follow are parsed whole (the JSON parser then names what is
@@ -121,6 +121,8 @@ pub(super) struct Reader<'p> {
     seq: u64,
     file: String,
     line: u64,
+    /// The buffer of a line's members, kept empty between lines.
+    members: Vec<scan::Member<'static>>,
 }
 
 impl<'p> Reader<'p> {
@@ -140,6 +142,7 @@ impl<'p> Reader<'p> {
             seq: 0,
             file: String::new(),
             line: 0,
+            members: Vec::with_capacity(24),
         }
     }
 }
@@ -171,9 +174,19 @@ impl Reader<'_> {
             if line.is_empty() {
                 continue;
             }
-            if let Ok(m) = scan::members(line)
-                && self.fast(&m)?
-            {
+            // One allocation for every line's members: emptied, a `Vec` can change the
+            // lifetime it borrows with (collecting in place reuses its buffer).
+            let mut m: Vec<scan::Member<'_>> = std::mem::take(&mut self.members)
+                .into_iter()
+                .map(|_| (&[][..], &[][..]))
+                .collect();
+            let fast = match scan::members_into(line, &mut m) {
+                Ok(()) => self.fast(&m),
+                Err(_) => Ok(false),
+            };
+            m.clear();
+            self.members = m.into_iter().map(|_| (&[][..], &[][..])).collect();
+            if fast? {
                 continue;
             }
             let parsed = serde_json::from_slice::<Value>(&s.buf);

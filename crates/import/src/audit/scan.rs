@@ -30,13 +30,20 @@ pub(super) type Member<'a> = (&'a [u8], &'a [u8]);
 
 /// The top-level members of a JSON object: `(key, value)` with the key's raw bytes (between
 /// its quotes, escapes left as they are) and the value's bytes (a string keeps its quotes).
+#[cfg(test)]
 pub(super) fn members(line: &[u8]) -> Result<Vec<Member<'_>>, ScanError> {
-    let mut out = Vec::with_capacity(20);
+    let mut out = Vec::with_capacity(24);
+    members_into(line, &mut out).map(|()| out)
+}
+
+/// [`members`] into `out` (cleared first), so a caller can keep one allocation for every line.
+pub(super) fn members_into<'a>(line: &'a [u8], out: &mut Vec<Member<'a>>) -> Result<(), ScanError> {
+    out.clear();
     let mut i = ws(line, 0);
     expect(line, i, b'{', "'{'")?;
     i = ws(line, i + 1);
     if line.get(i) == Some(&b'}') {
-        return end(line, i + 1).map(|()| out);
+        return end(line, i + 1);
     }
     loop {
         expect(line, i, b'"', "a member name")?;
@@ -50,7 +57,7 @@ pub(super) fn members(line: &[u8]) -> Result<Vec<Member<'_>>, ScanError> {
         i = ws(line, v_end);
         match line.get(i) {
             Some(b',') => i = ws(line, i + 1),
-            Some(b'}') => return end(line, i + 1).map(|()| out),
+            Some(b'}') => return end(line, i + 1),
             _ => {
                 return Err(ScanError {
                     at: i,
