@@ -47,7 +47,7 @@ fn a_replay_reads_back_from_the_audit_log() {
     // The whole log, with every other test's requests in it, as a user would import it.
     let file = std::fs::File::open(&audit).unwrap();
     let imp = read_audit(
-        vec![(audit.clone(), std::io::BufReader::new(file))],
+        vec![(audit, std::io::BufReader::new(file))],
         AuditOptions::default(),
         import::Policy::default(),
     )
