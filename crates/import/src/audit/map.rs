@@ -45,6 +45,8 @@ pub(super) struct Mapper {
     preexisting: Vec<VolumeDecl>,
     snaps: HashMap<String, u64>,
     workloads: HashMap<String, Vec<String>>,
+    /// Pods whose detach was written (until created again).
+    detached: HashSet<String>,
     fixes: BTreeMap<String, u64>,
     not_growing: u64,
 }
@@ -61,6 +63,7 @@ impl Mapper {
             preexisting: Vec::new(),
             snaps: HashMap::new(),
             workloads: HashMap::new(),
+            detached: HashSet::new(),
             fixes: BTreeMap::new(),
             not_growing: 0,
         }
@@ -275,6 +278,14 @@ impl Mapper {
                 self.create_pod(t, tenant, observed, pod, pvcs, node.as_deref());
             }
             Act::DeletePod { pod } => {
+                if self.detached.contains(&pod) {
+                    // The kubelet's final delete (grace 0) after the graceful one a detach
+                    // was written for.
+                    return self.drop(
+                        "repeated pod deletes (the kubelet's final delete after the graceful \
+                         one) were ignored",
+                    );
+                }
                 let Some(vols) = self.workloads.remove(&pod) else {
                     return self.drop(
                         "pod deletes of a pod without an attach in the trace (created before \
@@ -285,6 +296,7 @@ impl Mapper {
                     workload: Name::new(&pod),
                 });
                 self.emit(t, tenant, observed, op);
+                self.detached.insert(pod.clone());
                 for vol in vols {
                     let Some(v) = self.volumes.get_mut(&vol) else {
                         continue;
@@ -326,6 +338,7 @@ impl Mapper {
         if self.workloads.contains_key(&pod) {
             return self.drop("pod creates of a pod that exists were dropped");
         }
+        self.detached.remove(&pod);
         let mut mounted: Vec<String> = Vec::with_capacity(pvcs.len());
         for pvc in pvcs {
             if mounted.contains(&pvc) {

@@ -64,6 +64,11 @@ impl Reader<'_> {
                         self.unrelated()
                     };
                 };
+                // The pvc-protection controller removing its finalizer from a PVC being
+                // deleted: bookkeeping, not a resize.
+                if get(o, &["metadata", "deletionTimestamp"]).is_some() {
+                    return self.unrelated();
+                }
                 let f = field("requestObject.");
                 let size = self.patched_size(o, &f)?;
                 let pv = get_str(o, &["spec", "volumeName"]).map(str::to_owned);

@@ -322,3 +322,37 @@ fn memory_does_not_grow_with_the_log() {
     assert!(held_small < 250, "{held_small}");
     assert!(held_big <= held_small + 15, "{held_small} {held_big}");
 }
+
+/// What a real cluster logs around a pod's and a PVC's end (seen in the test cluster's log):
+/// the kubelet's final pod delete after the graceful one, and the pvc-protection controller's
+/// update removing its finalizer from the deleted PVC. Neither is a dropped request nor a
+/// resize.
+#[test]
+fn final_deletes_and_finalizer_updates_are_bookkeeping() {
+    let imp = read(&[
+        pvc(0.0, "d", "ReadWriteOnce"),
+        pod(1.0, "p", "d"),
+        ev(2.0, "delete", "pods", "", "ns", "p", ""),
+        ev(2.5, "delete", "pods", "", "ns", "p", ""),
+        ev(3.0, "delete", "persistentvolumeclaims", "", "ns", "d", ""),
+        ev(
+            3.1,
+            "update",
+            "persistentvolumeclaims",
+            "",
+            "ns",
+            "d",
+            r#","requestObject":{"metadata":{"deletionTimestamp":"2023-11-14T22:13:23Z","finalizers":[]},"spec":{"resources":{"requests":{"storage":"1Gi"}}}}"#,
+        ),
+    ]);
+    let ops: Vec<_> = imp.trace.events.iter().map(|e| e.op.op_type()).collect();
+    use trace_format::OpType::*;
+    assert_eq!(ops, [CreateVolume, Attach, Detach, DeleteVolume]);
+    let c = &imp.counts;
+    assert_eq!(
+        c.fixes.keys().collect::<Vec<_>>(),
+        ["repeated pod deletes (the kubelet's final delete after the graceful one) were ignored"],
+        "{c:?}"
+    );
+    assert_eq!(c.unrelated, 1, "the finalizer update: {c:?}");
+}
