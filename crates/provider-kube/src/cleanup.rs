@@ -2,13 +2,18 @@
 //! VolumeSnapshots, then PVCs (and waits for their `Delete`-policy PVs to go, so the volumes'
 //! attachments and storage are gone too), then the run's namespace, then uncordons — each
 //! with a UID precondition, so nothing the run did not create is ever deleted.
+//!
+//! Without the ledger (the client machine lost, the run's pod deleted), [`find_run_objects`]
+//! finds the same objects on the cluster: every object the run creates carries its run label
+//! (`cnsreplay.io/run=<run id>`, the run id unique), and a node it cordons carries the
+//! [`CORDON_ANNOTATION`]; what is found is removed the same way, by the UID it was found with.
 
 use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 use replay::RunInfo;
 use replay::ledger::LedgerEntry;
@@ -17,6 +22,10 @@ use serde_json::json;
 
 use crate::objects::{self, VolumeSnapshot};
 use crate::{Kube, delete_params};
+
+/// Annotation on a node the run cordoned: the run id (cleanup without the ledger finds the
+/// node by it, and uncordons only a node whose annotation names the run).
+pub const CORDON_ANNOTATION: &str = "cnsreplay.io/cordoned-by";
 
 /// Order in which cleanup removes kinds: users before what they use.
 fn rank(kind: &str) -> u8 {
@@ -32,7 +41,7 @@ fn rank(kind: &str) -> u8 {
 const CLEANUP_WAIT: Duration = Duration::from_secs(120);
 
 /// Removes one ledger entry. Ok(true): deleted; Ok(false): already gone or not ours.
-async fn remove(p: &Kube, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String> {
+async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String> {
     let uid = e
         .detail
         .get("uid")
@@ -54,7 +63,7 @@ async fn remove(p: &Kube, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String
                 Some(u) => *u == cur_uid,
                 // Crashed between create and recording the UID: ours only if it carries this
                 // run's label (the run id is unique).
-                None => cur.labels().get(objects::RUN_LABEL) == Some(&run.run_id),
+                None => cur.labels().get(objects::RUN_LABEL).map(String::as_str) == Some(run_id),
             };
             if !ours {
                 return Ok(false);
@@ -109,6 +118,13 @@ async fn remove(p: &Kube, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String
             if uid.is_some() && n.uid() != uid {
                 return Ok(false);
             }
+            // Cordoned by another run since (or by someone who also annotated it): not ours.
+            if n.annotations()
+                .get(CORDON_ANNOTATION)
+                .is_some_and(|r| r != run_id)
+            {
+                return Ok(false);
+            }
             if n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) {
                 return Ok(false);
             }
@@ -116,7 +132,10 @@ async fn remove(p: &Kube, run: &RunInfo, e: &LedgerEntry) -> Result<bool, String
             api.patch(
                 name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"unschedulable": false}})),
+                &Patch::Merge(json!({
+                    "metadata": {"annotations": {CORDON_ANNOTATION: null}},
+                    "spec": {"unschedulable": false},
+                })),
             )
             .await
             .map_err(|e| e.to_string())?;
@@ -154,8 +173,96 @@ async fn wait_pv_deleted(p: &Kube, c: &kube::Client, name: &str) -> Result<(), S
 /// Removes the ledger's leftovers: pods, then snapshots, then PVCs, then the run's
 /// namespace, then uncordons; each group in parallel, each object with a UID precondition.
 pub(crate) async fn cleanup(p: &Kube, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
-    let mut report = CleanupReport::default();
     let ledger = replay::Ledger::open(&run.run_dir).ok();
+    remove_all(p, &run.run_id, ledger.as_ref(), leftovers).await
+}
+
+/// Finds run `run_id`'s objects on the cluster, without its ledger: pods, VolumeSnapshots,
+/// PVCs and namespaces carrying its run label (in every namespace), and nodes carrying its
+/// [`CORDON_ANNOTATION`], as ledger entries with the UID each was found with.
+pub(crate) async fn find_run_objects(
+    p: &Kube,
+    run_id: &str,
+    namespace: Option<&str>,
+) -> Result<Vec<LedgerEntry>, String> {
+    let lp = ListParams::default().labels(&format!("{}={run_id}", objects::RUN_LABEL));
+    let c = p.client.clone();
+    // In one namespace when the run worked in one it was given (credentials of a namespaced
+    // Role cannot list cluster-wide), else in all.
+    fn api<K>(c: &kube::Client, ns: Option<&str>) -> Api<K>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        match ns {
+            Some(ns) => Api::namespaced(c.clone(), ns),
+            None => Api::all(c.clone()),
+        }
+    }
+    let entry = |kind: &str, m: &kube::core::ObjectMeta| LedgerEntry {
+        kind: kind.to_owned(),
+        id: match &m.namespace {
+            Some(ns) => format!("{ns}/{}", m.name.as_deref().unwrap_or_default()),
+            None => m.name.clone().unwrap_or_default(),
+        },
+        detail: json!({ "uid": m.uid }),
+    };
+    let mut out = Vec::new();
+    p.limiter.acquire().await;
+    for o in api::<Pod>(&c, namespace)
+        .list(&lp)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        out.push(entry("pod", &o.metadata));
+    }
+    p.limiter.acquire().await;
+    match api::<VolumeSnapshot>(&c, namespace).list(&lp).await {
+        Ok(l) => out.extend(l.items.iter().map(|o| entry("volumesnapshot", &o.metadata))),
+        // No snapshot CRD on this cluster: the run made none.
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    p.limiter.acquire().await;
+    for o in api::<PersistentVolumeClaim>(&c, namespace)
+        .list(&lp)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        out.push(entry("pvc", &o.metadata));
+    }
+    if namespace.is_none() {
+        p.limiter.acquire().await;
+        for o in Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
+            .list(&lp)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            out.push(entry("namespace", &o.metadata));
+        }
+    }
+    p.limiter.acquire().await;
+    for n in Api::<Node>::all(c)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        if n.annotations().get(CORDON_ANNOTATION).map(String::as_str) == Some(run_id) {
+            out.push(entry("cordon", &n.metadata));
+        }
+    }
+    Ok(out)
+}
+
+/// Removes `leftovers` in [`rank`] order, each group in parallel, releasing each from the
+/// ledger (when there is one) once gone.
+pub(crate) async fn remove_all(
+    p: &Kube,
+    run_id: &str,
+    ledger: Option<&replay::Ledger>,
+    leftovers: &[LedgerEntry],
+) -> CleanupReport {
+    let mut report = CleanupReport::default();
     let mut sorted: Vec<&LedgerEntry> = leftovers.iter().collect();
     sorted.sort_by_key(|e| rank(&e.kind));
     for r in 0..=4 {
@@ -164,7 +271,7 @@ pub(crate) async fn cleanup(p: &Kube, run: &RunInfo, leftovers: &[LedgerEntry]) 
             .copied()
             .filter(|e| rank(&e.kind) == r)
             .collect();
-        let results = join_all(group.iter().map(|e| remove(p, run, e))).await;
+        let results = join_all(group.iter().map(|e| remove(p, run_id, e))).await;
         for (e, res) in group.iter().zip(results) {
             match res {
                 Ok(removed) => {
@@ -173,7 +280,7 @@ pub(crate) async fn cleanup(p: &Kube, run: &RunInfo, leftovers: &[LedgerEntry]) 
                     } else {
                         report.already_gone += 1;
                     }
-                    if let Some(l) = &ledger {
+                    if let Some(l) = ledger {
                         let _ = l.release(&e.kind, &e.id);
                     }
                 }

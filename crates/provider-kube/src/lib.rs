@@ -190,6 +190,9 @@ pub enum KubeError {
     /// The cluster lacks a class, node or namespace the trace needs.
     #[error("{0}")]
     Preflight(String),
+    /// Listing a run's objects for a cleanup without its ledger failed.
+    #[error("finding the run's objects: {0}")]
+    Cleanup(String),
 }
 
 /// The shared watches, one per kind.
@@ -681,6 +684,26 @@ impl Provider for KubeProvider {
     fn cleanup(&self, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
         self.rt
             .block_on(cleanup::cleanup(&self.inner, run, leftovers))
+    }
+}
+
+impl KubeProvider {
+    /// Cleans up run `run_id` without its ledger: finds its objects on the cluster by its run
+    /// label (in the configured namespace when there is one, else in all, with the run-owned
+    /// namespaces; and the nodes it cordoned by their annotation) and removes them as a ledger
+    /// cleanup would, each by the UID it was found with. Returns what was found and the report.
+    pub fn cleanup_run_id(
+        &self,
+        run_id: &str,
+    ) -> Result<(Vec<LedgerEntry>, CleanupReport), KubeError> {
+        self.rt.block_on(async {
+            let ns = self.inner.config.namespace.as_deref();
+            let found = cleanup::find_run_objects(&self.inner, run_id, ns)
+                .await
+                .map_err(KubeError::Cleanup)?;
+            let report = cleanup::remove_all(&self.inner, run_id, None, &found).await;
+            Ok((found, report))
+        })
     }
 }
 

@@ -783,10 +783,14 @@ impl Kube {
                 .intend("cordon", node, json!({ "uid": n.uid() }))
         })
         .map_err(io_err)?;
+        let run_id = self.run()?.run_id.clone();
         self.call(api.patch(
             node,
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+            &Patch::Merge(json!({
+                "metadata": {"annotations": {crate::cleanup::CORDON_ANNOTATION: run_id}},
+                "spec": {"unschedulable": true},
+            })),
         ))
         .await?;
         phase(ctx, "cordoned");

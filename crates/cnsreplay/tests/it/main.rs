@@ -3,6 +3,7 @@
 
 mod analyze;
 mod capacity;
+mod cleanup_run_id;
 mod real_node;
 mod run;
 

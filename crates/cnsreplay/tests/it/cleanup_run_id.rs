@@ -1,0 +1,196 @@
+//! `cnsreplay cleanup --run-id`: a kube run killed (SIGKILL) with its run directory then
+//! deleted — the client machine lost — leaves its namespace, PVC, pod and a cordoned node;
+//! the command finds them by the run label and the cordon annotation and removes them, and
+//! touches nothing else (an object labelled for another run, a node cordoned by someone
+//! else). Needs testenv (`CNSREPLAY_TESTENV`); skipped (one line) without it unless
+//! `CNSREPLAY_REQUIRE_TESTENV=1`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{cnsreplay, s, stdout};
+
+fn cluster() -> Option<HashMap<String, String>> {
+    let require = std::env::var("CNSREPLAY_REQUIRE_TESTENV").as_deref() == Ok("1");
+    let vars: HashMap<String, String> = match std::env::var("CNSREPLAY_TESTENV") {
+        Ok(path) if path != "0" => std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+            .collect(),
+        _ => HashMap::new(),
+    };
+    if vars.get("KUBECONFIG").is_none_or(String::is_empty) {
+        assert!(
+            !require,
+            "CNSREPLAY_REQUIRE_TESTENV=1 but CNSREPLAY_TESTENV names no cluster"
+        );
+        #[allow(clippy::print_stderr)] // the skip line is the contract
+        {
+            eprintln!("skipped: no local cluster (CNSREPLAY_TESTENV)");
+        }
+        return None;
+    }
+    Some(vars)
+}
+
+fn kubectl(v: &HashMap<String, String>, args: &[&str]) -> String {
+    let out = Command::new(Path::new(&v["TESTENV_BIN"]).join("kubectl"))
+        .arg(format!("--kubeconfig={}", v["KUBECONFIG"]))
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
+    let Some(v) = cluster() else { return };
+    let node = "testenv-node-3";
+    let other_node = "testenv-node-2";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let trace = d.join("t.yaml");
+    std::fs::write(
+        &trace,
+        format!(
+            "format: cnsreplay-trace\nversion: 1\ndefaults: {{volume_size: 1Gi}}\nevents:\n\
+             - {{at: 0s, create_volume: {{volume: v}}}}\n\
+             - {{at: 0s, attach: {{workload: w, volumes: [v], node: {node}}}}}\n\
+             - {{at: 1s, cordon_node: {{node: {node}}}}}\n\
+             - {{at: 600s, marker: {{name: end}}}}\n"
+        ),
+    )
+    .expect("trace");
+    // Someone else's: a PVC labelled for another run, a node cordoned by hand.
+    let foreign_ns = format!("foreign-{}", std::process::id());
+    kubectl(&v, &["create", "namespace", &foreign_ns]);
+    let pvc = format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolumeClaim\",\"metadata\":{{\"name\":\"keep\",\
+         \"namespace\":\"{foreign_ns}\",\"labels\":{{\"cnsreplay.io/run\":\"another-run\"}}}},\
+         \"spec\":{{\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{{\"requests\":{{\"storage\":\"1Gi\"}}}}}}}}"
+    );
+    let pvc_file = d.join("pvc.json");
+    std::fs::write(&pvc_file, pvc).expect("pvc");
+    kubectl(&v, &["create", "-f", s(&pvc_file)]);
+    kubectl(&v, &["cordon", other_node]);
+
+    let run = d.join("run");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+        .args(["run", s(&trace), "--provider", "kube", "--kubeconfig"])
+        .arg(&v["KUBECONFIG"])
+        .args([
+            "--storage-class",
+            &v["TESTENV_STORAGE_CLASS"],
+            "-o",
+            s(&run),
+        ])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the run");
+    let manifest = run.join("manifest.json");
+    until("the run's manifest", || manifest.is_file());
+    let run_id = serde_json::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(&manifest).expect("manifest"),
+    )
+    .expect("manifest JSON")["run_id"]
+        .as_str()
+        .expect("run_id")
+        .to_owned();
+    let label = format!("cnsreplay.io/run={run_id}");
+    until("the run's pod and the cordon", || {
+        let pods = kubectl(&v, &["get", "pods", "-A", "-l", &label, "-o", "name"]);
+        let cordoned = kubectl(
+            &v,
+            &["get", "node", node, "-o", "jsonpath={.spec.unschedulable}"],
+        );
+        !pods.trim().is_empty() && cordoned == "true"
+    });
+    // The client machine is lost: the process killed, its run directory and ledger gone.
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    std::fs::remove_dir_all(&run).expect("remove the run directory");
+
+    let o = cnsreplay(&[
+        "cleanup",
+        "--run-id",
+        &run_id,
+        "--kubeconfig",
+        &v["KUBECONFIG"],
+    ]);
+    let out = stdout(&o);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for kind in ["pod", "pvc", "namespace", "cordon"] {
+        assert!(out.contains(&format!("found {kind} ")), "{kind}: {out}");
+    }
+    for kind in ["pods", "pvc", "namespaces", "volumesnapshots"] {
+        let left = kubectl(&v, &["get", kind, "-A", "-l", &label, "-o", "name"]);
+        assert!(left.trim().is_empty(), "{kind} left: {left}");
+    }
+    let n = kubectl(
+        &v,
+        &[
+            "get",
+            "node",
+            node,
+            "-o",
+            "jsonpath={.spec.unschedulable}/{.metadata.annotations}",
+        ],
+    );
+    assert!(!n.starts_with("true") && !n.contains("cordoned-by"), "{n}");
+    // Nothing else was touched.
+    kubectl(&v, &["get", "pvc", "keep", "-n", &foreign_ns]);
+    let other = kubectl(
+        &v,
+        &[
+            "get",
+            "node",
+            other_node,
+            "-o",
+            "jsonpath={.spec.unschedulable}",
+        ],
+    );
+    assert_eq!(other, "true");
+    // A second cleanup finds nothing and succeeds.
+    let again = cnsreplay(&[
+        "cleanup",
+        "--run-id",
+        &run_id,
+        "--kubeconfig",
+        &v["KUBECONFIG"],
+    ]);
+    assert!(again.status.success());
+    assert!(
+        stdout(&again).contains("found 0 object(s)"),
+        "{}",
+        stdout(&again)
+    );
+    kubectl(&v, &["uncordon", other_node]);
+    kubectl(&v, &["delete", "namespace", &foreign_ns, "--wait=false"]);
+}
