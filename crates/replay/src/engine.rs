@@ -545,7 +545,13 @@ fn clock<P: Provider>(
     p.manifest.origin = jiff::Timestamp::try_from(origin_wall).ok();
     p.rd.write_manifest(&p.manifest)?;
     let (done_tx, done_rx) = mpsc::channel::<ToSink>();
-    let sink = Sink::create(p.rd.path(), origin, origin_wall, opts.validity.window_ns)?;
+    let sink = Sink::create(
+        p.rd.path(),
+        origin,
+        origin_wall,
+        opts.validity.window_ns,
+        control.live(),
+    )?;
     let sink = std::thread::Builder::new()
         .name("cnsreplay-sink".into())
         .spawn(move || sink.run(&done_rx))?;

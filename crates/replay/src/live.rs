@@ -1,11 +1,79 @@
 //! Live counters of a running replay, shared with the progress bar and the Prometheus
-//! endpoint. Plain atomics: the engine only increments, readers take relaxed snapshots.
+//! endpoint. Plain atomics where the engine's hot path counts (dispatch); the per-op-type
+//! outcomes and latency histograms are updated by the record sink (one thread, which sees every
+//! record) under a mutex a scrape takes briefly.
+//!
+//! The histograms are Prometheus histograms with fixed 1-2-5 buckets from 10 µs to 1000 s:
+//! `histogram_quantile` over them lands within one bucket of the run's own HdrHistogram
+//! percentiles (3 significant digits), which is the agreement the summary can be checked to.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use trace_format::OpType;
+
+use crate::record::{EventRecord, Outcome};
+
+/// Upper bounds (seconds) of the latency histograms' buckets: 1-2-5 from 10 µs to 1000 s.
+pub const BUCKETS: [f64; 25] = [
+    1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.2, 0.5, 1.0,
+    2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
+];
+
+/// A Prometheus histogram: counts per bucket (not cumulative; the last is +Inf), sum, count.
+#[derive(Debug, Clone, Default)]
+pub struct PromHistogram {
+    counts: [u64; BUCKETS.len() + 1],
+    sum_ns: u128,
+    count: u64,
+}
+
+impl PromHistogram {
+    /// Records one value in nanoseconds.
+    pub fn record(&mut self, ns: u64) {
+        let s = ns as f64 / 1e9;
+        let i = BUCKETS.partition_point(|b| *b < s);
+        self.counts[i] += 1;
+        self.sum_ns += u128::from(ns);
+        self.count += 1;
+    }
+
+    fn write(&self, out: &mut String, name: &str, op: &str) {
+        let mut cum = 0;
+        for (i, b) in BUCKETS.iter().enumerate() {
+            cum += self.counts[i];
+            let _ = writeln!(out, "{name}_bucket{{op=\"{op}\",le=\"{b}\"}} {cum}");
+        }
+        cum += self.counts[BUCKETS.len()];
+        let _ = writeln!(out, "{name}_bucket{{op=\"{op}\",le=\"+Inf\"}} {cum}");
+        let _ = writeln!(
+            out,
+            "{name}_sum{{op=\"{op}\"}} {}",
+            self.sum_ns as f64 / 1e9
+        );
+        let _ = writeln!(out, "{name}_count{{op=\"{op}\"}} {}", self.count);
+    }
+}
+
+/// What the sink has seen of one op type.
+#[derive(Debug, Clone, Default)]
+pub struct OpMetrics {
+    /// Records (any outcome).
+    pub done: u64,
+    /// Failed records by error class.
+    pub failed: BTreeMap<String, u64>,
+    /// Response time (completed − intended).
+    pub response: PromHistogram,
+    /// Service time (completed − started).
+    pub service: PromHistogram,
+    /// Start lateness (started − intended, of events that did not wait for a dependency).
+    pub start_lateness: PromHistogram,
+}
 
 /// Counters updated by the engine while it runs.
 #[derive(Debug, Default)]
@@ -24,9 +92,36 @@ pub struct Live {
     pub total: AtomicU64,
     /// Set when the run has finished.
     pub finished: AtomicBool,
+    /// Events dispatched per op type (indexed by the op's tag).
+    pub dispatched_by_op: [AtomicU64; OpType::ALL.len()],
+    /// Per op type, from the records.
+    pub ops: Mutex<BTreeMap<OpType, OpMetrics>>,
 }
 
 impl Live {
+    /// Counts one dispatched event of `op` (the engine's timing lanes).
+    pub fn dispatched_op(&self, op: OpType) {
+        if let Some(c) = self.dispatched_by_op.get(op as usize) {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Adds a finished event's record (the sink).
+    pub fn observe(&self, r: &EventRecord) {
+        let mut ops = self.ops.lock().unwrap_or_else(PoisonError::into_inner);
+        let m = ops.entry(r.op).or_default();
+        m.done += 1;
+        if r.outcome == Outcome::Error {
+            let class = r.error_class.as_deref().unwrap_or("unknown");
+            *m.failed.entry(class.to_owned()).or_default() += 1;
+        }
+        m.response.record(r.response);
+        m.service.record(r.service);
+        if let Some(l) = r.start_lateness {
+            m.start_lateness.record(l);
+        }
+    }
+
     /// Events in flight.
     pub fn in_flight(&self) -> u64 {
         self.dispatched
@@ -79,34 +174,138 @@ impl Live {
             "Largest dispatch lateness so far.",
             self.worst_lag_ns.load(Relaxed),
         );
+        self.per_op(&mut s);
         s
+    }
+
+    /// The labelled per-op-type families.
+    fn per_op(&self, s: &mut String) {
+        let ops = self
+            .ops
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let dispatched: Vec<(OpType, u64)> = OpType::ALL
+            .iter()
+            .map(|o| (*o, self.dispatched_by_op[*o as usize].load(Relaxed)))
+            .filter(|(o, n)| *n > 0 || ops.contains_key(o))
+            .collect();
+        let head = |s: &mut String, name: &str, kind: &str, help: &str| {
+            let _ = writeln!(
+                s,
+                "# HELP cnsreplay_{name} {help}\n# TYPE cnsreplay_{name} {kind}"
+            );
+        };
+        head(
+            s,
+            "op_dispatched_total",
+            "counter",
+            "Events dispatched, by op type.",
+        );
+        for (o, n) in &dispatched {
+            let _ = writeln!(s, "cnsreplay_op_dispatched_total{{op=\"{o}\"}} {n}");
+        }
+        head(
+            s,
+            "op_done_total",
+            "counter",
+            "Events finished (any outcome), by op type.",
+        );
+        for (o, _) in &dispatched {
+            let n = ops.get(o).map_or(0, |m| m.done);
+            let _ = writeln!(s, "cnsreplay_op_done_total{{op=\"{o}\"}} {n}");
+        }
+        head(
+            s,
+            "op_failed_total",
+            "counter",
+            "Events failed, by op type and error class.",
+        );
+        for (o, m) in &ops {
+            for (class, n) in &m.failed {
+                let class = class.replace(['\\', '"', '\n'], "_");
+                let _ = writeln!(
+                    s,
+                    "cnsreplay_op_failed_total{{op=\"{o}\",class=\"{class}\"}} {n}"
+                );
+            }
+        }
+        head(
+            s,
+            "op_in_flight",
+            "gauge",
+            "Events dispatched and not yet finished, by op type.",
+        );
+        for (o, n) in &dispatched {
+            let done = ops.get(o).map_or(0, |m| m.done);
+            let _ = writeln!(
+                s,
+                "cnsreplay_op_in_flight{{op=\"{o}\"}} {}",
+                n.saturating_sub(done)
+            );
+        }
+        for (name, help, pick) in [
+            (
+                "op_response_seconds",
+                "Response time (completed - intended: coordinated-omission-safe), by op type.",
+                (|m: &OpMetrics| &m.response) as fn(&OpMetrics) -> &PromHistogram,
+            ),
+            (
+                "op_service_seconds",
+                "Service time (completed - started), by op type.",
+                |m| &m.service,
+            ),
+            (
+                "op_start_lateness_seconds",
+                "Start lateness (started - intended, events that waited for nothing), by op type.",
+                |m| &m.start_lateness,
+            ),
+        ] {
+            head(s, name, "histogram", help);
+            for (o, m) in &ops {
+                pick(m).write(s, &format!("cnsreplay_{name}"), o.name());
+            }
+        }
     }
 }
 
 /// Serves `live` as Prometheus text on `addr` (any path) from a background thread until the
-/// run finishes. Returns the bound address (useful with port 0).
-pub fn serve_metrics(addr: SocketAddr, live: Arc<Live>) -> std::io::Result<SocketAddr> {
+/// run has finished (its summary written) and `linger` more has passed, so a scraper gets the
+/// final values. Returns the bound address (useful with port 0) and the thread, which the
+/// caller joins to keep the process up for the linger.
+pub fn serve_metrics(
+    addr: SocketAddr,
+    live: Arc<Live>,
+    linger: Duration,
+) -> std::io::Result<(SocketAddr, std::thread::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr)?;
     let bound = listener.local_addr()?;
     listener.set_nonblocking(true)?;
-    std::thread::Builder::new()
+    let handle = std::thread::Builder::new()
         .name("cnsreplay-metrics".into())
         .spawn(move || {
-            while !live.finished.load(Relaxed) {
+            let mut finished_at: Option<Instant> = None;
+            loop {
+                if live.finished.load(Relaxed) {
+                    let at = *finished_at.get_or_insert_with(Instant::now);
+                    if at.elapsed() >= linger {
+                        break;
+                    }
+                }
                 match listener.accept() {
                     Ok((stream, _)) => {
                         let _ = respond(stream, &live);
                     }
-                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
                 }
             }
         })?;
-    Ok(bound)
+    Ok((bound, handle))
 }
 
 fn respond(stream: std::net::TcpStream, live: &Live) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
     // Read the request head up to the blank line; the path does not matter.
@@ -121,4 +320,34 @@ fn respond(stream: std::net::TcpStream, live: &Live) -> std::io::Result<()> {
         body.len()
     )?;
     w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value on a bucket's bound counts in that bucket (`le` is inclusive); the cumulative
+    /// counts, sum and count are what Prometheus expects.
+    #[test]
+    fn histogram_buckets_are_inclusive_and_cumulative() {
+        let mut h = PromHistogram::default();
+        for ns in [1_000_000, 1_000_001, 5, 2_000_000_000_000] {
+            h.record(ns);
+        }
+        let mut s = String::new();
+        h.write(&mut s, "x", "attach");
+        let line = |le: &str| {
+            s.lines()
+                .find(|l| l.starts_with(&format!("x_bucket{{op=\"attach\",le=\"{le}\"}}")))
+                .and_then(|l| l.rsplit(' ').next())
+                .map(str::to_owned)
+        };
+        assert_eq!(line("0.00001").as_deref(), Some("1"), "{s}");
+        assert_eq!(line("0.001").as_deref(), Some("2"), "{s}");
+        assert_eq!(line("0.002").as_deref(), Some("3"), "{s}");
+        assert_eq!(line("1000").as_deref(), Some("3"), "{s}");
+        assert_eq!(line("+Inf").as_deref(), Some("4"), "{s}");
+        assert!(s.contains("x_count{op=\"attach\"} 4"), "{s}");
+        assert!(s.contains("x_sum{op=\"attach\"} 2000.002000006"), "{s}");
+    }
 }

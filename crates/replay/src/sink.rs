@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -14,6 +15,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use trace_format::OpType;
 
 use crate::line;
+use crate::live::Live;
 use crate::provider::IoReport;
 use crate::record::{EventRecord, IoSplit, OpSummary, Outcome, Percentiles};
 use crate::validity::WindowSums;
@@ -102,6 +104,7 @@ pub(crate) struct Sink {
     start_wall: SystemTime,
     interval_start: Duration,
     origin: Instant,
+    live: Arc<Live>,
 }
 
 impl Sink {
@@ -110,6 +113,7 @@ impl Sink {
         origin: Instant,
         start_wall: SystemTime,
         window_ns: u64,
+        live: Arc<Live>,
     ) -> std::io::Result<Self> {
         fs_err::create_dir_all(run_dir.join("histograms"))?;
         let events = fs_err::File::create(run_dir.join("events.jsonl"))?;
@@ -131,6 +135,7 @@ impl Sink {
             start_wall,
             interval_start: Duration::ZERO,
             origin,
+            live,
         })
     }
 
@@ -188,6 +193,7 @@ impl Sink {
 
     fn add(&mut self, d: Done) {
         let r = d.record;
+        self.live.observe(&r);
         line::write_record(&mut self.pending, &r);
         self.pending.push(b'\n');
         self.last_completed = self.last_completed.max(r.completed);

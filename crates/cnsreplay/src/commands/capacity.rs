@@ -509,6 +509,8 @@ fn search_loop(
             fail_fast: false,
             grace: "30s".into(),
             metrics_addr: None,
+            metrics_any_address: false,
+            metrics_linger: 0,
             json: true,
             require_valid: false,
         };

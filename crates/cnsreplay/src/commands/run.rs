@@ -60,9 +60,19 @@ pub struct RunArgs {
     /// After Ctrl-C/SIGTERM, how long in-flight operations may finish.
     #[arg(long, default_value = "30s", value_name = "DUR")]
     pub grace: String,
-    /// Serve Prometheus metrics on this address (127.0.0.1 only), e.g. `127.0.0.1:9464`.
+    /// Serve Prometheus metrics on this address, e.g. `127.0.0.1:9464` (loopback only,
+    /// unless --metrics-any-address).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Allow --metrics-addr beyond loopback (`0.0.0.0:9464` in a pod for an in-cluster
+    /// Prometheus). The endpoint has no authentication: it tells anyone who can reach it the
+    /// run's op counts and latencies.
+    #[arg(long, requires = "metrics_addr")]
+    pub metrics_any_address: bool,
+    /// Keep serving metrics this long after the run's summary is written, so a scraper gets
+    /// the final values (its scrape interval or more).
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = crate::cli::parse_duration, requires = "metrics_addr")]
+    pub metrics_linger: u64,
     /// Print the summary as JSON (schema: docs/schemas/run.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -470,17 +480,35 @@ fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: &Arc<P>) -> anyhow
         signal_hook::flag::register(sig, control.stop_flag())?;
     }
     let live = control.live();
+    let mut metrics = None;
     if let Some(addr) = a.metrics_addr {
-        if !addr.ip().is_loopback() {
-            bail!("--metrics-addr {addr}: only loopback addresses are served");
+        if !addr.ip().is_loopback() && !a.metrics_any_address {
+            bail!(
+                "--metrics-addr {addr}: only loopback addresses are served unless \
+                 --metrics-any-address"
+            );
         }
-        let bound = replay::live::serve_metrics(addr, live.clone())?;
+        let (bound, thread) = replay::live::serve_metrics(
+            addr,
+            live.clone(),
+            Duration::from_nanos(a.metrics_linger),
+        )?;
         tracing::info!("metrics on http://{bound}/metrics");
+        metrics = Some(thread);
     }
     let bar = progress(live.clone());
     let result = replay::run(&a.trace, output, provider, &opts, &control);
     live.finished.store(true, Relaxed);
     let _ = bar.join();
+    if let Some(t) = metrics {
+        if a.metrics_linger > 0 {
+            tracing::info!(
+                "serving the final metrics for {:.1} s (--metrics-linger)",
+                a.metrics_linger as f64 / 1e9
+            );
+        }
+        let _ = t.join();
+    }
     let outcome = result.with_context(|| format!("run of {} failed", a.trace.display()))?;
     for n in &outcome.summary.notices {
         tracing::warn!("{n}");

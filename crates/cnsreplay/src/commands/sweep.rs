@@ -84,6 +84,8 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
             fail_fast: false,
             grace: "30s".into(),
             metrics_addr: None,
+            metrics_any_address: false,
+            metrics_linger: 0,
             json: true,
             require_valid: false,
         };
