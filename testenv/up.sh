@@ -98,6 +98,11 @@ ETCD_PORT=$(free_port 0)
 ETCD_PEER_PORT=$(free_port 0)
 API_PORT=$(free_port "${TESTENV_APISERVER_PORT:-6443}")
 KWOK_PORT=$(free_port 0)
+# The CSI sidecars' metrics endpoints (csi_sidecar_operations_seconds), one each.
+declare -A SIDECAR_PORT
+for c in csi-provisioner csi-attacher csi-resizer csi-snapshotter; do
+	SIDECAR_PORT[$c]=$(free_port 0)
+done
 SERVER=https://127.0.0.1:$API_PORT
 CSI_SOCKET=${TESTENV_CSI_SOCKET:-}
 CSI_ROOT=
@@ -189,6 +194,7 @@ export TESTENV_BURST=$BURST
 export TESTENV_CSI_SOCKET=$CSI_SOCKET
 export TESTENV_CSI_ROOT=$CSI_ROOT
 export TESTENV_CSI_OPS_LOG=${CSI_ROOT:+$CSI_ROOT/ops.jsonl}
+export TESTENV_CSI_METRICS="${CSI_SOCKET:+$(for c in csi-provisioner csi-attacher csi-resizer csi-snapshotter; do printf 'http://127.0.0.1:%s/metrics ' "${SIDECAR_PORT[$c]}"; done)}"
 export TESTENV_STORAGE_CLASS=${CSI_ROOT:+cnsreplay-csi}
 export TESTENV_STORAGE_CLASS_WFFC=${CSI_ROOT:+cnsreplay-csi-wffc}
 export TESTENV_SNAPSHOT_CLASS=${CSI_ROOT:+cnsreplay-csi}
@@ -352,7 +358,7 @@ if [ -n "$CSI_SOCKET" ]; then
 	for c in csi-provisioner csi-attacher csi-resizer csi-snapshotter; do
 		start "$c" --kubeconfig="$S/$c.kubeconfig" --csi-address="$CSI_SOCKET" \
 			--leader-election=false --kube-api-qps="$QPS" --kube-api-burst="$BURST" \
-			--timeout="$CSI_TIMEOUT"
+			--timeout="$CSI_TIMEOUT" --http-endpoint="127.0.0.1:${SIDECAR_PORT[$c]}"
 	done
 else
 	testenv_log "no CSI driver (no $CSI_BIN, TESTENV_CSI_SOCKET not set): CSI sidecars not started"

@@ -336,6 +336,10 @@ pub struct RunSummary {
     /// requests are not in `events.jsonl`, so not in `ops`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub io_streams: Vec<replay::StreamFidelity>,
+    /// The cluster's own timing of the run's calls (CSI sidecars, API server; from the run's
+    /// summary, when its provider scraped them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<replay::cluster::ClusterTiming>,
 }
 
 /// `analyze summary --json`: one summary per run.
@@ -363,6 +367,7 @@ pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
             r.observed = Some(Percentiles::of(&h));
         }
     }
+    let run_summary = replay::RunDir::open(&run.path).summary().ok();
     Ok(RunSummary {
         run: run.path.display().to_string(),
         run_id: run.manifest.run_id.clone(),
@@ -382,10 +387,11 @@ pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
         observed: has_observed,
         notes,
         validity: run.validity.clone(),
-        io_streams: replay::RunDir::open(&run.path)
-            .summary()
-            .map(|s| s.io_streams)
+        io_streams: run_summary
+            .as_ref()
+            .map(|s| s.io_streams.clone())
             .unwrap_or_default(),
+        cluster: run_summary.and_then(|s| s.cluster),
     })
 }
 

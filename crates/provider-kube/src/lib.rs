@@ -11,6 +11,7 @@
 //! recorded objects, with a UID precondition. See `docs/kubernetes.md`.
 
 mod cleanup;
+mod cluster_metrics;
 mod env;
 mod io;
 mod io_local;
@@ -98,6 +99,11 @@ pub struct KubeConfig {
     pub failure_grace_ns: u64,
     /// How every pod runs (security context, placement, resources, pull secrets).
     pub pod: PodOptions,
+    /// CSI sidecars' Prometheus endpoints (`http://HOST:PORT/metrics`) scraped when the clock
+    /// starts and after the last operation: the run's CSI calls in the summary's `cluster`.
+    pub csi_metrics: Vec<String>,
+    /// Scrape the API server's `/metrics` the same way (needs `get` on `/metrics`).
+    pub apiserver_metrics: bool,
 }
 
 /// The default timeout of each op type (ns): generous for a real cloud's provisioning and
@@ -141,6 +147,8 @@ impl Default for KubeConfig {
             timeouts: default_timeouts(),
             failure_grace_ns: 3_000_000_000,
             pod: PodOptions::default(),
+            csi_metrics: Vec::new(),
+            apiserver_metrics: false,
         }
     }
 }
@@ -257,6 +265,8 @@ pub(crate) struct Kube {
     pub(crate) watches: OnceLock<Watches>,
     pub(crate) environment: OnceLock<serde_json::Value>,
     pub(crate) state: Mutex<State>,
+    /// The cluster's metrics when the clock started (see `cluster_metrics`).
+    pub(crate) baseline: Mutex<Option<cluster_metrics::Scrape>>,
     /// Operations in flight: event id → what it is waiting for now.
     pub(crate) inflight: Mutex<BTreeMap<u64, Pending>>,
 }
@@ -321,6 +331,7 @@ impl KubeProvider {
             watches: OnceLock::new(),
             environment: OnceLock::new(),
             state: Mutex::new(State::default()),
+            baseline: Mutex::new(None),
             inflight: Mutex::new(BTreeMap::new()),
         });
         Ok(Self { inner, rt })
@@ -617,6 +628,29 @@ impl Provider for KubeProvider {
 
     fn environment(&self) -> serde_json::Value {
         KubeProvider::environment(self)
+    }
+
+    fn before_clock(&self) {
+        if self.inner.config.csi_metrics.is_empty() && !self.inner.config.apiserver_metrics {
+            return;
+        }
+        let s = self.inner.scrape(&self.rt);
+        *self
+            .inner
+            .baseline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(s);
+    }
+
+    fn cluster_timing(&self) -> Option<replay::cluster::ClusterTiming> {
+        let before = self
+            .inner
+            .baseline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        let after = self.inner.scrape(&self.rt);
+        Some(cluster_metrics::timing(&before, &after))
     }
 
     /// The client rate limiter's waits: they go into the run's verdict (any throttled

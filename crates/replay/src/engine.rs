@@ -151,6 +151,7 @@ pub fn run<P: Provider>(
     control: &RunControl,
 ) -> Result<RunOutcome, Error> {
     let mut prepared = prepare(trace, run_dir, provider, opts)?;
+    provider.before_clock();
     let clocked = clock(&mut prepared, provider, opts, control)?;
     drain(&control.live(), control, opts.grace_ns, &clocked.cancel);
     let workers_busy = clocked.workers_busy(&prepared.rt);
@@ -164,6 +165,8 @@ pub fn run<P: Provider>(
         streams,
         ..
     } = prepared;
+    // Before cleanup: its deletes are not the run's calls.
+    let cluster = provider.cluster_timing();
     let (stopped, cleanup) = clean_up(rt, control, &ledger, provider.as_ref(), &info)?;
     let sunk = clocked
         .sink
@@ -182,6 +185,7 @@ pub fn run<P: Provider>(
         notices,
         origin: clocked.origin,
         streams: std::mem::take(&mut *streams.lock().unwrap_or_else(PoisonError::into_inner)),
+        cluster,
     })
 }
 
@@ -672,6 +676,7 @@ struct Finished<'a, P> {
     notices: Vec<String>,
     origin: Instant,
     streams: streams::Collected,
+    cluster: Option<crate::cluster::ClusterTiming>,
 }
 
 /// Builds the summary, writes `summary.json` and the final manifest, and marks the live
@@ -690,6 +695,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         mut notices,
         origin,
         streams,
+        cluster,
     } = f;
     let mut sunk = sunk;
     notices.extend(streams.notices);
@@ -760,6 +766,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         ops: sunk.ops,
         io: sunk.io,
         io_streams,
+        cluster,
         cleaned_up: cleanup.removed,
         cleanup_failures: cleanup.failed,
         notices,

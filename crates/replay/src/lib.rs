@@ -9,6 +9,7 @@
 //! origin, whatever happened before, and every latency is measured from that intended instant.
 //! The design and the run directory are described in `docs/replay.md` and `docs/run-dir.md`.
 
+pub mod cluster;
 mod deps;
 pub mod engine;
 mod event;

@@ -366,6 +366,16 @@ pub trait Provider: Send + Sync + 'static {
         serde_json::Value::Null
     }
 
+    /// Called once after the header's objects are set up, just before the clock starts (e.g.
+    /// to take the baseline of [`Provider::cluster_timing`]).
+    fn before_clock(&self) {}
+
+    /// The cluster's own timing of the run's calls (CSI sidecars, API server), asked once
+    /// after the last operation and before cleanup; `None` when the provider has none.
+    fn cluster_timing(&self) -> Option<crate::cluster::ClusterTiming> {
+        None
+    }
+
     /// Notices about the run as a whole, asked once after the last operation (e.g. client-side
     /// throttling that delayed requests); they join the summary's notices.
     fn finish_notices(&self) -> Vec<String> {

@@ -271,6 +271,10 @@ pub struct Summary {
     /// `replay::streams`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub io_streams: Vec<crate::streams::StreamFidelity>,
+    /// The cluster's own timing of the run's calls (CSI sidecars, API server), when the
+    /// provider scraped it (kube with `--csi-metrics` or API server metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::cluster::ClusterTiming>,
     /// Objects removed at the end because the run still owned them.
     pub cleaned_up: u64,
     /// Objects cleanup could not remove (they are still in the ledger).

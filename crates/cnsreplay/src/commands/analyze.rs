@@ -291,6 +291,60 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
                 f(ob.max)
             )?;
         }
+        // The storage part as the CSI sidecars timed it, under the op that made the calls.
+        let csi = s.cluster.as_ref().and_then(|c| {
+            let m = replay::cluster::csi_method_of(op)?;
+            Some((m, c.csi.get(m)?))
+        });
+        if let Some((m, c)) = csi {
+            let sec = |le: Option<f64>| {
+                le.map_or_else(|| "> max".to_owned(), |v| format!("≤{}", fmt_ns(v * 1e9)))
+            };
+            writeln!(
+                out,
+                "{:<16} {:>8} {:>6} {:>9} {:>9} {:>13} | {:>9} {:>9} {:>9} {:>9} {:>9} | mean {}",
+                "  CSI call",
+                c.count,
+                "",
+                "",
+                "",
+                m,
+                sec(c.p50_le),
+                sec(c.p90_le),
+                sec(c.p99_le),
+                "",
+                "",
+                fmt_ns(c.sum_seconds / c.count.max(1) as f64 * 1e9)
+            )?;
+        }
+    }
+    if let Some(c) = &s.cluster {
+        if !c.csi.is_empty() {
+            writeln!(
+                out,
+                "CSI call rows: the sidecars' csi_sidecar_operations_seconds during the run \
+                 (percentiles as the bound of their bucket, the first 0-100 ms; the mean is exact)"
+            )?;
+        }
+        if !c.apiserver.is_empty() {
+            writeln!(
+                out,
+                "API server requests during the run (count, p50, p99, mean):"
+            )?;
+        }
+        for (k, v) in &c.apiserver {
+            writeln!(
+                out,
+                "  {k:<40} {:>6} {:>9} {:>9} {:>9}",
+                v.count,
+                fmt_ns(v.p50 * 1e9),
+                fmt_ns(v.p99 * 1e9),
+                fmt_ns(v.sum_seconds / v.count.max(1) as f64 * 1e9)
+            )?;
+        }
+        for e in &c.errors {
+            writeln!(out, "cluster metrics not read: {e}")?;
+        }
     }
     for f in &s.io_streams {
         let worst = f.worst_window.map_or_else(

@@ -224,6 +224,15 @@ pub struct ProviderArgs {
     /// process on the device the CSI driver attached; test clusters only, Block volumes).
     #[arg(long, value_name = "MODE", default_value = "pod")]
     pub kube_io_exec: String,
+    /// kube: a CSI sidecar's Prometheus endpoint (`http://HOST:PORT/metrics`, repeatable),
+    /// scraped when the clock starts and after the last operation: the run's CSI calls and
+    /// their latency in the summary (`cluster.csi`) beside the run's own.
+    #[arg(long, value_name = "URL")]
+    pub csi_metrics: Vec<String>,
+    /// kube: scrape the API server's `/metrics` the same way (`cluster.apiserver`; needs
+    /// `get` on the non-resource URL `/metrics`).
+    #[arg(long)]
+    pub apiserver_metrics: bool,
 }
 
 /// `cleanup`.
@@ -425,6 +434,8 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
             "local" => IoExec::Local,
             other => bail!("--kube-io-exec {other}: expected `pod` or `local`"),
         },
+        csi_metrics: a.csi_metrics.clone(),
+        apiserver_metrics: a.apiserver_metrics,
         ..KubeConfig::default()
     })
 }

@@ -3,6 +3,7 @@
 //! once the driver is built) and otherwise print a skip notice (a failure when
 //! `CNSREPLAY_REQUIRE_CSI=1`).
 
+use provider_kube::{KubeConfig, KubeProvider};
 use trace_format::OpType;
 
 use crate::common::*;
@@ -33,7 +34,24 @@ fn snapshot_restore_clone_resize_with_the_csi_driver() {
     let trace = dir.path().join("csi.yaml");
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
-    let (out, _p) = replay_run(&trace, &run_dir, provider(&env, "cnsreplay-csi"));
+    // The cluster's timing plane: the sidecars' and the API server's metrics.
+    let csi_metrics: Vec<String> = env
+        .vars
+        .get("TESTENV_CSI_METRICS")
+        .map(|v| v.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    assert_eq!(csi_metrics.len(), 4, "testenv.env: TESTENV_CSI_METRICS");
+    let p = KubeProvider::new(KubeConfig {
+        kubeconfig: Some(env.runner_kubeconfig()),
+        storage_class: Some("cnsreplay-csi".into()),
+        qps: 200.0,
+        burst: 400,
+        csi_metrics,
+        apiserver_metrics: true,
+        ..KubeConfig::default()
+    })
+    .unwrap();
+    let (out, _p) = replay_run(&trace, &run_dir, p);
     let recs = events(&run_dir);
     for r in &recs {
         let names = ordered_phases(r);
@@ -52,6 +70,25 @@ fn snapshot_restore_clone_resize_with_the_csi_driver() {
         }
     }
     assert_eq!(out.summary.failed, 0);
+    // Every CSI call the run's operations made, counted by the sidecars during the run (other
+    // tests share the cluster: at least these), and the API server's side of its requests.
+    let cluster = out.summary.cluster.as_ref().expect("the cluster's timing");
+    assert!(cluster.errors.is_empty(), "{:?}", cluster.errors);
+    for (method, at_least) in [
+        ("CreateVolume", 3),
+        ("CreateSnapshot", 1),
+        ("ControllerExpandVolume", 1),
+        ("ControllerPublishVolume", 1),
+    ] {
+        let m = cluster
+            .csi
+            .get(method)
+            .unwrap_or_else(|| panic!("no {method} in {:?}", cluster.csi.keys()));
+        assert!(m.count >= at_least, "{method}: {m:?}");
+        assert!(m.p50 > 0.0 && m.p50 <= m.p99, "{method}: {m:?}");
+    }
+    let posts = &cluster.apiserver["POST persistentvolumeclaims"];
+    assert!(posts.count >= 3, "{posts:?}");
     let left = rt.block_on(run_objects(&c, &out.manifest.run_id));
     assert!(left.is_empty(), "left behind: {left:?}");
 }

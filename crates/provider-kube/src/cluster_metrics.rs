@@ -1,0 +1,127 @@
+//! Scrapes the cluster's own timing plane for [`replay::cluster`]: the CSI sidecars'
+//! Prometheus endpoints (`--csi-metrics URL`, plain `http://`, read with a bare HTTP/1.0 GET)
+//! and, when asked (`--apiserver-metrics`), the API server's `/metrics` through the client
+//! (it needs `get` on the non-resource URL `/metrics`). Scraped once when the clock starts
+//! and once after the last operation; the difference is the run's.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use replay::cluster::{self, ClusterTiming, Hist};
+
+use crate::Kube;
+
+/// One scrape of every endpoint.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Scrape {
+    csi: BTreeMap<String, Hist>,
+    api: BTreeMap<String, Hist>,
+    sources: Vec<String>,
+    errors: Vec<String>,
+}
+
+/// `GET url` (`http://host:port/path`), the body on a 200.
+fn http_get(url: &str) -> Result<String, String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| "only http:// URLs are read".to_owned())?;
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/metrics"),
+    };
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(host)
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or_else(|| format!("{host}: no address"))?;
+    let mut c =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        c,
+        "GET {path} HTTP/1.0\r\nHost: {host}\r\nAccept: text/plain\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut resp = Vec::new();
+    c.read_to_end(&mut resp).map_err(|e| e.to_string())?;
+    let resp = String::from_utf8_lossy(&resp);
+    let (head, body) = resp
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| "no HTTP response".to_owned())?;
+    let status = head.lines().next().unwrap_or_default();
+    if status.split_whitespace().nth(1).is_none_or(|c| c != "200") {
+        return Err(format!("HTTP status {status:?}"));
+    }
+    Ok(body.to_owned())
+}
+
+impl Kube {
+    /// Scrapes every configured endpoint now (on the provider's runtime for the API server).
+    pub(crate) fn scrape(&self, rt: &tokio::runtime::Runtime) -> Scrape {
+        let mut s = Scrape::default();
+        for url in &self.config.csi_metrics {
+            match http_get(url) {
+                Ok(text) => {
+                    for (k, h) in cluster::csi_histograms(&text) {
+                        let e: &mut Hist = s.csi.entry(k).or_default();
+                        merge(e, &h);
+                    }
+                    s.sources.push(url.clone());
+                }
+                Err(e) => s.errors.push(format!("{url}: {e}")),
+            }
+        }
+        if self.config.apiserver_metrics {
+            let req = http::Request::get("/metrics").body(Vec::new());
+            let text = match req {
+                Ok(r) => rt
+                    .block_on(self.client.request_text(r))
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match text {
+                Ok(t) => {
+                    s.api = cluster::apiserver_histograms(&t);
+                    s.sources.push("apiserver /metrics".into());
+                }
+                Err(e) => s.errors.push(format!("apiserver /metrics: {e}")),
+            }
+        }
+        s
+    }
+}
+
+/// Sums `h` into `e` (the same method seen by several sidecars).
+fn merge(e: &mut Hist, h: &Hist) {
+    for (le, c) in &h.buckets {
+        match e.buckets.iter_mut().find(|(b, _)| b == le) {
+            Some((_, v)) => *v += c,
+            None => {
+                e.buckets.push((*le, *c));
+                e.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+        }
+    }
+    e.sum += h.sum;
+    e.count += h.count;
+}
+
+/// The run's calls: `after − before`.
+pub(crate) fn timing(before: &Scrape, after: &Scrape) -> ClusterTiming {
+    let mut errors = before.errors.clone();
+    errors.extend(
+        after
+            .errors
+            .iter()
+            .filter(|e| !before.errors.contains(e))
+            .cloned(),
+    );
+    ClusterTiming {
+        csi: cluster::between(&before.csi, &after.csi),
+        apiserver: cluster::between(&before.api, &after.api),
+        sources: after.sources.clone(),
+        errors,
+    }
+}
