@@ -254,6 +254,8 @@ pub enum SchemaFor {
     TraceRewrite,
     /// `trace merge --json`.
     TraceMerge,
+    /// `trace split --json`.
+    TraceSplit,
 }
 
 /// `trace`.
@@ -281,6 +283,27 @@ pub enum TraceTool {
     /// (`t1-`, `t2-`, … or `--prefix`), cluster names shared, header defaults the inputs
     /// disagree on written into their events, ids renumbered in merged order; streaming.
     Merge(MergeArgs),
+    /// Split a trace by tenant into one trace per tenant (DIR/TENANT.EXT) for several drivers
+    /// started on one instant (`run --start-at`): each part with its tenant's events, the
+    /// declared objects they use and every marker; ids and times kept. Refused, naming the
+    /// event, when two tenants use one object.
+    Split(SplitArgs),
+}
+
+/// `trace split`.
+#[derive(Debug, Args)]
+pub struct SplitArgs {
+    /// The trace (read twice: a file, not a pipe).
+    pub input: PathBuf,
+    /// Output directory (created); one trace per tenant in it.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Encoding of the parts.
+    #[arg(long, value_enum, default_value = "binary")]
+    pub to: Format,
+    /// Print the report as JSON (schema: docs/schemas/trace-split.schema.json).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `trace merge`.

@@ -55,6 +55,10 @@ pub struct RunOptions {
     /// Thresholds of the run's verdict.
     #[serde(default)]
     pub validity: ValidityOptions,
+    /// Start the clock at this wall-clock instant (after setup), so that several drivers of
+    /// one split trace run on one clock; `None`: as soon as setup is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<jiff::Timestamp>,
 }
 
 impl Default for RunOptions {
@@ -70,7 +74,23 @@ impl Default for RunOptions {
             tool: format!("cnsreplay {}", env!("CARGO_PKG_VERSION")),
             timing: timing::TimingOptions::default(),
             validity: ValidityOptions::default(),
+            start_at: None,
         }
+    }
+}
+
+/// Waits until `at` (wall clock); a notice when it had passed already (setup took longer).
+fn wait_for_start(at: jiff::Timestamp, notices: &mut Vec<String>) {
+    let now = jiff::Timestamp::now();
+    match Duration::try_from(at.duration_since(now)) {
+        Ok(d) => {
+            tracing::info!("waiting {:.3} s for --start-at {at}", d.as_secs_f64());
+            std::thread::sleep(d);
+        }
+        Err(_) => notices.push(format!(
+            "the clock started {:.3} s after --start-at {at}: setup took longer",
+            now.duration_since(at).as_secs_f64()
+        )),
     }
 }
 
@@ -151,6 +171,9 @@ pub fn run<P: Provider>(
     control: &RunControl,
 ) -> Result<RunOutcome, Error> {
     let mut prepared = prepare(trace, run_dir, provider, opts)?;
+    if let Some(at) = opts.start_at {
+        wait_for_start(at, &mut prepared.notices);
+    }
     provider.before_clock();
     let clocked = clock(&mut prepared, provider, opts, control)?;
     drain(&control.live(), control, opts.grace_ns, &clocked.cancel);

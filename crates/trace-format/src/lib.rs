@@ -22,6 +22,7 @@ pub mod rewrite;
 pub mod sample;
 mod serde_impl;
 pub mod slice;
+pub mod split;
 mod text;
 pub mod units;
 mod yaml;

@@ -510,6 +510,7 @@ fn search_loop(
             grace: "30s".into(),
             metrics_addr: None,
             metrics_any_address: false,
+            start_at: None,
             metrics_linger: 0,
             json: true,
             require_valid: false,

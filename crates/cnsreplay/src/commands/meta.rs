@@ -48,6 +48,7 @@ pub fn schema_text(which: SchemaFor) -> String {
         SchemaFor::TraceSlice => schemars::schema_for!(trace_format::slice::SliceReport),
         SchemaFor::TraceRewrite => schemars::schema_for!(trace_format::rewrite::RewriteReport),
         SchemaFor::TraceMerge => schemars::schema_for!(trace_format::merge::MergeReport),
+        SchemaFor::TraceSplit => schemars::schema_for!(trace_format::split::SplitReport),
     };
     let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
     s.push('\n');

@@ -64,6 +64,11 @@ pub struct RunArgs {
     /// unless --metrics-any-address).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Start the clock at this wall-clock instant (RFC 3339, e.g. `2026-11-26T10:00:00Z`)
+    /// once setup is done: several drivers of a split trace (`trace split`) on one clock.
+    /// A run whose setup ends later starts at once, with a notice.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<jiff::Timestamp>,
     /// Allow --metrics-addr beyond loopback (`0.0.0.0:9464` in a pod for an in-cluster
     /// Prometheus). The endpoint has no authentication: it tells anyone who can reach it the
     /// run's op counts and latencies.
@@ -284,6 +289,7 @@ fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
             pin: !a.settings.no_pin_lanes,
             realtime: !a.settings.no_realtime,
         },
+        start_at: a.start_at,
         ..RunOptions::default()
     };
     for c in &a.settings.concurrency {

@@ -85,6 +85,7 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
             grace: "30s".into(),
             metrics_addr: None,
             metrics_any_address: false,
+            start_at: None,
             metrics_linger: 0,
             json: true,
             require_valid: false,

@@ -9,14 +9,97 @@ use trace_format::slice::{Filter, Window, busiest, slice};
 use trace_format::units::{fmt_secs, parse_duration};
 
 use super::{label, open_or_fail};
-use crate::cli::{AlignArg, MergeArgs, RewriteArgs, SliceArgs, TraceArgs, TraceTool};
+use crate::cli::{AlignArg, MergeArgs, RewriteArgs, SliceArgs, SplitArgs, TraceArgs, TraceTool};
 
 pub(crate) fn run(a: &TraceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match &a.tool {
         TraceTool::Slice(s) => run_slice(s, out),
         TraceTool::Rewrite(r) => run_rewrite(r, out),
         TraceTool::Merge(m) => run_merge(m, out),
+        TraceTool::Split(s) => run_split(s, out),
     }
+}
+
+fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let Some(enc) = a.to.encoding() else {
+        bail!("--to {:?}: a trace encoding (yaml, jsonl, binary)", a.to);
+    };
+    if a.input.as_os_str() == "-" {
+        bail!("trace split reads its input twice: give a file, not stdin");
+    }
+    let file = label(&a.input);
+    let first =
+        trace_format::TraceReader::open(&a.input).with_context(|| format!("cannot read {file}"))?;
+    let second =
+        trace_format::TraceReader::open(&a.input).with_context(|| format!("cannot read {file}"))?;
+    let header = first.header().clone();
+    fs_err::create_dir_all(&a.output)?;
+    let ext = match enc {
+        trace_format::Encoding::Yaml => "yaml",
+        trace_format::Encoding::Jsonl => "jsonl",
+        trace_format::Encoding::Binary => "cnsbin",
+    };
+    let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
+    let (writers, report) = trace_format::split::split(
+        &header,
+        first.events(),
+        second.events(),
+        |tenant, h| {
+            // A file name for the tenant: its name with anything but [A-Za-z0-9._-] as `_`,
+            // and a number when that collides.
+            let mut stem: String = tenant
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            if stem.is_empty() || stem.starts_with('.') {
+                stem.insert(0, '_');
+            }
+            let mut path = a.output.join(format!("{stem}.{ext}"));
+            let mut n = 2;
+            while files.iter().any(|(_, p)| *p == path) {
+                path = a.output.join(format!("{stem}-{n}.{ext}"));
+                n += 1;
+            }
+            files.push((tenant.to_owned(), path.clone()));
+            TraceWriter::create(&path, Some(enc), h)
+        },
+        |w, ev| w.write(ev),
+    )
+    .with_context(|| format!("splitting {file}"))?;
+    for (tenant, w) in writers {
+        w.finish()
+            .with_context(|| format!("writing the part of {tenant}"))?;
+    }
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "{file}: {} events ({} markers, copied into every part) split into {} parts",
+        report.events,
+        report.markers,
+        report.parts.len()
+    )?;
+    for (tenant, path) in &files {
+        let r = report.parts.get(tenant).cloned().unwrap_or_default();
+        writeln!(
+            out,
+            "  {}: tenant {tenant:?}, {} events, {} declared volumes, {} declared workloads",
+            path.display(),
+            r.events,
+            r.volumes,
+            r.workloads
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_merge(a: &MergeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
