@@ -253,9 +253,9 @@ mod tests {
     use crate::check::Checker;
     use crate::io::{Encoding, Trace};
 
-    fn run(
-        text: &str,
-    ) -> Result<(BTreeMap<String, (Header, Vec<Event>)>, SplitReport), SplitError> {
+    type Parts = BTreeMap<String, (Header, Vec<Event>)>;
+
+    fn run(text: &str) -> Result<(Parts, SplitReport), SplitError> {
         let t = Trace::from_bytes(text.as_bytes(), Some(Encoding::Yaml)).expect("trace");
         split(
             &t.header,
