@@ -596,7 +596,7 @@ fn a_split_trace_replays_on_parallel_drivers_from_one_instant() {
             let part = parts.join(format!("{n}.cnsbin"));
             let o = cnsreplay(&["validate", s(&part)]);
             assert_eq!(o.status.code(), Some(0), "{n}: {o:?}");
-            std::process::Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+            Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
                 .args(["-q", "run", s(&part), "--provider", "sim", "--start-at"])
                 .arg(start.to_string())
                 .args(["-o", s(&d.join(format!("run-{n}")))])
