@@ -37,8 +37,12 @@ pub enum Command {
     /// interrupted or when every operation failed, 2 when it could not run, 4 with
     /// `--require-valid` when the verdict is not `valid`.
     Run(crate::commands::run::RunArgs),
-    /// Remove the leftovers of a crashed or interrupted run (only objects in its ledger).
+    /// Remove the leftovers of a crashed or interrupted run (only objects in its ledger; or,
+    /// on kube without the run directory, `--run-id`: only objects with its run label).
     Cleanup(crate::commands::run::CleanupArgs),
+    /// Merge the run directories of one split trace (`trace split`, `run --start-at`) into one
+    /// for `analyze`: every record on the earliest run's clock, each marker once.
+    MergeRuns(MergeRunsArgs),
     /// Generate a trace from a workload model (`synth MODEL -o OUT`), or fit lifetimes (`synth fit`).
     Synth(crate::commands::synth::SynthArgs),
     /// Replay a trace at several speeds or rates into SWEEPDIR/<speed>/ (for `analyze capacity`).
@@ -256,6 +260,17 @@ pub enum SchemaFor {
     TraceMerge,
     /// `trace split --json`.
     TraceSplit,
+}
+
+/// `merge-runs`.
+#[derive(Debug, Args)]
+pub struct MergeRunsArgs {
+    /// The run directories (two or more).
+    #[arg(required = true, num_args = 2..)]
+    pub runs: Vec<PathBuf>,
+    /// The merged run directory (new, or empty).
+    #[arg(short, long)]
+    pub output: PathBuf,
 }
 
 /// `trace`.

@@ -34,6 +34,20 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Command::Convert(a) => commands::convert::run(&a, out),
         Command::Run(a) => commands::run::run(&a, out),
         Command::Cleanup(a) => commands::run::cleanup(&a, out),
+        Command::MergeRuns(a) => {
+            let m = replay::merge_runs::merge_runs(&a.output, &a.runs)?;
+            writeln!(
+                out,
+                "{}: {} records from {} runs ({} duplicate markers left out); their clocks \
+                 started {:.3} ms apart",
+                a.output.display(),
+                m.events,
+                m.runs.len(),
+                m.duplicate_markers,
+                m.origin_spread_ns as f64 / 1e6
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Synth(a) => commands::synth::run(&a, out),
         Command::Sweep(a) => commands::sweep::run(&a, out),
         Command::Capacity(a) => commands::capacity::run(&a, out),

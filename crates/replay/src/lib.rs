@@ -16,6 +16,7 @@ mod event;
 pub mod ledger;
 mod line;
 pub mod live;
+pub mod merge_runs;
 pub mod noop;
 pub mod precise;
 pub mod provider;

@@ -649,4 +649,55 @@ fn a_split_trace_replays_on_parallel_drivers_from_one_instant() {
         "an event replayed twice"
     );
     assert_eq!(markers, trace_markers * 3);
+
+    // Merged into one run directory: every record once, and what `analyze` computes from it
+    // is computed from all the records (the p99 of the union, not a mix of the parts' p99s).
+    let merged = d.join("merged");
+    let mut args = vec![
+        "merge-runs".to_owned(),
+        "-o".to_owned(),
+        s(&merged).to_owned(),
+    ];
+    args.extend(
+        names
+            .iter()
+            .map(|n| s(&d.join(format!("run-{n}"))).to_owned()),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = cnsreplay(&args);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let o = cnsreplay(&["analyze", "summary", "--json", s(&merged)]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let sum: serde_json::Value = serde_json::from_slice(&o.stdout).expect("summary json");
+    let run = &sum["runs"][0];
+    assert_eq!(run["events"].as_u64(), Some(total), "{run}");
+    let mut responses: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    for n in &names {
+        let text = fs_err::read_to_string(d.join(format!("run-{n}/events.jsonl"))).expect("events");
+        for line in text.lines() {
+            let r: serde_json::Value = serde_json::from_str(line).expect("record");
+            let op = r["op"].as_str().expect("op").to_owned();
+            if op != "marker" {
+                responses
+                    .entry(op)
+                    .or_default()
+                    .push(r["response"].as_u64().expect("response"));
+            }
+        }
+    }
+    for (op, v) in responses {
+        // The engine's and analyze's histogram: 3 significant digits.
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1 << 42, 3).expect("bounds");
+        for x in &v {
+            h.saturating_record((*x).max(1));
+        }
+        let want = h.value_at_quantile(0.99);
+        let got = run["ops"][&op]["response"]["p99"].as_u64().expect("p99");
+        assert_eq!(
+            got,
+            want,
+            "{op}: merged p99 vs the p99 of all {} records",
+            v.len()
+        );
+    }
 }
