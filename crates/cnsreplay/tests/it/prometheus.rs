@@ -22,6 +22,11 @@ fn free_port() -> u16 {
 
 /// One PromQL instant query through the HTTP API; the result vector's values.
 fn query(port: u16, q: &str) -> Vec<f64> {
+    query_at(port, q, None)
+}
+
+/// [`query`] evaluated at `time` (Unix seconds) when given.
+fn query_at(port: u16, q: &str, time: Option<f64>) -> Vec<f64> {
     let enc: String = q
         .bytes()
         .map(|b| {
@@ -35,7 +40,8 @@ fn query(port: u16, q: &str) -> Vec<f64> {
     let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connect to prometheus");
     write!(
         c,
-        "GET /api/v1/query?query={enc} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
+        "GET /api/v1/query?query={enc}{} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
+        time.map(|t| format!("&time={t}")).unwrap_or_default()
     )
     .expect("request");
     let mut resp = String::new();
@@ -170,6 +176,42 @@ fn prometheus_scrapes_the_runs_own_numbers() {
         (lo * 0.999..=hi * 1.001).contains(&ours_s),
         "PromQL p99 {est} s (bucket ({lo}, {hi}]) vs the summary's {ours_s} s"
     );
+    // The Grafana dashboard (deploy/grafana): every panel's query evaluates on the real
+    // server, in the middle of the run, and the ones about this run's op have data.
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("manifest.json")).expect("manifest"),
+    )
+    .expect("manifest json");
+    let origin: jiff::Timestamp = manifest["origin"]
+        .as_str()
+        .expect("origin")
+        .parse()
+        .expect("time");
+    let mid = origin.as_millisecond() as f64 / 1e3 + 9.0;
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            crate::workspace().join("deploy/grafana/cnsreplay-dashboard.json"),
+        )
+        .expect("dashboard"),
+    )
+    .expect("dashboard json");
+    let mut queried = 0;
+    for p in dash["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().expect("targets") {
+            let expr = t["expr"]
+                .as_str()
+                .expect("expr")
+                .replace("$job", ".*")
+                .replace("$__rate_interval", "5s");
+            let got = query_at(theirs, &expr, Some(mid));
+            let title = p["title"].as_str().unwrap_or_default();
+            if !title.starts_with("Failures") {
+                assert!(!got.is_empty(), "{title}: {expr} has no data mid-run");
+            }
+            queried += 1;
+        }
+    }
+    assert!(queried >= 8, "{queried} queries");
     let _ = prom.kill();
     let _ = prom.wait();
     assert!(Path::new(&run).join("summary.json").is_file());
