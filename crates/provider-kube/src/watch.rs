@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Resource};
+use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
@@ -93,7 +93,17 @@ where
             key,
         });
         let me = this.clone();
-        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+        // The cache keeps what the waits read: managed fields and kubectl's last-applied
+        // copy are dropped first (the PV and VolumeAttachment watches see every object of
+        // the cluster, not only the run's).
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, config).default_backoff().modify(|o| {
+                o.managed_fields_mut().clear();
+                o.annotations_mut()
+                    .remove("kubectl.kubernetes.io/last-applied-configuration");
+            }),
+        );
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(ev) = stream.next().await {
