@@ -32,6 +32,10 @@ enum Msg {
 pub(crate) struct YamlReader {
     rx: Receiver<Msg>,
     done: bool,
+    /// The parsing thread, joined once it has said its last word (end or fatal error), so a
+    /// reader read to its end leaves no thread behind; a reader dropped early leaves it to
+    /// notice the closed channel and end by itself (joining could wait on a pipe).
+    thread: Option<thread::JoinHandle<()>>,
 }
 
 fn diag(file: &str, line: Option<u64>, record: Option<u64>, e: TextError) -> Diagnostic {
@@ -63,7 +67,7 @@ fn options() -> serde_saphyr::Options {
 impl YamlReader {
     pub(crate) fn spawn<R: Read + Send + 'static>(r: R, file: String) -> Result<Self, Error> {
         let (tx, rx) = sync_channel(1024);
-        thread::Builder::new()
+        let handle = thread::Builder::new()
             .name("cnsreplay-yaml".into())
             .spawn(move || {
                 let top = Top {
@@ -92,7 +96,19 @@ impl YamlReader {
                     }));
                 }
             })?;
-        Ok(Self { rx, done: false })
+        Ok(Self {
+            rx,
+            done: false,
+            thread: Some(handle),
+        })
+    }
+
+    /// Joins the parsing thread, which has ended or is ending (it sent its fatal error, or
+    /// closed the channel).
+    fn join(&mut self) {
+        if let Some(h) = self.thread.take() {
+            let _ = h.join();
+        }
     }
 
     pub(crate) fn read_header(&mut self, file: &str) -> Result<Header, Error> {
@@ -100,10 +116,15 @@ impl YamlReader {
             Ok(Msg::Header(h)) => h.map_err(Error::from),
             Ok(Msg::Fatal(d)) => {
                 self.done = true;
+                self.join();
                 Err(d.into())
             }
-            Ok(Msg::Event(_)) | Err(_) => {
+            r @ (Ok(Msg::Event(_)) | Err(_)) => {
                 self.done = true;
+                if r.is_err() {
+                    // The channel closed: the thread has ended.
+                    self.join();
+                }
                 Err(Diagnostic {
                     file: file.to_owned(),
                     location: Location::default(),
@@ -123,10 +144,17 @@ impl YamlReader {
             Ok(Msg::Event(e)) => Some(e.map_err(Error::from)),
             Ok(Msg::Fatal(d)) => {
                 self.done = true;
+                self.join();
                 Some(Err(d.into()))
             }
-            Ok(Msg::Header(_)) | Err(_) => {
+            Ok(Msg::Header(_)) => {
                 self.done = true;
+                None
+            }
+            Err(_) => {
+                // The channel closed: the thread has ended.
+                self.done = true;
+                self.join();
                 None
             }
         }
