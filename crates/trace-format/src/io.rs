@@ -319,11 +319,30 @@ impl Trace {
         Self::collect(TraceReader::open(path)?)
     }
 
-    /// Collects a reader, failing on the first problem.
+    /// Collects a reader, failing on the first problem. A YAML reader is read to its end
+    /// even then (its events are decoded on a thread of their own, which then ends before
+    /// this returns instead of racing on in the background).
     pub fn collect(reader: TraceReader) -> Result<Self, Error> {
         let header = reader.header().clone();
-        let events = reader.events().collect::<Result<_, _>>()?;
-        Ok(Self { header, events })
+        let yaml = reader.encoding() == Encoding::Yaml;
+        let mut events = Vec::new();
+        let mut first = None;
+        for e in reader.events() {
+            match (e, &first) {
+                (Ok(e), None) => events.push(e),
+                (Err(e), None) => {
+                    first = Some(e);
+                    if !yaml {
+                        break;
+                    }
+                }
+                (_, Some(_)) => {}
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(Self { header, events }),
+        }
     }
 
     /// Decodes a trace held in memory.
