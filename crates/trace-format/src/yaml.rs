@@ -33,9 +33,28 @@ pub(crate) struct YamlReader {
     rx: Receiver<Msg>,
     done: bool,
     /// The parsing thread, joined once it has said its last word (end or fatal error), so a
-    /// reader read to its end leaves no thread behind; a reader dropped early leaves it to
-    /// notice the closed channel and end by itself (joining could wait on a pipe).
+    /// reader read to its end leaves no thread behind. A reader dropped early closes the
+    /// channel, which stops the thread at its next event, and joins it if it ends within
+    /// 100 ms (always, for input in memory or in a file); otherwise (a pipe that has gone
+    /// quiet) it is left to end by itself rather than hold up the caller.
     thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Drop for YamlReader {
+    fn drop(&mut self) {
+        let Some(h) = self.thread.take() else {
+            return;
+        };
+        let (_, closed) = sync_channel(0);
+        drop(std::mem::replace(&mut self.rx, closed));
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(100);
+        while !h.is_finished() && std::time::Instant::now() < until {
+            thread::sleep(std::time::Duration::from_micros(200));
+        }
+        if h.is_finished() {
+            let _ = h.join();
+        }
+    }
 }
 
 fn diag(file: &str, line: Option<u64>, record: Option<u64>, e: TextError) -> Diagnostic {
