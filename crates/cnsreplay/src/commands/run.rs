@@ -801,6 +801,14 @@ pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<Ex
         report.already_gone,
         report.failed.len()
     )?;
+    failures(&report, out)
+}
+
+/// Lists what cleanup could not remove; exit 1 when anything.
+fn failures(
+    report: &replay::provider::CleanupReport,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
     for f in &report.failed {
         writeln!(out, "  not removed: {f}")?;
     }
@@ -841,14 +849,7 @@ fn cleanup_run_id(a: &CleanupArgs, id: &str, out: &mut dyn Write) -> anyhow::Res
         report.already_gone,
         report.failed.len()
     )?;
-    for f in &report.failed {
-        writeln!(out, "  not removed: {f}")?;
-    }
-    Ok(if report.failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    failures(&report, out)
 }
 
 /// `runs/<trace file stem>-<UTC time to the second>`, so repeated runs never collide with an

@@ -14,16 +14,7 @@ use crate::{cnsreplay, s, stdout};
 
 fn cluster() -> Option<HashMap<String, String>> {
     let require = std::env::var("CNSREPLAY_REQUIRE_TESTENV").as_deref() == Ok("1");
-    let vars: HashMap<String, String> = match std::env::var("CNSREPLAY_TESTENV") {
-        Ok(path) if path != "0" => std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{path}: {e}"))
-            .lines()
-            .filter_map(|l| l.strip_prefix("export "))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
-            .collect(),
-        _ => HashMap::new(),
-    };
+    let vars = crate::testenv_vars();
     if vars.get("KUBECONFIG").is_none_or(String::is_empty) {
         assert!(
             !require,

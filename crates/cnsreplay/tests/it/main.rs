@@ -8,8 +8,24 @@ mod prometheus;
 mod real_node;
 mod run;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+/// The variables of the `testenv.env` that `CNSREPLAY_TESTENV` names (none when it is unset
+/// or `0`).
+fn testenv_vars() -> HashMap<String, String> {
+    match std::env::var("CNSREPLAY_TESTENV") {
+        Ok(path) if path != "0" => std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+            .collect(),
+        _ => HashMap::new(),
+    }
+}
 
 use trace_format::{Encoding, Trace};
 
