@@ -6,11 +6,10 @@
 //! `CNSREPLAY_REQUIRE_TESTENV=1`.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{cnsreplay, s, stdout};
+use crate::{cnsreplay, kubectl, s, stdout};
 
 fn cluster() -> Option<HashMap<String, String>> {
     let require = std::env::var("CNSREPLAY_REQUIRE_TESTENV").as_deref() == Ok("1");
@@ -27,20 +26,6 @@ fn cluster() -> Option<HashMap<String, String>> {
         return None;
     }
     Some(vars)
-}
-
-fn kubectl(v: &HashMap<String, String>, args: &[&str]) -> String {
-    let out = Command::new(Path::new(&v["TESTENV_BIN"]).join("kubectl"))
-        .arg(format!("--kubeconfig={}", v["KUBECONFIG"]))
-        .args(args)
-        .output()
-        .expect("run kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
 }
 
 fn until(what: &str, mut f: impl FnMut() -> bool) {

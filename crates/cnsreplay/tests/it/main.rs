@@ -12,6 +12,21 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// `kubectl` of testenv `vars` as the cluster admin; panics with its stderr on failure.
+fn kubectl(vars: &HashMap<String, String>, args: &[&str]) -> String {
+    let out = Command::new(Path::new(&vars["TESTENV_BIN"]).join("kubectl"))
+        .arg(format!("--kubeconfig={}", vars["KUBECONFIG"]))
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
 /// The variables of the `testenv.env` that `CNSREPLAY_TESTENV` names (none when it is unset
 /// or `0`).
 fn testenv_vars() -> HashMap<String, String> {

@@ -32,17 +32,7 @@ impl Cluster {
 
     /// `kubectl` as the cluster admin; panics with its stderr on failure.
     fn kubectl(&self, args: &[&str]) -> String {
-        let out = Command::new(Path::new(self.get("TESTENV_BIN")).join("kubectl"))
-            .arg(format!("--kubeconfig={}", self.get("KUBECONFIG")))
-            .args(args)
-            .output()
-            .expect("run kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8")
+        crate::kubectl(&self.vars, args)
     }
 
     /// A kubeconfig for the service account `cnsreplay` bound by exactly `deploy/rbac.yaml`.
