@@ -65,8 +65,7 @@ impl Kube {
             match http_get(url) {
                 Ok(text) => {
                     for (k, h) in cluster::csi_histograms(&text) {
-                        let e: &mut Hist = s.csi.entry(k).or_default();
-                        merge(e, &h);
+                        s.csi.entry(k).or_default().add(&h);
                     }
                     s.sources.push(url.clone());
                 }
@@ -91,21 +90,6 @@ impl Kube {
         }
         s
     }
-}
-
-/// Sums `h` into `e` (the same method seen by several sidecars).
-fn merge(e: &mut Hist, h: &Hist) {
-    for (le, c) in &h.buckets {
-        match e.buckets.iter_mut().find(|(b, _)| b == le) {
-            Some((_, v)) => *v += c,
-            None => {
-                e.buckets.push((*le, *c));
-                e.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-            }
-        }
-    }
-    e.sum += h.sum;
-    e.count += h.count;
 }
 
 /// The run's calls: `after − before`.

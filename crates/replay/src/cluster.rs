@@ -83,6 +83,15 @@ pub struct Hist {
 }
 
 impl Hist {
+    /// Adds `other`'s observations (the same calls seen by another sidecar).
+    pub fn add(&mut self, other: &Hist) {
+        for (le, c) in &other.buckets {
+            self.add_bucket(*le, *c);
+        }
+        self.sum += other.sum;
+        self.count += other.count;
+    }
+
     fn add_bucket(&mut self, le: f64, v: f64) {
         match self.buckets.iter_mut().find(|(b, _)| *b == le) {
             Some((_, c)) => *c += v,

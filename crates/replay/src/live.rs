@@ -78,8 +78,6 @@ pub struct OpMetrics {
 /// Counters updated by the engine while it runs.
 #[derive(Debug, Default)]
 pub struct Live {
-    /// Events read from the trace and dispatched.
-    pub dispatched: AtomicU64,
     /// Events completed (any outcome).
     pub done: AtomicU64,
     /// Events failed.
@@ -92,13 +90,19 @@ pub struct Live {
     pub total: AtomicU64,
     /// Set when the run has finished.
     pub finished: AtomicBool,
-    /// Events dispatched per op type (indexed by the op's tag).
+    /// Events dispatched per op type (indexed by the op's tag); their sum is
+    /// [`Live::dispatched`].
     pub dispatched_by_op: [AtomicU64; OpType::ALL.len()],
     /// Per op type, from the records.
     pub ops: Mutex<BTreeMap<OpType, OpMetrics>>,
 }
 
 impl Live {
+    /// Events read from the trace and dispatched.
+    pub fn dispatched(&self) -> u64 {
+        self.dispatched_by_op.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
     /// Counts one dispatched event of `op` (the engine's timing lanes).
     pub fn dispatched_op(&self, op: OpType) {
         if let Some(c) = self.dispatched_by_op.get(op as usize) {
@@ -124,9 +128,7 @@ impl Live {
 
     /// Events in flight.
     pub fn in_flight(&self) -> u64 {
-        self.dispatched
-            .load(Relaxed)
-            .saturating_sub(self.done.load(Relaxed))
+        self.dispatched().saturating_sub(self.done.load(Relaxed))
     }
 
     /// Prometheus text exposition of the counters.
@@ -142,7 +144,7 @@ impl Live {
             "events_dispatched_total",
             "counter",
             "Events dispatched.",
-            self.dispatched.load(Relaxed),
+            self.dispatched(),
         );
         metric(
             "events_done_total",

@@ -70,12 +70,10 @@ pub fn merge_runs(out: &Path, runs: &[PathBuf]) -> Result<MergedRuns, Error> {
             if line.trim().is_empty() {
                 continue;
             }
-            let mut v: Value = serde_json::from_str(&line).map_err(|e| Error::Json {
-                file: file.clone(),
-                source: serde_json::Error::io(std::io::Error::other(format!(
-                    "line {}: {e}",
-                    i + 1
-                ))),
+            // The file named with the line: the parser's own position is within the line.
+            let mut v: Value = serde_json::from_str(&line).map_err(|source| Error::Json {
+                file: PathBuf::from(format!("{}:{}", file.display(), i + 1)),
+                source,
             })?;
             if v["op"] == "marker"
                 && let Some(id) = v["id"].as_u64()
@@ -136,14 +134,11 @@ pub fn merge_runs(out: &Path, runs: &[PathBuf]) -> Result<MergedRuns, Error> {
             )
         })
         .collect();
-    m.state = match bad.is_empty() {
-        true => CompletionState::Complete,
-        false => manifests
-            .iter()
-            .map(|(m, _)| m.state)
-            .find(|s| *s != CompletionState::Complete)
-            .unwrap_or(CompletionState::Interrupted),
-    };
+    m.state = manifests
+        .iter()
+        .map(|(m, _)| m.state)
+        .find(|s| *s != CompletionState::Complete)
+        .unwrap_or(CompletionState::Complete);
     m.reason = (!bad.is_empty()).then(|| format!("merged runs not complete: {}", bad.join("; ")));
     m.trace.path = format!(
         "merged: {}",

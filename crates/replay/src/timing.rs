@@ -592,7 +592,6 @@ fn lane_loop(
             late += u64::from(lateness > LATE_NS);
             n += 1;
             // Counted before the hand-off, so `in_flight` never sees it done but not dispatched.
-            live.dispatched.fetch_add(1, Relaxed);
             live.dispatched_op(d.ev.op.op_type());
             hand_off((d, at));
         }

@@ -135,6 +135,17 @@ fn dangling(kind: &'static str, name: &Name, gone: &Gone) -> Problem {
 }
 
 impl Checker {
+    /// Every finding of the header and `events` in order (tests of the trace tools: what
+    /// they write must replay).
+    #[cfg(test)]
+    pub(crate) fn findings_of(header: &Header, events: &[Event]) -> Vec<Finding> {
+        let (mut c, mut findings) = Checker::new(header);
+        for (i, e) in events.iter().enumerate() {
+            c.check(e, i as u64, &mut findings);
+        }
+        findings
+    }
+
     /// Starts from the header: its defaults, pre-existing volumes and pre-running workloads
     /// (checked like attaches at t = 0). Problems in the header (duplicate or zero-sized
     /// declarations, a workload mounting an undeclared volume or breaking an access mode) are

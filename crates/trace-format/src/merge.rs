@@ -467,10 +467,7 @@ events:
     #[test]
     fn a_merge_of_valid_traces_is_valid_and_clashing_prefixes_are_refused() {
         let (h, evs, _) = run(Align::Start);
-        let (mut c, mut findings) = Checker::new(&h);
-        for (i, e) in evs.iter().enumerate() {
-            c.check(e, i as u64, &mut findings);
-        }
+        let findings = Checker::findings_of(&h, &evs);
         // b restores from a snapshot it never took: that finding is b's own, not the merge's.
         assert!(
             findings.iter().all(|f| format!("{f:?}").contains("b-s0")),
@@ -542,10 +539,7 @@ events:
                 ("y-run", "y-pre", Some("n1"), Some("ns2")),
             ]
         );
-        let (mut c, mut findings) = Checker::new(&h);
-        for (i, e) in evs.iter().enumerate() {
-            c.check(e, i as u64, &mut findings);
-        }
+        let findings = Checker::findings_of(&h, &evs);
         assert!(findings.is_empty(), "{findings:?}");
     }
 }

@@ -528,10 +528,7 @@ events:
             ])
         );
         // What is left replays: the checker finds no problem.
-        let (mut c, mut findings) = Checker::new(&h);
-        for (i, e) in evs.iter().enumerate() {
-            c.check(e, i as u64, &mut findings);
-        }
+        let findings = Checker::findings_of(&h, &evs);
         assert!(findings.is_empty(), "{findings:?}");
     }
 
@@ -566,10 +563,7 @@ events:
                 Some(needs),
                 "from {from}: {r:?}"
             );
-            let (mut c, mut findings) = Checker::new(&h);
-            for (i, e) in evs.iter().enumerate() {
-                c.check(e, i as u64, &mut findings);
-            }
+            let findings = Checker::findings_of(&h, &evs);
             assert!(findings.is_empty(), "from {from}: {findings:?}");
         }
     }

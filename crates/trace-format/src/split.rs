@@ -306,10 +306,7 @@ events:
         assert_eq!(r.parts["a"].events, 5);
         // Every part replays on its own.
         for (p, (h, evs)) in &parts {
-            let (mut c, mut findings) = Checker::new(h);
-            for (i, e) in evs.iter().enumerate() {
-                c.check(e, i as u64, &mut findings);
-            }
+            let findings = Checker::findings_of(h, evs);
             assert!(findings.is_empty(), "{p}: {findings:?}");
         }
     }
