@@ -11,7 +11,8 @@
 # driver; CNSREPLAY_TESTENV=0 skips the cluster and
 # its tests say they skipped; CNSREPLAY_TESTENV=<testenv.env> uses a cluster already running.
 # TESTENV_REAL_NODE=1 (the default) adds testenv's real kubelet node (testenv/README.md), with
-# the iogen image built from a static (musl) iogen; TESTENV_REAL_NODE=0 runs without it.
+# the iogen and cnsreplay images built from static (musl) binaries; TESTENV_REAL_NODE=0 runs
+# without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
@@ -40,6 +41,10 @@ elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
       rustup target add x86_64-unknown-linux-musl
     cargo build --locked -q --release -p iogen --bin iogen --target x86_64-unknown-linux-musl
     export TESTENV_IOGEN_BIN=$target/x86_64-unknown-linux-musl/release/iogen
+    # The in-cluster image (deploy/cnsreplay.Containerfile): cnsreplay without `analyze`.
+    cargo build --locked -q --release -p cnsreplay --no-default-features \
+      --target x86_64-unknown-linux-musl
+    export TESTENV_CNSREPLAY_BIN=$target/x86_64-unknown-linux-musl/release/cnsreplay
     export CNSREPLAY_REQUIRE_REAL_NODE=1
   fi
   cluster=$(mktemp -d /tmp/cnsreplay-testenv.XXXXXX)

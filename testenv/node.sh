@@ -32,9 +32,11 @@ real_node_prepare() { # before the CSI driver starts: checks, ports, folders, th
 }
 
 real_node_start() {
-	local t0 t_kubelet iogen host kport hport
+	local t0 t_kubelet iogen cnsreplay host kport hport
 	t0=$(date +%s.%N)
 	iogen=${TESTENV_IOGEN_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/x86_64-unknown-linux-musl/release/iogen}
+	# Optional: the static cnsreplay of the in-cluster image (deploy/cnsreplay.Containerfile).
+	cnsreplay=${TESTENV_CNSREPLAY_BIN:-}
 	# --- registry (no auth section: Debian's default config would enable htpasswd) ---
 	cat >"$S/registry/config.yml" <<EOF
 version: 0.1
@@ -47,7 +49,7 @@ http:
 EOF
 	start_exe registry "$(command -v docker-registry)" serve "$S/registry/config.yml"
 	wait_for "registry" curl -sf "http://$REGISTRY/v2/"
-	"$TESTENV_SRC/images.sh" "$REGISTRY" "$iogen" 2>>"$S/logs/images.log" || {
+	"$TESTENV_SRC/images.sh" "$REGISTRY" "$iogen" ${cnsreplay:+"$cnsreplay"} 2>>"$S/logs/images.log" || {
 		tail -n 5 "$S/logs/images.log" >&2
 		testenv_die "images.sh failed (see $S/logs/images.log)"
 	}
@@ -182,6 +184,16 @@ export TESTENV_REGISTRY=$REGISTRY
 export TESTENV_IOGEN_IMAGE=$REGISTRY/cnsreplay/iogen:latest
 export TESTENV_POD_LOGS=$S/pod-logs
 EOF
+	# In-cluster clients on this node (deploy/kustomize/overlays/testenv) run with the host's
+	# network, since pods get loopback only and nothing routes the Service IP: they find the
+	# API server at 127.0.0.1 on its port through this ConfigMap (envFrom), which overrides
+	# the kubelet's KUBERNETES_SERVICE_* variables.
+	k create namespace cnsreplay --dry-run=client -o yaml | k apply -f - >/dev/null
+	k -n cnsreplay create configmap testenv-apiserver --from-literal=KUBERNETES_SERVICE_HOST=127.0.0.1 \
+		--from-literal=KUBERNETES_SERVICE_PORT="$API_PORT" >/dev/null
+	if [ -n "$cnsreplay" ]; then
+		echo "export TESTENV_CNSREPLAY_IMAGE=$REGISTRY/cnsreplay/cnsreplay:latest" >>"$S/testenv.env"
+	fi
 }
 
 real_node_address() {

@@ -30,7 +30,9 @@
 #                          cnsreplay.dev/real-node=true; cnsreplay-csi then serves that node
 #                          and registers with its kubelet. Needs root, runc, docker-registry
 #                          and a static iogen (TESTENV_IOGEN_BIN, default
-#                          $CARGO_TARGET_DIR/x86_64-unknown-linux-musl/release/iogen)
+#                          $CARGO_TARGET_DIR/x86_64-unknown-linux-musl/release/iogen);
+#                          TESTENV_CNSREPLAY_BIN (a static cnsreplay) adds the in-cluster
+#                          cnsreplay image (TESTENV_CNSREPLAY_IMAGE, deploy/kustomize)
 #
 # Afterwards: `. $TESTENV_DIR/testenv.env` sets KUBECONFIG, PATH (kubectl) and TESTENV_*.
 set -euo pipefail

@@ -40,6 +40,14 @@ pub enum Command {
     /// Remove the leftovers of a crashed or interrupted run (only objects in its ledger; or,
     /// on kube without the run directory, `--run-id`: only objects with its run label).
     Cleanup(crate::commands::run::CleanupArgs),
+    /// Copy run directories off the claim an in-cluster run (deploy/kustomize) wrote them to:
+    /// a pod of the cnsreplay image mounts it and `pack` is exec'd in it.
+    Fetch(crate::commands::fetch::FetchArgs),
+    /// Write a directory (a run directory) as a tar archive to stdout.
+    Pack(crate::commands::fetch::PackArgs),
+    /// Wait for SIGTERM: the process of `fetch`'s pod.
+    #[command(hide = true)]
+    Idle,
     /// Merge the run directories of one split trace (`trace split`, `run --start-at`) into one
     /// for `analyze`: every record on the earliest run's clock, each marker once.
     MergeRuns(MergeRunsArgs),
@@ -49,8 +57,10 @@ pub enum Command {
     Sweep(crate::commands::sweep::SweepArgs),
     /// Find the maximum sustainable rate: step up, then bisect the intensity (speed of a trace,
     /// target rate of a synth model) against SLOs, with repeats near the limit.
+    #[cfg(feature = "analyze")]
     Capacity(crate::commands::capacity::CapacityArgs),
     /// Analyze run directories: summary, compare, capacity, qos, report, export.
+    #[cfg(feature = "analyze")]
     Analyze(crate::commands::analyze::AnalyzeArgs),
     /// Trace tools: `slice` a time window (e.g. the busiest minute) into a trace that replays;
     /// `rewrite` (alias `scale`, `map`) its pace and the cluster names it uses.
@@ -242,14 +252,19 @@ pub enum SchemaFor {
     SynthFit,
     /// `run --json`.
     Run,
+    #[cfg(feature = "analyze")]
     /// `analyze summary --json`.
     AnalyzeSummary,
+    #[cfg(feature = "analyze")]
     /// `analyze compare --json`.
     AnalyzeCompare,
+    #[cfg(feature = "analyze")]
     /// `analyze capacity --json`.
     AnalyzeCapacity,
+    #[cfg(feature = "analyze")]
     /// `analyze qos --json`.
     AnalyzeQos,
+    #[cfg(feature = "analyze")]
     /// `capacity --json`.
     Capacity,
     /// `trace slice --json`.

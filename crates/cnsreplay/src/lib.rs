@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 pub mod logging;
 pub mod report;
+#[cfg(feature = "analyze")]
 pub mod search;
 
 use std::io::Write;
@@ -34,6 +35,12 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Command::Convert(a) => commands::convert::run(&a, out),
         Command::Run(a) => commands::run::run(&a, out),
         Command::Cleanup(a) => commands::run::cleanup(&a, out),
+        Command::Fetch(a) => commands::fetch::run(&a, out),
+        Command::Pack(a) => {
+            commands::fetch::stdout_ok()?;
+            commands::fetch::pack(&a, out)
+        }
+        Command::Idle => commands::fetch::idle(),
         Command::MergeRuns(a) => {
             let m = replay::merge_runs::merge_runs(&a.output, &a.runs)?;
             writeln!(
@@ -50,7 +57,9 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
         Command::Synth(a) => commands::synth::run(&a, out),
         Command::Sweep(a) => commands::sweep::run(&a, out),
+        #[cfg(feature = "analyze")]
         Command::Capacity(a) => commands::capacity::run(&a, out),
+        #[cfg(feature = "analyze")]
         Command::Analyze(a) => commands::analyze::run(&a, out),
         Command::Trace(a) => commands::trace::run(&a, out),
         Command::Completions(a) => commands::meta::completions(&a, out),

@@ -583,7 +583,7 @@ pub(crate) fn monotonic_ns() -> u64 {
 /// before the call, or a preemption just before it, does not push the wake-up later).
 pub(crate) fn sleep_until(deadline_ns: u64) {
     let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_sec: (deadline_ns / 1_000_000_000) as _, // time_t (its name is deprecated on musl)
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
     };
     // SAFETY: `ts` is a valid timespec; the remainder pointer may be null with TIMER_ABSTIME.

@@ -13,6 +13,7 @@
 mod cleanup;
 mod cluster_metrics;
 mod env;
+pub mod fetch;
 mod io;
 mod io_local;
 pub mod limiter;
@@ -292,6 +293,30 @@ impl std::fmt::Debug for KubeProvider {
     }
 }
 
+/// A client for `config`'s kubeconfig and context (the usual inference without them).
+pub(crate) async fn client_for(config: &KubeConfig) -> Result<Client, KubeError> {
+    let opts = kube::config::KubeConfigOptions {
+        context: config.context.clone(),
+        ..Default::default()
+    };
+    let cfg = match &config.kubeconfig {
+        Some(p) => {
+            let kc = kube::config::Kubeconfig::read_from(p)
+                .map_err(|e| KubeError::Config(format!("{}: {e}", p.display())))?;
+            Config::from_custom_kubeconfig(kc, &opts)
+                .await
+                .map_err(|e| KubeError::Config(format!("{}: {e}", p.display())))?
+        }
+        None if config.context.is_some() => Config::from_kubeconfig(&opts)
+            .await
+            .map_err(|e| KubeError::Config(e.to_string()))?,
+        None => Config::infer()
+            .await
+            .map_err(|e| KubeError::Config(e.to_string()))?,
+    };
+    Client::try_from(cfg).map_err(|e| KubeError::Client(e.to_string()))
+}
+
 impl KubeProvider {
     /// Builds the provider (reads the kubeconfig; contacts nothing yet).
     pub fn new(config: KubeConfig) -> Result<Self, KubeError> {
@@ -300,28 +325,7 @@ impl KubeProvider {
             .enable_all()
             .thread_name("cnsreplay-kube")
             .build()?;
-        let client = rt.block_on(async {
-            let opts = kube::config::KubeConfigOptions {
-                context: config.context.clone(),
-                ..Default::default()
-            };
-            let cfg = match &config.kubeconfig {
-                Some(p) => {
-                    let kc = kube::config::Kubeconfig::read_from(p)
-                        .map_err(|e| KubeError::Config(format!("{}: {e}", p.display())))?;
-                    Config::from_custom_kubeconfig(kc, &opts)
-                        .await
-                        .map_err(|e| KubeError::Config(format!("{}: {e}", p.display())))?
-                }
-                None if config.context.is_some() => Config::from_kubeconfig(&opts)
-                    .await
-                    .map_err(|e| KubeError::Config(e.to_string()))?,
-                None => Config::infer()
-                    .await
-                    .map_err(|e| KubeError::Config(e.to_string()))?,
-            };
-            Client::try_from(cfg).map_err(|e| KubeError::Client(e.to_string()))
-        })?;
+        let client = rt.block_on(client_for(&config))?;
         let inner = Arc::new(Kube {
             limiter: Arc::new(Limiter::new(config.qps, config.burst)),
             config,

@@ -38,10 +38,15 @@ pub fn schema_text(which: SchemaFor) -> String {
         SchemaFor::Synth => schemars::schema_for!(crate::commands::synth::SynthReport),
         SchemaFor::SynthFit => schemars::schema_for!(synth::FitReport),
         SchemaFor::Run => schemars::schema_for!(replay::Summary),
+        #[cfg(feature = "analyze")]
         SchemaFor::AnalyzeSummary => schemars::schema_for!(analyze::summary::SummaryReport),
+        #[cfg(feature = "analyze")]
         SchemaFor::AnalyzeCompare => schemars::schema_for!(analyze::CompareReport),
+        #[cfg(feature = "analyze")]
         SchemaFor::AnalyzeCapacity => schemars::schema_for!(analyze::CapacityReport),
+        #[cfg(feature = "analyze")]
         SchemaFor::AnalyzeQos => schemars::schema_for!(analyze::QosReport),
+        #[cfg(feature = "analyze")]
         SchemaFor::Capacity => {
             schemars::schema_for!(crate::commands::capacity::CapacitySearchReport)
         }

@@ -1,8 +1,11 @@
 //! One module per command.
 
+#[cfg(feature = "analyze")]
 pub mod analyze;
+#[cfg(feature = "analyze")]
 pub mod capacity;
 pub(crate) mod convert;
+pub mod fetch;
 pub mod meta;
 pub(crate) mod run;
 pub(crate) mod stats;

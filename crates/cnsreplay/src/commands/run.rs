@@ -216,7 +216,12 @@ pub struct ProviderArgs {
     #[arg(long, value_name = "PATH")]
     pub iogen_seccomp_profile: Option<String>,
     /// kube: image of the `io_phase` pods (runs iogen; deploy/iogen.Containerfile).
-    #[arg(long, value_name = "IMAGE", default_value = "cnsreplay/iogen:latest")]
+    #[arg(
+        long,
+        value_name = "IMAGE",
+        env = "CNSREPLAY_IOGEN_IMAGE",
+        default_value = "cnsreplay/iogen:latest"
+    )]
     pub iogen_image: String,
     /// kube: image of the workload pods an `attach` starts (they only hold the volumes).
     #[arg(
@@ -397,6 +402,24 @@ fn pairs(flag: &str, v: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
         .collect()
 }
 
+/// Pod placement and pull secrets from `--node-selector`, `--toleration`, `--image-pull-secret`.
+pub(crate) fn pod_options(
+    node_selector: &[String],
+    toleration: &[String],
+    image_pull_secret: &[String],
+) -> anyhow::Result<provider_kube::PodOptions> {
+    Ok(provider_kube::PodOptions {
+        node_selector: pairs("--node-selector", node_selector)?,
+        tolerations: toleration
+            .iter()
+            .map(|t| provider_kube::objects::parse_toleration(t))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("--toleration: {e}"))?,
+        image_pull_secrets: image_pull_secret.to_vec(),
+        ..provider_kube::PodOptions::default()
+    })
+}
+
 fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
     if !(a.kube_qps.is_finite() && a.kube_qps >= 0.0) {
         bail!("--kube-qps {}: expected a rate >= 0", a.kube_qps);
@@ -407,18 +430,10 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
         timeouts.insert(op, dur_ns(d).context("--timeout")?);
     }
     let pod = provider_kube::PodOptions {
-        node_selector: pairs("--node-selector", &a.node_selector)?,
-        tolerations: a
-            .toleration
-            .iter()
-            .map(|t| provider_kube::objects::parse_toleration(t))
-            .collect::<Result<_, _>>()
-            .map_err(|e| anyhow::anyhow!("--toleration: {e}"))?,
         requests: pairs("--pod-request", &a.pod_request)?,
         limits: pairs("--pod-limit", &a.pod_limit)?,
-        image_pull_secrets: a.image_pull_secret.clone(),
         iogen_seccomp_profile: a.iogen_seccomp_profile.clone(),
-        ..provider_kube::PodOptions::default()
+        ..pod_options(&a.node_selector, &a.toleration, &a.image_pull_secret)?
     };
     Ok(KubeConfig {
         kubeconfig: a.kubeconfig.clone(),

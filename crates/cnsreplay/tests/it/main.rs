@@ -4,6 +4,7 @@
 mod analyze;
 mod capacity;
 mod cleanup_run_id;
+mod in_cluster;
 mod prometheus;
 mod real_node;
 mod run;

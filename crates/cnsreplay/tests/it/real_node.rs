@@ -1,7 +1,7 @@
 //! The README's main job on the kube provider against testenv's real kubelet node: the
 //! Experiment 2 trace as shipped (5 PVCs, a pod on each, iogen pods doing I/O on the mounted
 //! ext4 volumes, snapshots round-robin), with only the cluster's classes, the node and the
-//! image given on the command line, as the service account of `deploy/rbac.yaml`. It must print
+//! image given on the command line, as the service account of `deploy/rbac/rbac.yaml`. It must print
 //! the same table as the local run, with I/O on both sides of the snapshot split, and leave
 //! nothing behind. Skipped (one line) without a real node unless
 //! `CNSREPLAY_REQUIRE_REAL_NODE=1`.
@@ -12,12 +12,12 @@ use std::process::Command;
 
 use crate::{LENIENT, cnsreplay, ok, s, stdout};
 
-struct Cluster {
+pub(crate) struct Cluster {
     vars: HashMap<String, String>,
 }
 
 impl Cluster {
-    fn get(&self, k: &str) -> &str {
+    pub(crate) fn get(&self, k: &str) -> &str {
         self.vars.get(k).map_or("", String::as_str)
     }
 
@@ -31,13 +31,13 @@ impl Cluster {
     }
 
     /// `kubectl` as the cluster admin; panics with its stderr on failure.
-    fn kubectl(&self, args: &[&str]) -> String {
+    pub(crate) fn kubectl(&self, args: &[&str]) -> String {
         crate::kubectl(&self.vars, args)
     }
 
-    /// A kubeconfig for the service account `cnsreplay` bound by exactly `deploy/rbac.yaml`.
-    fn runner_kubeconfig(&self, dir: &Path) -> PathBuf {
-        let rbac = crate::workspace().join("deploy/rbac.yaml");
+    /// A kubeconfig for the service account `cnsreplay` bound by exactly `deploy/rbac/rbac.yaml`.
+    pub(crate) fn runner_kubeconfig(&self, dir: &Path) -> PathBuf {
+        let rbac = crate::workspace().join("deploy/rbac/rbac.yaml");
         self.kubectl(&["apply", "-f", s(&rbac)]);
         let token = self.kubectl(&["create", "token", "cnsreplay", "-n", "cnsreplay"]);
         let kc = dir.join("runner.kubeconfig");
@@ -68,7 +68,7 @@ impl Cluster {
     }
 }
 
-fn real_node_cluster() -> Option<Cluster> {
+pub(crate) fn real_node_cluster() -> Option<Cluster> {
     let require = std::env::var("CNSREPLAY_REQUIRE_REAL_NODE").as_deref() == Ok("1");
     let vars = crate::testenv_vars();
     if vars.get("TESTENV_REAL_NODE").is_none_or(String::is_empty) {
@@ -272,7 +272,7 @@ impl RunWindow {
 /// Nothing of the run in `run` is left: no object with its label, no mount of its PVs, no
 /// loop device of the volumes the driver staged while it ran, no pod directory (containers,
 /// volumes) of its pods on the node.
-fn nothing_left(c: &Cluster, run: &Path) {
+pub(crate) fn nothing_left(c: &Cluster, run: &Path) {
     let RunWindow {
         manifest,
         from,

@@ -379,12 +379,12 @@ impl TestEnv {
     }
 
     /// The kubeconfig the tests run the provider with: the service account `cnsreplay`
-    /// bound by exactly `deploy/rbac.yaml` (applied once per test process), not the admin.
+    /// bound by exactly `deploy/rbac/rbac.yaml` (applied once per test process), not the admin.
     pub fn runner_kubeconfig(&self) -> PathBuf {
         static RUNNER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
         RUNNER
             .get_or_init(|| {
-                let rbac = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac.yaml");
+                let rbac = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac/rbac.yaml");
                 self.kubectl_ok(&["apply", "-f", rbac]);
                 self.service_account_kubeconfig("cnsreplay")
             })

@@ -1,4 +1,4 @@
-//! The provider runs with the least privilege of `deploy/rbac.yaml`: every cluster test runs it
+//! The provider runs with the least privilege of `deploy/rbac/rbac.yaml`: every cluster test runs it
 //! as the service account that file binds (`TestEnv::runner_kubeconfig`); here, an account
 //! with only the namespaced Role and the read ClusterRole (the least-privilege mode) runs a
 //! trace in its namespace, and the node operation those do not grant fails with class
@@ -12,7 +12,7 @@ use crate::common::*;
 #[test]
 fn an_operation_the_role_does_not_grant_is_refused_as_forbidden() {
     let Some(env) = testenv() else { return };
-    // deploy/rbac.yaml applied (the namespace, the Role, the read ClusterRole).
+    // deploy/rbac/rbac.yaml applied (the namespace, the Role, the read ClusterRole).
     let _ = env.runner_kubeconfig();
     let rt = rt();
     let c = rt.block_on(client(&env));
