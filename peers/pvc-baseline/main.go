@@ -48,9 +48,11 @@ type result struct {
 	Burst         int         `json:"client_burst"`
 	CreateCall    percentiles `json:"create_call"`
 	CreateToBound percentiles `json:"create_to_bound"`
-	Failed        int         `json:"failed"`
-	DeleteToGone  percentiles `json:"delete_to_gone"`
-	WallSeconds   float64     `json:"wall_seconds"`
+	// PVCs Bound per second, from the first intended create to the last Bound.
+	BoundThroughput float64     `json:"bound_throughput"`
+	Failed          int         `json:"failed"`
+	DeleteToGone    percentiles `json:"delete_to_gone"`
+	WallSeconds     float64     `json:"wall_seconds"`
 }
 
 func pct(ds []time.Duration) percentiles {
@@ -247,6 +249,16 @@ func run(kubeconfig, ns, sc string, count int, rate float64, size string, qps fl
 			toGone = append(toGone, g.Sub(deleted[n]))
 		}
 	}
+	var lastBound time.Time
+	for _, b := range bound {
+		if b.After(lastBound) {
+			lastBound = b
+		}
+	}
+	throughput := 0.0
+	if span := lastBound.Sub(origin).Seconds(); len(bound) > 0 && span > 0 {
+		throughput = float64(len(bound)) / span
+	}
 	achieved := 0.0
 	if createSpan > 0 {
 		achieved = float64(count-1) / createSpan
@@ -254,7 +266,8 @@ func run(kubeconfig, ns, sc string, count int, rate float64, size string, qps fl
 	res := result{
 		Tool: "pvc-baseline (client-go)", Count: count, Rate: rate, AchievedRate: achieved,
 		QPS: qps, Burst: burst, CreateCall: pct(calls), CreateToBound: pct(toBound),
-		Failed: failed + (count - len(toBound)), DeleteToGone: pct(toGone),
+		BoundThroughput: throughput,
+		Failed:          failed + (count - len(toBound)), DeleteToGone: pct(toGone),
 		WallSeconds: time.Since(origin).Seconds(),
 	}
 	enc := json.NewEncoder(os.Stdout)

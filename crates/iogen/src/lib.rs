@@ -46,9 +46,9 @@ pub use replay::{
 pub use report::{render_phase, render_stream, render_suite};
 pub use stats::BUCKET_NS;
 pub use stats::{
-    CpuTime, EngineInfo, Histograms, KindHistograms, KindSummary, Percentiles, Summary,
-    histograms_to_log, log_start_time, parse_histograms, read_histograms, split_responses,
-    write_histograms,
+    CpuTime, EngineInfo, Histograms, IntervalFeed, KindHistograms, KindSummary, Percentiles,
+    Summary, histograms_to_log, interval_responses, log_start_time, parse_histograms,
+    read_histograms, split_responses, write_histograms,
 };
 pub use stream::{IoRequest, IoSubmitter, STREAM_QUEUE, StreamHandle, StreamResult, start_stream};
 pub use suite::{SuiteEntry, SuiteOptions, run_suite};

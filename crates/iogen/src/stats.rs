@@ -648,6 +648,52 @@ pub fn log_start_time(bytes: &[u8]) -> Option<i128> {
     })
 }
 
+/// The response histograms of the interval lines in `chunk`, a run of complete lines of an
+/// iogen interval log read while it is written (header lines are skipped; no header is
+/// needed): `(kind, histogram)` per interval line, `kind` from its tag `<kind>.response`.
+/// For live metrics of I/O still running; the whole log is read by [`split_responses`].
+pub fn interval_responses(chunk: &[u8]) -> Result<Vec<(String, Histogram<u64>)>, Error> {
+    let bad = |reason: String| Error::Histogram(format!("interval log: {reason}"));
+    let mut de = Deserializer::new();
+    let mut out = Vec::new();
+    for (n, entry) in IntervalLogIterator::new(chunk).enumerate() {
+        let entry = entry.map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
+        let LogEntry::Interval(iv) = entry else {
+            continue;
+        };
+        let Some(kind) = iv.tag().and_then(|t| t.as_str().strip_suffix(".response")) else {
+            continue;
+        };
+        let raw = base64_decode(iv.encoded_histogram())
+            .ok_or_else(|| bad(format!("log entry {}: bad base64", n + 1)))?;
+        let h: Histogram<u64> = de
+            .deserialize(&mut raw.as_slice())
+            .map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
+        out.push((kind.to_owned(), h));
+    }
+    Ok(out)
+}
+
+/// Decodes an interval log as it is written, from chunks of any size (a file's new bytes, a
+/// pod log's lines): [`IntervalFeed::push`] returns the response histograms of the lines it
+/// completed and keeps a trailing partial line for the next chunk.
+#[derive(Debug, Default)]
+pub struct IntervalFeed {
+    partial: Vec<u8>,
+}
+
+impl IntervalFeed {
+    /// Adds `chunk`; returns `(kind, histogram)` of each interval line it completed.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<(String, Histogram<u64>)>, Error> {
+        self.partial.extend_from_slice(chunk);
+        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else {
+            return Ok(Vec::new());
+        };
+        let lines: Vec<u8> = self.partial.drain(..=end).collect();
+        interval_responses(&lines)
+    }
+}
+
 /// Sums the response histograms of every kind in an iogen interval log (`bytes`) into two
 /// halves: intervals for which `first(start_s, length_s)` is true, and the rest. Start times
 /// are as written, seconds from the log's own start. For splitting a unit's I/O by whether
@@ -750,6 +796,43 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An interval log fed in pieces that cut its lines anywhere gives every interval once,
+    /// whole: the same responses as reading the log at once.
+    #[test]
+    fn an_interval_log_fed_in_pieces_gives_each_interval_once() {
+        let mut h = Histograms::new();
+        for i in 0..500u64 {
+            h.record(IoKind::Read, 1_000 + i * 37, 900, 100);
+            h.record(IoKind::Write, 50_000 + i * 91, 40_000, 10_000);
+        }
+        let log = histograms_to_log(&h).expect("log").into_bytes();
+        let mut twice = log.clone();
+        twice.extend_from_slice(&log);
+        let (all, none) = split_responses(&twice, |_, _| true).expect("split");
+        assert_eq!((all.len(), none.len()), (2000, 0));
+        for piece in [1, 7, 100, twice.len()] {
+            let mut feed = IntervalFeed::default();
+            let mut got: Vec<(String, u64)> = Vec::new();
+            for chunk in twice.chunks(piece) {
+                for (kind, hist) in feed.push(chunk).expect("decode") {
+                    got.push((kind, hist.len()));
+                }
+            }
+            let n = |k: &str| {
+                got.iter()
+                    .filter(|(g, _)| g == k)
+                    .map(|(_, c)| c)
+                    .sum::<u64>()
+            };
+            assert_eq!(
+                (n("read"), n("write")),
+                (1000, 1000),
+                "pieces of {piece}: {got:?}"
+            );
+            assert_eq!(got.len(), 4, "pieces of {piece}: {got:?}");
+        }
+    }
 
     #[test]
     fn a_failed_merge_leaves_the_histograms_untouched() {

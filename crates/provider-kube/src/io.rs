@@ -139,7 +139,18 @@ pub(crate) async fn io_phase(
             })
     };
     let log_path = io_dir.join(format!("{}.log", ev.id));
-    let follow = crate::logs::follow(&api, &name, "iogen", &log_path, running);
+    // iogen prints an interval histogram per second: the live per-tenant I/O metrics.
+    let mut feed = iogen::IntervalFeed::default();
+    let live = |line: &str| {
+        if line.starts_with("Tag=")
+            && let Ok(ivs) = feed.push(format!("{line}\n").as_bytes())
+        {
+            for (kind, h) in ivs {
+                ctx.io_interval(&kind, &h);
+            }
+        }
+    };
+    let follow = crate::logs::follow(&api, &name, "iogen", &log_path, running, live);
     let finished = w.wait_for(&name, |s| {
         let Some(o) = s.get(&ObjectRef::new(&name).within(ns)) else {
             return Some(None);

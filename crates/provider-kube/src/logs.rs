@@ -76,13 +76,15 @@ pub(crate) fn split_stamp(line: &str) -> Option<(jiff::Timestamp, &str)> {
 }
 
 /// Follows container `container` of pod `name` until the pod is no longer running
-/// (`running()` false after a stream ended), appending each line to `out` as it arrives.
+/// (`running()` false after a stream ended), appending each line to `out` as it arrives and
+/// handing it to `on_line` (once, also across reconnects).
 pub(crate) async fn follow(
     api: &Api<Pod>,
     name: &str,
     container: &str,
     out: &Path,
     running: impl Fn() -> bool,
+    mut on_line: impl FnMut(&str),
 ) -> Result<Followed, ProviderError> {
     let mut file = fs_err::OpenOptions::new()
         .create(true)
@@ -120,6 +122,7 @@ pub(crate) async fn follow(
                     if !seen.admit(ts, &mut replayed) {
                         continue;
                     }
+                    on_line(text);
                     got.text.push_str(text);
                     got.text.push('\n');
                     writeln!(file, "{text}").map_err(io_err)?;

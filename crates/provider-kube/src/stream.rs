@@ -153,7 +153,7 @@ pub(crate) async fn open(
                         })
                 })
             };
-            crate::logs::follow(&api, &name, "iogen", &path, running).await
+            crate::logs::follow(&api, &name, "iogen", &path, running, |_| {}).await
         })
     };
     let ap = AttachParams::default()

@@ -92,8 +92,18 @@ pub(crate) async fn io_phase(
             let _ = tx.send(iogen::run_phase(&spec, &target, &opts, &stop));
         })
         .map_err(io_err)?;
-    let res = rx
-        .await
+    // iogen writes an interval histogram per second: read them as they come (the live
+    // per-tenant I/O metrics), and the rest once it is done.
+    let mut tail = LogTail::new(log.clone());
+    let mut rx = rx;
+    let res = loop {
+        tokio::select! {
+            r = &mut rx => break r,
+            () = tokio::time::sleep(INTERVAL) => tail.poll(&ctx),
+        }
+    };
+    tail.poll(&ctx);
+    let res = res
         .map_err(|_| ProviderError::new("panic", "the iogen thread ended without a result"))?
         .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
     ctx.phase(if res.partial { "io-stopped" } else { "io-done" });
@@ -105,6 +115,51 @@ pub(crate) async fn io_phase(
         ctx.report_io(split);
     }
     Ok(())
+}
+
+/// An iogen interval log read while it is written: each poll hands the intervals completed
+/// since the last one to [`OpCtx::io_interval`].
+struct LogTail {
+    path: PathBuf,
+    offset: u64,
+    feed: iogen::IntervalFeed,
+    warned: bool,
+}
+
+impl LogTail {
+    fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            offset: 0,
+            feed: iogen::IntervalFeed::default(),
+            warned: false,
+        }
+    }
+
+    fn poll(&mut self, ctx: &OpCtx) {
+        use std::io::{Read, Seek, SeekFrom};
+        // Not there yet: iogen creates it when the phase starts.
+        let Ok(mut f) = std::fs::File::open(&self.path) else {
+            return;
+        };
+        let mut buf = Vec::new();
+        if f.seek(SeekFrom::Start(self.offset)).is_err() || f.read_to_end(&mut buf).is_err() {
+            return;
+        }
+        self.offset += buf.len() as u64;
+        match self.feed.push(&buf) {
+            Ok(ivs) => {
+                for (kind, h) in ivs {
+                    ctx.io_interval(&kind, &h);
+                }
+            }
+            Err(e) if !self.warned => {
+                self.warned = true;
+                tracing::warn!("live I/O metrics of {}: {e}", self.path.display());
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// Requests a stop of an I/O unit when dropped.

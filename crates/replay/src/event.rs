@@ -316,10 +316,13 @@ impl Exec {
         if self.op == OpType::Snapshot {
             self.snap_idx = Some(sh.snapshots.begin(self.started));
         }
-        let ctx = Arc::new(
-            OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
-                .with_origin_wall(sh.origin_wall),
-        );
+        let mut ctx = OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
+            .with_origin_wall(sh.origin_wall);
+        if self.op == OpType::IoPhase {
+            let tenant = ev.tenant.as_ref().map_or("", |t| t.as_str());
+            ctx = ctx.with_live_io(sh.live.clone(), tenant);
+        }
+        let ctx = Arc::new(ctx);
         self.ctx = Some(ctx.clone());
         let provider = sh.provider.clone();
         let mut call: Call = Box::pin(async move { provider.execute(ev, ctx).await });

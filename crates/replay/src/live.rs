@@ -36,28 +36,47 @@ pub struct PromHistogram {
 impl PromHistogram {
     /// Records one value in nanoseconds.
     pub fn record(&mut self, ns: u64) {
-        let s = ns as f64 / 1e9;
-        let i = BUCKETS.partition_point(|b| *b < s);
-        self.counts[i] += 1;
-        self.sum_ns += u128::from(ns);
-        self.count += 1;
+        self.record_n(ns, 1);
     }
 
-    fn write(&self, out: &mut String, name: &str, op: &str) {
+    /// Records `n` values of `ns` nanoseconds each.
+    pub fn record_n(&mut self, ns: u64, n: u64) {
+        let s = ns as f64 / 1e9;
+        let i = BUCKETS.partition_point(|b| *b < s);
+        self.counts[i] += n;
+        self.sum_ns += u128::from(ns) * u128::from(n);
+        self.count += n;
+    }
+
+    /// Writes the histogram `name` with `labels` (e.g. `op="attach"`).
+    fn write(&self, out: &mut String, name: &str, labels: &str) {
         let mut cum = 0;
         for (i, b) in BUCKETS.iter().enumerate() {
             cum += self.counts[i];
-            let _ = writeln!(out, "{name}_bucket{{op=\"{op}\",le=\"{b}\"}} {cum}");
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {cum}");
         }
         cum += self.counts[BUCKETS.len()];
-        let _ = writeln!(out, "{name}_bucket{{op=\"{op}\",le=\"+Inf\"}} {cum}");
-        let _ = writeln!(
-            out,
-            "{name}_sum{{op=\"{op}\"}} {}",
-            self.sum_ns as f64 / 1e9
-        );
-        let _ = writeln!(out, "{name}_count{{op=\"{op}\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cum}");
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum_ns as f64 / 1e9);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
     }
+}
+
+/// A label value as the exposition format quotes it.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The I/O of one tenant and kind (`read`, `write`, …) that `io_phase` units reported from
+/// iogen's interval histograms (one per second) as they arrived.
+#[derive(Debug, Clone, Default)]
+pub struct IoLive {
+    /// Requests completed.
+    pub requests: u64,
+    /// Their response times.
+    pub response: PromHistogram,
 }
 
 /// What the sink has seen of one op type.
@@ -95,6 +114,9 @@ pub struct Live {
     pub dispatched_by_op: [AtomicU64; OpType::ALL.len()],
     /// Per op type, from the records.
     pub ops: Mutex<BTreeMap<OpType, OpMetrics>>,
+    /// `io_phase` I/O per (tenant, kind), from the providers' interval histograms
+    /// ([`crate::OpCtx::io_interval`]).
+    pub io: Mutex<BTreeMap<(String, String), IoLive>>,
 }
 
 impl Live {
@@ -123,6 +145,17 @@ impl Live {
         m.service.record(r.service);
         if let Some(l) = r.start_lateness {
             m.start_lateness.record(l);
+        }
+    }
+
+    /// Adds one interval histogram (response times, ns) of `tenant`'s I/O of `kind`.
+    pub fn observe_io(&self, tenant: &str, kind: &str, h: &hdrhistogram::Histogram<u64>) {
+        let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
+        let m = io.entry((tenant.to_owned(), kind.to_owned())).or_default();
+        m.requests += h.len();
+        for v in h.iter_recorded() {
+            m.response
+                .record_n(v.value_iterated_to(), v.count_at_value());
         }
     }
 
@@ -177,7 +210,51 @@ impl Live {
             self.worst_lag_ns.load(Relaxed),
         );
         self.per_op(&mut s);
+        self.per_tenant_io(&mut s);
         s
+    }
+
+    /// The labelled I/O families, by tenant and kind.
+    fn per_tenant_io(&self, s: &mut String) {
+        let io = self
+            .io
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if io.is_empty() {
+            return;
+        }
+        let labels = |(tenant, kind): &(String, String)| {
+            format!(
+                "tenant=\"{}\",kind=\"{}\"",
+                label_value(tenant),
+                label_value(kind)
+            )
+        };
+        let _ = writeln!(
+            s,
+            "# HELP cnsreplay_io_requests_total I/O requests of io_phase units (iogen), by tenant \
+             and kind, as their interval histograms arrive.\n\
+             # TYPE cnsreplay_io_requests_total counter"
+        );
+        for (k, m) in &io {
+            let _ = writeln!(
+                s,
+                "cnsreplay_io_requests_total{{{}}} {}",
+                labels(k),
+                m.requests
+            );
+        }
+        let _ = writeln!(
+            s,
+            "# HELP cnsreplay_io_response_seconds Response time of io_phase I/O requests \
+             (iogen, from their intended issue time), by tenant and kind.\n\
+             # TYPE cnsreplay_io_response_seconds histogram"
+        );
+        for (k, m) in &io {
+            m.response
+                .write(s, "cnsreplay_io_response_seconds", &labels(k));
+        }
     }
 
     /// The labelled per-op-type families.
@@ -265,7 +342,11 @@ impl Live {
         ] {
             head(s, name, "histogram", help);
             for (o, m) in &ops {
-                pick(m).write(s, &format!("cnsreplay_{name}"), o.name());
+                pick(m).write(
+                    s,
+                    &format!("cnsreplay_{name}"),
+                    &format!("op=\"{}\"", o.name()),
+                );
             }
         }
     }
@@ -337,7 +418,7 @@ mod tests {
             h.record(ns);
         }
         let mut s = String::new();
-        h.write(&mut s, "x", "attach");
+        h.write(&mut s, "x", "op=\"attach\"");
         let line = |le: &str| {
             s.lines()
                 .find(|l| l.starts_with(&format!("x_bucket{{op=\"attach\",le=\"{le}\"}}")))

@@ -124,6 +124,9 @@ pub struct OpCtx {
     ledger: Arc<Ledger>,
     snapshots: Arc<SnapshotTimeline>,
     io: Mutex<Vec<IoReport>>,
+    /// Where live I/O goes (`io_phase` events; see [`OpCtx::io_interval`]), with the event's
+    /// tenant.
+    live_io: Option<(Arc<crate::Live>, String)>,
     completed: Mutex<Option<Instant>>,
     /// Set once the provider reported anything above, so the engine takes no lock for an
     /// operation that reported nothing (most, at high rates).
@@ -157,6 +160,7 @@ impl OpCtx {
             ledger,
             snapshots,
             io: Mutex::new(Vec::new()),
+            live_io: None,
             completed: Mutex::new(None),
             reported: AtomicBool::new(false),
             event_id,
@@ -179,6 +183,21 @@ impl OpCtx {
     pub fn with_origin_wall(mut self, at: SystemTime) -> Self {
         self.origin_wall = Some(at);
         self
+    }
+
+    /// Sends this operation's [`OpCtx::io_interval`]s to `live` as the I/O of `tenant`.
+    pub fn with_live_io(mut self, live: Arc<crate::Live>, tenant: &str) -> Self {
+        self.live_io = Some((live, tenant.to_owned()));
+        self
+    }
+
+    /// One interval histogram (response times, ns) of the I/O of `kind` (`read`, `write`, …)
+    /// this operation is doing, as it arrives (iogen writes one per second): the live
+    /// per-tenant I/O metrics. Nothing without a live sink.
+    pub fn io_interval(&self, kind: &str, h: &hdrhistogram::Histogram<u64>) {
+        if let Some((live, tenant)) = &self.live_io {
+            live.observe_io(tenant, kind, h);
+        }
     }
 
     /// The run origin on the wall clock: where a clock stamp from elsewhere (an iogen

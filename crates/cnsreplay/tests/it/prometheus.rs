@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::{cnsreplay, s};
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -205,7 +205,9 @@ fn prometheus_scrapes_the_runs_own_numbers() {
                 .replace("$__rate_interval", "5s");
             let got = query_at(theirs, &expr, Some(mid));
             let title = p["title"].as_str().unwrap_or_default();
-            if !title.starts_with("Failures") {
+            // No failures and no io_phase I/O in this run (the I/O panels' metrics:
+            // `io_metrics_per_tenant_arrive_while_the_io_runs`).
+            if !title.starts_with("Failures") && !title.starts_with("I/O") {
                 assert!(!got.is_empty(), "{title}: {expr} has no data mid-run");
             }
             queried += 1;
@@ -215,4 +217,156 @@ fn prometheus_scrapes_the_runs_own_numbers() {
     let _ = prom.kill();
     let _ = prom.wait();
     assert!(Path::new(&run).join("summary.json").is_file());
+}
+
+/// Our endpoint's text, fetched directly (no Prometheus).
+pub(crate) fn scrape(port: u16) -> Option<String> {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(c, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut resp = String::new();
+    c.read_to_string(&mut resp).ok()?;
+    Some(resp.split("\r\n\r\n").nth(1)?.to_owned())
+}
+
+/// The value of the sample `series` (name and labels exactly as exposed), 0 when absent.
+pub(crate) fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.parse().expect("a number"))
+}
+
+/// `io_phase` I/O per tenant on the live endpoint: two tenants' iogen units on the local
+/// provider show up by tenant and kind while they run (before any `io_phase` is done), and
+/// at the end the counts equal iogen's own (each unit's `io/<id>.json`); every Grafana I/O
+/// panel's metric is exposed.
+#[test]
+fn io_metrics_per_tenant_arrive_while_the_io_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let trace = d.join("t.yaml");
+    let phase = |tenant: &str, w: &str, v: &str, id: u32, read: u32, iops: u32| {
+        format!(
+            "- {{at: 1s, id: {id}, tenant: {tenant}, io_phase: {{workload: {w}, volume: {v}, \
+             pattern: random, read_pct: {read}, block_size: 4Ki, load: {{rate: {{iops: {iops}}}}}, \
+             duration: 4s, region: 16Mi}}}}\n"
+        )
+    };
+    let t = format!(
+        "format: cnsreplay-trace\nversion: 1\ndefaults: {{volume_size: 32Mi}}\nevents:\n\
+         - {{at: 0s, id: 1, create_volume: {{volume: a}}}}\n\
+         - {{at: 0s, id: 2, create_volume: {{volume: b}}}}\n\
+         - {{at: 0s, id: 3, tenant: alpha, attach: {{workload: wa, volumes: [a]}}}}\n\
+         - {{at: 0s, id: 4, tenant: beta, attach: {{workload: wb, volumes: [b]}}}}\n\
+         {}{}\
+         - {{at: 6s, id: 7, detach: {{workload: wa}}}}\n\
+         - {{at: 6s, id: 8, detach: {{workload: wb}}}}\n\
+         - {{at: 7s, id: 9, delete_volume: {{volume: a}}}}\n\
+         - {{at: 7s, id: 10, delete_volume: {{volume: b}}}}\n",
+        phase("alpha", "wa", "a", 5, 50, 500),
+        phase("beta", "wb", "b", 6, 0, 200)
+    );
+    std::fs::write(&trace, t).expect("trace");
+    let port = free_port();
+    let run = d.join("run");
+    let child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+        .args(["run", s(&trace), "--provider", "local", "--metrics-addr"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--metrics-linger", "10s", "-o", s(&run)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Mid-run: I/O of both tenants, and no io_phase finished yet.
+    let t0 = Instant::now();
+    let mut child = child;
+    let mut last = String::new();
+    let mid = loop {
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("wait");
+            panic!(
+                "no live I/O of both tenants seen; last scrape:\n{last}\nstderr: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let Some(text) = scrape(port) else { continue };
+        let a = sample(
+            &text,
+            "cnsreplay_io_requests_total{tenant=\"alpha\",kind=\"write\"}",
+        );
+        let b = sample(
+            &text,
+            "cnsreplay_io_requests_total{tenant=\"beta\",kind=\"write\"}",
+        );
+        if a > 0.0 && b > 0.0 {
+            break text;
+        }
+        last = text;
+    };
+    assert_eq!(
+        sample(&mid, "cnsreplay_op_done_total{op=\"io_phase\"}"),
+        0.0,
+        "the I/O was seen only when a phase ended:\n{mid}"
+    );
+    // The final values, during the linger.
+    let fin = loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let text = scrape(port).expect("scrape during the linger");
+        if sample(&text, "cnsreplay_op_done_total{op=\"io_phase\"}") == 2.0
+            && sample(&text, "cnsreplay_op_done_total{op=\"delete_volume\"}") == 2.0
+        {
+            break text;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(40),
+            "the run did not end"
+        );
+    };
+    let o = child.wait_with_output().expect("wait");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (tenant, id, kinds) in [
+        ("alpha", 5, &["read", "write"][..]),
+        ("beta", 6, &["write"]),
+    ] {
+        let unit: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(run.join(format!("io/{id}.json"))).expect("unit summary"),
+        )
+        .expect("json");
+        for kind in kinds {
+            let theirs = unit["kinds"][kind]["ios"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{kind} ios in {unit}"));
+            let labels = format!("tenant=\"{tenant}\",kind=\"{kind}\"");
+            let ours = sample(&fin, &format!("cnsreplay_io_requests_total{{{labels}}}"));
+            assert_eq!(ours, theirs, "{tenant} {kind}:\n{fin}");
+            let hist = sample(
+                &fin,
+                &format!("cnsreplay_io_response_seconds_count{{{labels}}}"),
+            );
+            assert_eq!(hist, theirs, "{tenant} {kind} histogram count");
+            let inf = sample(
+                &fin,
+                &format!("cnsreplay_io_response_seconds_bucket{{{labels},le=\"+Inf\"}}"),
+            );
+            assert_eq!(inf, theirs, "{tenant} {kind} +Inf bucket");
+        }
+    }
+    assert_eq!(
+        sample(
+            &fin,
+            "cnsreplay_io_requests_total{tenant=\"beta\",kind=\"read\"}"
+        ),
+        0.0
+    );
+    let dash =
+        std::fs::read_to_string(crate::workspace().join("deploy/grafana/cnsreplay-dashboard.json"))
+            .expect("dashboard");
+    for metric in [
+        "cnsreplay_io_requests_total",
+        "cnsreplay_io_response_seconds_bucket",
+    ] {
+        assert!(dash.contains(metric), "no panel uses {metric}");
+        assert!(fin.contains(&format!("{metric}{{")), "{metric} not exposed");
+    }
 }

@@ -129,13 +129,39 @@ fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let kc = c.runner_kubeconfig(tmp.path());
     let run = tmp.path().join("run");
-    let out = cnsreplay(
-        &exp2_args(&c, &kc, &run)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    // Its live metrics: the iogen pods' I/O of tenant `db` arrives while they run.
+    let port = crate::prometheus::free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+        .args(exp2_args(&c, &kc, &run))
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .current_dir(crate::workspace())
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let t0 = std::time::Instant::now();
+    let live = loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let text = crate::prometheus::scrape(port).unwrap_or_default();
+        let reads = crate::prometheus::sample(
+            &text,
+            "cnsreplay_io_requests_total{tenant=\"db\",kind=\"read\"}",
+        );
+        if reads > 0.0 || t0.elapsed() > std::time::Duration::from_secs(120) {
+            break text;
+        }
+    };
+    let out = child.wait_with_output().expect("wait");
     ok(&out);
+    assert!(
+        crate::prometheus::sample(
+            &live,
+            "cnsreplay_io_requests_total{tenant=\"db\",kind=\"write\"}"
+        ) > 0.0
+            && crate::prometheus::sample(&live, "cnsreplay_op_done_total{op=\"io_phase\"}") == 0.0,
+        "no live I/O of the iogen pods before the first io_phase ended:\n{live}"
+    );
     let text = stdout(&out);
     for row in [
         "create_volume",
