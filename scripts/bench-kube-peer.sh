@@ -69,9 +69,14 @@ def q(p):
 span = (cv[-1]["dispatched"] - cv[0]["dispatched"]) / 1e9 if len(cv) > 1 else 0
 # PVCs Bound per second from the first intended create to the last Bound (the peer's too).
 bound_span = (max(r["completed"] for r in ok) - cv[0]["intended"]) / 1e9 if ok else 0
+# Intended instant -> the create's response (the peer times its create call the same way).
+call = sorted((p["at"] - r["intended"]) / 1e6 for r in ok for p in r["phases"] if p["name"] == "created")
+def qc(p):
+    return call[min(len(call) - 1, max(0, int(p * len(call) + 0.999999) - 1))] if call else float("nan")
 print(json.dumps({"tool": "cnsreplay", "count": len(cv), "failed": len(cv) - len(ok),
     "achieved_create_rate": (len(cv) - 1) / span if span else 0,
     "bound_throughput": len(ok) / bound_span if bound_span else 0,
+    "create_call": {"p50_ms": qc(.5), "p99_ms": qc(.99)},
     "create_to_bound": {"p50_ms": q(.5), "p90_ms": q(.9), "p99_ms": q(.99), "max_ms": q(1)}}))
 PY
 }
@@ -120,4 +125,9 @@ for r in range(1, rounds + 1):
     print(f"{r:>5} {'ratio cnsreplay/peer':<26} {o['achieved_create_rate'] / p['achieved_create_rate']:>7.3f} {tr:>7.3f} {'':>6} "
           f"{ob['p50_ms'] / pb['p50_ms']:>8.3f} {ob['p90_ms'] / pb['p90_ms']:>8.3f} {ob['p99_ms'] / pb['p99_ms']:>8.3f}")
 print(f"Bound/s ratio cnsreplay/peer over {rounds} rounds: {min(ratios):.3f}-{max(ratios):.3f}")
+for r in range(1, rounds + 1):
+    o = json.load(open(f"{tmp}/o{r}.json")); p = json.load(open(f"{tmp}/p{r}.json"))
+    print(f"round {r} create call (intended -> response) p50/p99 ms: cnsreplay "
+          f"{o['create_call']['p50_ms']:.1f}/{o['create_call']['p99_ms']:.1f}, "
+          f"client-go {p['create_call']['p50_ms']:.1f}/{p['create_call']['p99_ms']:.1f}")
 PY

@@ -46,7 +46,7 @@ type result struct {
 	AchievedRate  float64     `json:"achieved_create_rate"`
 	QPS           float32     `json:"client_qps"`
 	Burst         int         `json:"client_burst"`
-	CreateCall    percentiles `json:"create_call"`
+	CreateCall    percentiles `json:"create_call"` // intended instant -> the create's response
 	CreateToBound percentiles `json:"create_to_bound"`
 	// PVCs Bound per second, from the first intended create to the last Bound.
 	BoundThroughput float64     `json:"bound_throughput"`
@@ -194,7 +194,7 @@ func run(kubeconfig, ns, sc string, count int, rate float64, size string, qps fl
 			_, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{})
 			mu.Lock()
 			defer mu.Unlock()
-			calls = append(calls, time.Since(t0))
+			calls = append(calls, time.Since(at)) // intended instant -> response, as cnsreplay
 			if err != nil {
 				failed++
 				fmt.Fprintln(os.Stderr, "create", name, err)
