@@ -245,6 +245,10 @@ pub(crate) struct State {
     pub(crate) workloads: HashMap<trace_format::Name, WlState>,
     /// StorageClass name → volumeBindingMode is WaitForFirstConsumer.
     pub(crate) wffc_classes: HashMap<String, bool>,
+    /// (PVC, node) → the UID of the last of the run's pods scheduled there with that claim,
+    /// and when it was seen scheduled: a detach whose volume a newer pod holds on the same
+    /// node sees no detach (the attach-detach controller keeps the VolumeAttachment).
+    pub(crate) claim_node: HashMap<(String, String), (String, std::time::Instant)>,
 }
 
 /// The kube provider.
@@ -270,6 +274,8 @@ pub(crate) struct Kube {
     pub(crate) baseline: Mutex<Option<cluster_metrics::Scrape>>,
     /// Operations in flight: event id → what it is waiting for now.
     pub(crate) inflight: Mutex<BTreeMap<u64, Pending>>,
+    /// Woken whenever `State::claim_node` changes.
+    pub(crate) claim_node_changed: tokio::sync::Notify,
 }
 
 /// An operation in flight, as [`KubeProvider::pending`] reports it.
@@ -337,6 +343,7 @@ impl KubeProvider {
             state: Mutex::new(State::default()),
             baseline: Mutex::new(None),
             inflight: Mutex::new(BTreeMap::new()),
+            claim_node_changed: tokio::sync::Notify::new(),
         });
         Ok(Self { inner, rt })
     }

@@ -206,6 +206,16 @@ impl Kube {
             .wait_for(name, |s| {
                 s.state().iter().find_map(|e| {
                     let reason = e.reason.as_deref()?;
+                    // The volume is still attached elsewhere for a pod being deleted (a
+                    // volume handed from one workload to the next): the attach-detach
+                    // controller retries until that detach is done. A wait, not a failure;
+                    // the op's timeout bounds it.
+                    if e.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("Multi-Attach error"))
+                    {
+                        return None;
+                    }
                     (e.involved_object.uid.as_deref() == Some(uid) && reasons.contains(&reason))
                         .then(|| {
                             (
@@ -561,6 +571,14 @@ impl Kube {
             }
         };
         phase_at(ctx, "scheduled", at);
+        {
+            let mut st = self.state();
+            for v in vols {
+                st.claim_node
+                    .insert((v.pvc.clone(), node_name.clone()), (uid.to_owned(), at));
+            }
+        }
+        self.claim_node_changed.notify_waiters();
         let wffc: Vec<(Name, VolState)> = volumes
             .iter()
             .zip(vols)
@@ -663,7 +681,8 @@ impl Kube {
 
     /// Deletes a pod (grace `grace` seconds; None = the pod's own) and waits until it is
     /// gone and the VolumeAttachments of its volumes on its node are gone: phases `deleted`,
-    /// `pod-gone`, `detached`.
+    /// `pod-gone`, `detached` — or, for a volume another pod of the run uses on that node,
+    /// `in-use-on-node` (the attachment stays for that pod).
     pub(crate) async fn stop_pod(
         &self,
         ctx: &OpCtx,
@@ -679,7 +698,12 @@ impl Kube {
         };
         let uid = o.uid().unwrap_or_default();
         let claims: Vec<String> = volumes.iter().map(|v| self.volume(v).pvc).collect();
-        let pvs = self.attachable_pvs(&claims)?;
+        let mut pvs = Vec::new();
+        for c in &claims {
+            for pv in self.attachable_pvs(std::slice::from_ref(c))? {
+                pvs.push((c.clone(), pv));
+            }
+        }
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         match self
             .call(api.delete(pod, &delete_params(Some(uid.clone()), grace)))
@@ -697,24 +721,61 @@ impl Kube {
             .await;
         phase_at(ctx, "pod-gone", at);
         let _ = blocking(|| ctx.ledger().release("pod", &format!("{ns}/{pod}")));
-        let mut detached = None;
-        for pv in &pvs {
+        let (mut detached, mut kept) = (None, None);
+        for (claim, pv) in &pvs {
             self.waiting(ctx, format!("the VolumeAttachment of PV {pv} to be gone"));
-            let ((), at) =
-                w.va.wait_for(pv, |s| {
-                    (!s.state().iter().any(|va| {
-                        va.spec.source.persistent_volume_name.as_deref() == Some(pv.as_str())
-                            && node.is_none_or(|n| va.spec.node_name == n)
-                    }))
-                    .then_some(())
-                })
-                .await;
-            detached = detached.max(Some(at));
+            let gone = w.va.wait_for(pv, |s| {
+                (!s.state().iter().any(|va| {
+                    va.spec.source.persistent_volume_name.as_deref() == Some(pv.as_str())
+                        && node.is_none_or(|n| va.spec.node_name == n)
+                }))
+                .then_some(())
+            });
+            tokio::select! {
+                ((), t) = gone => detached = detached.max(Some(t)),
+                t = self.held_again(claim, node, &uid) => kept = kept.max(Some(t.max(at))),
+            }
         }
-        if let Some(at) = detached {
-            phase_at(ctx, "detached", at);
+        if let Some(t) = detached {
+            phase_at(ctx, "detached", t);
+        }
+        if let Some(t) = kept {
+            // Another pod of the run uses the volume on the same node (two workloads on one
+            // node sharing it, or the next holder of a handed-over volume): the attach-detach
+            // controller keeps its VolumeAttachment for that pod, and there is no detach of
+            // this workload's to wait for. Ends when the pod is gone and the other holds it.
+            phase_at(ctx, "in-use-on-node", t);
+        }
+        if let Some(n) = node {
+            let mut st = self.state();
+            for c in &claims {
+                let key = (c.clone(), n.to_owned());
+                if st.claim_node.get(&key).is_some_and(|(u, _)| *u == uid) {
+                    st.claim_node.remove(&key);
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Resolves when a pod of the run other than `uid` has been scheduled on `node` with
+    /// `claim` (the instant it was seen scheduled); never without a node.
+    async fn held_again(&self, claim: &str, node: Option<&str>, uid: &str) -> Instant {
+        let Some(node) = node else {
+            return std::future::pending().await;
+        };
+        let key = (claim.to_owned(), node.to_owned());
+        loop {
+            let changed = self.claim_node_changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            if let Some((other, at)) = self.state().claim_node.get(&key)
+                && other != uid
+            {
+                return *at;
+            }
+            changed.await;
+        }
     }
 
     async fn stop_workload(

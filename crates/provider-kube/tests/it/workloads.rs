@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use provider_kube::{IoExec, KubeConfig, KubeProvider};
+use replay::EventRecord;
 use trace_format::OpType;
 
 use crate::common::*;
@@ -159,4 +160,86 @@ fn abort_workload_stops_local_io_and_detaches() {
     assert!(s["ios"].as_u64().unwrap() > 0, "{s}");
     let left = rt.block_on(run_objects(&c, &out.manifest.run_id));
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A volume handed from one workload to the next, as churn on a pool of volumes does. On the
+/// same node, while another workload still uses it, the attach-detach controller keeps the
+/// VolumeAttachment: the first workload's detach ends when its pod is gone
+/// (`in-use-on-node`), not at its timeout. On another node the next attach sees
+/// `Multi-Attach error` Warnings until the old attachment is gone: a wait, not a failure,
+/// and it ends attached there after the detach.
+#[test]
+fn a_volume_handed_to_the_next_workload_detaches_and_attaches_without_failing() {
+    let Some(env) = testenv() else { return };
+    let rt = rt();
+    let c = rt.block_on(client(&env));
+    if csi_driver(&env, &rt, &c, false).is_none() {
+        return;
+    }
+    let (n1, n2) = ("testenv-node-1", "testenv-node-2");
+    let t = format!(
+        "format: cnsreplay-trace\nversion: 1\n\
+         defaults: {{storage_class: cnsreplay-csi, volume_size: 16Mi, access_mode: ReadWriteOnce}}\n\
+         events:\n\
+         - {{at: 0s, id: 1, create_volume: {{volume: v}}}}\n\
+         - {{at: 0s, id: 2, attach: {{workload: a, volumes: [v], node: {n1}}}}}\n\
+         - {{at: 2s, id: 3, attach: {{workload: b, volumes: [v], node: {n1}}}}}\n\
+         - {{at: 3s, id: 4, detach: {{workload: a}}}}\n\
+         - {{at: 15s, id: 5, detach: {{workload: b}}}}\n\
+         - {{at: 15s, id: 6, attach: {{workload: c, volumes: [v], node: {n2}}}}}\n\
+         - {{at: 18s, id: 7, detach: {{workload: c}}}}\n\
+         - {{at: 19s, id: 8, delete_volume: {{volume: v}}}}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("handover.yaml");
+    std::fs::write(&trace, t).unwrap();
+    let run_dir = dir.path().join("run");
+    // A short grace: a Multi-Attach Warning must not fail the attach, however long it lasts.
+    let mut cfg = KubeConfig {
+        kubeconfig: Some(env.runner_kubeconfig()),
+        failure_grace_ns: 1_000_000_000,
+        ..KubeConfig::default()
+    };
+    cfg.timeouts.insert(OpType::Detach, 60_000_000_000);
+    cfg.timeouts.insert(OpType::Attach, 60_000_000_000);
+    let (out, _) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let recs = events(&run_dir);
+    let by_id = |id: u64| recs.iter().find(|r| r.id == id).expect("record");
+    for r in &recs {
+        assert!(
+            r.error.is_none(),
+            "{} {}: {:?} {:?}",
+            r.id,
+            r.op,
+            r.error_class,
+            r.error
+        );
+    }
+    assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
+    // Same node: no detach happens, and the detach says why it ended.
+    let kept = ordered_phases(by_id(4));
+    assert!(kept.contains(&"in-use-on-node"), "{kept:?}");
+    assert!(!kept.contains(&"detached"), "{kept:?}");
+    // Not until b lets go of the volume at 15 s.
+    assert!(
+        by_id(4).response < 5_000_000_000,
+        "the detach waited {} ns",
+        by_id(4).response
+    );
+    // Another node: b's detach really detaches, and c's attach waited for it (its
+    // `attached` comes after b's `detached`).
+    let moved = by_id(5);
+    assert!(ordered_phases(moved).contains(&"detached"), "{moved:?}");
+    let c_attach = by_id(6);
+    let at = |r: &EventRecord, name: &str| {
+        r.phases
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.at)
+            .unwrap_or_else(|| panic!("no {name} in {r:?}"))
+    };
+    assert!(
+        at(c_attach, "attached") >= at(moved, "detached"),
+        "{c_attach:?} {moved:?}"
+    );
 }
