@@ -95,7 +95,7 @@ left_after() {
 left_after
 
 python3 - "$tmp" "$TESTENV_AUDIT_LOG" "$ns" <<'PY'
-import json, sys, datetime
+import json, re, sys, datetime
 tmp, audit, ns = sys.argv[1], sys.argv[2], sys.argv[3]
 def ts(s):
     # RFC 3339 with up to nanoseconds (ours) or microseconds (the audit log's).
@@ -192,8 +192,9 @@ allv = [x for v in delays.values() for x in v]
 print(f"  largest: {max(allv)*1e3:.1f} ms over {len(allv)} completions" if allv else "  none")
 by = {}
 for op, _, err in timeouts:
-    key = (op, err.split(";")[-1].split(" of ")[0].strip()[:60])
-    by[key] = by.get(key, 0) + 1
+    # What it waited for, without the object's name.
+    what = re.sub(r"(pod|PV|PVC|node) [^ ]+", r"\1 X", err.split("; ")[-1])
+    by[(op, what)] = by.get((op, what), 0) + 1
 print(f"timeouts: {len(timeouts)} {sorted(by.items())}")
 print(f"lost completions (completed in the cluster before the deadline, not seen): {len(lost)} {lost[:5]}")
 
