@@ -653,10 +653,28 @@ pub fn log_start_time(bytes: &[u8]) -> Option<i128> {
 /// needed): `(kind, histogram)` per interval line, `kind` from its tag `<kind>.response`.
 /// For live metrics of I/O still running; the whole log is read by [`split_responses`].
 pub fn interval_responses(chunk: &[u8]) -> Result<Vec<(String, Histogram<u64>)>, Error> {
+    Ok(response_intervals(chunk)?
+        .into_iter()
+        .map(|iv| (iv.kind, iv.hist))
+        .collect())
+}
+
+/// One response interval of an interval log.
+struct ResponseInterval {
+    kind: String,
+    /// Start, seconds from the log's own start.
+    start: f64,
+    /// Length, seconds.
+    len: f64,
+    hist: Histogram<u64>,
+}
+
+/// Every response interval of an interval log, in order.
+fn response_intervals(bytes: &[u8]) -> Result<Vec<ResponseInterval>, Error> {
     let bad = |reason: String| Error::Histogram(format!("interval log: {reason}"));
     let mut de = Deserializer::new();
     let mut out = Vec::new();
-    for (n, entry) in IntervalLogIterator::new(chunk).enumerate() {
+    for (n, entry) in IntervalLogIterator::new(bytes).enumerate() {
         let entry = entry.map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
         let LogEntry::Interval(iv) = entry else {
             continue;
@@ -669,7 +687,12 @@ pub fn interval_responses(chunk: &[u8]) -> Result<Vec<(String, Histogram<u64>)>,
         let h: Histogram<u64> = de
             .deserialize(&mut raw.as_slice())
             .map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
-        out.push((kind.to_owned(), h));
+        out.push(ResponseInterval {
+            kind: kind.to_owned(),
+            start: iv.start_timestamp().as_secs_f64(),
+            len: iv.duration().as_secs_f64(),
+            hist: h,
+        });
     }
     Ok(out)
 }
@@ -705,30 +728,14 @@ pub fn split_responses(
     let bad = |reason: String| Error::Histogram(format!("interval log: {reason}"));
     let new = || Histogram::<u64>::new(3).map_err(|e| bad(format!("{e:?}")));
     let (mut yes, mut no) = (new()?, new()?);
-    let mut de = Deserializer::new();
-    for (n, entry) in IntervalLogIterator::new(bytes).enumerate() {
-        let entry = entry.map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
-        let LogEntry::Interval(iv) = entry else {
-            continue;
-        };
-        if !iv.tag().is_some_and(|t| t.as_str().ends_with(".response")) {
-            continue;
-        }
-        let raw = base64_decode(iv.encoded_histogram())
-            .ok_or_else(|| bad(format!("log entry {}: bad base64", n + 1)))?;
-        let h: Histogram<u64> = de
-            .deserialize(&mut raw.as_slice())
-            .map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
-        let side = if first(
-            iv.start_timestamp().as_secs_f64(),
-            iv.duration().as_secs_f64(),
-        ) {
+    for (n, iv) in response_intervals(bytes)?.into_iter().enumerate() {
+        let side = if first(iv.start, iv.len) {
             &mut yes
         } else {
             &mut no
         };
-        side.add(&h)
-            .map_err(|e| bad(format!("log entry {}: {e:?}", n + 1)))?;
+        side.add(&iv.hist)
+            .map_err(|e| bad(format!("response interval {}: {e:?}", n + 1)))?;
     }
     Ok((yes, no))
 }

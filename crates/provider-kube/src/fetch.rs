@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    SeccompProfile, SecurityContext, Volume, VolumeMount,
+    Container, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, SeccompProfile,
+    Volume, VolumeMount,
 };
 use kube::api::{Api, AttachParams, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::wait::{await_condition, conditions};
@@ -131,26 +131,12 @@ pub fn fetch_pod(opts: &FetchOptions) -> Pod {
             }),
             node_selector: (!o.node_selector.is_empty()).then(|| o.node_selector.clone()),
             tolerations: (!o.tolerations.is_empty()).then(|| o.tolerations.clone()),
-            image_pull_secrets: (!o.image_pull_secrets.is_empty()).then(|| {
-                o.image_pull_secrets
-                    .iter()
-                    .map(|n| k8s_openapi::api::core::v1::LocalObjectReference { name: n.clone() })
-                    .collect()
-            }),
+            image_pull_secrets: crate::objects::pull_secrets(o),
             containers: vec![Container {
                 name: "fetch".into(),
                 image: Some(opts.image.clone()),
                 command: Some(vec!["/cnsreplay".into(), "idle".into()]),
-                security_context: Some(SecurityContext {
-                    allow_privilege_escalation: Some(false),
-                    capabilities: Some(Capabilities {
-                        drop: Some(vec!["ALL".into()]),
-                        add: None,
-                    }),
-                    read_only_root_filesystem: Some(true),
-                    run_as_non_root: Some(true),
-                    ..SecurityContext::default()
-                }),
+                security_context: Some(crate::objects::restricted_container()),
                 volume_mounts: Some(vec![VolumeMount {
                     name: "runs".into(),
                     mount_path: FETCH_MOUNT.into(),

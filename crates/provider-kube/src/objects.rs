@@ -405,27 +405,13 @@ pub fn pod(
             }),
             node_selector: (!opts.node_selector.is_empty()).then(|| opts.node_selector.clone()),
             tolerations: (!opts.tolerations.is_empty()).then(|| opts.tolerations.clone()),
-            image_pull_secrets: (!opts.image_pull_secrets.is_empty()).then(|| {
-                opts.image_pull_secrets
-                    .iter()
-                    .map(|n| LocalObjectReference { name: n.clone() })
-                    .collect()
-            }),
+            image_pull_secrets: pull_secrets(opts),
             containers: vec![Container {
                 name: if is_io { "iogen" } else { "workload" }.into(),
                 image: Some(image.to_owned()),
                 args,
                 resources,
-                security_context: Some(SecurityContext {
-                    allow_privilege_escalation: Some(false),
-                    capabilities: Some(Capabilities {
-                        drop: Some(vec!["ALL".into()]),
-                        add: None,
-                    }),
-                    read_only_root_filesystem: Some(true),
-                    run_as_non_root: Some(true),
-                    ..SecurityContext::default()
-                }),
+                security_context: Some(restricted_container()),
                 volume_mounts: (!mounts.is_empty()).then_some(mounts),
                 volume_devices: (!devices.is_empty()).then_some(devices),
                 ..Container::default()
@@ -434,6 +420,31 @@ pub fn pod(
             ..PodSpec::default()
         }),
         status: None,
+    }
+}
+
+/// The `imagePullSecrets` of `opts`, None without any.
+pub(crate) fn pull_secrets(opts: &PodOptions) -> Option<Vec<LocalObjectReference>> {
+    (!opts.image_pull_secrets.is_empty()).then(|| {
+        opts.image_pull_secrets
+            .iter()
+            .map(|n| LocalObjectReference { name: n.clone() })
+            .collect()
+    })
+}
+
+/// A container's security context under Pod Security `restricted`: no privilege escalation,
+/// every capability dropped, read-only root file system, non-root.
+pub(crate) fn restricted_container() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            add: None,
+        }),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        ..SecurityContext::default()
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::real_node::{Cluster, nothing_left, real_node_cluster};
+use crate::real_node::{Cluster, nothing_left, real_node_cluster, run_objects_left};
 use crate::{cnsreplay, ok, s, stdout};
 
 const NS: &str = "cnsreplay";
@@ -235,16 +235,7 @@ fn an_in_cluster_job_runs_experiment2_and_fetch_brings_its_run_directory_back() 
         s(&kc),
     ]);
     ok(&out);
-    let label = format!("cnsreplay.io/run={run_id}");
-    let left = c.kubectl(&[
-        "get",
-        "pvc,pods,volumesnapshots",
-        "-A",
-        "-l",
-        &label,
-        "-o",
-        "name",
-    ]);
+    let left = run_objects_left(&c, &run_id);
     assert!(left.trim().is_empty(), "left behind: {left}");
     // The claim with the run directories is not the run's: it stays.
     let runs_pvc = c.kubectl(&[

@@ -121,6 +121,33 @@ fn exp2_args(c: &Cluster, kc: &Path, run: &Path) -> Vec<String> {
     run_args(c, kc, "traces/experiment2-short.yaml", run)
 }
 
+/// Experiment 2 on the real node as a child process (output piped), with `extra` arguments.
+fn spawn_exp2(c: &Cluster, kc: &Path, run: &Path, extra: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+        .args(exp2_args(c, kc, run))
+        .args(extra)
+        .current_dir(crate::workspace())
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+/// The objects (PVCs, pods, VolumeSnapshots, any namespace) labelled for run `run_id`.
+pub(crate) fn run_objects_left(c: &Cluster, run_id: &str) -> String {
+    let label = format!("cnsreplay.io/run={run_id}");
+    c.kubectl(&[
+        "get",
+        "pvc,pods,volumesnapshots",
+        "-A",
+        "-l",
+        &label,
+        "-o",
+        "name",
+    ])
+}
+
 #[test]
 fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
     let Some(c) = real_node_cluster() else {
@@ -131,15 +158,8 @@ fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
     let run = tmp.path().join("run");
     // Its live metrics: the iogen pods' I/O of tenant `db` arrives while they run.
     let port = crate::prometheus::free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
-        .args(exp2_args(&c, &kc, &run))
-        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-        .current_dir(crate::workspace())
-        .env("NO_COLOR", "1")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let metrics = format!("127.0.0.1:{port}");
+    let child = spawn_exp2(&c, &kc, &run, &["--metrics-addr", &metrics]);
     let t0 = std::time::Instant::now();
     let live = loop {
         std::thread::sleep(std::time::Duration::from_secs(1));
@@ -306,16 +326,7 @@ pub(crate) fn nothing_left(c: &Cluster, run: &Path) {
         ops,
     } = RunWindow::read(c, run);
     let run_id = manifest["run_id"].as_str().expect("run_id");
-    let label = format!("cnsreplay.io/run={run_id}");
-    let left = c.kubectl(&[
-        "get",
-        "pvc,pods,volumesnapshots",
-        "-A",
-        "-l",
-        &label,
-        "-o",
-        "name",
-    ]);
+    let left = run_objects_left(c, run_id);
     assert!(left.trim().is_empty(), "left behind: {left}");
     let namespaces = c.kubectl(&["get", "namespaces", "-o", "name"]);
     assert!(
@@ -398,14 +409,7 @@ fn ctrl_c_on_the_real_node_leaves_nothing_of_the_run() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let kc = c.runner_kubeconfig(tmp.path());
     let run = tmp.path().join("run");
-    let child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
-        .args(exp2_args(&c, &kc, &run))
-        .current_dir(crate::workspace())
-        .env("NO_COLOR", "1")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn_exp2(&c, &kc, &run, &[]);
     // Records are written when an operation ends, so watch the cluster: wait until iogen
     // pods run.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
