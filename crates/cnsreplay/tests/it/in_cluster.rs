@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::real_node::{Cluster, nothing_left, real_node_cluster, run_objects_left};
+use crate::real_node::{Cluster, EXP2_OPS, nothing_left, real_node_cluster, run_objects_left};
 use crate::{cnsreplay, ok, s, stdout};
 
 const NS: &str = "cnsreplay";
@@ -131,14 +131,7 @@ fn an_in_cluster_job_runs_experiment2_and_fetch_brings_its_run_directory_back() 
     let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("summary json");
     let r = &summary["runs"][0];
     assert_eq!(r["state"], "complete", "{r:#}");
-    for (op, n) in [
-        ("create_volume", 5),
-        ("attach", 5),
-        ("io_phase", 5),
-        ("snapshot", 8),
-        ("detach", 5),
-        ("delete_volume", 5),
-    ] {
+    for (op, n) in EXP2_OPS {
         let row = &r["ops"][op];
         assert_eq!(row["count"], n, "{op}: {row}");
         assert_eq!(row["failed"], 0, "{op}: {row}");

@@ -116,6 +116,16 @@ fn run_args(c: &Cluster, kc: &Path, trace: &str, run: &Path) -> Vec<String> {
     .collect()
 }
 
+/// Experiment 2's operations and how many of each it has (`traces/experiment2-short.yaml`).
+pub(crate) const EXP2_OPS: [(&str, u64); 6] = [
+    ("create_volume", 5),
+    ("attach", 5),
+    ("io_phase", 5),
+    ("snapshot", 8),
+    ("detach", 5),
+    ("delete_volume", 5),
+];
+
 /// `cnsreplay run` of the README's Experiment 2 on the real node, into `run`.
 fn exp2_args(c: &Cluster, kc: &Path, run: &Path) -> Vec<String> {
     run_args(c, kc, "traces/experiment2-short.yaml", run)
@@ -215,14 +225,7 @@ fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
             )
         })
         .collect();
-    for (op, n) in [
-        ("create_volume", 5),
-        ("attach", 5),
-        ("io_phase", 5),
-        ("snapshot", 8),
-        ("detach", 5),
-        ("delete_volume", 5),
-    ] {
+    for (op, n) in EXP2_OPS {
         assert_eq!(summary["ops"][op]["count"], n, "{op}: {summary}");
         assert_eq!(summary["ops"][op]["failed"], 0, "{op} failed: {failed:#?}");
     }
