@@ -37,8 +37,13 @@ impl Cluster {
 
     /// A kubeconfig for the service account `cnsreplay` bound by exactly `deploy/rbac/rbac.yaml`.
     pub(crate) fn runner_kubeconfig(&self, dir: &Path) -> PathBuf {
-        let rbac = crate::workspace().join("deploy/rbac/rbac.yaml");
-        self.kubectl(&["apply", "-f", s(&rbac)]);
+        // Once per test process: tests applying it at the same moment on a fresh cluster
+        // race to create the same objects, and all but one fail with AlreadyExists.
+        static RBAC: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+        RBAC.get_or_init(|| {
+            let rbac = crate::workspace().join("deploy/rbac/rbac.yaml");
+            self.kubectl(&["apply", "-f", s(&rbac)]);
+        });
         let token = self.kubectl(&["create", "token", "cnsreplay", "-n", "cnsreplay"]);
         let kc = dir.join("runner.kubeconfig");
         let raw = self.kubectl(&["config", "view", "--raw", "--minify"]);
