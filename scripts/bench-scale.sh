@@ -118,6 +118,7 @@ for line in open(f"{tmp}/trace.jsonl"):
 recs = [json.loads(l) for l in open(f"{tmp}/run/events.jsonl")]
 # The API server's writes that complete operations (ResponseComplete, 2xx), per object.
 binding, running, bound, pv_of, node_of, va_attached = {}, {}, {}, {}, {}, {}
+status = {}  # pod -> [(t, Running and Ready)] of every status write
 with open(audit) as f:
     for line in f:
         if '"ResponseComplete"' not in line:
@@ -141,8 +142,12 @@ with open(audit) as f:
             binding.setdefault(name, []).append(t)
             node_of[name] = ((a.get("requestObject") or {}).get("target") or {}).get("name")
         elif res == "pods" and sub == "status" and verb in ("patch", "update"):
-            if (o.get("status") or {}).get("phase") == "Running":
+            st = o.get("status") or {}
+            if st.get("phase") == "Running":
                 running.setdefault(name, []).append(t)
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in st.get("conditions") or [])
+            status.setdefault(name, []).append((t, st.get("phase") == "Running" and ready))
         elif res == "persistentvolumeclaims" and verb in ("patch", "update"):
             if (o.get("status") or {}).get("phase") == "Bound":
                 bound.setdefault(name, []).append(t)
@@ -175,8 +180,12 @@ for r in recs:
         if op == "create_volume" and first_after(bound.get(name, []), start, deadline):
             lost.append((op, name))
         if op == "attach":
+            # Complete as the attach judges it: at the deadline the pod's latest status is
+            # Running and Ready (a pod that was Ready and then not, e.g. its node going
+            # NotReady, is not complete), and its volumes are attached on its node.
             node = node_of.get(name)
-            ok_pod = first_after(running.get(name, []), start, deadline) is not None
+            before = [s for s in sorted(status.get(name, [])) if s[0] <= deadline + 0.010]
+            ok_pod = bool(before) and before[-1][1]
             ok_vas = all(first_after(va_attached.get((pv_of.get(v), node), []), start, deadline)
                          is not None for v in vols)
             if ok_pod and ok_vas and node:
