@@ -185,16 +185,18 @@ impl Read for ChunkReader {
 }
 
 /// Fetches `opts.path` from the claim: starts the fetch pod, execs `cnsreplay pack` in it and
-/// hands its stdout to `unpack` (on a blocking thread), then deletes the pod. `stop` set
-/// (Ctrl-C) ends it with [`FetchError::Interrupted`], the pod deleted all the same.
-pub fn fetch<F>(
+/// hands its stdout to `unpack` (on a blocking thread), then deletes the pod; returns what
+/// `unpack` returned. `stop` set (Ctrl-C) ends it with [`FetchError::Interrupted`], the pod
+/// deleted all the same.
+pub fn fetch<F, T>(
     config: &KubeConfig,
     opts: &FetchOptions,
     stop: &AtomicBool,
     unpack: F,
-) -> Result<FetchReport, FetchError>
+) -> Result<(FetchReport, T), FetchError>
 where
-    F: FnOnce(&mut dyn Read) -> std::io::Result<()> + Send + 'static,
+    F: FnOnce(&mut dyn Read) -> std::io::Result<T> + Send + 'static,
+    T: Send + 'static,
 {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -235,14 +237,15 @@ where
 }
 
 /// Waits for the pod, execs `pack` and feeds its stdout to `unpack`.
-async fn copy<F>(
+async fn copy<F, T>(
     api: &Api<Pod>,
     name: &str,
     opts: &FetchOptions,
     unpack: F,
-) -> Result<FetchReport, FetchError>
+) -> Result<(FetchReport, T), FetchError>
 where
-    F: FnOnce(&mut dyn Read) -> std::io::Result<()> + Send + 'static,
+    F: FnOnce(&mut dyn Read) -> std::io::Result<T> + Send + 'static,
+    T: Send + 'static,
 {
     let full = format!("{}/{name}", opts.namespace);
     let node = wait_running(api, name, &full, opts.start_timeout).await?;
@@ -320,12 +323,15 @@ where
             });
         }
     }
-    unpacked.map_err(FetchError::Unpack)?;
-    Ok(FetchReport {
-        pod: full,
-        node,
-        bytes,
-    })
+    let unpacked = unpacked.map_err(FetchError::Unpack)?;
+    Ok((
+        FetchReport {
+            pod: full,
+            node,
+            bytes,
+        },
+        unpacked,
+    ))
 }
 
 /// Waits until the pod runs; returns its node. A pod that does not start says why.

@@ -139,7 +139,8 @@ pub(crate) async fn io_phase(
             })
     };
     let log_path = io_dir.join(format!("{}.log", ev.id));
-    // iogen prints an interval histogram per second: the live per-tenant I/O metrics.
+    // iogen prints an interval histogram every 200 ms (`iogen_args`): the live per-tenant
+    // I/O metrics.
     let mut feed = iogen::IntervalFeed::default();
     let live = |line: &str| {
         if line.starts_with("Tag=")

@@ -92,7 +92,7 @@ pub(crate) async fn io_phase(
             let _ = tx.send(iogen::run_phase(&spec, &target, &opts, &stop));
         })
         .map_err(io_err)?;
-    // iogen writes an interval histogram per second: read them as they come (the live
+    // iogen writes an interval histogram every INTERVAL: read them as they come (the live
     // per-tenant I/O metrics), and the rest once it is done.
     let mut tail = LogTail::new(log.clone());
     let mut rx = rx;
@@ -121,7 +121,8 @@ pub(crate) async fn io_phase(
 /// since the last one to [`OpCtx::io_interval`].
 struct LogTail {
     path: PathBuf,
-    offset: u64,
+    /// Open once iogen has created it; each poll reads on from where the last one ended.
+    file: Option<std::fs::File>,
     feed: iogen::IntervalFeed,
     warned: bool,
 }
@@ -130,23 +131,25 @@ impl LogTail {
     fn new(path: PathBuf) -> Self {
         Self {
             path,
-            offset: 0,
+            file: None,
             feed: iogen::IntervalFeed::default(),
             warned: false,
         }
     }
 
     fn poll(&mut self, ctx: &OpCtx) {
-        use std::io::{Read, Seek, SeekFrom};
-        // Not there yet: iogen creates it when the phase starts.
-        let Ok(mut f) = std::fs::File::open(&self.path) else {
+        use std::io::Read;
+        if self.file.is_none() {
+            // Not there yet: iogen creates it when the phase starts.
+            self.file = std::fs::File::open(&self.path).ok();
+        }
+        let Some(f) = self.file.as_mut() else {
             return;
         };
         let mut buf = Vec::new();
-        if f.seek(SeekFrom::Start(self.offset)).is_err() || f.read_to_end(&mut buf).is_err() {
+        if f.read_to_end(&mut buf).is_err() {
             return;
         }
-        self.offset += buf.len() as u64;
         match self.feed.push(&buf) {
             Ok(ivs) => {
                 for (kind, h) in ivs {

@@ -192,7 +192,7 @@ impl OpCtx {
     }
 
     /// One interval histogram (response times, ns) of the I/O of `kind` (`read`, `write`, …)
-    /// this operation is doing, as it arrives (iogen writes one per second): the live
+    /// this operation is doing, as it arrives (iogen writes one per interval): the live
     /// per-tenant I/O metrics. Nothing without a live sink.
     pub fn io_interval(&self, kind: &str, h: &hdrhistogram::Histogram<u64>) {
         if let Some((live, tenant)) = &self.live_io {

@@ -241,25 +241,12 @@ pub(crate) fn run(a: &FetchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     let ids = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
         .map(|sig| signal_hook::flag::register(sig, stop.clone()));
     let into = tmp.path().to_owned();
-    let tops = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let tops_w = tops.clone();
-    let result = fetch(&config, &opts, &stop, move |r| {
-        let t = unpack(r, &into)?;
-        *tops_w
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = t;
-        Ok(())
-    });
+    let result = fetch(&config, &opts, &stop, move |r| unpack(r, &into));
     for id in ids.into_iter().flatten() {
         signal_hook::low_level::unregister(id);
     }
-    let report = result
+    let (report, tops) = result
         .with_context(|| format!("fetching {} from claim {}/{}", a.path, a.namespace, a.pvc))?;
-    let tops = std::mem::take(
-        &mut *tops
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
     let (mut moved, mut kept) = (Vec::new(), Vec::new());
     for t in &tops {
         let (m, k) = move_into(&tmp.path().join(t), &a.output.join(t))?;
