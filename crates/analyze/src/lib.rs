@@ -16,6 +16,7 @@ pub mod frame;
 pub mod hist;
 pub mod inference;
 pub mod load;
+pub mod modify;
 pub mod phase_io;
 pub mod point;
 pub mod qos;

@@ -573,6 +573,66 @@ fn table(s: &RunSummary) -> String {
     h
 }
 
+/// The effect of each `modify_volume` on its volume's I/O (empty without one).
+fn modify_table(i: usize, effects: &[crate::modify::ModifyEffect]) -> String {
+    let mut h = String::new();
+    if effects.is_empty() {
+        return h;
+    }
+    let _ = write!(
+        h,
+        "<h2>Attributes-class changes under I/O (run {})</h2><p>I/O rate of the volume's \
+         <code>io_phase</code> units in the {} s before the change was due and the {} s after \
+         it completed, and when the class's IOPS limit held from (every {} ms slot within \
+         +{:.0} % of it to the end of that window), counted from when the change was due.</p>\
+         <table><tr><th>event</th><th>volume</th><th>class</th><th>outcome</th>\
+         <th>response</th><th>kind</th><th>limit IOPS</th><th>before IOPS</th>\
+         <th>after IOPS</th><th>limit holds after</th></tr>",
+        i + 1,
+        crate::modify::WINDOW / 1_000_000_000,
+        crate::modify::WINDOW / 1_000_000_000,
+        crate::modify::SLOT / 1_000_000,
+        crate::modify::TOLERANCE * 100.0
+    );
+    let opt = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), fmt_num);
+    for e in effects {
+        let holds = e
+            .holds_after_ns
+            .map_or_else(|| "–".to_owned(), |n| fmt_ns(n as f64));
+        if e.kinds.is_empty() {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td colspan=5>no I/O on the volume around it</td></tr>",
+                e.id,
+                esc(&e.volume),
+                esc(&e.class),
+                esc(&e.outcome),
+                fmt_ns(e.response_ns as f64)
+            );
+        }
+        for k in &e.kinds {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                e.id,
+                esc(&e.volume),
+                esc(&e.class),
+                esc(&e.outcome),
+                fmt_ns(e.response_ns as f64),
+                k.kind,
+                k.limit.map_or_else(|| "none".to_owned(), |n| n.to_string()),
+                opt(k.before),
+                opt(k.after),
+                holds
+            );
+        }
+    }
+    h.push_str("</table>");
+    h
+}
+
 /// The report: its figures and the HTML page.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -634,6 +694,9 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
     html.push_str("<h2>Percentiles</h2>");
     for l in &loaded {
         html.push_str(&table(&l.summary));
+    }
+    for (i, l) in loaded.iter().enumerate() {
+        html.push_str(&modify_table(i, &crate::modify::effects(&l.run)?));
     }
     html.push_str("</body></html>\n");
     Ok(Report { figures, html })

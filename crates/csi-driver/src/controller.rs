@@ -142,8 +142,21 @@ fn params_of(m: &std::collections::HashMap<String, String>) -> BTreeMap<String, 
     m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
+/// The class's `maxSize` (bytes): the largest capacity it creates or expands to (above it,
+/// OUT_OF_RANGE: a backend's size limit, which makes a resize fail for good).
+fn max_size(params: &BTreeMap<String, String>) -> Result<Option<u64>, Status> {
+    params
+        .get("maxSize")
+        .map(|v| {
+            trace_format::units::parse_bytes(v)
+                .map_err(|e| Status::invalid_argument(format!("maxSize: {v:?}: {e}")))
+        })
+        .transpose()
+}
+
 fn check_params(params: &BTreeMap<String, String>) -> Result<bool, Status> {
     crate::latency::validate_params(params).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    max_size(params)?;
     match params.get("nodeExpansion").map(String::as_str) {
         None | Some("false") => Ok(false),
         Some("true") => Ok(true),
@@ -296,6 +309,22 @@ impl Driver {
                 "{size} bytes needed (alignment, minimum or source size) but limit_bytes is {limit}"
             )));
         }
+        if let Some(max) = max_size(&params)?
+            && size > max
+        {
+            return Err(Status::out_of_range(format!(
+                "{size} bytes is above the class's maxSize of {max} bytes"
+            )));
+        }
+        let limits = provider_local::throttle::Limits::parse(&params_of(&req.mutable_parameters))
+            .map_err(Status::invalid_argument)?;
+        if limits != provider_local::throttle::Limits::default()
+            && let Some(why) = self.cannot_throttle()
+        {
+            return Err(Status::invalid_argument(format!(
+                "mutable parameters cannot be applied: {why}"
+            )));
+        }
         let topology: BTreeMap<String, String> = req
             .accessibility_requirements
             .as_ref()
@@ -349,6 +378,7 @@ impl Driver {
             staged: Default::default(),
             targets: Default::default(),
             ready: false,
+            limits,
         };
         self.update(|st| st.volumes.insert(id.clone(), rec.clone()))?;
         let detail = blocking(move || {
@@ -519,6 +549,13 @@ impl Driver {
                 new.max(v.capacity)
             )));
         }
+        if let Some(max) = max_size(&v.params)?
+            && new > max
+        {
+            return Err(Status::out_of_range(format!(
+                "capacity {new} bytes is above the class's maxSize of {max} bytes"
+            )));
+        }
         if new <= v.capacity {
             call.detail("no-op");
             return Ok(pb::ControllerExpandVolumeResponse {
@@ -562,6 +599,41 @@ impl Driver {
             capacity_bytes: to_i64(new),
             node_expansion_required: node_fs,
         })
+    }
+}
+
+impl Driver {
+    async fn modify_inner(
+        &self,
+        call: &mut Call,
+        id: &str,
+        params: &BTreeMap<String, String>,
+    ) -> Result<pb::ControllerModifyVolumeResponse, Status> {
+        call.injected_failure()?;
+        // INVALID_ARGUMENT before anything changes: the resizer marks the claim Infeasible.
+        let next =
+            provider_local::throttle::Limits::parse(params).map_err(Status::invalid_argument)?;
+        if let Some(why) = self.cannot_throttle() {
+            return Err(Status::invalid_argument(format!(
+                "mutable parameters cannot be applied: {why}"
+            )));
+        }
+        let v = self.update(|st| {
+            st.volumes.get_mut(id).map(|v| {
+                v.limits = v.limits.then(next);
+                v.clone()
+            })
+        })?;
+        let v = v.ok_or_else(|| Status::not_found(format!("volume {id:?}")))?;
+        // Written to every container that uses it now, before the call returns.
+        let d = self.clone();
+        let written = blocking(move || {
+            d.throttle_volume(&v)
+                .map_err(|e| storage::StorageError::Io(std::io::Error::other(e)))
+        })
+        .await?;
+        call.detail(format!("throttle,{written}-cgroups"));
+        Ok(pb::ControllerModifyVolumeResponse {})
     }
 }
 
@@ -737,6 +809,7 @@ impl Controller for Driver {
             T::CloneVolume,
             T::PublishReadonly,
             T::ExpandVolume,
+            T::ModifyVolume,
         ]
         .into_iter()
         .map(rpc_cap)
@@ -828,6 +901,24 @@ impl Controller for Driver {
             .await;
         call.rec.volume = id.to_owned();
         let r = self.expand_inner(&mut call, id, &range).await;
+        self.finish(call, &r);
+        r.map(Response::new)
+    }
+
+    async fn controller_modify_volume(
+        &self,
+        request: Request<pb::ControllerModifyVolumeRequest>,
+    ) -> Result<Response<pb::ControllerModifyVolumeResponse>, Status> {
+        let req = request.into_inner();
+        let id = required("volume_id", &req.volume_id)?;
+        let _busy = self.busy(&[id])?;
+        let mut call = self
+            .begin("ControllerModifyVolume", &self.volume_params(id))
+            .await;
+        call.rec.volume = id.to_owned();
+        let r = self
+            .modify_inner(&mut call, id, &params_of(&req.mutable_parameters))
+            .await;
         self.finish(call, &r);
         r.map(Response::new)
     }

@@ -24,6 +24,7 @@ mod node;
 mod registration;
 mod server;
 mod snapshot;
+pub mod throttle;
 
 #[allow(
     missing_docs,
@@ -85,6 +86,9 @@ pub struct DriverConfig {
     pub loop_mode: Option<bool>,
     /// Capacity when CreateVolume gives none.
     pub default_size: u64,
+    /// The blkio directory holding the kubelet's pod cgroups, where volumes' I/O limits are
+    /// written; `None`: `BLKIO/kubepods` (the kubelet's cgroupfs default).
+    pub pod_cgroups: Option<PathBuf>,
 }
 
 impl DriverConfig {
@@ -101,6 +105,7 @@ impl DriverConfig {
             latency: LatencyConfig::default(),
             loop_mode: None,
             default_size: 1 << 30,
+            pod_cgroups: None,
         }
     }
 }

@@ -47,6 +47,11 @@ struct Args {
     /// the kubelet then registers the driver and writes the node's CSINode itself.
     #[arg(long)]
     registration_socket: Option<PathBuf>,
+    /// The blkio cgroup directory where the kubelet makes pod cgroups (cgroupfs driver):
+    /// volumes' I/O limits (ControllerModifyVolume) are written into the cgroups of the pods
+    /// using them. Default: BLKIO/kubepods.
+    #[arg(long)]
+    pod_cgroups: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -78,6 +83,7 @@ fn main() -> anyhow::Result<()> {
             _ => None,
         },
         default_size: args.default_size,
+        pod_cgroups: args.pod_cgroups,
     };
     let socket = PathBuf::from(args.endpoint.trim_start_matches("unix://"));
     let driver = Driver::open(cfg)?;

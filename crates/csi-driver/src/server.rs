@@ -39,12 +39,19 @@ pub async fn serve(
     }
     let listener = UnixListener::bind(socket)
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", socket.display())))?;
-    tonic::transport::Server::builder()
+    // Containers started after their volume was published get its I/O limits too.
+    let limits = (driver.cannot_throttle().is_none())
+        .then(|| tokio::spawn(crate::throttle::run(driver.clone(), std::future::pending())));
+    let served = tonic::transport::Server::builder()
         .add_service(IdentityServer::new(driver.clone()))
         .add_service(ControllerServer::new(driver.clone()))
         .add_service(NodeServer::new(driver.clone()))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
-        .await?;
+        .await;
+    if let Some(t) = limits {
+        t.abort();
+    }
+    served?;
     let _ = fs_err::remove_file(socket);
     let st = driver.snapshot_state();
     Ok(Served {

@@ -62,6 +62,10 @@ pub struct VolumeRec {
     pub targets: BTreeSet<PathBuf>,
     /// False until the backing file is complete.
     pub ready: bool,
+    /// I/O limits of its attributes class (CreateVolume's and ControllerModifyVolume's
+    /// mutable parameters), applied on the node ([`crate::throttle`]).
+    #[serde(default)]
+    pub limits: provider_local::throttle::Limits,
 }
 
 /// One snapshot.

@@ -619,6 +619,7 @@ fn import<F: Format>(
             access_mode: None,
             // Device-level requests: the volume is a raw block device (no file system).
             volume_mode: Some(trace_format::VolumeMode::Block),
+            attributes_class: None,
         });
     }
     if parameters.contains_key("device_sizes") && unlisted > 0 {

@@ -370,6 +370,7 @@ pub fn import_fio_source(
             storage_class: None,
             access_mode: None,
             volume_mode: None,
+            attributes_class: None,
         });
     }
     parameters.insert("datasync".to_owned(), "flush".to_owned());

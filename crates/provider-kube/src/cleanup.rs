@@ -33,7 +33,8 @@ fn rank(kind: &str) -> u8 {
         "pod" => 0,
         "volumesnapshot" => 1,
         "pvc" => 2,
-        "namespace" => 3,
+        // Its protection finalizer holds a class until no claim uses it.
+        "namespace" | "volumeattributesclass" => 3,
         _ => 4,
     }
 }
@@ -109,6 +110,9 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String>
         }
         ("volumesnapshot", Some(ns)) => delete_owned!(Api::<VolumeSnapshot>::namespaced(c, ns)),
         ("namespace", None) => delete_owned!(Api::<k8s_openapi::api::core::v1::Namespace>::all(c)),
+        ("volumeattributesclass", None) => {
+            delete_owned!(Api::<k8s_openapi::api::storage::v1::VolumeAttributesClass>::all(c))
+        }
         ("cordon", None) => {
             let api: Api<Node> = Api::all(c);
             p.limiter.acquire().await;
@@ -240,6 +244,21 @@ pub(crate) async fn find_run_objects(
         {
             out.push(entry("namespace", &o.metadata));
         }
+    }
+    p.limiter.acquire().await;
+    match Api::<k8s_openapi::api::storage::v1::VolumeAttributesClass>::all(c.clone())
+        .list(&lp)
+        .await
+    {
+        Ok(l) => out.extend(
+            l.items
+                .iter()
+                .map(|o| entry("volumeattributesclass", &o.metadata)),
+        ),
+        // No such API (before 1.34), or credentials that may not list cluster-scoped
+        // classes: the run could not have made one either.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => {}
+        Err(e) => return Err(e.to_string()),
     }
     p.limiter.acquire().await;
     for n in Api::<Node>::all(c)

@@ -18,6 +18,7 @@ mod io;
 mod io_local;
 pub mod limiter;
 mod logs;
+mod modify;
 pub mod objects;
 mod ops;
 mod preflight;
@@ -120,6 +121,7 @@ pub fn default_timeouts() -> BTreeMap<OpType, u64> {
         (OpType::Snapshot, 600 * S),
         (OpType::DeleteSnapshot, 300 * S),
         (OpType::Resize, 300 * S),
+        (OpType::ModifyVolume, 300 * S),
         (OpType::Reschedule, 600 * S),
         (OpType::CordonNode, 60 * S),
         (OpType::DrainNode, 900 * S),
@@ -505,6 +507,7 @@ impl Kube {
             );
         }
         let _ = self.environment.set(env);
+        notices.extend(self.ensure_attributes_classes(run).await?);
         let labels = run.owner_label();
         let cfg = watcher::Config::default().labels(&labels);
         let err = |e: String| ProviderError::new("watch_failed", e);

@@ -66,7 +66,7 @@ fn missing(what: &str, name: &str) -> ProviderError {
     )
 }
 
-fn get<K>(s: &Store<K>, ns: &str, name: &str, uid: &str) -> Option<Arc<K>>
+pub(crate) fn get<K>(s: &Store<K>, ns: &str, name: &str, uid: &str) -> Option<Arc<K>>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
@@ -134,7 +134,7 @@ impl Kube {
         }
     }
 
-    fn header_defaults(&self) -> Result<&trace_format::Defaults, ProviderError> {
+    pub(crate) fn header_defaults(&self) -> Result<&trace_format::Defaults, ProviderError> {
         Ok(&self.run()?.header.defaults)
     }
 
@@ -184,7 +184,7 @@ impl Kube {
             .is_none_or(|d| d["attach_required"] != false)
     }
 
-    fn volume(&self, name: &Name) -> VolState {
+    pub(crate) fn volume(&self, name: &Name) -> VolState {
         self.state()
             .volumes
             .get(name)
@@ -969,38 +969,6 @@ impl Kube {
         });
         Ok(())
     }
-
-    async fn resize(&self, r: &trace_format::Resize, ctx: &OpCtx) -> Result<(), ProviderError> {
-        let ns = self.ns()?;
-        let vs = self.volume(&r.volume);
-        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
-        let patched = self
-            .call(api.patch(
-                &vs.pvc,
-                &PatchParams::default(),
-                &Patch::Merge(
-                    json!({"spec": {"resources": {"requests": {"storage": r.size.to_string()}}}}),
-                ),
-            ))
-            .await?;
-        phase(ctx, "patched");
-        let uid = patched.uid().unwrap_or_default();
-        self.waiting(
-            ctx,
-            format!("PVC {ns}/{} status.capacity to reach {}", vs.pvc, r.size),
-        );
-        let ((), at) = self
-            .watches()?
-            .pvc
-            .wait_for(&vs.pvc, |s| {
-                let o = get(s, ns, &vs.pvc, &uid)?;
-                let cap = storage_of(o.status.as_ref()?.capacity.as_ref()?)?;
-                (cap >= r.size).then_some(())
-            })
-            .await;
-        phase_at(ctx, "resized", at);
-        Ok(())
-    }
 }
 
 /// Warning Events on a pod that fail its start (after the failure grace).
@@ -1173,6 +1141,7 @@ pub(crate) async fn execute(
         Op::Snapshot(s) => p.snapshot(&ev, s, ctx).await,
         Op::DeleteSnapshot(s) => p.delete_snapshot(&s.snapshot, ctx).await,
         Op::Resize(r) => p.resize(r, ctx).await,
+        Op::ModifyVolume(m) => p.modify_volume(m, ctx).await,
         Op::IoPhase(ph) => crate::io::io_phase(p, &ev, ph, ctx).await,
         Op::Io(_) => Err(ProviderError::new(
             "unsupported",

@@ -85,11 +85,22 @@ pub(crate) async fn io_phase(
     // If the engine drops this future (timeout, or cancel after a stop's grace period), the
     // I/O must stop too, or it would keep the volume busy under cleanup.
     let _stop_on_drop = StopOnDrop(stop.clone());
+    // A volume that can be modified has a blkio cgroup: the phase's thread joins it before
+    // it starts any I/O (its workers and io_uring's are born there), so a modify's limit
+    // binds this I/O too, also mid-flight.
+    let cgroup = crate::ops::lock(&*p.volume(&ph.volume)?).cgroup.clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("cnsreplay-iogen".into())
         .spawn(move || {
-            let _ = tx.send(iogen::run_phase(&spec, &target, &opts, &stop));
+            let joined = cgroup
+                .as_deref()
+                .map_or(Ok(()), crate::throttle::join_current_thread)
+                .map_err(io_err);
+            let _ = tx.send(joined.and_then(|()| {
+                iogen::run_phase(&spec, &target, &opts, &stop)
+                    .map_err(|e| ProviderError::new("io_failed", e.to_string()))
+            }));
         })
         .map_err(io_err)?;
     // iogen writes an interval histogram every INTERVAL: read them as they come (the live
@@ -103,9 +114,8 @@ pub(crate) async fn io_phase(
         }
     };
     tail.poll(&ctx);
-    let res = res
-        .map_err(|_| ProviderError::new("panic", "the iogen thread ended without a result"))?
-        .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
+    let res =
+        res.map_err(|_| ProviderError::new("panic", "the iogen thread ended without a result"))??;
     ctx.phase(if res.partial { "io-stopped" } else { "io-done" });
     let summary = serde_json::to_vec_pretty(&res.summary).map_err(|e| io_err(e.into()))?;
     fs_err::write(io_dir.join(format!("{}.json", ev.id)), summary).map_err(io_err)?;

@@ -19,6 +19,7 @@ mod io;
 mod ops;
 pub mod storage;
 pub mod sys;
+pub mod throttle;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -109,6 +110,14 @@ pub(crate) struct Volume {
     pub(crate) loop_dev: Option<String>,
     pub(crate) mount: Option<PathBuf>,
     pub(crate) users: u32,
+    /// The size last asked for and granted (uncapped): a later resize to at most this is
+    /// refused, as Kubernetes refuses one to at most the claim's capacity.
+    pub(crate) requested: u64,
+    /// I/O limits of its attributes class (`modify_volume`), in force on its loop device.
+    pub(crate) limits: throttle::Limits,
+    /// Its blkio cgroup, which the I/O threads of the volume join, when the run can modify
+    /// volumes (the trace declares attributes classes and this host has cgroup v1 blkio).
+    pub(crate) cgroup: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -176,6 +185,29 @@ impl LocalProvider {
 
     pub(crate) fn loop_mode(&self) -> bool {
         self.loop_mode.get().copied().unwrap_or(false)
+    }
+
+    /// A new volume's blkio cgroup (`BLKIO/cnsreplay/RUN_ID/vol-N`, in the ledger before it
+    /// exists), when the run can modify volumes: the trace declares attributes classes, volumes
+    /// are loop devices and the host has a cgroup v1 blkio hierarchy. `None` otherwise.
+    pub(crate) fn volume_cgroup(&self, ctx: &OpCtx) -> Result<Option<PathBuf>, ProviderError> {
+        let run = self.run()?;
+        if run.header.attributes_classes.is_empty() || !self.loop_mode() {
+            return Ok(None);
+        }
+        let Some(root) = throttle::blkio_root() else {
+            return Ok(None);
+        };
+        let n = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cg = root
+            .join("cnsreplay")
+            .join(&run.run_id)
+            .join(format!("vol-{n}"));
+        ctx.ledger()
+            .intend("cgroup", sys::path_str(&cg)?, serde_json::Value::Null)
+            .map_err(sys::io_err)?;
+        throttle::create(&cg).map_err(sys::io_err)?;
+        Ok(Some(cg))
     }
 }
 
@@ -291,6 +323,30 @@ pub fn cleanup(run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
     let ledger = replay::Ledger::open(&run.run_dir).ok();
     for e in leftovers.iter().rev() {
         let p = PathBuf::from(&e.id);
+        if e.kind == "cgroup" {
+            // The run's own cgroups only: BLKIO/cnsreplay/RUN_ID/….
+            let r = match throttle::blkio_root() {
+                Some(root) if p.starts_with(root.join("cnsreplay").join(&run.run_id)) => {
+                    throttle::remove(&p, &root)
+                        .map(|()| true)
+                        .map_err(|e| e.to_string())
+                }
+                Some(_) => Err("not one of this run's cgroups, not touched".to_owned()),
+                None => Ok(false),
+            };
+            match r {
+                Ok(removed) => {
+                    if removed {
+                        report.removed += 1;
+                    }
+                    if let Some(l) = &ledger {
+                        let _ = l.release(&e.kind, &e.id);
+                    }
+                }
+                Err(msg) => report.failed.push(format!("{} {}: {msg}", e.kind, e.id)),
+            }
+            continue;
+        }
         if !sys::inside(&run.run_dir, &p) {
             report.failed.push(format!(
                 "{} {}: outside the run directory, not touched",

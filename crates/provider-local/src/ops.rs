@@ -11,7 +11,7 @@ use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
 
 use crate::storage;
 use crate::sys::{self, io_err, path_str, storage_err};
-use crate::{LocalProvider, Snap, Volume, Workload, blocking};
+use crate::{LocalProvider, Snap, Volume, Workload, blocking, throttle};
 
 fn missing(what: &str, name: &str) -> ProviderError {
     ProviderError::new("not_found", format!("{what} {name:?} does not exist"))
@@ -55,7 +55,7 @@ impl LocalProvider {
     }
 }
 
-fn lock(v: &Mutex<Volume>) -> std::sync::MutexGuard<'_, Volume> {
+pub(crate) fn lock(v: &Mutex<Volume>) -> std::sync::MutexGuard<'_, Volume> {
     v.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -95,6 +95,7 @@ pub(crate) async fn execute(
                 .objects()?
                 .join(p.unique("vol", &c.volume))
                 .with_extension(if loop_mode { "img" } else { "d" });
+            let cgroup = p.volume_cgroup(&ctx)?;
             let vol = Volume {
                 image: image.clone(),
                 size,
@@ -102,6 +103,9 @@ pub(crate) async fn execute(
                 loop_dev: None,
                 mount: None,
                 users: 0,
+                requested: c.size.or(source.as_ref().map(|s| s.1)).unwrap_or(size),
+                limits: throttle::Limits::default(),
+                cgroup,
             };
             let ctx2 = ctx.clone();
             blocking(move || create_image(&ctx2, &image, size, block, loop_mode, source)).await?;
@@ -124,7 +128,17 @@ pub(crate) async fn execute(
                     ));
                 }
                 detach_volume(&ctx2, &mut g)?;
-                remove_image(&ctx2, &g.image, loop_mode)
+                remove_image(&ctx2, &g.image, loop_mode)?;
+                if let Some(cg) = g.cgroup.take()
+                    && let Some(root) = throttle::blkio_root()
+                {
+                    // Its I/O threads have ended with the workloads that held it.
+                    throttle::remove(&cg, &root).map_err(io_err)?;
+                    ctx2.ledger()
+                        .release("cgroup", path_str(&cg)?)
+                        .map_err(io_err)?;
+                }
+                Ok(())
             })
             .await?;
             p.state().volumes.remove(&v.volume);
@@ -221,12 +235,28 @@ pub(crate) async fn execute(
         }
         Op::Resize(r) => {
             let vol = p.volume(&r.volume)?;
-            let size = p.capped(r.size);
+            let name = r.volume.clone();
+            let want = r.size;
+            let size = p.capped(want);
             let loop_mode = p.loop_mode();
             blocking(move || {
                 let mut g = lock(&vol);
+                if want <= g.requested {
+                    // Kubernetes' rule: a claim's request may go down again only after a
+                    // failed resize, and only to more than the capacity it has.
+                    return Err(ProviderError::new(
+                        "invalid",
+                        format!(
+                            "volume {:?} already has {} bytes: a resize to {want} bytes does \
+                             not grow it (a request is lowered only after a failed resize, and \
+                             only to more than the size the volume has)",
+                            name, g.requested
+                        ),
+                    ));
+                }
                 if size <= g.size {
-                    g.size = size.max(g.size);
+                    // Above --local-max-volume-bytes: the image stays at the cap.
+                    g.requested = want;
                     ctx.phase("no-op");
                     return Ok(());
                 }
@@ -249,10 +279,12 @@ pub(crate) async fn execute(
                     }
                 }
                 g.size = size;
+                g.requested = want;
                 Ok(())
             })
             .await
         }
+        Op::ModifyVolume(m) => modify_volume(p, m, &ctx).await,
         Op::IoPhase(ph) => crate::io::io_phase(p, &ev, ph, ctx).await,
         Op::Io(io) => crate::io::single_io(p, io, ctx).await,
         Op::Marker(_) => Ok(()),
@@ -432,6 +464,12 @@ fn attach_volume(ctx: &OpCtx, g: &mut Volume, mount: &Path) -> Result<(), Provid
     let dev = storage::attach_loop(&g.image).map_err(storage_err)?;
     g.loop_dev = Some(dev.clone());
     ctx.phase("losetup");
+    if let Some(cg) = &g.cgroup
+        && g.limits.any()
+    {
+        throttle_dev(cg, &dev, &g.limits)?;
+        ctx.phase("throttle");
+    }
     if !g.block {
         let m = path_str(mount)?;
         ctx.ledger()
@@ -495,4 +533,68 @@ pub(crate) fn register_io(
         .get_mut(workload)
         .map(|w| w.io.push(stop.clone()))
         .ok_or_else(|| missing("workload", workload))
+}
+
+/// Writes `limits` for loop device `dev` into the volume's cgroup.
+fn throttle_dev(cgroup: &Path, dev: &str, limits: &throttle::Limits) -> Result<(), ProviderError> {
+    let num = throttle::dev_number(Path::new(dev)).map_err(io_err)?;
+    throttle::apply(cgroup, &num, limits).map_err(io_err)
+}
+
+/// `modify_volume`: the class's parameters (from the trace header) become the volume's I/O
+/// limits, written to its cgroup's block throttle for its loop device when it is attached (and
+/// when it is attached later). A class this storage cannot apply fails with `infeasible` and
+/// changes nothing, as ControllerModifyVolume's INVALID_ARGUMENT does.
+async fn modify_volume(
+    p: &LocalProvider,
+    m: &trace_format::ModifyVolume,
+    ctx: &Arc<OpCtx>,
+) -> Result<(), ProviderError> {
+    let vol = p.volume(&m.volume)?;
+    let params = p
+        .run()?
+        .header
+        .attributes_classes
+        .get(&m.class)
+        .cloned()
+        .ok_or_else(|| missing("attributes class", &m.class))?;
+    let limits = throttle::Limits::parse(&params).map_err(|e| {
+        ProviderError::new("infeasible", format!("attributes class {:?}: {e}", m.class))
+    })?;
+    let ctx = ctx.clone();
+    let (name, class) = (m.volume.clone(), m.class.clone());
+    blocking(move || {
+        let mut g = lock(&vol);
+        let Some(cg) = g.cgroup.clone() else {
+            return Err(ProviderError::new(
+                "unsupported",
+                format!(
+                    "modify_volume {name:?}: the local provider limits a volume's I/O with the \
+                     cgroup v1 block throttle on its loop device, which needs root and a blkio \
+                     hierarchy (this host: {})",
+                    if !sys::is_root() {
+                        "not root"
+                    } else if throttle::blkio_root().is_none() {
+                        "no cgroup v1 blkio mount"
+                    } else {
+                        "volumes are directories (--local-mode dir)"
+                    }
+                ),
+            ));
+        };
+        let next = g.limits.then(limits);
+        if let Some(dev) = g.loop_dev.clone() {
+            throttle_dev(&cg, &dev, &next)?;
+            ctx.phase("throttled");
+        } else {
+            ctx.phase("recorded");
+        }
+        tracing::debug!(
+            "volume {name:?} now in class {class:?}: {}",
+            next.describe()
+        );
+        g.limits = next;
+        Ok(())
+    })
+    .await
 }

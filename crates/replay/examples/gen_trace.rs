@@ -19,6 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             storage_class: None,
             access_mode: None,
             volume_mode: None,
+            attributes_class: None,
         })
         .collect();
     let mut w = TraceWriter::create(&out, None, &header)?;

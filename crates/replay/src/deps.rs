@@ -317,6 +317,10 @@ impl Deps {
                 needs.push(vol(&r.volume));
                 uses.push(vol_users(&r.volume));
             }
+            Op::ModifyVolume(m) => {
+                needs.push(vol(&m.volume));
+                uses.push(vol_users(&m.volume));
+            }
             Op::Reschedule(r) => {
                 needs.push(wl(&r.workload));
                 uses.extend(wl_volumes(&r.workload));

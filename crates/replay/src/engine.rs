@@ -341,6 +341,25 @@ fn prepare<P: Provider>(
         })
         .collect();
     let (volumes, workloads) = setup.split_at(n_vol);
+    // Pre-existing volumes with an attributes class get it by a modify once they exist.
+    let classes: Vec<Arc<Event>> = header
+        .volumes
+        .iter()
+        .filter_map(|v| Some((v, v.attributes_class.clone()?)))
+        .enumerate()
+        .map(|(i, (v, class))| {
+            Arc::new(Event {
+                at: 0,
+                id: u64::MAX - (setup.len() + i) as u64,
+                tenant: None,
+                observed: None,
+                op: Op::ModifyVolume(trace_format::ModifyVolume {
+                    volume: v.name.clone(),
+                    class,
+                }),
+            })
+        })
+        .collect();
     let failed = set_up(
         &rt,
         provider,
@@ -350,6 +369,17 @@ fn prepare<P: Provider>(
         "pre-existing volumes",
     )
     .err()
+    .or_else(|| {
+        set_up(
+            &rt,
+            provider,
+            &ledger,
+            &snapshots,
+            &classes,
+            "attributes classes of pre-existing volumes",
+        )
+        .err()
+    })
     .or_else(|| {
         set_up(
             &rt,
@@ -380,6 +410,10 @@ fn prepare<P: Provider>(
                     a.workload
                 )
             }
+            Some(Op::ModifyVolume(m)) => format!(
+                "giving pre-existing volume {} attributes class {} failed: {source}",
+                m.volume, m.class
+            ),
             _ => format!("setting up the header's objects failed: {source}"),
         });
         manifest.finished = Some(jiff::Timestamp::now());

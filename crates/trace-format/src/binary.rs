@@ -434,6 +434,7 @@ bin_struct!(Snapshot {
 });
 bin_struct!(SnapshotRef { snapshot });
 bin_struct!(Resize { volume, size });
+bin_struct!(ModifyVolume { volume, class });
 bin_struct!(Reschedule { workload, node });
 bin_struct!(NodeRef { node });
 bin_struct!(Io {
@@ -469,6 +470,7 @@ fn put_op(op: &Op, e: &mut Enc<'_>) {
         Op::Snapshot(v) => v.put(e),
         Op::DeleteSnapshot(v) => v.put(e),
         Op::Resize(v) => v.put(e),
+        Op::ModifyVolume(v) => v.put(e),
         Op::Reschedule(v) => v.put(e),
         Op::CordonNode(v) | Op::DrainNode(v) => v.put(e),
         Op::Io(v) => v.put(e),
@@ -486,6 +488,7 @@ fn get_op(t: OpType, d: &mut Dec<'_>) -> DecResult<Op> {
         OpType::Snapshot => Op::Snapshot(Bin::get(d)?),
         OpType::DeleteSnapshot => Op::DeleteSnapshot(Bin::get(d)?),
         OpType::Resize => Op::Resize(Bin::get(d)?),
+        OpType::ModifyVolume => Op::ModifyVolume(Bin::get(d)?),
         OpType::AbortWorkload => Op::AbortWorkload(Bin::get(d)?),
         OpType::Reschedule => Op::Reschedule(Bin::get(d)?),
         OpType::CordonNode => Op::CordonNode(Bin::get(d)?),

@@ -36,6 +36,9 @@ pub struct Finding {
 #[derive(Debug)]
 struct Volume {
     size: u64,
+    /// The size before the latest growing resize: a later resize may lower the request
+    /// again to above it (a recovery from that resize having failed).
+    before_grow: Option<u64>,
     access: AccessMode,
     /// Workloads that have it mounted, with their pinned node.
     attached_by: Vec<(Name, Option<Name>)>,
@@ -72,6 +75,8 @@ impl Gone {
 #[derive(Debug)]
 pub struct Checker {
     defaults: Defaults,
+    version: u32,
+    classes: std::collections::BTreeSet<Name>,
     volumes: HashMap<Name, Volume>,
     snapshots: HashMap<Name, u64>,
     workloads: HashMap<Name, Workload>,
@@ -134,6 +139,21 @@ fn dangling(kind: &'static str, name: &Name, gone: &Gone) -> Problem {
     }
 }
 
+/// Something a newer format version introduced, in a trace of an older one.
+fn since_problem(what: &str, version: u32) -> Problem {
+    Problem::InvalidValue(format!(
+        "`{what}` needs format version 2 or later; this trace says version {version}"
+    ))
+}
+
+fn undeclared_class(class: &Name) -> Problem {
+    Problem::Dangling {
+        kind: "attributes class",
+        name: class.clone(),
+        gone_at: None,
+    }
+}
+
 impl Checker {
     /// Every finding of the header and `events` in order (tests of the trace tools: what
     /// they write must replay).
@@ -153,6 +173,8 @@ impl Checker {
     pub fn new(header: &Header) -> (Self, Vec<Finding>) {
         let mut c = Checker {
             defaults: header.defaults.clone(),
+            version: header.version,
+            classes: header.attributes_classes.keys().cloned().collect(),
             volumes: HashMap::new(),
             snapshots: HashMap::new(),
             workloads: HashMap::new(),
@@ -173,7 +195,26 @@ impl Checker {
                 problem: Problem::InvalidValue("the default volume size must not be 0".into()),
             });
         }
+        if header.version < 2 && !header.attributes_classes.is_empty() {
+            out.push(Finding {
+                path: "header.attributes_classes".into(),
+                problem: since_problem("attributes_classes", header.version),
+            });
+        }
         for (i, v) in header.volumes.iter().enumerate() {
+            if let Some(class) = &v.attributes_class {
+                if header.version < 2 {
+                    out.push(Finding {
+                        path: format!("header.volumes[{i}].attributes_class"),
+                        problem: since_problem("attributes_class", header.version),
+                    });
+                } else if !c.classes.contains(class) {
+                    out.push(Finding {
+                        path: format!("header.volumes[{i}].attributes_class"),
+                        problem: undeclared_class(class),
+                    });
+                }
+            }
             let size = c.defaults.volume_size(v.size);
             if size == 0 {
                 out.push(Finding {
@@ -183,6 +224,7 @@ impl Checker {
             }
             let vol = Volume {
                 size,
+                before_grow: None,
                 access: c.defaults.access_mode(v.access_mode),
                 attached_by: Vec::new(),
             };
@@ -250,6 +292,13 @@ impl Checker {
                 );
             }
         }
+        let since = ev.op.op_type().since();
+        if since > self.version {
+            push(
+                p(ev.op.op_type().name()),
+                since_problem(ev.op.op_type().name(), self.version),
+            );
+        }
         // Keep the latest time so that one early event is one error, not a run of them.
         let at = self.prev.map_or(ev.at, |(a, _)| a.max(ev.at));
         self.prev = Some((at, ev.id));
@@ -316,16 +365,43 @@ impl Checker {
                     p("resize.volume"),
                     dangling("volume", &r.volume, &self.gone_volumes),
                 ),
-                Some(v) if r.size <= v.size => push(
+                Some(v) if r.size > v.size => {
+                    v.before_grow = Some(v.size);
+                    v.size = r.size;
+                }
+                // Lowering the request of a resize that failed: above the size before it
+                // (Kubernetes' rule: more than the claim's `status.capacity`).
+                Some(v) if r.size < v.size && v.before_grow.is_some_and(|f| r.size > f) => {
+                    v.size = r.size;
+                }
+                Some(v) => push(
                     p("resize.size"),
-                    Problem::NotGrowing {
-                        volume: r.volume.clone(),
-                        from: v.size,
-                        to: r.size,
+                    match v.before_grow {
+                        Some(floor) if r.size < v.size => Problem::BadRecovery {
+                            volume: r.volume.clone(),
+                            from: v.size,
+                            to: r.size,
+                            floor,
+                        },
+                        _ => Problem::NotGrowing {
+                            volume: r.volume.clone(),
+                            from: v.size,
+                            to: r.size,
+                        },
                     },
                 ),
-                Some(v) => v.size = r.size,
             },
+            Op::ModifyVolume(m) => {
+                if !self.volumes.contains_key(&m.volume) {
+                    push(
+                        p("modify_volume.volume"),
+                        dangling("volume", &m.volume, &self.gone_volumes),
+                    );
+                }
+                if !self.classes.contains(&m.class) {
+                    push(p("modify_volume.class"), undeclared_class(&m.class));
+                }
+            }
             Op::Reschedule(r) => {
                 if !self.workloads.contains_key(&r.workload) {
                     push(
@@ -408,6 +484,7 @@ impl Checker {
             c.volume.clone(),
             Volume {
                 size,
+                before_grow: None,
                 access: self.defaults.access_mode(c.access_mode),
                 attached_by: Vec::new(),
             },

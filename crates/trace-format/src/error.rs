@@ -142,6 +142,22 @@ pub enum Problem {
         /// Requested size.
         to: u64,
     },
+    /// A resize below the current request that is not a valid recovery from the failed
+    /// resize before it (code `not_growing`).
+    #[error(
+        "volume {volume:?}: lowering the request from {from} to {to} bytes is a recovery from a \
+         failed resize only when it stays above {floor} bytes, the size before that resize"
+    )]
+    BadRecovery {
+        /// The volume.
+        volume: Name,
+        /// Current request (the resize being recovered from).
+        from: u64,
+        /// Requested size.
+        to: u64,
+        /// The size before the resize being recovered from (the request must stay above it).
+        floor: u64,
+    },
     /// A restore or clone smaller than its source.
     #[error("size {size} bytes is smaller than the source's {source_size} bytes")]
     SmallerThanSource {
@@ -173,7 +189,7 @@ impl Problem {
             Problem::Duplicate { .. } => "duplicate",
             Problem::AlreadyAttached { .. } => "already_attached",
             Problem::StillAttached { .. } => "still_attached",
-            Problem::NotGrowing { .. } => "not_growing",
+            Problem::NotGrowing { .. } | Problem::BadRecovery { .. } => "not_growing",
             Problem::SmallerThanSource { .. } => "smaller_than_source",
             Problem::OutOfRange(_) => "out_of_range",
             Problem::InvalidValue(_) => "invalid_value",

@@ -121,6 +121,26 @@ fn merged_header(
             h.workloads.push(w);
         }
     }
+    // Attributes classes are cluster-wide, like storage classes: not prefixed; inputs that
+    // declare one name with different parameters cannot be merged.
+    for (i, x) in headers.iter().enumerate() {
+        for (name, params) in &x.attributes_classes {
+            match h.attributes_classes.get(name) {
+                Some(p) if p != params => {
+                    return Err(format!(
+                        "{} declares attributes class {:?} with other parameters than an \
+                         earlier input: the classes are cluster-wide, so they must agree",
+                        sources[i],
+                        name.as_str()
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    h.attributes_classes.insert(name.clone(), params.clone());
+                }
+            }
+        }
+    }
     fn clash<'a>(kind: &str, names: impl Iterator<Item = &'a Name>) -> Result<(), String> {
         let mut seen = std::collections::HashSet::new();
         for n in names {
@@ -242,6 +262,7 @@ fn adapt(ev: &mut Event, prefix: &str, fill: &Defaults, n: &mut BTreeMap<String,
         }
         Op::DeleteSnapshot(s) => p(&mut s.snapshot),
         Op::Resize(r) => p(&mut r.volume),
+        Op::ModifyVolume(m) => p(&mut m.volume),
         Op::Reschedule(r) => p(&mut r.workload),
         Op::Io(io) => p(&mut io.volume),
         Op::IoPhase(ph) => {

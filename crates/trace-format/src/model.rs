@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::units::{Name, bytes_de, duration_opt_de, opt_bytes_de};
 
 /// The current format version. See `docs/trace-format.md` for the versioning rule.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The value of the header's `format` field, identifying a cnsreplay trace.
 pub const FORMAT_NAME: &str = "cnsreplay-trace";
@@ -46,6 +46,15 @@ pub struct Header {
     /// trace starts from a cluster in steady state).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadDecl>,
+    /// Volume attributes classes (IOPS/throughput tiers) that `modify_volume` events name,
+    /// each with its parameters in the vocabulary of cnsreplay's own storage (the `local`
+    /// provider and `cnsreplay-csi`: see `docs/trace-format.md`). Since version 2.
+    #[serde(
+        default,
+        deserialize_with = "crate::units::class_params_de",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub attributes_classes: BTreeMap<Name, BTreeMap<String, String>>,
 }
 
 impl Default for Header {
@@ -58,6 +67,7 @@ impl Default for Header {
             defaults: Defaults::default(),
             volumes: Vec::new(),
             workloads: Vec::new(),
+            attributes_classes: BTreeMap::new(),
         }
     }
 }
@@ -160,6 +170,10 @@ pub struct VolumeDecl {
     /// Volume mode; the header default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_mode: Option<VolumeMode>,
+    /// Attributes class it has (declared in `header.attributes_classes`); none when absent.
+    /// Since version 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes_class: Option<Name>,
 }
 
 /// A workload that runs before the trace starts, like one started by an `attach` before it.
@@ -234,8 +248,10 @@ pub enum Op {
     Snapshot(Snapshot),
     /// Delete a snapshot.
     DeleteSnapshot(SnapshotRef),
-    /// Grow a volume.
+    /// Grow a volume (or lower the request of a failed grow: a recovery).
     Resize(Resize),
+    /// Change a volume's attributes class (its IOPS/throughput tier) online.
+    ModifyVolume(ModifyVolume),
     /// Kill a workload and its running I/O mid-flight; its volumes are detached.
     AbortWorkload(WorkloadRef),
     /// Move a workload to another node.
@@ -349,6 +365,16 @@ pub struct Resize {
     /// New size in bytes.
     #[serde(deserialize_with = "bytes_de")]
     pub size: u64,
+}
+
+/// `modify_volume`: change a volume's attributes class (Kubernetes' VolumeAttributesClass).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModifyVolume {
+    /// Volume to modify.
+    pub volume: Name,
+    /// The attributes class it moves to (declared in `header.attributes_classes`).
+    pub class: Name,
 }
 
 /// `reschedule`.
@@ -559,11 +585,13 @@ pub enum OpType {
     IoPhase = 12,
     /// `marker`
     Marker = 13,
+    /// `modify_volume` (since version 2)
+    ModifyVolume = 14,
 }
 
 impl OpType {
     /// All operation types in tag order.
-    pub const ALL: [OpType; 14] = [
+    pub const ALL: [OpType; 15] = [
         OpType::CreateVolume,
         OpType::DeleteVolume,
         OpType::Attach,
@@ -578,6 +606,7 @@ impl OpType {
         OpType::Io,
         OpType::IoPhase,
         OpType::Marker,
+        OpType::ModifyVolume,
     ];
 
     /// The key that names this operation in text encodings.
@@ -597,6 +626,7 @@ impl OpType {
             OpType::Io => "io",
             OpType::IoPhase => "io_phase",
             OpType::Marker => "marker",
+            OpType::ModifyVolume => "modify_volume",
         }
     }
 
@@ -608,6 +638,14 @@ impl OpType {
     /// Looks an operation up by its binary tag.
     pub fn from_tag(tag: u8) -> Option<Self> {
         Self::ALL.get(usize::from(tag)).copied()
+    }
+
+    /// The first format version that has this operation.
+    pub const fn since(self) -> u32 {
+        match self {
+            OpType::ModifyVolume => 2,
+            _ => 1,
+        }
     }
 
     /// Whether this is a control operation (not I/O, not a marker).
@@ -633,6 +671,7 @@ impl Op {
             Op::Snapshot(_) => OpType::Snapshot,
             Op::DeleteSnapshot(_) => OpType::DeleteSnapshot,
             Op::Resize(_) => OpType::Resize,
+            Op::ModifyVolume(_) => OpType::ModifyVolume,
             Op::AbortWorkload(_) => OpType::AbortWorkload,
             Op::Reschedule(_) => OpType::Reschedule,
             Op::CordonNode(_) => OpType::CordonNode,

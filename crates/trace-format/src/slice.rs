@@ -100,6 +100,7 @@ impl LeftOut {
             Op::Snapshot(s) => v(&s.volume),
             Op::DeleteSnapshot(s) => self.snapshots.contains(&s.snapshot),
             Op::Resize(r) => v(&r.volume),
+            Op::ModifyVolume(m) => v(&m.volume),
             Op::Io(io) => v(&io.volume),
             Op::IoPhase(p) => self.workloads.contains(&p.workload) || v(&p.volume),
             Op::CordonNode(_) | Op::DrainNode(_) | Op::Marker(_) => false,
@@ -275,11 +276,17 @@ impl Alive {
                 storage_class: c.storage_class.clone(),
                 access_mode: c.access_mode,
                 volume_mode: c.volume_mode,
+                attributes_class: None,
             }),
             Op::DeleteVolume(v) => self.remove_volume(&v.volume),
             Op::Resize(r) => {
                 if let Some(&i) = self.index.get(&r.volume) {
                     self.volumes[i].size = Some(r.size);
+                }
+            }
+            Op::ModifyVolume(m) => {
+                if let Some(&i) = self.index.get(&m.volume) {
+                    self.volumes[i].attributes_class = Some(m.class.clone());
                 }
             }
             Op::Attach(a) => self.add_workload(WorkloadDecl {

@@ -101,6 +101,7 @@ fn objects(op: &Op) -> Vec<(&'static str, &Name, bool)> {
         ],
         Op::DeleteSnapshot(s) => vec![("snapshot", &s.snapshot, true)],
         Op::Resize(r) => vec![("volume", &r.volume, false)],
+        Op::ModifyVolume(m) => vec![("volume", &m.volume, false)],
         Op::Io(io) => vec![("volume", &io.volume, false)],
         Op::IoPhase(p) => vec![
             ("workload", &p.workload, false),

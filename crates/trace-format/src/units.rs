@@ -264,6 +264,51 @@ pub(crate) fn duration_opt_de<'de, D: Deserializer<'de>>(d: D) -> Result<Option<
     d.deserialize_any(NANOS).map(Some)
 }
 
+/// A class parameter value: a string, or a number or boolean written without quotes (YAML
+/// `read_iops: 2000`), kept as its text.
+struct ParamValue(String);
+
+impl<'de> Deserialize<'de> for ParamValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = ParamValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a parameter value (string, number or boolean)")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ParamValue, E> {
+                Ok(ParamValue(v.to_owned()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ParamValue, E> {
+                Ok(ParamValue(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ParamValue, E> {
+                Ok(ParamValue(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ParamValue, E> {
+                Ok(ParamValue(v.to_string()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ParamValue, E> {
+                Ok(ParamValue(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Deserializes `header.attributes_classes`: class name → parameter name → value, values
+/// given as strings, numbers or booleans.
+pub(crate) fn class_params_de<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<std::collections::BTreeMap<Name, std::collections::BTreeMap<String, String>>, D::Error>
+{
+    let m: std::collections::BTreeMap<Name, std::collections::BTreeMap<String, ParamValue>> =
+        Deserialize::deserialize(d)?;
+    Ok(m.into_iter()
+        .map(|(k, v)| (k, v.into_iter().map(|(p, x)| (p, x.0)).collect()))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

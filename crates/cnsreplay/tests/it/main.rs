@@ -148,7 +148,10 @@ fn convert_chain_is_lossless() {
         let o = cnsreplay(&["-q", "convert", &from, "-o", &to]);
         ok(&o);
     }
-    let original = Trace::read(workspace().join(QUICK)).expect("read");
+    let mut original = Trace::read(workspace().join(QUICK)).expect("read");
+    // Writers write the current version: a version-1 trace comes back as the same trace in
+    // the current version.
+    original.header.version = trace_format::FORMAT_VERSION;
     assert_eq!(Trace::read(d("c.yaml")).expect("read back"), original);
     // And through stdin/stdout with explicit encodings.
     let o = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))

@@ -116,6 +116,7 @@ impl Mapper {
             storage_class: None,
             access_mode: None,
             volume_mode: None,
+            attributes_class: None,
         });
         self.volumes.insert(
             vol.to_owned(),

@@ -71,6 +71,7 @@ impl Extents {
                 access_mode: None,
                 // Device-level requests: the volume is a raw block device (no file system).
                 volume_mode: Some(trace_format::VolumeMode::Block),
+                attributes_class: None,
             });
             names.insert(dev, name);
         }

@@ -107,6 +107,7 @@ fn trace(dir: &std::path::Path, n: usize, extra: Option<WorkloadDecl>) -> std::p
                 storage_class: None,
                 access_mode: None,
                 volume_mode: None,
+                attributes_class: None,
             })
             .collect(),
         workloads: (0..n)

@@ -330,6 +330,7 @@ impl Generator {
                 storage_class: class,
                 access_mode: access,
                 volume_mode: mode,
+                attributes_class: None,
             });
             let id = self.next_vol;
             self.next_vol += 1;
@@ -400,6 +401,7 @@ impl Generator {
                                 storage_class: class,
                                 access_mode: access,
                                 volume_mode: mode,
+                                attributes_class: None,
                             });
                             self.counts.volumes_declared += 1;
                         }

@@ -230,3 +230,77 @@ proptest::proptest! {
         proptest::prop_assert_eq!(w.to, best.0 + len);
     }
 }
+
+const H2: &str = r#"{"format":"cnsreplay-trace","version":2,"attributes_classes":{"gold":{"read_iops":2000,"write_iops":"2000"},"slow":{"write_bps":"10Mi"}},"volumes":[{"name":"old","size":"1Gi","attributes_class":"gold"}]}"#;
+
+fn trace2(lines: &[&str]) -> String {
+    let mut s = String::from(H2);
+    for l in lines {
+        s.push('\n');
+        s.push_str(l);
+    }
+    s
+}
+
+#[test]
+fn modify_volume_names_a_declared_class_and_a_live_volume() {
+    // The header gains a volume whose class is not declared.
+    let t = trace2(&[
+        r#"{"at":0,"id":1,"create_volume":{"volume":"a"}}"#,
+        r#"{"at":1,"id":2,"modify_volume":{"volume":"a","class":"slow"}}"#,
+        r#"{"at":2,"id":3,"modify_volume":{"volume":"old","class":"silver"}}"#,
+        r#"{"at":3,"id":4,"delete_volume":{"volume":"a"}}"#,
+        r#"{"at":4,"id":5,"modify_volume":{"volume":"a","class":"gold"}}"#,
+    ])
+    .replacen(
+        r#""gold"}]}"#,
+        r#""gold"},{"name":"odd","attributes_class":"platinum"}]}"#,
+        1,
+    );
+    assert_eq!(
+        check(&t),
+        [
+            r#"t.jsonl: header.volumes[1].attributes_class: attributes class "platinum" does not exist"#,
+            r#"t.jsonl:4: events[2].modify_volume.class: attributes class "silver" does not exist"#,
+            r#"t.jsonl:6: events[4].modify_volume.volume: volume "a" was deleted at t=0.000000003s"#,
+        ]
+    );
+}
+
+#[test]
+fn version_1_traces_cannot_use_what_version_2_added() {
+    let t = [
+        r#"{"format":"cnsreplay-trace","version":1,"attributes_classes":{"gold":{}},"volumes":[{"name":"v","attributes_class":"gold"}]}"#,
+        r#"{"at":0,"id":1,"modify_volume":{"volume":"v","class":"gold"}}"#,
+    ]
+    .join("\n");
+    assert_eq!(
+        check(&t),
+        [
+            "t.jsonl: header.attributes_classes: `attributes_classes` needs format version 2 or later; this trace says version 1",
+            "t.jsonl: header.volumes[0].attributes_class: `attributes_class` needs format version 2 or later; this trace says version 1",
+            "t.jsonl:2: events[0].modify_volume: `modify_volume` needs format version 2 or later; this trace says version 1",
+        ]
+    );
+}
+
+/// Kubernetes' recovery from a failed expansion: after a resize, the request may go down
+/// again, but only above the size before it.
+#[test]
+fn a_resize_may_lower_the_request_of_the_one_before_only_above_the_old_size() {
+    let t = trace2(&[
+        r#"{"at":0,"id":1,"resize":{"volume":"old","size":"100Gi"}}"#,
+        r#"{"at":1,"id":2,"resize":{"volume":"old","size":"1Gi"}}"#,
+        r#"{"at":2,"id":3,"resize":{"volume":"old","size":"2Gi"}}"#,
+        r#"{"at":3,"id":4,"resize":{"volume":"old","size":"1536Mi"}}"#,
+        r#"{"at":4,"id":5,"create_volume":{"volume":"b","size":"1Gi"}}"#,
+        r#"{"at":5,"id":6,"resize":{"volume":"b","size":"512Mi"}}"#,
+    ]);
+    assert_eq!(
+        check(&t),
+        [
+            r#"t.jsonl:3: events[1].resize.size: volume "old": lowering the request from 107374182400 to 1073741824 bytes is a recovery from a failed resize only when it stays above 1073741824 bytes, the size before that resize"#,
+            r#"t.jsonl:7: events[5].resize.size: volume "b" cannot shrink or stay the same: resize to 536870912 bytes from 1073741824 bytes"#,
+        ]
+    );
+}

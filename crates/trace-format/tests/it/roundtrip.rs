@@ -92,6 +92,7 @@ fn a_header_over_16_mib_round_trips_in_binary() {
             storage_class: Some(Name::from(format!("class-{long}-{}", i % 1000))),
             access_mode: None,
             volume_mode: None,
+            attributes_class: None,
         })
         .collect();
     let t = Trace {
@@ -164,6 +165,7 @@ mod million {
                     storage_class: (r % 5 == 0).then(|| Name::from(format!("class-{}", r % 7))),
                     access_mode: (r % 11 == 0).then_some(AccessMode::ReadWriteMany),
                     volume_mode: (r % 13 == 0).then_some(VolumeMode::Block),
+                    attributes_class: None,
                 }
             })
             .collect();

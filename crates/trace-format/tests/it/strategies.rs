@@ -74,14 +74,16 @@ fn header() -> impl Strategy<Value = Header> {
         option::of(name()),
         option::of(access()),
         option::of(vmode()),
+        option::of(name()),
     )
         .prop_map(
-            |(name, size, storage_class, access_mode, volume_mode)| VolumeDecl {
+            |(name, size, storage_class, access_mode, volume_mode, attributes_class)| VolumeDecl {
                 name,
                 size,
                 storage_class,
                 access_mode,
                 volume_mode,
+                attributes_class,
             },
         );
     // Whole seconds up to year 9999 keep jiff's RFC 3339 text exact.
@@ -101,16 +103,27 @@ fn header() -> impl Strategy<Value = Header> {
             node,
             tenant,
         });
-    (origin, prov, defaults, vec(decl, 0..3), vec(wdecl, 0..3)).prop_map(
-        |(origin, provenance, defaults, volumes, workloads)| Header {
-            origin,
-            provenance,
-            defaults,
-            volumes,
-            workloads,
-            ..Header::default()
-        },
+    let params = btree_map(text(), text(), 0..3);
+    let classes = btree_map(name(), params, 0..3);
+    (
+        origin,
+        prov,
+        defaults,
+        vec(decl, 0..3),
+        vec(wdecl, 0..3),
+        classes,
     )
+        .prop_map(
+            |(origin, provenance, defaults, volumes, workloads, attributes_classes)| Header {
+                origin,
+                provenance,
+                defaults,
+                volumes,
+                workloads,
+                attributes_classes,
+                ..Header::default()
+            },
+        )
 }
 
 fn io_phase() -> impl Strategy<Value = IoPhase> {
@@ -216,6 +229,8 @@ pub fn op() -> impl Strategy<Value = Op> {
         )),
         name().prop_map(|snapshot| Op::DeleteSnapshot(SnapshotRef { snapshot })),
         (name(), any::<u64>()).prop_map(|(volume, size)| Op::Resize(Resize { volume, size })),
+        (name(), name())
+            .prop_map(|(volume, class)| Op::ModifyVolume(ModifyVolume { volume, class })),
         name().prop_map(|workload| Op::AbortWorkload(WorkloadRef { workload })),
         (name(), option::of(name()))
             .prop_map(|(workload, node)| Op::Reschedule(Reschedule { workload, node })),
