@@ -10,10 +10,12 @@
 //! Per modify: the I/O rate of each kind the class limits by IOPS (`read_iops`,
 //! `write_iops`), in the [`WINDOW`] before the intended instant and in the [`WINDOW`] after
 //! completion (cut at the next modify of the volume); and *holds after*: from the intended
-//! instant to the end of the first 200 ms slot from which every slot up to the end of the
-//! after-window stays within the limit (+[`TOLERANCE`], for interval edges). A slot is
-//! 200 ms of the run's axis counted from the intended instant; each interval's I/Os count in
-//! the slot of its midpoint, summed over the volume's units.
+//! instant to the end of the last 200 ms slot, up to the end of the after-window, whose rate
+//! is above the limit (+[`TOLERANCE`], for interval edges); 0 when none is. A slot is 200 ms
+//! of the run's axis counted from the intended instant; each interval's I/Os count in the
+//! slot of its midpoint, summed over the volume's units. The first slot holds the I/O done
+//! while the change was on its way, so a change that takes effect at once holds after one
+//! slot (200 ms, the resolution).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -63,9 +65,9 @@ pub struct ModifyEffect {
     pub units: usize,
     /// Per kind with I/O.
     pub kinds: Vec<KindEffect>,
-    /// From the intended instant to the end of the first slot from which the class's IOPS
-    /// limits held until the end of the after-window, ns; `None` when they never did, the
-    /// class limits no kind by IOPS, or there was no I/O to judge.
+    /// From the intended instant to the end of the last slot (to the end of the
+    /// after-window) above the class's IOPS limits, ns (0: none was); `None` when the class
+    /// limits no kind by IOPS or there was no I/O after it to judge.
     pub holds_after_ns: Option<u64>,
 }
 
@@ -119,10 +121,11 @@ fn rate(slots: &BTreeMap<i64, u64>, from: i64, to: i64) -> Option<f64> {
 }
 
 /// The effect of every `modify_volume` of a run on the I/O of its volume (empty when the
-/// run has none, or its trace cannot be found).
-pub fn effects(run: &Run) -> Result<Vec<ModifyEffect>> {
+/// run has none); `None` when the run's trace (which says which volume each event is on)
+/// is not where its manifest says.
+pub fn effects(run: &Run) -> Result<Option<Vec<ModifyEffect>>> {
     let Some(trace) = run.trace_path() else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let reader = TraceReader::open(&trace)?;
     let classes = reader.header().attributes_classes.clone();
@@ -141,7 +144,7 @@ pub fn effects(run: &Run) -> Result<Vec<ModifyEffect>> {
         }
     }
     if modifies.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Some(Vec::new()));
     }
     let recs = run.scan(Recs::default)?;
     let units = phase_io::run_units(run)?;
@@ -194,25 +197,22 @@ pub fn effects(run: &Run) -> Result<Vec<ModifyEffect>> {
             if after_to <= 0 {
                 continue;
             }
-            judged = true;
             let cap = limit as f64 * (1.0 + TOLERANCE) * SLOT as f64 / 1e9;
-            // The first slot from which every later slot (to the window's end) is within.
-            let mut first = None;
-            for slot in (0..after_to).rev() {
-                if s.get(&slot).is_some_and(|&c| c as f64 > cap) {
-                    break;
-                }
-                first = Some(slot);
+            let after: Vec<(i64, u64)> = s.range(0..after_to).map(|(k, c)| (*k, *c)).collect();
+            if after.is_empty() {
+                continue;
             }
-            holds = match (holds, first) {
-                (_, None) => Some(i64::MAX),
-                (None, Some(f)) => Some(f),
-                (Some(h), Some(f)) => Some(h.max(f)),
-            };
+            judged = true;
+            // The end of the last slot above the limit (0: none was, it held at once).
+            let last_over = after
+                .iter()
+                .filter(|(_, c)| *c as f64 > cap)
+                .map(|(k, _)| k + 1)
+                .max()
+                .unwrap_or(0);
+            holds = Some(holds.map_or(last_over, |h: i64| h.max(last_over)));
         }
-        let holds_after_ns = holds
-            .filter(|&h| judged && h != i64::MAX)
-            .map(|h| (h as u64 + 1) * SLOT);
+        let holds_after_ns = holds.filter(|_| judged).map(|h| h as u64 * SLOT);
         out.push(ModifyEffect {
             id: *id,
             volume: volume.clone(),
@@ -225,7 +225,7 @@ pub fn effects(run: &Run) -> Result<Vec<ModifyEffect>> {
             holds_after_ns,
         });
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 #[cfg(test)]

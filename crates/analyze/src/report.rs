@@ -696,7 +696,20 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
         html.push_str(&table(&l.summary));
     }
     for (i, l) in loaded.iter().enumerate() {
-        html.push_str(&modify_table(i, &crate::modify::effects(&l.run)?));
+        match crate::modify::effects(&l.run)? {
+            Some(e) => html.push_str(&modify_table(i, &e)),
+            None if l.summary.ops.contains_key("modify_volume") => {
+                let _ = write!(
+                    html,
+                    "<p>Run {}: its trace <code>{}</code> is not where the manifest says (or \
+                     has changed), so what its <code>modify_volume</code> operations did to the \
+                     I/O cannot be shown.</p>",
+                    i + 1,
+                    esc(&l.summary.trace)
+                );
+            }
+            None => {}
+        }
     }
     html.push_str("</body></html>\n");
     Ok(Report { figures, html })

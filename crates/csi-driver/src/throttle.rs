@@ -21,7 +21,7 @@ use crate::Driver;
 use crate::state::VolumeRec;
 
 /// How often the node re-applies limits to containers started since.
-pub const PASS: Duration = Duration::from_millis(100);
+pub const PASS: Duration = Duration::from_millis(25);
 
 /// The pod UID in a published target path.
 fn pod_uid(target: &Path) -> Option<String> {
@@ -119,10 +119,11 @@ impl Driver {
     /// One pass over every published volume with limits.
     pub(crate) fn throttle_pass(&self) {
         let vols: Vec<VolumeRec> = self
-            .snapshot_state()
+            .state()
             .volumes
-            .into_values()
+            .values()
             .filter(|v| v.loop_dev.is_some() && v.limits != Limits::default())
+            .cloned()
             .collect();
         for v in vols {
             if let Err(e) = self.throttle_volume(&v) {

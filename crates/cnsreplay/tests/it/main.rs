@@ -5,6 +5,7 @@ mod analyze;
 mod capacity;
 mod cleanup_run_id;
 mod in_cluster;
+mod modify;
 mod prometheus;
 mod real_node;
 mod run;

@@ -1,0 +1,201 @@
+//! Issue 18's control operations on testenv's real node: `traces/modify-and-recover.yaml` as
+//! shipped, with testenv's own classes, as the service account of `deploy/rbac/rbac.yaml`.
+//! Attributes-class changes under I/O must change the I/O rate the way the class says (seen
+//! in iogen's own intervals, not in the API), a class the driver cannot apply must fail as
+//! `infeasible` and change nothing, a resize the backend refuses must fail as `infeasible`
+//! and its lowered request must then succeed and leave the volume usable beyond its old size;
+//! nothing of the run may be left, the VolumeAttributesClasses it created included.
+
+use std::path::Path;
+
+use crate::real_node::{nothing_left, real_node_cluster};
+use crate::{LENIENT, cnsreplay, ok, s};
+
+fn events(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn phases(e: &serde_json::Value) -> Vec<String> {
+    e["phases"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn modify_and_recover_on_the_real_node() {
+    let Some(c) = real_node_cluster() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kc = c.runner_kubeconfig(tmp.path());
+    let run = tmp.path().join("run");
+    let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
+    // By its absolute path, which the manifest records: analysis finds it from anywhere.
+    let trace = crate::workspace().join("traces/modify-and-recover.yaml");
+    let mut args = vec![
+        "run",
+        s(&trace),
+        "--provider",
+        "kube",
+        "--kubeconfig",
+        s(&kc),
+        "--node-selector",
+        &selector,
+        "--iogen-image",
+        c.get("TESTENV_IOGEN_IMAGE"),
+        LENIENT,
+        "-o",
+        s(&run),
+    ];
+    if !c.get("TESTENV_IOGEN_SECCOMP").is_empty() {
+        args.extend(["--iogen-seccomp-profile", c.get("TESTENV_IOGEN_SECCOMP")]);
+    }
+    let out = cnsreplay(&args);
+    ok(&out);
+
+    let evs = events(&run);
+    let by_id = |id: u64| {
+        evs.iter()
+            .find(|e| e["id"] == id)
+            .unwrap_or_else(|| panic!("no record of event {id}"))
+    };
+    let all: Vec<String> = evs
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {} {:?} {}",
+                e["id"],
+                e["op"],
+                e["outcome"],
+                phases(e),
+                e["error"]
+            )
+        })
+        .collect();
+    // Everything but the two refusals succeeded.
+    for e in &evs {
+        if e["id"] != 7 && e["id"] != 12 {
+            assert_eq!(e["outcome"], "ok", "{all:#?}");
+        }
+    }
+    // Class changes: patched, then the resizer's verdict on the claim.
+    for id in [8, 9, 11, 14] {
+        let p = phases(by_id(id));
+        assert!(
+            p.first().map(String::as_str) == Some("patched")
+                && p.last().map(String::as_str) == Some("modified"),
+            "{id}: {p:?}"
+        );
+    }
+    let refused = by_id(12);
+    assert_eq!(refused["error_class"], "infeasible", "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("platinum") && m.contains("unknown parameter \"iops\"")),
+        "{refused}"
+    );
+    assert_eq!(
+        phases(refused).last().map(String::as_str),
+        Some("infeasible")
+    );
+    // The resize beyond the class's maxSize is refused for good, and the lowered request is
+    // carried out.
+    let too_big = by_id(7);
+    assert_eq!(too_big["error_class"], "infeasible", "{too_big}");
+    assert!(
+        too_big["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("OutOfRange") && m.contains("maxSize")),
+        "{too_big}"
+    );
+    let recovery = phases(by_id(13));
+    assert!(
+        recovery.first().map(String::as_str) == Some("request-lowered")
+            && recovery.last().map(String::as_str) == Some("resized"),
+        "{recovery:?}"
+    );
+    // And the recovered volume holds more than its old size: 1200 MiB written and verified.
+    let log = std::fs::read_to_string(run.join("io/16.log")).expect("io/16.log");
+    assert!(log.contains(" 0 MISMATCHES"), "{log}");
+
+    // What each change did to the I/O, from iogen's intervals.
+    let r = analyze::load::Run::open(&run).expect("open run");
+    let effects = analyze::modify::effects(&r)
+        .expect("effects")
+        .expect("the run's trace is found");
+    let eff = |id: u64| {
+        effects
+            .iter()
+            .find(|e| e.id == id)
+            .unwrap_or_else(|| panic!("no effect of {id}: {effects:#?}"))
+    };
+    let write = |id: u64| {
+        eff(id)
+            .kinds
+            .iter()
+            .find(|k| k.kind == "write")
+            .cloned()
+            .unwrap_or_else(|| panic!("no writes around {id}: {effects:#?}"))
+    };
+    // Down to a limit: from well above it to within it, within a second of being asked.
+    for (id, limit) in [(8, 200.0), (9, 1000.0), (14, 200.0)] {
+        let w = write(id);
+        assert_eq!(w.limit, Some(limit as u64), "{id}: {w:?}");
+        assert!(w.before.is_some_and(|b| b > 2.0 * limit), "{id}: {w:?}");
+        assert!(
+            w.after.is_some_and(|a| a > 0.0 && a <= 1.1 * limit),
+            "{id}: {w:?}"
+        );
+        let holds = eff(id).holds_after_ns;
+        assert!(
+            holds.is_some_and(|h| h <= 1_000_000_000),
+            "{id}: the limit held only after {holds:?} ns: {effects:#?}"
+        );
+    }
+    // Lifted: far above the old limit again.
+    let lifted = write(11);
+    assert!(lifted.after.is_some_and(|a| a > 5.0 * 200.0), "{lifted:?}");
+    // Refused: the rate stays where it was.
+    let same = write(12);
+    let (b, a) = (same.before.unwrap_or(0.0), same.after.unwrap_or(0.0));
+    assert!(b > 0.0 && (a - b).abs() <= 0.2 * b, "{same:?}");
+    // The report shows them.
+    let html = tmp.path().join("report.html");
+    ok(&cnsreplay(&[
+        "analyze",
+        "report",
+        s(&run),
+        "--allow-invalid",
+        "-o",
+        s(&html),
+    ]));
+    let page = std::fs::read_to_string(&html).expect("report");
+    assert!(
+        page.contains("Attributes-class changes under I/O") && page.contains("bronze"),
+        "no modify table in the report"
+    );
+
+    // The classes the run created (none of them existed) are gone with it.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
+            .expect("json");
+    let label = format!(
+        "cnsreplay.io/run={}",
+        manifest["run_id"].as_str().expect("run_id")
+    );
+    let ledger = std::fs::read_to_string(run.join("ledger.jsonl")).expect("ledger");
+    assert!(ledger.contains("\"volumeattributesclass\""), "{ledger}");
+    let vacs = c.kubectl(&["get", "volumeattributesclasses", "-l", &label, "-o", "name"]);
+    assert!(vacs.trim().is_empty(), "left behind: {vacs}");
+    nothing_left(&c, &run);
+}
