@@ -20,8 +20,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use trace_format::{
-    AccessMode, Attach, CreateVolume, Defaults, Event, Header, Name, Op, Resize, Snapshot,
-    SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadRef,
+    AccessMode, Attach, CreateVolume, Defaults, Event, Header, ModifyVolume, Name, Op, Resize,
+    Snapshot, SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadRef,
 };
 
 use super::{Act, AuditCounts, AuditOptions, Item, Src};
@@ -29,6 +29,11 @@ use crate::ImportError;
 
 struct Vol {
     size: u64,
+    /// The size before the latest growing resize: a later lower request above it is the
+    /// recovery from that resize failing (as the trace checker allows).
+    before_grow: Option<u64>,
+    /// Its attributes class, when the log set one.
+    class: Option<String>,
     access: AccessMode,
     attached_by: Vec<(String, Option<String>)>,
     /// A delete waiting for the last pod to go: (tenant, observed).
@@ -49,6 +54,10 @@ pub(super) struct Mapper {
     detached: HashSet<String>,
     fixes: BTreeMap<String, u64>,
     not_growing: u64,
+    /// Attributes classes the events name.
+    classes: BTreeMap<Name, BTreeMap<String, String>>,
+    /// The parameters of the VolumeAttributesClasses the log created.
+    vac_params: HashMap<String, BTreeMap<String, String>>,
 }
 
 impl Mapper {
@@ -66,6 +75,8 @@ impl Mapper {
             detached: HashSet::new(),
             fixes: BTreeMap::new(),
             not_growing: 0,
+            classes: BTreeMap::new(),
+            vac_params: HashMap::new(),
         }
     }
 
@@ -122,6 +133,8 @@ impl Mapper {
             vol.to_owned(),
             Vol {
                 size: size.unwrap_or(Defaults::FALLBACK_VOLUME_SIZE),
+                before_grow: None,
+                class: None,
                 access: AccessMode::ReadWriteOnce,
                 attached_by: Vec::new(),
                 pending_delete: None,
@@ -148,6 +161,7 @@ impl Mapper {
                 mode,
                 source,
                 pv: _,
+                attributes_class,
             } => {
                 if self.volumes.contains_key(&vol) {
                     return self.drop("PVC creates of a volume that exists were dropped");
@@ -190,6 +204,8 @@ impl Mapper {
                     vol.clone(),
                     Vol {
                         size: effective,
+                        before_grow: None,
+                        class: None,
                         access: access.unwrap_or(AccessMode::ReadWriteOnce),
                         attached_by: Vec::new(),
                         pending_delete: None,
@@ -204,6 +220,10 @@ impl Mapper {
                     source: source.map(|s| s.0),
                 });
                 self.emit(t, tenant, observed, op);
+                // Created with a class: the trace gives it by a modify at the same instant.
+                if let Some(c) = attributes_class {
+                    self.modify(t, tenant, &vol, &c);
+                }
             }
             Act::DeletePvc { vol } => {
                 if !self.resolve(&vol, None) {
@@ -224,7 +244,20 @@ impl Mapper {
                 });
                 self.emit(t, tenant, observed, op);
             }
-            Act::UpdatePvc { vol, size, pv: _ } => {
+            Act::UpdatePvc {
+                vol,
+                size,
+                pv: _,
+                attributes_class,
+            } => {
+                if let Some(c) = attributes_class {
+                    if !self.resolve(&vol, size) {
+                        return self.drop(
+                            "attributes-class changes of a volume already deleted were dropped",
+                        );
+                    }
+                    self.modify(t, tenant, &vol, &c);
+                }
                 let Some(size) = size else { return };
                 // First seen here: declared with the new size, so there is no resize to emit.
                 let fresh = !self.seen.contains(&vol);
@@ -237,7 +270,11 @@ impl Mapper {
                 if fresh {
                     return;
                 }
-                if size <= v.size {
+                if size > v.size {
+                    v.before_grow = Some(v.size);
+                } else if !(size < v.size && v.before_grow.is_some_and(|f| size > f)) {
+                    // Not growing, and not lowering a resize above the size before it (the
+                    // recovery from a failed expansion).
                     self.not_growing += 1;
                     return;
                 }
@@ -247,6 +284,9 @@ impl Mapper {
                     size,
                 });
                 self.emit(t, tenant, observed, op);
+            }
+            Act::CreateVac { name, params } => {
+                self.vac_params.insert(name, params);
             }
             Act::CreateSnap { snap, vol, class } => {
                 if !self.resolve(&vol, None) {
@@ -378,6 +418,23 @@ impl Mapper {
 }
 
 impl Mapper {
+    /// A `modify_volume` of live volume `vol` to class `c`, when that changes its class.
+    fn modify(&mut self, t: i128, tenant: Option<&str>, vol: &str, c: &str) {
+        let Some(v) = self.volumes.get_mut(vol) else {
+            return;
+        };
+        if v.class.as_deref() == Some(c) {
+            return;
+        }
+        v.class = Some(c.to_owned());
+        self.classes.entry(Name::new(c)).or_default();
+        let op = Op::ModifyVolume(ModifyVolume {
+            volume: Name::new(vol),
+            class: Name::new(c),
+        });
+        self.emit(t, tenant, None, op);
+    }
+
     /// The header of the events made, and the last counts.
     pub fn finish(self, files: Vec<String>, counts: &mut AuditCounts) -> Header {
         let waiting = self
@@ -412,6 +469,15 @@ impl Mapper {
         );
         params.insert("keep_failed".to_owned(), self.opts.keep_failed.to_string());
         let mut header = crate::header("k8s-audit", files, params, self.preexisting);
+        // The classes the events name, with the parameters the log created them with
+        // (none when it did not: the replaying cluster's class of that name is used).
+        let mut classes = self.classes;
+        for (name, params) in &mut classes {
+            if let Some(p) = self.vac_params.get(name.as_str()) {
+                params.clone_from(p);
+            }
+        }
+        header.attributes_classes = classes;
         header.origin = self
             .origin
             .and_then(|o| jiff::Timestamp::from_nanosecond(o).ok());

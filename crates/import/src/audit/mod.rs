@@ -151,6 +151,8 @@ enum Act {
         mode: Option<VolumeMode>,
         source: Option<Src>,
         pv: Option<String>,
+        /// `spec.volumeAttributesClassName`.
+        attributes_class: Option<String>,
     },
     DeletePvc {
         vol: String,
@@ -159,6 +161,13 @@ enum Act {
         vol: String,
         size: Option<u64>,
         pv: Option<String>,
+        /// `spec.volumeAttributesClassName`.
+        attributes_class: Option<String>,
+    },
+    /// A VolumeAttributesClass created, with its parameters.
+    CreateVac {
+        name: String,
+        params: BTreeMap<String, String>,
     },
     CreateSnap {
         snap: String,

@@ -27,7 +27,8 @@ impl Ev<'_> {
                     | "volumesnapshots"
                     | "pods"
                     | "persistentvolumes"
-                    | "volumeattachments",
+                    | "volumeattachments"
+                    | "volumeattributesclasses",
                 ""
             ) | ("pods", "binding")
                 | ("volumeattachments", "status")

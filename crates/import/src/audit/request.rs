@@ -46,6 +46,7 @@ impl Reader<'_> {
                             mode: None,
                             source: None,
                             pv: None,
+                            attributes_class: None,
                         }
                     }
                     Some(o) => self.pvc(o, &field("requestObject."), vol, &qualify)?,
@@ -72,13 +73,36 @@ impl Reader<'_> {
                 let f = field("requestObject.");
                 let size = self.patched_size(o, &f)?;
                 let pv = get_str(o, &["spec", "volumeName"]).map(str::to_owned);
-                if size.is_none() && pv.is_none() {
+                let attributes_class = patched_class(o);
+                if size.is_none() && pv.is_none() && attributes_class.is_none() {
                     return self.unrelated();
                 }
                 Act::UpdatePvc {
                     vol: qualify(n),
                     size,
                     pv,
+                    attributes_class,
+                }
+            }
+            ("volumeattributesclasses", "", "create") => {
+                let (Some(n), Some(o)) = (name, req) else {
+                    self.counts.no_body += 1;
+                    return Ok(None);
+                };
+                let params = get(o, &["parameters"])
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| {
+                                let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+                                (k.clone(), v)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Act::CreateVac {
+                    name: n.to_owned(),
+                    params,
                 }
             }
             ("volumesnapshots", "", "create") => {
@@ -277,6 +301,9 @@ impl Reader<'_> {
             mode,
             source,
             pv: get_str(o, &["spec", "volumeName"]).map(str::to_owned),
+            attributes_class: get_str(o, &["spec", "volumeAttributesClassName"])
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned),
         })
     }
 
@@ -308,4 +335,18 @@ impl Reader<'_> {
             Err(e) => Err(self.bad(field, e.to_string())),
         }
     }
+}
+
+/// The attributes class a PVC update or patch asks for: a whole object, a merge patch, or a
+/// JSON patch of `/spec/volumeAttributesClassName`.
+fn patched_class(o: &Value) -> Option<String> {
+    let c = match o.as_array() {
+        Some(ops) => ops.iter().find_map(|op| {
+            (get_str(op, &["path"]) == Some("/spec/volumeAttributesClassName"))
+                .then(|| get_str(op, &["value"]))
+                .flatten()
+        }),
+        None => get_str(o, &["spec", "volumeAttributesClassName"]),
+    };
+    c.filter(|c| !c.is_empty()).map(str::to_owned)
 }

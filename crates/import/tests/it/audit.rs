@@ -433,3 +433,120 @@ fn real_local_cluster_audit_log() {
     assert_eq!(imp.counts.bindings, (1, 1));
     assert_eq!(imp.counts.attach_observed, (0, 1));
 }
+
+/// One completed request as an API server logs it at level RequestResponse.
+#[allow(clippy::needless_pass_by_value)] // called with `json!` bodies
+fn request_line(
+    s: u64,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    ns: Option<&str>,
+    name: &str,
+    body: serde_json::Value,
+) -> String {
+    let t = |us: u64| {
+        format!(
+            "{:.6}",
+            jiff::Timestamp::from_microsecond(1_763_700_000_000_000 + us as i64).unwrap()
+        )
+    };
+    let mut object_ref =
+        serde_json::json!({"resource": resource, "name": name, "apiVersion": "v1"});
+    if !group.is_empty() {
+        object_ref["apiGroup"] = group.into();
+    }
+    if let Some(ns) = ns {
+        object_ref["namespace"] = ns.into();
+    }
+    serde_json::json!({
+        "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "RequestResponse",
+        "auditID": format!("00000000-0000-4000-8000-{s:012x}"), "stage": "ResponseComplete",
+        "requestURI": "/", "verb": verb, "user": {"username": "alice"},
+        "objectRef": object_ref, "responseStatus": {"metadata": {}, "code": 200},
+        "requestReceivedTimestamp": t(s * 1_000_000),
+        "stageTimestamp": t(s * 1_000_000 + 5_000),
+        "requestObject": body,
+    })
+    .to_string()
+}
+
+/// Attributes-class changes (a class created with its parameters, a PVC created with one, a
+/// merge patch and a JSON patch changing it, an update repeating it) and a failed expansion
+/// lowered again: `modify_volume` and the recovering `resize`, in a trace the checker accepts.
+#[test]
+fn class_changes_and_expansion_recovery_map_to_their_events() {
+    use serde_json::json;
+    let pvc = |class: &str, size: &str| {
+        json!({"metadata": {"name": "db", "namespace": "shop"},
+               "spec": {"accessModes": ["ReadWriteOnce"], "volumeAttributesClassName": class,
+                        "resources": {"requests": {"storage": size}}}})
+    };
+    let log = [
+        request_line(
+            1,
+            "create",
+            "storage.k8s.io",
+            "volumeattributesclasses",
+            None,
+            "gold",
+            json!({"metadata": {"name": "gold"}, "driverName": "ebs.csi.aws.com",
+                   "parameters": {"iops": "5000", "throughput": "250"}}),
+        ),
+        request_line(2, "create", "", "persistentvolumeclaims", Some("shop"), "db", pvc("silver", "10Gi")),
+        request_line(3, "patch", "", "persistentvolumeclaims", Some("shop"), "db",
+            json!({"spec": {"volumeAttributesClassName": "gold"}})),
+        // A whole-object update that repeats the class: no change.
+        request_line(4, "update", "", "persistentvolumeclaims", Some("shop"), "db", pvc("gold", "10Gi")),
+        request_line(5, "patch", "", "persistentvolumeclaims", Some("shop"), "db",
+            json!([{"op": "replace", "path": "/spec/volumeAttributesClassName", "value": "silver"}])),
+        // An expansion the backend refuses, then the request lowered to above the old size.
+        request_line(6, "patch", "", "persistentvolumeclaims", Some("shop"), "db",
+            json!({"spec": {"resources": {"requests": {"storage": "100Ti"}}}})),
+        request_line(7, "patch", "", "persistentvolumeclaims", Some("shop"), "db",
+            json!({"spec": {"resources": {"requests": {"storage": "20Gi"}}}})),
+        // Lowering again below the old size is not a recovery: counted, nothing written.
+        request_line(8, "patch", "", "persistentvolumeclaims", Some("shop"), "db",
+            json!({"spec": {"resources": {"requests": {"storage": "5Gi"}}}})),
+    ]
+    .join("\n");
+    let imp = read(&log, AuditOptions::default(), Policy::default()).expect("import");
+    assert_valid(&imp);
+    let evs: Vec<String> = imp
+        .trace
+        .events
+        .iter()
+        .map(|e| match &e.op {
+            Op::CreateVolume(c) => format!("{} create {}", e.at / 1_000_000_000, c.volume),
+            Op::ModifyVolume(m) => {
+                format!("{} modify {} {}", e.at / 1_000_000_000, m.volume, m.class)
+            }
+            Op::Resize(r) => format!("{} resize {} {}", e.at / 1_000_000_000, r.volume, r.size),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        evs,
+        [
+            // Times from the log's first request (the class create).
+            "1 create shop/db",
+            "1 modify shop/db silver",
+            "2 modify shop/db gold",
+            "4 modify shop/db silver",
+            "5 resize shop/db 109951162777600",
+            "6 resize shop/db 21474836480",
+        ]
+    );
+    let classes = &imp.trace.header.attributes_classes;
+    assert_eq!(
+        classes.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+        ["gold", "silver"]
+    );
+    assert_eq!(classes["gold"]["iops"], "5000");
+    assert!(
+        classes["silver"].is_empty(),
+        "not created in the log: {classes:?}"
+    );
+    // The whole-object update restating 10Gi, and the lowering to 5Gi.
+    assert_eq!(imp.counts.not_growing, 2);
+}
