@@ -62,6 +62,9 @@ pub struct Model {
     /// Clones of random live volumes into new volumes.
     #[serde(default)]
     pub clones: Option<Derived>,
+    /// Attributes-class changes (`modify_volume`) of random live container volumes.
+    #[serde(default)]
+    pub modifies: Option<Modifies>,
     /// I/O run by each container on its volumes.
     #[serde(default)]
     pub io: Option<Io>,
@@ -655,6 +658,19 @@ pub struct Failures {
     /// Move a random running container to another node.
     #[serde(default)]
     pub reschedule: Option<RateOnly>,
+}
+
+/// Attributes-class changes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Modifies {
+    /// Cluster-wide rate.
+    pub rate: Rate,
+    /// The classes, with their parameters (declared in the trace header as they are): each
+    /// change moves a volume to one of them other than its current one, uniformly.
+    #[serde(deserialize_with = "trace_format::units::class_params_de")]
+    pub classes:
+        std::collections::BTreeMap<trace_format::Name, std::collections::BTreeMap<String, String>>,
 }
 
 /// Resizes.

@@ -402,6 +402,16 @@ impl Plan {
         if let Some(io) = &model.io {
             check_phases(&io.phases, file)?;
         }
+        if let Some(m) = &model.modifies {
+            check_rate(file, "modifies.rate", m.rate.0)?;
+            if m.classes.len() < 2 {
+                return Err(invalid(
+                    file,
+                    "modifies.classes",
+                    "needs at least two classes to move volumes between",
+                ));
+            }
+        }
         if let Some(r) = &model.failures.resize {
             check_rate(file, "failures.resize.rate", r.rate.0)?;
             if !(r.factor.is_finite() && r.factor > 1.0) {

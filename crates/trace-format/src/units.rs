@@ -298,7 +298,7 @@ impl<'de> Deserialize<'de> for ParamValue {
 
 /// Deserializes `header.attributes_classes`: class name → parameter name → value, values
 /// given as strings, numbers or booleans.
-pub(crate) fn class_params_de<'de, D: Deserializer<'de>>(
+pub fn class_params_de<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<std::collections::BTreeMap<Name, std::collections::BTreeMap<String, String>>, D::Error>
 {

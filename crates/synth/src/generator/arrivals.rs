@@ -184,6 +184,7 @@ impl Generator {
             (f.reschedule.as_ref().map(|r| r.rate.0), Pend::Reschedule),
             (m.restores.as_ref().map(|r| r.rate.0), Pend::Restore),
             (m.clones.as_ref().map(|r| r.rate.0), Pend::Clone),
+            (m.modifies.as_ref().map(|r| r.rate.0), Pend::Modify),
         ];
         for (rate, what) in rates {
             if let Some(r) = rate {

@@ -16,8 +16,9 @@ use std::cmp::Ordering;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use trace_format::{
-    Attach, CreateVolume, Event, Header, Marker, Name, NodeRef, Op, Provenance, Reschedule, Resize,
-    SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadDecl, WorkloadRef,
+    Attach, CreateVolume, Event, Header, Marker, ModifyVolume, Name, NodeRef, Op, Provenance,
+    Reschedule, Resize, SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadDecl,
+    WorkloadRef,
 };
 
 mod arrivals;
@@ -54,6 +55,7 @@ enum Pend {
     RoundRobin(u32),
     PerVolume { policy: u32, vol: u64 },
     Resize,
+    Modify,
     Abort,
     Reschedule,
     Restore,
@@ -126,6 +128,8 @@ struct Container {
 struct Vol {
     name: Name,
     size: u64,
+    /// Its attributes class (index into the model's `modifies.classes`).
+    class: Option<usize>,
     pool: bool,
     tenant: Option<Name>,
     /// Snapshots of this volume, oldest first, with the policy that took them.
@@ -223,6 +227,11 @@ impl Generator {
                 parameters: plan.parameters(),
                 ..Provenance::default()
             },
+            attributes_classes: m
+                .modifies
+                .as_ref()
+                .map(|x| x.classes.clone())
+                .unwrap_or_default(),
             ..Header::default()
         };
         let mut g = Generator {
@@ -339,6 +348,7 @@ impl Generator {
                 Vol {
                     name,
                     size,
+                    class: None,
                     pool: true,
                     tenant: None,
                     snaps: VecDeque::new(),
@@ -426,6 +436,7 @@ impl Generator {
                         Vol {
                             name: vname,
                             size,
+                            class: None,
                             pool: false,
                             tenant: tenant.clone(),
                             snaps: VecDeque::new(),
@@ -688,6 +699,39 @@ impl Generator {
                     );
                 }
                 self.rate_process(at, Pend::Resize, rate);
+            }
+            Pend::Modify => {
+                let Some((rate, classes)) = m
+                    .modifies
+                    .as_ref()
+                    .map(|x| (x.rate.0, x.classes.keys().cloned().collect::<Vec<Name>>()))
+                else {
+                    return;
+                };
+                let n = classes.len();
+                if let Some(v) = self.live_pick.pick(&mut self.r_fail)
+                    && let Some(vol) = self.vols.get_mut(&v)
+                    && n > 1
+                {
+                    // Uniformly among the classes other than its current one.
+                    let mut c = self.r_fail.below(n - usize::from(vol.class.is_some()));
+                    if vol.class.is_some_and(|cur| c >= cur) {
+                        c += 1;
+                    }
+                    vol.class = Some(c);
+                    let (name, tenant) = (vol.name.clone(), vol.tenant.clone());
+                    if let Some(class) = classes.get(c).cloned() {
+                        self.emit(
+                            at,
+                            tenant,
+                            Op::ModifyVolume(ModifyVolume {
+                                volume: name,
+                                class,
+                            }),
+                        );
+                    }
+                }
+                self.rate_process(at, Pend::Modify, rate);
             }
             Pend::Abort => {
                 let rate = m.failures.abort.as_ref().map_or(1.0, |r| r.rate.0);

@@ -214,6 +214,7 @@ impl Generator {
             vid,
             Vol {
                 name,
+                class: None,
                 size: 0,
                 pool: false,
                 tenant,

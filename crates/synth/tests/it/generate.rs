@@ -301,3 +301,48 @@ mod invariants {
         }
     }
 }
+
+/// `modifies`: attributes-class changes at the model's rate, each moving a live volume to a
+/// class other than its current one, with the classes declared in the header as given.
+#[test]
+fn modifies_move_live_volumes_between_the_declared_classes() {
+    let model = "duration: 2h\ncluster: {hosts: 20}\nlifetime: {constant: {value: 3h}}\n\
+                 volumes: {size: 1Gi}\n\
+                 modifies:\n  rate: 600/h\n  classes:\n    \
+                 a: {write_iops: 100}\n    b: {write_iops: unlimited}\n    c: {read_bps: 10Mi}\n";
+    let (header, events, stats) = generate_checked(plan(
+        model,
+        &Options {
+            seed: Some(3),
+            ..Options::default()
+        },
+    ));
+    assert_eq!(
+        header
+            .attributes_classes
+            .keys()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b", "c"]
+    );
+    assert_eq!(header.attributes_classes["a"]["write_iops"], "100");
+    let n = stats.ops[&OpType::ModifyVolume].count;
+    // Poisson with mean 1200 over 2 h: within 4 standard deviations (±139).
+    assert!((1061..=1339).contains(&n), "{n} changes");
+    let mut class = std::collections::HashMap::new();
+    for e in &events {
+        if let trace_format::Op::ModifyVolume(m) = &e.op {
+            let before = class.insert(m.volume.clone(), m.class.clone());
+            assert_ne!(
+                before.as_ref(),
+                Some(&m.class),
+                "a change to the same class: {e:?}"
+            );
+        }
+    }
+    assert!(
+        class.len() > 15,
+        "changes spread over {} volumes",
+        class.len()
+    );
+}
