@@ -20,6 +20,7 @@ pub mod latency;
 pub mod state;
 
 mod controller;
+mod group;
 mod node;
 mod registration;
 mod server;

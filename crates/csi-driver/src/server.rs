@@ -8,6 +8,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
 use crate::pb::controller_server::ControllerServer;
+use crate::pb::group_controller_server::GroupControllerServer;
 use crate::pb::identity_server::{Identity, IdentityServer};
 use crate::pb::node_server::NodeServer;
 use crate::pb::{self, plugin_capability};
@@ -45,6 +46,7 @@ pub async fn serve(
     let served = tonic::transport::Server::builder()
         .add_service(IdentityServer::new(driver.clone()))
         .add_service(ControllerServer::new(driver.clone()))
+        .add_service(GroupControllerServer::new(driver.clone()))
         .add_service(NodeServer::new(driver.clone()))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
         .await;
@@ -88,7 +90,10 @@ impl Identity for Driver {
                 plugin_capability::Service { r#type: t.into() },
             )),
         };
-        let mut capabilities = vec![service(S::ControllerService)];
+        let mut capabilities = vec![
+            service(S::ControllerService),
+            service(S::GroupControllerService),
+        ];
         if self.config().topology {
             capabilities.push(service(S::VolumeAccessibilityConstraints));
         }

@@ -20,7 +20,7 @@ pub(crate) fn snapshot_msg(s: &SnapRec) -> pb::Snapshot {
             nanos: i32::try_from(s.created_ns % 1_000_000_000).unwrap_or(0),
         }),
         ready_to_use: s.ready,
-        group_snapshot_id: String::new(),
+        group_snapshot_id: s.group.clone().unwrap_or_default(),
     }
 }
 
@@ -109,6 +109,7 @@ impl Driver {
             created_ns: now_ns(),
             copy: String::new(),
             ready: false,
+            group: None,
         };
         self.update(|st| st.snapshots.insert(id.clone(), rec.clone()))?;
         let mounted = if self.loop_mode() && !v.block {
@@ -141,6 +142,12 @@ impl Driver {
             call.detail("absent");
             return Ok(());
         };
+        if let Some(g) = &s.group {
+            // The spec: a CO deletes a group's members with the group.
+            return Err(Status::invalid_argument(format!(
+                "snapshot {id:?} is a member of group snapshot {g:?}: delete the group"
+            )));
+        }
         blocking(move || match fs_err::remove_file(&s.image) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),

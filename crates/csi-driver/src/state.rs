@@ -94,6 +94,28 @@ pub struct SnapRec {
     pub copy: String,
     /// False until the copy is complete.
     pub ready: bool,
+    /// The group snapshot it is a member of (DeleteSnapshot refuses members).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+/// One group snapshot: member snapshots taken at one instant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRec {
+    /// Group snapshot id (`group-N`).
+    pub id: String,
+    /// The CO's name (idempotency key).
+    pub name: String,
+    /// Source volume ids, in the request's order.
+    pub source_volumes: Vec<String>,
+    /// Member snapshot ids, in the same order.
+    pub snapshots: Vec<String>,
+    /// Class parameters at creation.
+    pub params: BTreeMap<String, String>,
+    /// Creation time, ns since the Unix epoch.
+    pub created_ns: u64,
+    /// False until every member's copy is complete.
+    pub ready: bool,
 }
 
 /// Everything the driver knows.
@@ -105,6 +127,9 @@ pub struct State {
     pub volumes: BTreeMap<String, VolumeRec>,
     /// By snapshot id.
     pub snapshots: BTreeMap<String, SnapRec>,
+    /// By group snapshot id.
+    #[serde(default)]
+    pub groups: BTreeMap<String, GroupRec>,
 }
 
 /// A state-file failure.

@@ -67,8 +67,8 @@ pub fn render_phase(s: &Summary) -> String {
     if let Some(v) = &s.verify {
         let _ = writeln!(
             out,
-            "verify: unit {} B, {} written, {} checked, {} unwritten, {} MISMATCHES",
-            v.unit, v.written, v.checked, v.unwritten, v.mismatches
+            "verify: unit {} B, {} written, {} checked, {} intact (no generation known), {} unwritten, {} MISMATCHES",
+            v.unit, v.written, v.checked, v.intact, v.unwritten, v.mismatches
         );
         for m in &v.listed {
             let actual = m.actual_gen.map_or("-".to_owned(), |g| g.to_string());

@@ -68,6 +68,11 @@ pub struct VerifySummary {
     pub checked: u64,
     /// Units read that iogen never wrote (not checked).
     pub unwritten: u64,
+    /// Units the generation map does not know that hold an iogen block, checked for offset
+    /// and checksum only (there is no generation to compare): a restored snapshot or copy read
+    /// without the writer's map. A torn or misplaced block there is still a mismatch.
+    #[serde(default)]
+    pub intact: u64,
     /// Units written.
     pub written: u64,
     /// Failed units (all of them, even beyond the listed ones).
@@ -80,6 +85,7 @@ impl VerifySummary {
     pub(crate) fn merge(&mut self, o: &VerifySummary) {
         self.checked += o.checked;
         self.unwritten += o.unwritten;
+        self.intact += o.intact;
         self.written += o.written;
         self.mismatches += o.mismatches;
         let room = MAX_LISTED.saturating_sub(self.listed.len());
@@ -169,6 +175,25 @@ pub(crate) fn check_unit(unit: &[u8], offset: u64, expected: u32) -> Option<Mism
         return mism(Some(gen_), MismatchKind::Generation);
     }
     None
+}
+
+/// Checks a unit that carries an iogen header but whose generation nobody knows: checksum
+/// and offset only.
+pub(crate) fn check_intact(unit: &[u8], offset: u64) -> Option<Mismatch> {
+    let gen_ = u32::from_le_bytes(unit[16..20].try_into().unwrap_or([0; 4]));
+    let kind = if u64::from_le_bytes(unit[24..32].try_into().unwrap_or([0; 8])) != checksum(unit) {
+        MismatchKind::Checksum
+    } else if u64::from_le_bytes(unit[8..16].try_into().unwrap_or([0; 8])) != offset {
+        MismatchKind::WrongOffset
+    } else {
+        return None;
+    };
+    Some(Mismatch {
+        offset,
+        expected_gen: 0,
+        actual_gen: Some(gen_),
+        kind,
+    })
 }
 
 /// Last written generation per unit of the region, shared by all jobs (each touches only its
@@ -333,7 +358,18 @@ impl<'a> Verifier<'a> {
         for (i, u) in self.units(offset, len).enumerate() {
             let expected = self.map.get(u);
             if expected == 0 {
-                self.summary.unwritten += 1;
+                // Not written by this map's writer: an iogen block from elsewhere must still
+                // be whole and in its place.
+                let whole = got >= (i + 1) * unit;
+                let data = &buf[i * unit..((i + 1) * unit).min(buf.len())];
+                if whole && data.len() == unit && &data[..8] == MAGIC {
+                    self.summary.intact += 1;
+                    if let Some(m) = check_intact(data, u * self.map.unit) {
+                        self.summary.note(m);
+                    }
+                } else {
+                    self.summary.unwritten += 1;
+                }
                 continue;
             }
             self.summary.checked += 1;

@@ -31,7 +31,8 @@ pub const CORDON_ANNOTATION: &str = "cnsreplay.io/cordoned-by";
 fn rank(kind: &str) -> u8 {
     match kind {
         "pod" => 0,
-        "volumesnapshot" => 1,
+        // A group's member VolumeSnapshots go with it.
+        "volumesnapshot" | "volumegroupsnapshot" => 1,
         "pvc" => 2,
         // Its protection finalizer holds a class until no claim uses it.
         "namespace" | "volumeattributesclass" => 3,
@@ -109,6 +110,9 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String>
             Ok(removed)
         }
         ("volumesnapshot", Some(ns)) => delete_owned!(Api::<VolumeSnapshot>::namespaced(c, ns)),
+        ("volumegroupsnapshot", Some(ns)) => {
+            delete_owned!(Api::<crate::group::VolumeGroupSnapshot>::namespaced(c, ns))
+        }
         ("namespace", None) => delete_owned!(Api::<k8s_openapi::api::core::v1::Namespace>::all(c)),
         ("volumeattributesclass", None) => {
             delete_owned!(Api::<k8s_openapi::api::storage::v1::VolumeAttributesClass>::all(c))
@@ -224,6 +228,20 @@ pub(crate) async fn find_run_objects(
     match api::<VolumeSnapshot>(&c, namespace).list(&lp).await {
         Ok(l) => out.extend(l.items.iter().map(|o| entry("volumesnapshot", &o.metadata))),
         // No snapshot CRD on this cluster: the run made none.
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    p.limiter.acquire().await;
+    match api::<crate::group::VolumeGroupSnapshot>(&c, namespace)
+        .list(&lp)
+        .await
+    {
+        Ok(l) => out.extend(
+            l.items
+                .iter()
+                .map(|o| entry("volumegroupsnapshot", &o.metadata)),
+        ),
+        // No group snapshot CRD on this cluster: the run made none.
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => return Err(e.to_string()),
     }

@@ -14,6 +14,7 @@ mod cleanup;
 mod cluster_metrics;
 mod env;
 pub mod fetch;
+mod group;
 mod io;
 mod io_local;
 pub mod limiter;
@@ -74,6 +75,9 @@ pub struct KubeConfig {
     pub snapshot_class: Option<String>,
     /// Trace VolumeSnapshotClass → cluster class (`--map-snapshot-class OLD=NEW`).
     pub snapshot_class_map: BTreeMap<String, String>,
+    /// VolumeGroupSnapshotClass of every group snapshot, as `snapshot_class`.
+    #[serde(default)]
+    pub group_snapshot_class: Option<String>,
     /// Node to pin workloads to when the event names none.
     pub node: Option<String>,
     /// Client-side request rate limit (requests/s over our own requests; 0 = off).
@@ -122,6 +126,8 @@ pub fn default_timeouts() -> BTreeMap<OpType, u64> {
         (OpType::DeleteSnapshot, 300 * S),
         (OpType::Resize, 300 * S),
         (OpType::ModifyVolume, 300 * S),
+        (OpType::GroupSnapshot, 600 * S),
+        (OpType::DeleteGroupSnapshot, 300 * S),
         (OpType::Reschedule, 600 * S),
         (OpType::CordonNode, 60 * S),
         (OpType::DrainNode, 900 * S),
@@ -141,6 +147,7 @@ impl Default for KubeConfig {
             storage_class_map: BTreeMap::new(),
             snapshot_class: None,
             snapshot_class_map: BTreeMap::new(),
+            group_snapshot_class: None,
             node: None,
             qps: 50.0,
             burst: 100,
@@ -214,6 +221,9 @@ pub(crate) struct Watches {
     pub(crate) pod: Arc<Watch<Pod>>,
     pub(crate) va: Arc<Watch<VolumeAttachment>>,
     pub(crate) snap: Option<Arc<Watch<VolumeSnapshot>>>,
+    pub(crate) groups: Option<Arc<Watch<group::VolumeGroupSnapshot>>>,
+    /// Why there is no VolumeGroupSnapshot watch.
+    pub(crate) groups_missing: Option<String>,
     /// Warning Events in the run's namespace, keyed by the involved object's name (None when
     /// the credentials may not watch them: failures then surface only as timeouts).
     pub(crate) events: Option<Arc<Watch<CoreEvent>>>,
@@ -251,6 +261,8 @@ pub(crate) struct State {
     /// and when it was seen scheduled: a detach whose volume a newer pod holds on the same
     /// node sees no detach (the attach-detach controller keeps the VolumeAttachment).
     pub(crate) claim_node: HashMap<(String, String), (String, std::time::Instant)>,
+    /// The run's group snapshots by trace name.
+    pub(crate) groups: HashMap<trace_format::Name, group::GroupState>,
 }
 
 /// The kube provider.
@@ -558,7 +570,14 @@ impl Kube {
                 None
             }
         };
-        let snap = match Watch::start(Api::namespaced(c, &ns), cfg, name_key, l).await {
+        let snap = match Watch::start(
+            Api::namespaced(c.clone(), &ns),
+            cfg.clone(),
+            name_key,
+            l.clone(),
+        )
+        .await
+        {
             Ok(w) => Some(w),
             Err(e) => {
                 notices.push(format!(
@@ -567,12 +586,21 @@ impl Kube {
                 None
             }
         };
+        // A cluster without the group snapshot API is common: no notice here, a group
+        // snapshot then fails saying why.
+        let (groups, groups_missing) =
+            match Watch::start(Api::namespaced(c, &ns), cfg, name_key, l).await {
+                Ok(w) => (Some(w), None),
+                Err(e) => (None, Some(e)),
+            };
         let _ = self.watches.set(Watches {
             pvc,
             pv,
             pod,
             va,
             snap,
+            groups,
+            groups_missing,
             events,
         });
         Ok(notices)

@@ -74,7 +74,7 @@ where
         .filter(|o| o.meta().uid.as_deref() == Some(uid))
 }
 
-fn gone<K>(s: &Store<K>, ns: Option<&str>, name: &str, uid: &str) -> bool
+pub(crate) fn gone<K>(s: &Store<K>, ns: Option<&str>, name: &str, uid: &str) -> bool
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
@@ -308,6 +308,10 @@ impl Kube {
                         .and_then(|q| trace_format::units::parse_bytes(&q).ok())
                 });
                 (Some(DataSource::Snapshot(name)), size)
+            }
+            Some(VolumeSource::GroupMember(m)) => {
+                let (snap, size) = self.group_member(m)?;
+                (Some(DataSource::Snapshot(snap)), size)
             }
             Some(VolumeSource::Volume(v)) => {
                 let vs = self.volume(v);
@@ -1142,6 +1146,8 @@ pub(crate) async fn execute(
         Op::DeleteSnapshot(s) => p.delete_snapshot(&s.snapshot, ctx).await,
         Op::Resize(r) => p.resize(r, ctx).await,
         Op::ModifyVolume(m) => p.modify_volume(m, ctx).await,
+        Op::GroupSnapshot(g) => p.group_snapshot(&ev, g, ctx).await,
+        Op::DeleteGroupSnapshot(g) => p.delete_group_snapshot(&g.group, ctx).await,
         Op::IoPhase(ph) => crate::io::io_phase(p, &ev, ph, ctx).await,
         Op::Io(_) => Err(ProviderError::new(
             "unsupported",

@@ -30,6 +30,14 @@ impl KubeConfig {
             .or_else(|| trace.map(str::to_owned))
     }
 
+    /// The VolumeGroupSnapshotClass used for a trace class: `--group-snapshot-class`, else
+    /// the trace's class, else none (the cluster's default class).
+    pub fn group_snapshot_class_for(&self, trace: Option<&str>) -> Option<String> {
+        self.group_snapshot_class
+            .clone()
+            .or_else(|| trace.map(str::to_owned))
+    }
+
     /// The VolumeSnapshotClass used for a trace class, as [`KubeConfig::storage_class_for`].
     pub fn snapshot_class_for(&self, trace: Option<&str>) -> Option<String> {
         trace

@@ -138,6 +138,8 @@ pub(crate) struct Workload {
 pub(crate) struct State {
     pub(crate) volumes: HashMap<Name, Arc<Mutex<Volume>>>,
     pub(crate) snapshots: HashMap<Name, Arc<Snap>>,
+    /// Group snapshots: member volume → its snapshot.
+    pub(crate) groups: HashMap<Name, HashMap<Name, Arc<Snap>>>,
     pub(crate) workloads: HashMap<Name, Workload>,
     pub(crate) cordoned: Vec<Name>,
 }

@@ -1,6 +1,7 @@
 //! The local provider's operations. Blocking work (commands, copies) runs on tokio's
 //! blocking pool; the state lock is never held across it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -83,6 +84,17 @@ pub(crate) async fn execute(
                     let vol = p.volume(v)?;
                     let g = lock(&vol);
                     Some((g.image.clone(), g.size, g.block))
+                }
+                Some(VolumeSource::GroupMember(m)) => {
+                    let snap = p
+                        .state()
+                        .groups
+                        .get(&m.group)
+                        .ok_or_else(|| missing("group snapshot", &m.group))?
+                        .get(&m.volume)
+                        .cloned()
+                        .ok_or_else(|| missing("member of the group snapshot", &m.volume))?;
+                    Some((snap.image.clone(), snap.size, snap.block))
                 }
             };
             let size = p.capped(match (c.size, &source) {
@@ -223,6 +235,22 @@ pub(crate) async fn execute(
                 .snapshots
                 .insert(s.snapshot.clone(), Arc::new(Snap { image, size, block }));
             Ok(())
+        }
+        Op::GroupSnapshot(g) => group_snapshot(p, g, &ctx).await,
+        Op::DeleteGroupSnapshot(g) => {
+            let members = p
+                .state()
+                .groups
+                .remove(&g.group)
+                .ok_or_else(|| missing("group snapshot", &g.group))?;
+            let loop_mode = p.loop_mode();
+            blocking(move || {
+                for snap in members.values() {
+                    remove_image(&ctx, &snap.image, loop_mode)?;
+                }
+                Ok(())
+            })
+            .await
         }
         Op::DeleteSnapshot(s) => {
             let snap = p
@@ -597,4 +625,74 @@ async fn modify_volume(
         Ok(())
     })
     .await
+}
+
+/// `group_snapshot`: every member's mounted file system frozen first, then each copied (a
+/// reflink where the file system has it), then all thawed ([`storage::group_snapshot_copy`]):
+/// one instant for all of them, as a crash-consistent group snapshot is (phases `freeze-all`,
+/// `thaw-all`, then how the copies were made). Members are locked in name order, so two
+/// groups over the same volumes cannot deadlock.
+async fn group_snapshot(
+    p: &LocalProvider,
+    g: &trace_format::GroupSnapshot,
+    ctx: &Arc<OpCtx>,
+) -> Result<(), ProviderError> {
+    let mut names = g.volumes.clone();
+    names.sort();
+    names.dedup();
+    let vols = names
+        .iter()
+        .map(|n| p.volume(n).map(|v| (n.clone(), v)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let loop_mode = p.loop_mode();
+    let mut images = Vec::with_capacity(vols.len());
+    for (n, _) in &vols {
+        let image = p
+            .objects()?
+            .join(p.unique(&format!("group-{}", g.group), n))
+            .with_extension(if loop_mode { "img" } else { "d" });
+        images.push(image);
+    }
+    let ctx = ctx.clone();
+    let images2 = images.clone();
+    let members = blocking(move || {
+        let guards: Vec<_> = vols.iter().map(|(_, v)| lock(v)).collect();
+        for (g, image) in guards.iter().zip(&images2) {
+            ctx.ledger()
+                .intend(
+                    if loop_mode { "image" } else { "dir" },
+                    path_str(image)?,
+                    json!({"snapshot_of": path_str(&g.image)?}),
+                )
+                .map_err(io_err)?;
+        }
+        // All frozen before the first copy: the members' point in time is one instant.
+        let reflink = if loop_mode {
+            let members: Vec<storage::Member<'_>> = guards
+                .iter()
+                .zip(&images2)
+                .map(|(g, image)| (g.image.as_path(), image.as_path(), g.mount.as_deref()))
+                .collect();
+            let kinds = storage::group_snapshot_copy(&members, &mut |step| ctx.phase(step))
+                .map_err(storage_err)?;
+            kinds.iter().all(|k| *k == storage::CopyKind::Reflink)
+        } else {
+            let mut all = true;
+            for (g, image) in guards.iter().zip(&images2) {
+                all &= copy_volume(&g.image, image, false)?;
+            }
+            all
+        };
+        ctx.phase(if reflink { "copy-reflink" } else { "copy-full" });
+        Ok(guards.iter().map(|g| (g.size, g.block)).collect::<Vec<_>>())
+    })
+    .await?;
+    let group: HashMap<Name, Arc<Snap>> = names
+        .into_iter()
+        .zip(images)
+        .zip(members)
+        .map(|((n, image), (size, block))| (n, Arc::new(Snap { image, size, block })))
+        .collect();
+    p.state().groups.insert(g.group.clone(), group);
+    Ok(())
 }

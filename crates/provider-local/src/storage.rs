@@ -488,6 +488,47 @@ pub fn snapshot_copy(
     Ok((copied?, frozen))
 }
 
+/// One member of a group snapshot: its image, the copy to make, its mount point if mounted.
+pub type Member<'a> = (&'a Path, &'a Path, Option<&'a Path>);
+
+/// A group snapshot's copies: every mounted member frozen first, then each copied, then all
+/// thawed, so the copies share one instant (crash-consistent across the members). `step` is
+/// told `freeze-all` once every mounted member is frozen and `thaw-all` once all are thawed
+/// (not when none was mounted). Returns each copy's kind (in `members` order). Every member
+/// is thawed whatever happened; the first error is returned after that.
+pub fn group_snapshot_copy(
+    members: &[Member<'_>],
+    step: &mut dyn FnMut(&'static str),
+) -> Result<Vec<CopyKind>, StorageError> {
+    let frozen: Vec<bool> = members
+        .iter()
+        .map(|(_, _, m)| m.is_some_and(freeze))
+        .collect();
+    let any = frozen.iter().any(|f| *f);
+    if any {
+        step("freeze-all");
+    }
+    let copies: Vec<Result<CopyKind, StorageError>> = members
+        .iter()
+        .map(|(src, dst, _)| copy_image(src, dst))
+        .collect();
+    let mut thawed = Ok(());
+    for ((_, _, m), f) in members.iter().zip(&frozen) {
+        if *f && let Some(m) = m {
+            let r = thaw(m);
+            if thawed.is_ok() {
+                thawed = r;
+            }
+        }
+    }
+    if any {
+        step("thaw-all");
+    }
+    let kinds = copies.into_iter().collect::<Result<Vec<_>, _>>()?;
+    thawed?;
+    Ok(kinds)
+}
+
 /// Whether this process runs as root (Linux: effective uid 0 in /proc/self/status).
 pub fn is_root() -> bool {
     fs_err::read_to_string("/proc/self/status")

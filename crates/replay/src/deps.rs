@@ -30,6 +30,10 @@ pub(crate) enum Key {
     VolumeUsers(Name),
     /// The earlier users of a snapshot (restores from it).
     SnapshotUsers(Name),
+    /// A group snapshot.
+    Group(Name),
+    /// The earlier users of a group snapshot (restores of its members).
+    GroupUsers(Name),
 }
 
 /// Progress of a creating operation.
@@ -145,7 +149,8 @@ impl Drop for Creates {
 #[derive(Debug, Default)]
 pub(crate) struct Deps {
     creators: HashMap<Key, Arc<Creation>>,
-    /// Per `Key::VolumeUsers`/`Key::SnapshotUsers`: the users not known to have ended.
+    /// Per `Key::VolumeUsers`/`Key::SnapshotUsers`/`Key::GroupUsers`: the users not known to
+    /// have ended.
     users: HashMap<Key, Arc<Users>>,
     /// The volumes of each attached workload (its detach, abort and reschedule use them).
     workload_volumes: HashMap<Name, Vec<Name>>,
@@ -284,6 +289,10 @@ impl Deps {
                         needs.push(vol(v));
                         uses.push(vol_users(v));
                     }
+                    Some(trace_format::VolumeSource::GroupMember(m)) => {
+                        needs.push(Key::Group(m.group.clone()));
+                        uses.push(Key::GroupUsers(m.group.clone()));
+                    }
                     None => {}
                 }
                 creates.push(vol(&c.volume));
@@ -320,6 +329,16 @@ impl Deps {
             Op::ModifyVolume(m) => {
                 needs.push(vol(&m.volume));
                 uses.push(vol_users(&m.volume));
+            }
+            Op::GroupSnapshot(g) => {
+                needs.extend(g.volumes.iter().map(vol));
+                creates.push(Key::Group(g.group.clone()));
+                uses.extend(g.volumes.iter().map(vol_users));
+            }
+            Op::DeleteGroupSnapshot(g) => {
+                needs.push(Key::Group(g.group.clone()));
+                removes.push(Key::Group(g.group.clone()));
+                after_users = Some(Key::GroupUsers(g.group.clone()));
             }
             Op::Reschedule(r) => {
                 needs.push(wl(&r.workload));
@@ -445,6 +464,9 @@ fn not_created(key: &Key) -> String {
         Key::Volume(n) => format!("volume {n:?} was not created"),
         Key::Snapshot(n) => format!("snapshot {n:?} was not created"),
         Key::Workload(n) => format!("workload {n:?} was not started"),
-        Key::VolumeUsers(n) | Key::SnapshotUsers(n) => format!("users of {n:?} did not end"),
+        Key::Group(n) => format!("group snapshot {n:?} was not created"),
+        Key::VolumeUsers(n) | Key::SnapshotUsers(n) | Key::GroupUsers(n) => {
+            format!("users of {n:?} did not end")
+        }
     }
 }

@@ -357,12 +357,17 @@ impl Bin for VolumeSource {
                 e.out.push(1);
                 n.put(e);
             }
+            VolumeSource::GroupMember(m) => {
+                e.out.push(2);
+                m.put(e);
+            }
         }
     }
     fn get(d: &mut Dec<'_>) -> DecResult<Self> {
         match d.byte()? {
             0 => Name::get(d).map(VolumeSource::Snapshot),
             1 => Name::get(d).map(VolumeSource::Volume),
+            2 => GroupMember::get(d).map(VolumeSource::GroupMember),
             b => Err(format!("invalid volume source byte {b}")),
         }
     }
@@ -435,6 +440,13 @@ bin_struct!(Snapshot {
 bin_struct!(SnapshotRef { snapshot });
 bin_struct!(Resize { volume, size });
 bin_struct!(ModifyVolume { volume, class });
+bin_struct!(GroupSnapshot {
+    group,
+    volumes,
+    class
+});
+bin_struct!(GroupSnapshotRef { group });
+bin_struct!(GroupMember { group, volume });
 bin_struct!(Reschedule { workload, node });
 bin_struct!(NodeRef { node });
 bin_struct!(Io {
@@ -471,6 +483,8 @@ fn put_op(op: &Op, e: &mut Enc<'_>) {
         Op::DeleteSnapshot(v) => v.put(e),
         Op::Resize(v) => v.put(e),
         Op::ModifyVolume(v) => v.put(e),
+        Op::GroupSnapshot(v) => v.put(e),
+        Op::DeleteGroupSnapshot(v) => v.put(e),
         Op::Reschedule(v) => v.put(e),
         Op::CordonNode(v) | Op::DrainNode(v) => v.put(e),
         Op::Io(v) => v.put(e),
@@ -489,6 +503,8 @@ fn get_op(t: OpType, d: &mut Dec<'_>) -> DecResult<Op> {
         OpType::DeleteSnapshot => Op::DeleteSnapshot(Bin::get(d)?),
         OpType::Resize => Op::Resize(Bin::get(d)?),
         OpType::ModifyVolume => Op::ModifyVolume(Bin::get(d)?),
+        OpType::GroupSnapshot => Op::GroupSnapshot(Bin::get(d)?),
+        OpType::DeleteGroupSnapshot => Op::DeleteGroupSnapshot(Bin::get(d)?),
         OpType::AbortWorkload => Op::AbortWorkload(Bin::get(d)?),
         OpType::Reschedule => Op::Reschedule(Bin::get(d)?),
         OpType::CordonNode => Op::CordonNode(Bin::get(d)?),

@@ -79,9 +79,12 @@ pub struct Checker {
     classes: std::collections::BTreeSet<Name>,
     volumes: HashMap<Name, Volume>,
     snapshots: HashMap<Name, u64>,
+    /// Group snapshots: their members (volume, its size when taken).
+    groups: HashMap<Name, Vec<(Name, u64)>>,
     workloads: HashMap<Name, Workload>,
     gone_volumes: Gone,
     gone_snapshots: Gone,
+    gone_groups: Gone,
     gone_workloads: Gone,
     prev: Option<(u64, u64)>,
     attached_volumes: u64,
@@ -177,9 +180,11 @@ impl Checker {
             classes: header.attributes_classes.keys().cloned().collect(),
             volumes: HashMap::new(),
             snapshots: HashMap::new(),
+            groups: HashMap::new(),
             workloads: HashMap::new(),
             gone_volumes: Gone::default(),
             gone_snapshots: Gone::default(),
+            gone_groups: Gone::default(),
             gone_workloads: Gone::default(),
             prev: None,
             attached_volumes: 0,
@@ -193,6 +198,12 @@ impl Checker {
             out.push(Finding {
                 path: "header.defaults.volume_size".into(),
                 problem: Problem::InvalidValue("the default volume size must not be 0".into()),
+            });
+        }
+        if header.version < 2 && header.defaults.group_snapshot_class.is_some() {
+            out.push(Finding {
+                path: "header.defaults.group_snapshot_class".into(),
+                problem: since_problem("group_snapshot_class", header.version),
             });
         }
         if header.version < 2 && !header.attributes_classes.is_empty() {
@@ -391,6 +402,17 @@ impl Checker {
                     },
                 ),
             },
+            Op::GroupSnapshot(g) => self.group_snapshot(g, &p, &mut push),
+            Op::DeleteGroupSnapshot(g) => {
+                if self.groups.remove(&g.group).is_some() {
+                    self.gone_groups.insert(g.group.clone(), ev.at);
+                } else {
+                    push(
+                        p("delete_group_snapshot.group"),
+                        dangling("group snapshot", &g.group, &self.gone_groups),
+                    );
+                }
+            }
             Op::ModifyVolume(m) => {
                 if !self.volumes.contains_key(&m.volume) {
                     push(
@@ -417,6 +439,74 @@ impl Checker {
         self.peaks();
     }
 
+    fn group_snapshot(
+        &mut self,
+        g: &GroupSnapshot,
+        p: &dyn Fn(&str) -> String,
+        push: &mut dyn FnMut(String, Problem),
+    ) {
+        if g.volumes.is_empty() {
+            push(
+                p("group_snapshot.volumes"),
+                Problem::InvalidValue("a group snapshot needs at least one volume".into()),
+            );
+        }
+        let mut members: Vec<(Name, u64)> = Vec::with_capacity(g.volumes.len());
+        for (k, v) in g.volumes.iter().enumerate() {
+            if members.iter().any(|(m, _)| m == v) {
+                push(
+                    p(&format!("group_snapshot.volumes[{k}]")),
+                    Problem::InvalidValue(format!("volume {:?} is listed twice", v.as_str())),
+                );
+                continue;
+            }
+            match self.volumes.get(v) {
+                None => push(
+                    p(&format!("group_snapshot.volumes[{k}]")),
+                    dangling("volume", v, &self.gone_volumes),
+                ),
+                Some(vol) => members.push((v.clone(), vol.size)),
+            }
+        }
+        if self.groups.contains_key(&g.group) {
+            push(
+                p("group_snapshot.group"),
+                Problem::Duplicate {
+                    kind: "group snapshot",
+                    name: g.group.clone(),
+                },
+            );
+        } else {
+            self.groups.insert(g.group.clone(), members);
+            self.gone_groups.at.remove(&g.group);
+        }
+    }
+
+    /// The size of member `m` when its group was taken; a problem when there is no such group
+    /// or member.
+    fn member_size(&self, m: &GroupMember) -> Result<u64, (&'static str, Problem)> {
+        let Some(members) = self.groups.get(&m.group) else {
+            return Err((
+                "create_volume.source.group_member.group",
+                dangling("group snapshot", &m.group, &self.gone_groups),
+            ));
+        };
+        members
+            .iter()
+            .find(|(v, _)| *v == m.volume)
+            .map(|(_, size)| *size)
+            .ok_or_else(|| {
+                (
+                    "create_volume.source.group_member.volume",
+                    Problem::InvalidValue(format!(
+                        "volume {:?} is not a member of group snapshot {:?}",
+                        m.volume.as_str(),
+                        m.group.as_str()
+                    )),
+                )
+            })
+    }
+
     fn create_volume(
         &mut self,
         c: &CreateVolume,
@@ -426,6 +516,7 @@ impl Checker {
         let source_size = match &c.source {
             Some(VolumeSource::Snapshot(s)) => self.snapshots.get(s).copied(),
             Some(VolumeSource::Volume(v)) => self.volumes.get(v).map(|v| v.size),
+            Some(VolumeSource::GroupMember(m)) => self.member_size(m).ok(),
             None => None,
         };
         let size = c
@@ -467,6 +558,25 @@ impl Checker {
                 ),
                 Some(_) => {}
             },
+            Some(VolumeSource::GroupMember(m)) => {
+                if self.version < 2 {
+                    push(
+                        p("create_volume.source.group_member"),
+                        since_problem("group_member", self.version),
+                    );
+                }
+                match self.member_size(m) {
+                    Err((path, problem)) => push(p(path), problem),
+                    Ok(src) if size < src => push(
+                        p("create_volume.size"),
+                        Problem::SmallerThanSource {
+                            size,
+                            source_size: src,
+                        },
+                    ),
+                    Ok(_) => {}
+                }
+            }
             None => {}
         }
         if self.volumes.contains_key(&c.volume) {

@@ -82,6 +82,7 @@ fn merged_header(
     }
     agree!(storage_class);
     agree!(snapshot_class);
+    agree!(group_snapshot_class);
     agree!(volume_size);
     agree!(access_mode);
     agree!(volume_mode);
@@ -237,6 +238,10 @@ fn adapt(ev: &mut Event, prefix: &str, fill: &Defaults, n: &mut BTreeMap<String,
             p(&mut c.volume);
             match &mut c.source {
                 Some(VolumeSource::Snapshot(s) | VolumeSource::Volume(s)) => p(s),
+                Some(VolumeSource::GroupMember(m)) => {
+                    p(&mut m.group);
+                    p(&mut m.volume);
+                }
                 None => {}
             }
             filled(&mut c.size, &fill.volume_size, "volume_size", n);
@@ -263,6 +268,17 @@ fn adapt(ev: &mut Event, prefix: &str, fill: &Defaults, n: &mut BTreeMap<String,
         Op::DeleteSnapshot(s) => p(&mut s.snapshot),
         Op::Resize(r) => p(&mut r.volume),
         Op::ModifyVolume(m) => p(&mut m.volume),
+        Op::GroupSnapshot(g) => {
+            p(&mut g.group);
+            g.volumes.iter_mut().for_each(p);
+            filled(
+                &mut g.class,
+                &fill.group_snapshot_class,
+                "group_snapshot_class",
+                n,
+            );
+        }
+        Op::DeleteGroupSnapshot(g) => p(&mut g.group),
         Op::Reschedule(r) => p(&mut r.workload),
         Op::Io(io) => p(&mut io.volume),
         Op::IoPhase(ph) => {

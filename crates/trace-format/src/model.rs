@@ -109,6 +109,9 @@ pub struct Defaults {
     /// Snapshot class of new snapshots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_class: Option<Name>,
+    /// Group snapshot class of new group snapshots (since version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_snapshot_class: Option<Name>,
     /// Size of new volumes in bytes (YAML and JSON also accept quantities such as `"1Gi"`).
     #[serde(
         default,
@@ -252,6 +255,10 @@ pub enum Op {
     Resize(Resize),
     /// Change a volume's attributes class (its IOPS/throughput tier) online.
     ModifyVolume(ModifyVolume),
+    /// Take one crash-consistent snapshot of several volumes together.
+    GroupSnapshot(GroupSnapshot),
+    /// Delete a group snapshot (and its members' snapshots).
+    DeleteGroupSnapshot(GroupSnapshotRef),
     /// Kill a workload and its running I/O mid-flight; its volumes are detached.
     AbortWorkload(WorkloadRef),
     /// Move a workload to another node.
@@ -303,6 +310,18 @@ pub enum VolumeSource {
     Snapshot(Name),
     /// Clone the named volume.
     Volume(Name),
+    /// Restore one member of a group snapshot (since version 2).
+    GroupMember(GroupMember),
+}
+
+/// A member of a group snapshot: the snapshot the group took of `volume`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupMember {
+    /// The group snapshot.
+    pub group: Name,
+    /// The member volume (as it was named when the group was taken).
+    pub volume: Name,
 }
 
 /// An operation on one volume by name.
@@ -375,6 +394,28 @@ pub struct ModifyVolume {
     pub volume: Name,
     /// The attributes class it moves to (declared in `header.attributes_classes`).
     pub class: Name,
+}
+
+/// `group_snapshot`: one crash-consistent snapshot of several volumes (Kubernetes'
+/// VolumeGroupSnapshot).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSnapshot {
+    /// Name of the new group snapshot.
+    pub group: Name,
+    /// The volumes it takes together (at least one).
+    pub volumes: Vec<Name>,
+    /// Group snapshot class; the header default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<Name>,
+}
+
+/// An operation on one group snapshot by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSnapshotRef {
+    /// Group snapshot name.
+    pub group: Name,
 }
 
 /// `reschedule`.
@@ -587,11 +628,15 @@ pub enum OpType {
     Marker = 13,
     /// `modify_volume` (since version 2)
     ModifyVolume = 14,
+    /// `group_snapshot` (since version 2)
+    GroupSnapshot = 15,
+    /// `delete_group_snapshot` (since version 2)
+    DeleteGroupSnapshot = 16,
 }
 
 impl OpType {
     /// All operation types in tag order.
-    pub const ALL: [OpType; 15] = [
+    pub const ALL: [OpType; 17] = [
         OpType::CreateVolume,
         OpType::DeleteVolume,
         OpType::Attach,
@@ -607,6 +652,8 @@ impl OpType {
         OpType::IoPhase,
         OpType::Marker,
         OpType::ModifyVolume,
+        OpType::GroupSnapshot,
+        OpType::DeleteGroupSnapshot,
     ];
 
     /// The key that names this operation in text encodings.
@@ -627,6 +674,8 @@ impl OpType {
             OpType::IoPhase => "io_phase",
             OpType::Marker => "marker",
             OpType::ModifyVolume => "modify_volume",
+            OpType::GroupSnapshot => "group_snapshot",
+            OpType::DeleteGroupSnapshot => "delete_group_snapshot",
         }
     }
 
@@ -643,7 +692,7 @@ impl OpType {
     /// The first format version that has this operation.
     pub const fn since(self) -> u32 {
         match self {
-            OpType::ModifyVolume => 2,
+            OpType::ModifyVolume | OpType::GroupSnapshot | OpType::DeleteGroupSnapshot => 2,
             _ => 1,
         }
     }
@@ -672,6 +721,8 @@ impl Op {
             Op::DeleteSnapshot(_) => OpType::DeleteSnapshot,
             Op::Resize(_) => OpType::Resize,
             Op::ModifyVolume(_) => OpType::ModifyVolume,
+            Op::GroupSnapshot(_) => OpType::GroupSnapshot,
+            Op::DeleteGroupSnapshot(_) => OpType::DeleteGroupSnapshot,
             Op::AbortWorkload(_) => OpType::AbortWorkload,
             Op::Reschedule(_) => OpType::Reschedule,
             Op::CordonNode(_) => OpType::CordonNode,

@@ -53,6 +53,7 @@ struct LeftOut {
     volumes: HashSet<Name>,
     workloads: HashSet<Name>,
     snapshots: HashSet<Name>,
+    groups: HashSet<Name>,
     /// Volumes of the kept (or declared) workloads, by workload.
     mounts: HashMap<Name, Vec<Name>>,
     /// Volumes that stay mounted in the output because the detach of a workload using them
@@ -78,6 +79,9 @@ impl LeftOut {
             Op::Snapshot(s) => {
                 self.snapshots.insert(s.snapshot.clone());
             }
+            Op::GroupSnapshot(g) => {
+                self.groups.insert(g.group.clone());
+            }
             _ => {}
         }
     }
@@ -91,6 +95,7 @@ impl LeftOut {
             Op::CreateVolume(c) => match &c.source {
                 Some(VolumeSource::Snapshot(s)) => self.snapshots.contains(s),
                 Some(VolumeSource::Volume(x)) => v(x),
+                Some(VolumeSource::GroupMember(m)) => self.groups.contains(&m.group),
                 None => false,
             },
             Op::DeleteVolume(r) => v(&r.volume) || held(&r.volume),
@@ -101,6 +106,8 @@ impl LeftOut {
             Op::DeleteSnapshot(s) => self.snapshots.contains(&s.snapshot),
             Op::Resize(r) => v(&r.volume),
             Op::ModifyVolume(m) => v(&m.volume),
+            Op::GroupSnapshot(g) => g.volumes.iter().any(v),
+            Op::DeleteGroupSnapshot(g) => self.groups.contains(&g.group),
             Op::Io(io) => v(&io.volume),
             Op::IoPhase(p) => self.workloads.contains(&p.workload) || v(&p.volume),
             Op::CordonNode(_) | Op::DrainNode(_) | Op::Marker(_) => false,
@@ -122,6 +129,9 @@ impl LeftOut {
                 }
                 Op::Snapshot(s) => {
                     self.snapshots.remove(&s.snapshot);
+                }
+                Op::GroupSnapshot(g) => {
+                    self.groups.remove(&g.group);
                 }
                 _ => {}
             }
@@ -218,6 +228,7 @@ struct Alive {
     started: HashMap<Name, u64>,
     next: u64,
     snapshots: HashSet<Name>,
+    groups: HashSet<Name>,
 }
 
 impl Alive {
@@ -311,6 +322,12 @@ impl Alive {
             Op::DeleteSnapshot(s) => {
                 self.snapshots.remove(&s.snapshot);
             }
+            Op::GroupSnapshot(g) => {
+                self.groups.insert(g.group.clone());
+            }
+            Op::DeleteGroupSnapshot(g) => {
+                self.groups.remove(&g.group);
+            }
             _ => {}
         }
     }
@@ -328,9 +345,20 @@ fn needs_earlier(op: &Op, earlier: &mut Alive) -> Option<&'static str> {
             .snapshots
             .remove(&s.snapshot)
             .then_some("snapshot taken before the window"),
+        Op::GroupSnapshot(g) => {
+            earlier.groups.remove(&g.group);
+            None
+        }
+        Op::DeleteGroupSnapshot(g) => earlier
+            .groups
+            .remove(&g.group)
+            .then_some("group snapshot taken before the window"),
         Op::CreateVolume(c) => match &c.source {
             Some(VolumeSource::Snapshot(s)) if earlier.snapshots.contains(s) => {
                 Some("restore from a snapshot taken before the window")
+            }
+            Some(VolumeSource::GroupMember(m)) if earlier.groups.contains(&m.group) => {
+                Some("restore from a group snapshot taken before the window")
             }
             _ => None,
         },

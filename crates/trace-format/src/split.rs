@@ -85,6 +85,9 @@ fn objects(op: &Op) -> Vec<(&'static str, &Name, bool)> {
             match &c.source {
                 Some(VolumeSource::Snapshot(s)) => v.push(("snapshot", s, false)),
                 Some(VolumeSource::Volume(x)) => v.push(("volume", x, false)),
+                Some(VolumeSource::GroupMember(m)) => {
+                    v.push(("group snapshot", &m.group, false));
+                }
                 None => {}
             }
             v
@@ -102,6 +105,10 @@ fn objects(op: &Op) -> Vec<(&'static str, &Name, bool)> {
         Op::DeleteSnapshot(s) => vec![("snapshot", &s.snapshot, true)],
         Op::Resize(r) => vec![("volume", &r.volume, false)],
         Op::ModifyVolume(m) => vec![("volume", &m.volume, false)],
+        Op::GroupSnapshot(g) => std::iter::once(("group snapshot", &g.group, false))
+            .chain(g.volumes.iter().map(|v| ("volume", v, false)))
+            .collect(),
+        Op::DeleteGroupSnapshot(g) => vec![("group snapshot", &g.group, true)],
         Op::Io(io) => vec![("volume", &io.volume, false)],
         Op::IoPhase(p) => vec![
             ("workload", &p.workload, false),

@@ -186,6 +186,10 @@ pub struct ProviderArgs {
     /// kube: use VolumeSnapshotClass NEW where the trace names OLD (repeatable).
     #[arg(long, value_name = "OLD=NEW")]
     pub map_snapshot_class: Vec<String>,
+    /// kube: VolumeGroupSnapshotClass of every group snapshot, replacing the trace's classes
+    /// (default: the trace's class, else the cluster's default class).
+    #[arg(long, value_name = "CLASS")]
+    pub group_snapshot_class: Option<String>,
     /// kube: nodeSelector of every pod, `KEY=VALUE` (repeatable).
     #[arg(long, value_name = "KEY=VALUE")]
     pub node_selector: Vec<String>,
@@ -443,6 +447,7 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
         storage_class_map: pairs("--map-storage-class", &a.map_storage_class)?,
         snapshot_class: a.snapshot_class.clone(),
         snapshot_class_map: pairs("--map-snapshot-class", &a.map_snapshot_class)?,
+        group_snapshot_class: a.group_snapshot_class.clone(),
         timeouts,
         pod,
         node: a.node.clone(),

@@ -4,6 +4,7 @@
 mod analyze;
 mod capacity;
 mod cleanup_run_id;
+mod group;
 mod in_cluster;
 mod modify;
 mod prometheus;

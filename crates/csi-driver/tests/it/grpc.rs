@@ -1,7 +1,6 @@
 //! The driver over its real Unix socket, no cluster. As root (this machine) volumes get loop
 //! devices and mounts; otherwise the same calls run in file mode.
 
-use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use csi_driver::pb;
@@ -14,27 +13,6 @@ const MIB: i64 = 1 << 20;
 
 fn is_root() -> bool {
     provider_local::storage::is_root()
-}
-
-fn write_at(path: &Path, off: u64, data: &[u8]) {
-    let mut f = fs_err::OpenOptions::new().write(true).open(path).unwrap();
-    f.seek(SeekFrom::Start(off)).unwrap();
-    f.write_all(data).unwrap();
-    f.sync_all().unwrap();
-}
-
-fn read_at(path: &Path, off: u64, n: usize) -> Vec<u8> {
-    let mut f = fs_err::File::open(path).unwrap();
-    f.seek(SeekFrom::Start(off)).unwrap();
-    let mut b = vec![0; n];
-    f.read_exact(&mut b).unwrap();
-    b
-}
-
-fn image_of(root: &Path, vol: &pb::Volume) -> std::path::PathBuf {
-    let p = root.join("volumes").join(format!("{}.img", vol.volume_id));
-    assert_eq!(vol.volume_context["image"], p.display().to_string());
-    p
 }
 
 #[tokio::test]

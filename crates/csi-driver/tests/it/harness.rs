@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use csi_driver::pb::controller_client::ControllerClient;
+use csi_driver::pb::group_controller_client::GroupControllerClient;
 use csi_driver::pb::identity_client::IdentityClient;
 use csi_driver::pb::node_client::NodeClient;
 use csi_driver::pb::{self, volume_capability as vc};
@@ -19,6 +20,7 @@ pub const OTHER_NODE: &str = "node-b";
 pub struct Running {
     pub id: IdentityClient<Channel>,
     pub ctl: ControllerClient<Channel>,
+    pub group: GroupControllerClient<Channel>,
     pub node: NodeClient<Channel>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<Served, csi_driver::DriverError>>>,
@@ -53,6 +55,7 @@ pub async fn start(cfg: DriverConfig, socket: &Path) -> Running {
     Running {
         id: IdentityClient::new(ch.clone()),
         ctl: ControllerClient::new(ch.clone()),
+        group: GroupControllerClient::new(ch.clone()),
         node: NodeClient::new(ch),
         stop: Some(tx),
         task: Some(task),
@@ -308,4 +311,30 @@ pub fn pattern(seed: u8, n: usize) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
+}
+
+/// Writes `data` at `off` in an image (synced).
+pub fn write_at(path: &Path, off: u64, data: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = fs_err::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(off)).unwrap();
+    f.write_all(data).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// Reads `n` bytes at `off` of an image.
+pub fn read_at(path: &Path, off: u64, n: usize) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = fs_err::File::open(path).unwrap();
+    f.seek(SeekFrom::Start(off)).unwrap();
+    let mut b = vec![0; n];
+    f.read_exact(&mut b).unwrap();
+    b
+}
+
+/// The image of a volume (its volume context names it).
+pub fn image_of(root: &Path, vol: &pb::Volume) -> PathBuf {
+    let p = root.join("volumes").join(format!("{}.img", vol.volume_id));
+    assert_eq!(vol.volume_context["image"], p.display().to_string());
+    p
 }

@@ -4,6 +4,7 @@
 
 mod cluster;
 mod fs_types;
+mod group;
 mod grpc;
 mod harness;
 mod real_node;

@@ -126,3 +126,52 @@ fn stale_generation_is_reported() {
         && m.expected_gen == 2
         && m.actual_gen == Some(1)));
 }
+
+/// A copy read without the writer's generation map (a restored snapshot): every iogen block
+/// on it is checked for checksum and offset, so a torn block is still found.
+#[test]
+fn blocks_of_an_unknown_writer_are_checked_whole_and_in_place() {
+    let (d, p) = target();
+    let region = 1u64 << 20;
+    let w = PhaseSpec {
+        verify: true,
+        verify_state: Some(d.path().join("writer.state")),
+        region: Some(region),
+        pattern: Pattern::Sequential,
+        read_pct: 0,
+        bytes: Some(region / 2),
+        ..spec()
+    };
+    run_phase(&w, &p, &opts(EngineChoice::Auto), &Stop::new()).expect("write half");
+    // Tear one block: its second half from another place (a half-finished write).
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .expect("open");
+    let mut other = vec![0u8; 2048];
+    f.seek(SeekFrom::Start(9 * 4096 + 2048)).unwrap();
+    f.read_exact(&mut other).unwrap();
+    f.seek(SeekFrom::Start(3 * 4096 + 2048)).unwrap();
+    f.write_all(&other).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    // A reader with no map of its own.
+    let r = PhaseSpec {
+        verify: true,
+        verify_state: None,
+        region: Some(region),
+        pattern: Pattern::Sequential,
+        read_pct: 100,
+        bytes: Some(region),
+        ..spec()
+    };
+    let res = run_phase(&r, &p, &opts(EngineChoice::Auto), &Stop::new()).expect("read");
+    let v = res.summary.verify.expect("verify summary");
+    assert_eq!(v.checked, 0);
+    assert_eq!(v.intact, region / 2 / 4096, "{v:?}");
+    assert_eq!(v.unwritten, region / 2 / 4096, "{v:?}");
+    assert_eq!(v.mismatches, 1, "{v:?}");
+    assert_eq!(v.listed[0].offset, 3 * 4096);
+    assert_eq!(v.listed[0].kind, MismatchKind::Checksum);
+}

@@ -304,3 +304,33 @@ fn a_resize_may_lower_the_request_of_the_one_before_only_above_the_old_size() {
         ]
     );
 }
+
+#[test]
+fn group_snapshots_take_live_volumes_and_restore_their_members() {
+    let t = trace2(&[
+        r#"{"at":0,"id":1,"create_volume":{"volume":"data","size":"2Gi"}}"#,
+        r#"{"at":1,"id":2,"create_volume":{"volume":"wal"}}"#,
+        r#"{"at":2,"id":3,"group_snapshot":{"group":"g","volumes":["data","wal","old"]}}"#,
+        r#"{"at":3,"id":4,"create_volume":{"volume":"data-r","source":{"group_member":{"group":"g","volume":"data"}}}}"#,
+        r#"{"at":4,"id":5,"create_volume":{"volume":"wal-r","size":"512Mi","source":{"group_member":{"group":"g","volume":"wal"}}}}"#,
+        r#"{"at":5,"id":6,"create_volume":{"volume":"x","source":{"group_member":{"group":"g","volume":"nope"}}}}"#,
+        r#"{"at":6,"id":7,"group_snapshot":{"group":"g","volumes":["data","data","gone"]}}"#,
+        r#"{"at":7,"id":8,"group_snapshot":{"group":"h","volumes":[]}}"#,
+        r#"{"at":8,"id":9,"delete_group_snapshot":{"group":"g"}}"#,
+        r#"{"at":9,"id":10,"delete_group_snapshot":{"group":"g"}}"#,
+        r#"{"at":10,"id":11,"create_volume":{"volume":"y","source":{"group_member":{"group":"g","volume":"data"}}}}"#,
+    ]);
+    assert_eq!(
+        check(&t),
+        [
+            r#"t.jsonl:6: events[4].create_volume.size: size 536870912 bytes is smaller than the source's 1073741824 bytes"#,
+            r#"t.jsonl:7: events[5].create_volume.source.group_member.volume: volume "nope" is not a member of group snapshot "g""#,
+            r#"t.jsonl:8: events[6].group_snapshot.volumes[1]: volume "data" is listed twice"#,
+            r#"t.jsonl:8: events[6].group_snapshot.volumes[2]: volume "gone" does not exist"#,
+            r#"t.jsonl:8: events[6].group_snapshot.group: group snapshot "g" already exists"#,
+            r#"t.jsonl:9: events[7].group_snapshot.volumes: a group snapshot needs at least one volume"#,
+            r#"t.jsonl:11: events[9].delete_group_snapshot.group: group snapshot "g" was deleted at t=0.000000008s"#,
+            r#"t.jsonl:12: events[10].create_volume.source.group_member.group: group snapshot "g" was deleted at t=0.000000008s"#,
+        ]
+    );
+}

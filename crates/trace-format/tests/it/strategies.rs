@@ -51,16 +51,26 @@ fn header() -> impl Strategy<Value = Header> {
     let defaults = (
         option::of(name()),
         option::of(name()),
+        option::of(name()),
         option::of(any::<u64>()),
         option::of(access()),
         option::of(vmode()),
         option::of(name()),
     )
         .prop_map(
-            |(storage_class, snapshot_class, volume_size, access_mode, volume_mode, namespace)| {
+            |(
+                storage_class,
+                snapshot_class,
+                group_snapshot_class,
+                volume_size,
+                access_mode,
+                volume_mode,
+                namespace,
+            )| {
                 Defaults {
                     storage_class,
                     snapshot_class,
+                    group_snapshot_class,
                     volume_size,
                     access_mode,
                     volume_mode,
@@ -188,7 +198,9 @@ fn io_phase() -> impl Strategy<Value = IoPhase> {
 pub fn op() -> impl Strategy<Value = Op> {
     let source = option::of(prop_oneof![
         name().prop_map(VolumeSource::Snapshot),
-        name().prop_map(VolumeSource::Volume)
+        name().prop_map(VolumeSource::Volume),
+        (name(), name())
+            .prop_map(|(group, volume)| VolumeSource::GroupMember(GroupMember { group, volume })),
     ]);
     prop_oneof![
         (
