@@ -267,7 +267,7 @@ fn marks(t: &Timeline) -> (Vec<Mark>, Vec<(String, String)>) {
     let mut out = Vec::new();
     for &(op, s, e) in ctl.iter().step_by(step) {
         let color = COLORS[(op as usize) % COLORS.len()].to_owned();
-        let (x0, x1) = if op == OpType::Snapshot {
+        let (x0, x1) = if matches!(op, OpType::Snapshot | OpType::GroupSnapshot) {
             (s as f64 / 1e9, e as f64 / 1e9)
         } else {
             (s as f64 / 1e9, s as f64 / 1e9)

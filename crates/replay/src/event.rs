@@ -313,7 +313,8 @@ impl Exec {
         if self.op == OpType::Marker {
             return Ok(Ok(()));
         }
-        if self.op == OpType::Snapshot {
+        // A group snapshot is a snapshot in flight too (of several volumes at once).
+        if matches!(self.op, OpType::Snapshot | OpType::GroupSnapshot) {
             self.snap_idx = Some(sh.snapshots.begin(self.started));
         }
         let mut ctx = OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
