@@ -149,6 +149,38 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String>
             .map_err(|e| e.to_string())?;
             Ok(true)
         }
+        ("out-of-service", None) => {
+            let api: Api<Node> = Api::all(c);
+            p.limiter.acquire().await;
+            let Some(n) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
+                return Ok(false);
+            };
+            if uid.is_some() && n.uid() != uid {
+                return Ok(false);
+            }
+            // Tainted by someone else since (or annotated by another run): not ours.
+            if n.annotations()
+                .get(crate::outage::OUT_OF_SERVICE_ANNOTATION)
+                .is_none_or(|r| r != run_id)
+            {
+                return Ok(false);
+            }
+            p.limiter.acquire().await;
+            api.patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": {
+                        "annotations": {crate::outage::OUT_OF_SERVICE_ANNOTATION: null},
+                        "resourceVersion": n.resource_version(),
+                    },
+                    "spec": {"taints": crate::outage::taints_with(&n, false)},
+                })),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            Ok(true)
+        }
         (k, _) => Err(format!("unknown ledger kind {k:?}")),
     }
 }
@@ -286,6 +318,13 @@ pub(crate) async fn find_run_objects(
     {
         if n.annotations().get(CORDON_ANNOTATION).map(String::as_str) == Some(run_id) {
             out.push(entry("cordon", &n.metadata));
+        }
+        if n.annotations()
+            .get(crate::outage::OUT_OF_SERVICE_ANNOTATION)
+            .map(String::as_str)
+            == Some(run_id)
+        {
+            out.push(entry("out-of-service", &n.metadata));
         }
     }
     Ok(out)

@@ -22,6 +22,7 @@ mod logs;
 mod modify;
 pub mod objects;
 mod ops;
+mod outage;
 mod preflight;
 mod stamp;
 mod stream;

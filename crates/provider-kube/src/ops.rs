@@ -421,7 +421,7 @@ impl Kube {
 
     /// PersistentVolumes a pod's volumes are bound to, with whether a VolumeAttachment is
     /// expected for them (CSI volumes of drivers that need attaching).
-    fn attachable_pvs(&self, pvcs: &[String]) -> Result<Vec<String>, ProviderError> {
+    pub(crate) fn attachable_pvs(&self, pvcs: &[String]) -> Result<Vec<String>, ProviderError> {
         let ns = self.ns()?;
         let w = self.watches()?;
         let mut out = Vec::new();
@@ -448,7 +448,7 @@ impl Kube {
     /// Creates a workload pod and waits until it runs: phases `created`, `scheduled`,
     /// `bound` (WaitForFirstConsumer volumes), `attached` (CSI VolumeAttachments), `running`,
     /// `ready`.
-    async fn start_pod(
+    pub(crate) async fn start_pod(
         &self,
         ctx: &OpCtx,
         workload: &Name,
@@ -1148,6 +1148,7 @@ pub(crate) async fn execute(
         Op::ModifyVolume(m) => p.modify_volume(m, ctx).await,
         Op::GroupSnapshot(g) => p.group_snapshot(&ev, g, ctx).await,
         Op::DeleteGroupSnapshot(g) => p.delete_group_snapshot(&g.group, ctx).await,
+        Op::ForceDetach(n) => p.force_detach(ctx, &n.node).await,
         Op::IoPhase(ph) => crate::io::io_phase(p, &ev, ph, ctx).await,
         Op::Io(_) => Err(ProviderError::new(
             "unsupported",

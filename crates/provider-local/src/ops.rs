@@ -186,7 +186,9 @@ pub(crate) async fn execute(
             p.state().cordoned.push(n.node.clone());
             Ok(())
         }
-        Op::DrainNode(n) => {
+        // Nodes are labels here: an out-of-service node's workloads move like a drain's (their
+        // I/O stopped, their volumes detached and attached again).
+        Op::DrainNode(n) | Op::ForceDetach(n) => {
             let on_node: Vec<Name> = {
                 let mut st = p.state();
                 st.cordoned.push(n.node.clone());

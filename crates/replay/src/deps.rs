@@ -353,7 +353,7 @@ impl Deps {
                 needs.push(vol(&p.volume));
                 uses.push(vol_users(&p.volume));
             }
-            Op::CordonNode(_) | Op::DrainNode(_) | Op::Marker(_) => {}
+            Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => {}
         }
         match op {
             Op::Attach(a) => {

@@ -432,7 +432,7 @@ impl Checker {
                     );
                 }
             }
-            Op::CordonNode(_) | Op::DrainNode(_) | Op::Marker(_) => {}
+            Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => {}
             Op::Io(io) => self.io(io, &p, &mut push),
             Op::IoPhase(ph) => self.io_phase(ph, &p, &mut push),
         }

@@ -285,7 +285,7 @@ fn adapt(ev: &mut Event, prefix: &str, fill: &Defaults, n: &mut BTreeMap<String,
             p(&mut ph.workload);
             p(&mut ph.volume);
         }
-        Op::CordonNode(_) | Op::DrainNode(_) | Op::Marker(_) => {}
+        Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => {}
     }
 }
 

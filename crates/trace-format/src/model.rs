@@ -259,6 +259,9 @@ pub enum Op {
     GroupSnapshot(GroupSnapshot),
     /// Delete a group snapshot (and its members' snapshots).
     DeleteGroupSnapshot(GroupSnapshotRef),
+    /// A node is out of service (shut down): its volumes are detached by force and its
+    /// workloads start again elsewhere.
+    ForceDetach(NodeRef),
     /// Kill a workload and its running I/O mid-flight; its volumes are detached.
     AbortWorkload(WorkloadRef),
     /// Move a workload to another node.
@@ -632,11 +635,13 @@ pub enum OpType {
     GroupSnapshot = 15,
     /// `delete_group_snapshot` (since version 2)
     DeleteGroupSnapshot = 16,
+    /// `force_detach` (since version 2)
+    ForceDetach = 17,
 }
 
 impl OpType {
     /// All operation types in tag order.
-    pub const ALL: [OpType; 17] = [
+    pub const ALL: [OpType; 18] = [
         OpType::CreateVolume,
         OpType::DeleteVolume,
         OpType::Attach,
@@ -654,6 +659,7 @@ impl OpType {
         OpType::ModifyVolume,
         OpType::GroupSnapshot,
         OpType::DeleteGroupSnapshot,
+        OpType::ForceDetach,
     ];
 
     /// The key that names this operation in text encodings.
@@ -676,6 +682,7 @@ impl OpType {
             OpType::ModifyVolume => "modify_volume",
             OpType::GroupSnapshot => "group_snapshot",
             OpType::DeleteGroupSnapshot => "delete_group_snapshot",
+            OpType::ForceDetach => "force_detach",
         }
     }
 
@@ -692,7 +699,10 @@ impl OpType {
     /// The first format version that has this operation.
     pub const fn since(self) -> u32 {
         match self {
-            OpType::ModifyVolume | OpType::GroupSnapshot | OpType::DeleteGroupSnapshot => 2,
+            OpType::ModifyVolume
+            | OpType::GroupSnapshot
+            | OpType::DeleteGroupSnapshot
+            | OpType::ForceDetach => 2,
             _ => 1,
         }
     }
@@ -723,6 +733,7 @@ impl Op {
             Op::ModifyVolume(_) => OpType::ModifyVolume,
             Op::GroupSnapshot(_) => OpType::GroupSnapshot,
             Op::DeleteGroupSnapshot(_) => OpType::DeleteGroupSnapshot,
+            Op::ForceDetach(_) => OpType::ForceDetach,
             Op::AbortWorkload(_) => OpType::AbortWorkload,
             Op::Reschedule(_) => OpType::Reschedule,
             Op::CordonNode(_) => OpType::CordonNode,

@@ -40,7 +40,9 @@ impl Serialize for Event {
             Op::GroupSnapshot(v) => m.serialize_entry(key, v)?,
             Op::DeleteGroupSnapshot(v) => m.serialize_entry(key, v)?,
             Op::Reschedule(v) => m.serialize_entry(key, v)?,
-            Op::CordonNode(v) | Op::DrainNode(v) => m.serialize_entry(key, v)?,
+            Op::CordonNode(v) | Op::DrainNode(v) | Op::ForceDetach(v) => {
+                m.serialize_entry(key, v)?;
+            }
             Op::Io(v) => m.serialize_entry(key, v)?,
             Op::IoPhase(v) => m.serialize_entry(key, v)?,
             Op::Marker(v) => m.serialize_entry(key, v)?,
@@ -172,6 +174,7 @@ impl<'de> Visitor<'de> for EventVisitor {
                         OpType::Reschedule => op_value(&mut map, Op::Reschedule)?,
                         OpType::CordonNode => op_value(&mut map, Op::CordonNode)?,
                         OpType::DrainNode => op_value(&mut map, Op::DrainNode)?,
+                        OpType::ForceDetach => op_value(&mut map, Op::ForceDetach)?,
                         OpType::Io => op_value(&mut map, Op::Io)?,
                         OpType::IoPhase => op_value(&mut map, Op::IoPhase)?,
                         OpType::Marker => op_value(&mut map, Op::Marker)?,

@@ -110,7 +110,7 @@ impl LeftOut {
             Op::DeleteGroupSnapshot(g) => self.groups.contains(&g.group),
             Op::Io(io) => v(&io.volume),
             Op::IoPhase(p) => self.workloads.contains(&p.workload) || v(&p.volume),
-            Op::CordonNode(_) | Op::DrainNode(_) | Op::Marker(_) => false,
+            Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => false,
         };
         if needs {
             // What it would have made is as unusable as its source.

@@ -114,7 +114,7 @@ fn objects(op: &Op) -> Vec<(&'static str, &Name, bool)> {
             ("workload", &p.workload, false),
             ("volume", &p.volume, false),
         ],
-        Op::CordonNode(_) | Op::DrainNode(_) | Op::Marker(_) => Vec::new(),
+        Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => Vec::new(),
     }
 }
 

@@ -7,6 +7,7 @@ mod cleanup_run_id;
 mod group;
 mod in_cluster;
 mod modify;
+mod outage;
 mod prometheus;
 mod real_node;
 mod run;

@@ -248,6 +248,7 @@ pub fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(workload, node)| Op::Reschedule(Reschedule { workload, node })),
         name().prop_map(|node| Op::CordonNode(NodeRef { node })),
         name().prop_map(|node| Op::DrainNode(NodeRef { node })),
+        name().prop_map(|node| Op::ForceDetach(NodeRef { node })),
         (
             name(),
             prop_oneof![
