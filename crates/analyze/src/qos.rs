@@ -304,8 +304,10 @@ pub fn qos(run_dir: &Path, spec: &QosSpec, allow_invalid: bool) -> Result<QosRep
         }
     }
     let n = acc.last / window + 1;
-    // Bit i of mask[w]: control op type with tag i in flight during window w.
-    let mut mask = vec![0u16; n as usize];
+    // Bit i of mask[w]: control op type with tag i in flight during window w (the binary
+    // format's tags fit in 5 bits, so in a u32).
+    const _: () = assert!(OpType::ALL.len() <= 32);
+    let mut mask = vec![0u32; n as usize];
     for &(op, s, e) in &acc.control {
         let (a, b) = (s / window, e.saturating_sub(1).max(s) / window);
         for m in &mut mask[a.min(n - 1) as usize..=b.min(n - 1) as usize] {
@@ -334,7 +336,7 @@ fn target_result(
     i: usize,
     t: &Target,
     cells: &HashMap<(usize, u64), Histogram<u64>>,
-    mask: &[u16],
+    mask: &[u32],
     present: &[OpType],
     window: u64,
 ) -> TargetResult {

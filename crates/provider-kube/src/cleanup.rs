@@ -119,20 +119,14 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String>
         }
         ("cordon", None) => {
             let api: Api<Node> = Api::all(c);
-            p.limiter.acquire().await;
-            let Some(n) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
+            // Cordoned by another run since (or by someone who also annotated it): not ours.
+            let Some(n) = owned_node(p, &api, name, uid.as_deref(), CORDON_ANNOTATION, |r| {
+                r.is_none_or(|r| r == run_id)
+            })
+            .await?
+            else {
                 return Ok(false);
             };
-            if uid.is_some() && n.uid() != uid {
-                return Ok(false);
-            }
-            // Cordoned by another run since (or by someone who also annotated it): not ours.
-            if n.annotations()
-                .get(CORDON_ANNOTATION)
-                .is_some_and(|r| r != run_id)
-            {
-                return Ok(false);
-            }
             if n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) {
                 return Ok(false);
             }
@@ -151,38 +145,48 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String>
         }
         ("out-of-service", None) => {
             let api: Api<Node> = Api::all(c);
-            p.limiter.acquire().await;
-            let Some(n) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
-                return Ok(false);
-            };
-            if uid.is_some() && n.uid() != uid {
-                return Ok(false);
-            }
             // Tainted by someone else since (or annotated by another run): not ours.
-            if n.annotations()
-                .get(crate::outage::OUT_OF_SERVICE_ANNOTATION)
-                .is_none_or(|r| r != run_id)
+            if owned_node(
+                p,
+                &api,
+                name,
+                uid.as_deref(),
+                crate::outage::OUT_OF_SERVICE_ANNOTATION,
+                |r| r == Some(run_id),
+            )
+            .await?
+            .is_none()
             {
                 return Ok(false);
             }
-            p.limiter.acquire().await;
-            api.patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({
-                    "metadata": {
-                        "annotations": {crate::outage::OUT_OF_SERVICE_ANNOTATION: null},
-                        "resourceVersion": n.resource_version(),
-                    },
-                    "spec": {"taints": crate::outage::taints_with(&n, false)},
-                })),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            crate::outage::patch_taint(&p.limiter, &api, name, None)
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(true)
         }
         (k, _) => Err(format!("unknown ledger kind {k:?}")),
     }
+}
+
+/// Node `name` when it is still the node the ledger recorded (`uid`) and its `annotation`
+/// (the run that marked it) passes `ours`; `None` otherwise.
+async fn owned_node(
+    p: &Kube,
+    api: &Api<Node>,
+    name: &str,
+    uid: Option<&str>,
+    annotation: &str,
+    ours: impl Fn(Option<&str>) -> bool,
+) -> Result<Option<Node>, String> {
+    p.limiter.acquire().await;
+    let Some(n) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    if uid.is_some() && n.uid().as_deref() != uid {
+        return Ok(None);
+    }
+    let mark = n.annotations().get(annotation).map(String::as_str);
+    Ok(ours(mark).then_some(n))
 }
 
 /// Waits until PV `name` is gone when its reclaim policy is `Delete` (a `Retain` PV stays).

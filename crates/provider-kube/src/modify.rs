@@ -48,24 +48,24 @@ fn storage(
     trace_format::units::parse_bytes(&m?.get("storage")?.0).ok()
 }
 
-/// Where a resize stands in the claim's status.
+/// Where a resize or a modify stands in the claim's status.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum ResizeState {
-    /// `status.capacity` reached the request.
+enum Verdict {
+    /// Carried out (the capacity reached the request; the class is current).
     Done,
-    /// The resizer refused this size for good.
+    /// The resizer refused it for good, with the claim's condition message.
     Infeasible(String),
-    /// Still going; the resizer's current step for this size, if it names one.
+    /// Still going; the resizer's current step, if it names one.
     Step(Option<&'static str>),
 }
 
-fn resize_state(st: &PersistentVolumeClaimStatus, size: u64) -> ResizeState {
+fn resize_state(st: &PersistentVolumeClaimStatus, size: u64) -> Verdict {
     if storage(st.capacity.as_ref()).is_some_and(|c| c >= size) {
-        return ResizeState::Done;
+        return Verdict::Done;
     }
     // The resizer's statuses are about the size it was asked last (allocatedResources).
     if storage(st.allocated_resources.as_ref()) != Some(size) {
-        return ResizeState::Step(None);
+        return Verdict::Step(None);
     }
     let s = st
         .allocated_resource_statuses
@@ -73,43 +73,35 @@ fn resize_state(st: &PersistentVolumeClaimStatus, size: u64) -> ResizeState {
         .and_then(|m| m.get("storage"))
         .map(String::as_str);
     match s {
-        Some("ControllerResizeInfeasible") => ResizeState::Infeasible(
+        Some("ControllerResizeInfeasible") => Verdict::Infeasible(
             condition(st, "ControllerResizeError").unwrap_or_else(|| s.unwrap_or("").into()),
         ),
-        Some("NodeResizeInfeasible") => ResizeState::Infeasible(
+        Some("NodeResizeInfeasible") => Verdict::Infeasible(
             condition(st, "NodeResizeError").unwrap_or_else(|| s.unwrap_or("").into()),
         ),
-        Some("ControllerResizeInProgress") => ResizeState::Step(Some("controller-resize")),
-        Some("NodeResizePending") => ResizeState::Step(Some("node-resize-pending")),
-        Some("NodeResizeInProgress") => ResizeState::Step(Some("node-resize")),
-        _ => ResizeState::Step(None),
+        Some("ControllerResizeInProgress") => Verdict::Step(Some("controller-resize")),
+        Some("NodeResizePending") => Verdict::Step(Some("node-resize-pending")),
+        Some("NodeResizeInProgress") => Verdict::Step(Some("node-resize")),
+        _ => Verdict::Step(None),
     }
 }
 
-/// Where a modify stands in the claim's status.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum ModifyState {
-    Done,
-    Infeasible(String),
-    Step(Option<&'static str>),
-}
-
-fn modify_state(st: &PersistentVolumeClaimStatus, class: &str) -> ModifyState {
+fn modify_state(st: &PersistentVolumeClaimStatus, class: &str) -> Verdict {
     let mvs = st.modify_volume_status.as_ref();
     if st.current_volume_attributes_class_name.as_deref() == Some(class) && mvs.is_none() {
-        return ModifyState::Done;
+        return Verdict::Done;
     }
     let Some(m) = mvs.filter(|m| m.target_volume_attributes_class_name.as_deref() == Some(class))
     else {
-        return ModifyState::Step(None);
+        return Verdict::Step(None);
     };
     match m.status.as_str() {
-        "Infeasible" => ModifyState::Infeasible(
+        "Infeasible" => Verdict::Infeasible(
             condition(st, "ModifyVolumeError").unwrap_or_else(|| "Infeasible".into()),
         ),
-        "InProgress" => ModifyState::Step(Some("in-progress")),
-        "Pending" => ModifyState::Step(Some("pending")),
-        _ => ModifyState::Step(None),
+        "InProgress" => Verdict::Step(Some("in-progress")),
+        "Pending" => Verdict::Step(Some("pending")),
+        _ => Verdict::Step(None),
     }
 }
 
@@ -133,6 +125,45 @@ impl Steps {
 }
 
 impl Kube {
+    /// Waits on claim `claim` (UID `uid`) until `judge` gives a verdict, stamping each step
+    /// it saw on the way and then `done` or `infeasible`; `Err` carries the refusal's message.
+    async fn claim_verdict(
+        &self,
+        ctx: &OpCtx,
+        claim: &str,
+        uid: &str,
+        done: &str,
+        judge: impl Fn(&PersistentVolumeClaimStatus) -> Verdict,
+    ) -> Result<Result<(), String>, ProviderError> {
+        let ns = self.ns()?;
+        let mut steps = Steps::default();
+        let (state, at) = self
+            .watches()?
+            .pvc
+            .wait_for(claim, |s| {
+                let o = crate::ops::get(s, ns, claim, uid)?;
+                match judge(o.status.as_ref()?) {
+                    Verdict::Step(step) => {
+                        steps.saw(step);
+                        None
+                    }
+                    v => Some(v),
+                }
+            })
+            .await;
+        steps.stamp(ctx);
+        Ok(match state {
+            Verdict::Infeasible(msg) => {
+                phase_at(ctx, "infeasible", at);
+                Err(msg)
+            }
+            _ => {
+                phase_at(ctx, done, at);
+                Ok(())
+            }
+        })
+    }
+
     /// `resize`: patches the claim's request and waits for the resizer's verdict.
     pub(crate) async fn resize(
         &self,
@@ -171,37 +202,17 @@ impl Kube {
             ctx,
             format!("PVC {ns}/{} status.capacity to reach {}", vs.pvc, r.size),
         );
-        let mut steps = Steps::default();
-        let (state, at) = watches
-            .pvc
-            .wait_for(&vs.pvc, |s| {
-                let o = crate::ops::get(s, ns, &vs.pvc, &uid)?;
-                match resize_state(o.status.as_ref()?, r.size) {
-                    ResizeState::Step(step) => {
-                        steps.saw(step);
-                        None
-                    }
-                    done => Some(done),
-                }
-            })
-            .await;
-        steps.stamp(ctx);
-        match state {
-            ResizeState::Infeasible(msg) => {
-                phase_at(ctx, "infeasible", at);
-                Err(ProviderError::new(
+        self.claim_verdict(ctx, &vs.pvc, &uid, "resized", |st| resize_state(st, r.size))
+            .await?
+            .map_err(|msg| {
+                ProviderError::new(
                     "infeasible",
                     format!(
                         "PVC {ns}/{}: the resize to {} bytes was refused: {msg}",
                         vs.pvc, r.size
                     ),
-                ))
-            }
-            _ => {
-                phase_at(ctx, "resized", at);
-                Ok(())
-            }
-        }
+                )
+            })
     }
 
     /// `modify_volume`: sets the claim's `volumeAttributesClassName` and waits for the
@@ -231,38 +242,17 @@ impl Kube {
                 vs.pvc
             ),
         );
-        let mut steps = Steps::default();
-        let (state, at) = self
-            .watches()?
-            .pvc
-            .wait_for(&vs.pvc, |s| {
-                let o = crate::ops::get(s, ns, &vs.pvc, &uid)?;
-                match modify_state(o.status.as_ref()?, &class) {
-                    ModifyState::Step(step) => {
-                        steps.saw(step);
-                        None
-                    }
-                    done => Some(done),
-                }
-            })
-            .await;
-        steps.stamp(ctx);
-        match state {
-            ModifyState::Infeasible(msg) => {
-                phase_at(ctx, "infeasible", at);
-                Err(ProviderError::new(
+        self.claim_verdict(ctx, &vs.pvc, &uid, "modified", |st| modify_state(st, &class))
+            .await?
+            .map_err(|msg| {
+                ProviderError::new(
                     "infeasible",
                     format!(
                         "PVC {ns}/{}: VolumeAttributesClass {class} was refused: {msg}",
                         vs.pvc
                     ),
-                ))
-            }
-            _ => {
-                phase_at(ctx, "modified", at);
-                Ok(())
-            }
-        }
+                )
+            })
     }
 
     /// Before the clock: each attributes class the trace declares is found in the cluster or
@@ -395,38 +385,38 @@ mod tests {
             capacity: q("1Gi"),
             ..PersistentVolumeClaimStatus::default()
         };
-        assert_eq!(resize_state(&st, 2 << 30), ResizeState::Step(None));
+        assert_eq!(resize_state(&st, 2 << 30), Verdict::Step(None));
         st.allocated_resources = q("2Gi");
         st.allocated_resource_statuses =
             Some([("storage".into(), "ControllerResizeInProgress".into())].into());
         assert_eq!(
             resize_state(&st, 2 << 30),
-            ResizeState::Step(Some("controller-resize"))
+            Verdict::Step(Some("controller-resize"))
         );
         st.allocated_resource_statuses =
             Some([("storage".into(), "ControllerResizeInfeasible".into())].into());
         st.conditions = cond("ControllerResizeError", "out of range: 2Gi > maxSize");
         assert_eq!(
             resize_state(&st, 2 << 30),
-            ResizeState::Infeasible("out of range: 2Gi > maxSize".into())
+            Verdict::Infeasible("out of range: 2Gi > maxSize".into())
         );
         // The refusal was of another size (the request lowered since): not this resize's.
-        assert_eq!(resize_state(&st, 1536 << 20), ResizeState::Step(None));
+        assert_eq!(resize_state(&st, 1536 << 20), Verdict::Step(None));
         st.capacity = q("1536Mi");
-        assert_eq!(resize_state(&st, 1536 << 20), ResizeState::Done);
+        assert_eq!(resize_state(&st, 1536 << 20), Verdict::Done);
     }
 
     #[test]
     fn a_modify_is_done_refused_or_on_its_way_as_the_claim_says() {
         let mut st = PersistentVolumeClaimStatus::default();
-        assert_eq!(modify_state(&st, "gold"), ModifyState::Step(None));
+        assert_eq!(modify_state(&st, "gold"), Verdict::Step(None));
         st.modify_volume_status = Some(ModifyVolumeStatus {
             status: "InProgress".into(),
             target_volume_attributes_class_name: Some("gold".into()),
         });
         assert_eq!(
             modify_state(&st, "gold"),
-            ModifyState::Step(Some("in-progress"))
+            Verdict::Step(Some("in-progress"))
         );
         st.modify_volume_status = Some(ModifyVolumeStatus {
             status: "Infeasible".into(),
@@ -435,12 +425,12 @@ mod tests {
         st.conditions = cond("ModifyVolumeError", "unknown parameter \"iops\"");
         assert_eq!(
             modify_state(&st, "gold"),
-            ModifyState::Infeasible("unknown parameter \"iops\"".into())
+            Verdict::Infeasible("unknown parameter \"iops\"".into())
         );
         // Another class's refusal is not this modify's.
-        assert_eq!(modify_state(&st, "silver"), ModifyState::Step(None));
+        assert_eq!(modify_state(&st, "silver"), Verdict::Step(None));
         st.modify_volume_status = None;
         st.current_volume_attributes_class_name = Some("gold".into());
-        assert_eq!(modify_state(&st, "gold"), ModifyState::Done);
+        assert_eq!(modify_state(&st, "gold"), Verdict::Done);
     }
 }

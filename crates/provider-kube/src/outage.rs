@@ -53,6 +53,38 @@ pub(crate) fn taints_with(n: &Node, add: bool) -> Vec<Taint> {
     t
 }
 
+/// Puts the out-of-service taint on node `name` (`add`, annotating it with the run) or takes
+/// it and the annotation off, keeping every other taint. The taints are a list the API
+/// replaces whole, so the patch carries the node's `resourceVersion`, and a conflict (another
+/// writer in between: the node lifecycle controller's own taints) is retried on a fresh read.
+pub(crate) async fn patch_taint(
+    limiter: &crate::Limiter,
+    api: &Api<Node>,
+    name: &str,
+    add: Option<&str>,
+) -> Result<Node, kube::Error> {
+    let mut tries = 0;
+    loop {
+        limiter.acquire().await;
+        let n = api.get(name).await?;
+        let patch = json!({
+            "metadata": {
+                "annotations": {OUT_OF_SERVICE_ANNOTATION: add},
+                "resourceVersion": n.resource_version(),
+            },
+            "spec": {"taints": taints_with(&n, add.is_some())},
+        });
+        limiter.acquire().await;
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.code == 409 && tries < 5 => tries += 1,
+            r => return r,
+        }
+    }
+}
+
 impl Kube {
     pub(crate) async fn force_detach(&self, ctx: &OpCtx, node: &str) -> Result<(), ProviderError> {
         let ns = self.ns()?;
@@ -80,19 +112,9 @@ impl Kube {
             })
             .map_err(io_err)?;
             let run_id = self.run()?.run_id.clone();
-            self.call(api.patch(
-                node,
-                &PatchParams::default(),
-                &Patch::Merge(json!({
-                    "metadata": {
-                        "annotations": {OUT_OF_SERVICE_ANNOTATION: run_id},
-                        // Optimistic concurrency: another writer's taint is not lost.
-                        "resourceVersion": n.resource_version(),
-                    },
-                    "spec": {"taints": taints_with(&n, true)},
-                })),
-            ))
-            .await?;
+            patch_taint(&self.limiter, &api, node, Some(&run_id))
+                .await
+                .map_err(|e| self.api_err(&e))?;
             phase(ctx, "tainted");
         }
         // Kubernetes removes the pods (its I/O pods too) and detaches their volumes.

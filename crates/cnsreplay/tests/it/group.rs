@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::real_node::{nothing_left, real_node_cluster};
+use crate::real_node::{kube_run_args, nothing_left, real_node_cluster, run_id};
 use crate::{LENIENT, cnsreplay, ok, s};
 
 /// The restored members' verification, from their iogen logs (`intact`, `MISMATCHES`).
@@ -117,25 +117,8 @@ fn a_group_snapshot_of_five_volumes_under_io_restores_consistent_members_on_the_
     let tmp = tempfile::tempdir().expect("tempdir");
     let kc = c.runner_kubeconfig(tmp.path());
     let run = tmp.path().join("run");
-    let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
-    let mut args = vec![
-        "run",
-        "traces/group-snapshot.yaml",
-        "--provider",
-        "kube",
-        "--kubeconfig",
-        s(&kc),
-        "--node-selector",
-        &selector,
-        "--iogen-image",
-        c.get("TESTENV_IOGEN_IMAGE"),
-        LENIENT,
-        "-o",
-        s(&run),
-    ];
-    if !c.get("TESTENV_IOGEN_SECCOMP").is_empty() {
-        args.extend(["--iogen-seccomp-profile", c.get("TESTENV_IOGEN_SECCOMP")]);
-    }
+    let args = kube_run_args(&c, &kc, "traces/group-snapshot.yaml", &run, true, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     ok(&cnsreplay(&args));
     check_run(&run);
     // The driver took the group in one call, freezing all five mounted members together.
@@ -150,12 +133,7 @@ fn a_group_snapshot_of_five_volumes_under_io_restores_consistent_members_on_the_
             .any(|l| l.contains("freeze-all") && l.matches("vol-").count() >= 5),
         "{group_calls:#?}"
     );
-    let label = {
-        let m: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
-                .expect("json");
-        format!("cnsreplay.io/run={}", m["run_id"].as_str().expect("run id"))
-    };
+    let label = format!("cnsreplay.io/run={}", run_id(&run));
     let left = c.kubectl(&[
         "get",
         "volumegroupsnapshots",

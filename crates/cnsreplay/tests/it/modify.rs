@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::real_node::{nothing_left, real_node_cluster};
+use crate::real_node::{kube_run_args, nothing_left, real_node_cluster, run_id};
 use crate::{LENIENT, cnsreplay, ok, s};
 
 fn events(run: &Path) -> Vec<serde_json::Value> {
@@ -38,27 +38,10 @@ fn modify_and_recover_on_the_real_node() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let kc = c.runner_kubeconfig(tmp.path());
     let run = tmp.path().join("run");
-    let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
     // By its absolute path, which the manifest records: analysis finds it from anywhere.
     let trace = crate::workspace().join("traces/modify-and-recover.yaml");
-    let mut args = vec![
-        "run",
-        s(&trace),
-        "--provider",
-        "kube",
-        "--kubeconfig",
-        s(&kc),
-        "--node-selector",
-        &selector,
-        "--iogen-image",
-        c.get("TESTENV_IOGEN_IMAGE"),
-        LENIENT,
-        "-o",
-        s(&run),
-    ];
-    if !c.get("TESTENV_IOGEN_SECCOMP").is_empty() {
-        args.extend(["--iogen-seccomp-profile", c.get("TESTENV_IOGEN_SECCOMP")]);
-    }
+    let args = kube_run_args(&c, &kc, s(&trace), &run, true, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = cnsreplay(&args);
     ok(&out);
 
@@ -186,13 +169,7 @@ fn modify_and_recover_on_the_real_node() {
     );
 
     // The classes the run created (none of them existed) are gone with it.
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
-            .expect("json");
-    let label = format!(
-        "cnsreplay.io/run={}",
-        manifest["run_id"].as_str().expect("run_id")
-    );
+    let label = format!("cnsreplay.io/run={}", run_id(&run));
     let ledger = std::fs::read_to_string(run.join("ledger.jsonl")).expect("ledger");
     assert!(ledger.contains("\"volumeattributesclass\""), "{ledger}");
     let vacs = c.kubectl(&["get", "volumeattributesclasses", "-l", &label, "-o", "name"]);

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::real_node::{nothing_left, real_node_cluster};
-use crate::{LENIENT, s};
+use crate::real_node::{kube_run_args, nothing_left, real_node_cluster};
+use crate::s;
 
 /// The real node's kubelet, stopped; started again (same command line) on `start` or drop.
 struct StoppedKubelet {
@@ -121,19 +121,7 @@ fn force_detach_of_the_shut_down_real_node_brings_the_workload_up_elsewhere() {
     )
     .expect("trace");
     let child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
-        .args([
-            "run",
-            s(&trace),
-            "--provider",
-            "kube",
-            "--kubeconfig",
-            s(&kc),
-            "--iogen-image",
-            c.get("TESTENV_IOGEN_IMAGE"),
-            LENIENT,
-            "-o",
-            s(&run),
-        ])
+        .args(kube_run_args(&c, &kc, s(&trace), &run, false, &[]))
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -92,23 +92,24 @@ pub(crate) fn real_node_cluster() -> Option<Cluster> {
     Some(Cluster { vars })
 }
 
-/// `cnsreplay run TRACE` on the real node as the runner `kc`, into `run`: the cluster's
-/// classes, the node, the image and iogen's seccomp profile.
-fn run_args(c: &Cluster, kc: &Path, trace: &str, run: &Path) -> Vec<String> {
-    let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
-    [
+/// `cnsreplay run TRACE --provider kube` as the runner `kc`, into `run`: the image and
+/// iogen's seccomp profile, every pod on the real node when `pinned`, and the trace's own
+/// classes (testenv's names) unless `extra` says otherwise.
+pub(crate) fn kube_run_args(
+    c: &Cluster,
+    kc: &Path,
+    trace: &str,
+    run: &Path,
+    pinned: bool,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut args: Vec<String> = [
         "run",
         trace,
         "--provider",
         "kube",
         "--kubeconfig",
         s(kc),
-        "--storage-class",
-        c.get("TESTENV_STORAGE_CLASS"),
-        "--snapshot-class",
-        c.get("TESTENV_SNAPSHOT_CLASS"),
-        "--node-selector",
-        &selector,
         "--iogen-image",
         c.get("TESTENV_IOGEN_IMAGE"),
         LENIENT,
@@ -118,7 +119,39 @@ fn run_args(c: &Cluster, kc: &Path, trace: &str, run: &Path) -> Vec<String> {
     .map(str::to_owned)
     .into_iter()
     .chain(c.seccomp())
-    .collect()
+    .chain(extra.iter().map(|a| (*a).to_owned()))
+    .collect();
+    if pinned {
+        args.push("--node-selector".to_owned());
+        args.push(format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL")));
+    }
+    args
+}
+
+/// `cnsreplay run TRACE` on the real node as the runner `kc`, into `run`, with the cluster's
+/// classes for every class the trace names.
+fn run_args(c: &Cluster, kc: &Path, trace: &str, run: &Path) -> Vec<String> {
+    kube_run_args(
+        c,
+        kc,
+        trace,
+        run,
+        true,
+        &[
+            "--storage-class",
+            c.get("TESTENV_STORAGE_CLASS"),
+            "--snapshot-class",
+            c.get("TESTENV_SNAPSHOT_CLASS"),
+        ],
+    )
+}
+
+/// The run id of a run directory (its manifest's).
+pub(crate) fn run_id(run: &Path) -> String {
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
+            .expect("json");
+    m["run_id"].as_str().expect("run_id").to_owned()
 }
 
 /// Experiment 2's operations and how many of each it has (`traces/experiment2-short.yaml`).

@@ -20,8 +20,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use trace_format::{
-    AccessMode, Attach, CreateVolume, Defaults, Event, Header, ModifyVolume, Name, Op, Resize,
-    Snapshot, SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadRef,
+    AccessMode, Attach, CreateVolume, Defaults, Event, GroupMember, GroupSnapshot,
+    GroupSnapshotRef, Header, ModifyVolume, Name, NodeRef, Op, Resize, Snapshot, SnapshotRef,
+    VolumeDecl, VolumeRef, VolumeSource, WorkloadRef,
 };
 
 use super::{Act, AuditCounts, AuditOptions, Item, Src};
@@ -34,6 +35,8 @@ struct Vol {
     before_grow: Option<u64>,
     /// Its attributes class, when the log set one.
     class: Option<String>,
+    /// Its labels (what a group snapshot's selector matches).
+    labels: BTreeMap<String, String>,
     access: AccessMode,
     attached_by: Vec<(String, Option<String>)>,
     /// A delete waiting for the last pod to go: (tenant, observed).
@@ -58,6 +61,12 @@ pub(super) struct Mapper {
     classes: BTreeMap<Name, BTreeMap<String, String>>,
     /// The parameters of the VolumeAttributesClasses the log created.
     vac_params: HashMap<String, BTreeMap<String, String>>,
+    /// Live group snapshots: their member volumes with their sizes when taken.
+    groups: HashMap<String, Vec<(String, u64)>>,
+    /// Member VolumeSnapshots of groups: snapshot → (group, volume).
+    members: HashMap<String, (String, String)>,
+    /// Nodes the log put out of service (until a whole-object update takes the taint off).
+    out_of_service: HashSet<String>,
 }
 
 impl Mapper {
@@ -77,6 +86,9 @@ impl Mapper {
             not_growing: 0,
             classes: BTreeMap::new(),
             vac_params: HashMap::new(),
+            groups: HashMap::new(),
+            members: HashMap::new(),
+            out_of_service: HashSet::new(),
         }
     }
 
@@ -135,6 +147,7 @@ impl Mapper {
                 size: size.unwrap_or(Defaults::FALLBACK_VOLUME_SIZE),
                 before_grow: None,
                 class: None,
+                labels: BTreeMap::new(),
                 access: AccessMode::ReadWriteOnce,
                 attached_by: Vec::new(),
                 pending_delete: None,
@@ -162,11 +175,36 @@ impl Mapper {
                 source,
                 pv: _,
                 attributes_class,
+                labels,
             } => {
                 if self.volumes.contains_key(&vol) {
                     return self.drop("PVC creates of a volume that exists were dropped");
                 }
                 let source = match source {
+                    Some(Src::Snapshot(s)) if self.members.contains_key(&s) => {
+                        let (group, member) = self.members[&s].clone();
+                        let size = self
+                            .groups
+                            .get(&group)
+                            .and_then(|m| m.iter().find(|(v, _)| *v == member))
+                            .map(|(_, sz)| *sz);
+                        match size {
+                            Some(sz) => Some((
+                                VolumeSource::GroupMember(GroupMember {
+                                    group: Name::new(&group),
+                                    volume: Name::new(&member),
+                                }),
+                                sz,
+                            )),
+                            None => {
+                                self.drop(
+                                    "PVC data sources name a group member whose group is not \
+                                     live in the log and were left out",
+                                );
+                                None
+                            }
+                        }
+                    }
                     Some(Src::Snapshot(s)) => match self.snaps.get(&s) {
                         Some(sz) => Some((VolumeSource::Snapshot(Name::new(&s)), *sz)),
                         None => {
@@ -206,6 +244,7 @@ impl Mapper {
                         size: effective,
                         before_grow: None,
                         class: None,
+                        labels,
                         access: access.unwrap_or(AccessMode::ReadWriteOnce),
                         attached_by: Vec::new(),
                         pending_delete: None,
@@ -249,7 +288,18 @@ impl Mapper {
                 size,
                 pv: _,
                 attributes_class,
+                labels,
             } => {
+                if !labels.is_empty()
+                    && let Some(v) = self.volumes.get_mut(&vol)
+                {
+                    for (k, val) in labels {
+                        match val {
+                            Some(val) => v.labels.insert(k, val),
+                            None => v.labels.remove(&k),
+                        };
+                    }
+                }
                 if let Some(c) = attributes_class {
                     if !self.resolve(&vol, size) {
                         return self.drop(
@@ -285,6 +335,66 @@ impl Mapper {
                 });
                 self.emit(t, tenant, observed, op);
             }
+            Act::CreateGroup {
+                group,
+                namespace,
+                selector,
+                class,
+            } => {
+                if self.groups.contains_key(&group) {
+                    return self.drop("group snapshot creates of a group that exists were dropped");
+                }
+                let prefix = namespace.map(|n| format!("{n}/")).unwrap_or_default();
+                let mut vols: Vec<(String, u64)> = self
+                    .volumes
+                    .iter()
+                    .filter(|(n, v)| {
+                        n.starts_with(&prefix)
+                            && selector.iter().all(|(k, x)| v.labels.get(k) == Some(x))
+                    })
+                    .map(|(n, v)| (n.clone(), v.size))
+                    .collect();
+                if vols.is_empty() {
+                    return self.drop(
+                        "group snapshots whose selector matches no live PVC were dropped",
+                    );
+                }
+                vols.sort();
+                let op = Op::GroupSnapshot(GroupSnapshot {
+                    group: Name::new(&group),
+                    volumes: vols.iter().map(|(n, _)| Name::new(n)).collect(),
+                    class: class.as_deref().map(Name::new),
+                });
+                self.groups.insert(group, vols);
+                self.emit(t, tenant, observed, op);
+            }
+            Act::DeleteGroup { group } => {
+                if self.groups.remove(&group).is_none() {
+                    return self.drop(
+                        "group snapshot deletes of a group not created in the log were dropped",
+                    );
+                }
+                let op = Op::DeleteGroupSnapshot(GroupSnapshotRef {
+                    group: Name::new(&group),
+                });
+                self.emit(t, tenant, observed, op);
+            }
+            Act::CreateMember { snap, group, vol } => {
+                self.members.insert(snap, (group, vol));
+            }
+            Act::Taint {
+                node,
+                out_of_service,
+            } => {
+                if !out_of_service {
+                    self.out_of_service.remove(&node);
+                } else if self.out_of_service.insert(node.clone()) {
+                    let op = Op::ForceDetach(NodeRef {
+                        node: Name::new(&node),
+                    });
+                    self.emit(t, None, observed, op);
+                }
+            }
             Act::CreateVac { name, params } => {
                 self.vac_params.insert(name, params);
             }
@@ -303,6 +413,10 @@ impl Mapper {
                     class: class.as_deref().map(Name::new),
                 });
                 self.emit(t, tenant, observed, op);
+            }
+            Act::DeleteSnap { snap } if self.members.contains_key(&snap) => {
+                // The snapshot controller deleting a group's member: part of the group's delete.
+                self.members.remove(&snap);
             }
             Act::DeleteSnap { snap } => {
                 if self.snaps.remove(&snap).is_none() {

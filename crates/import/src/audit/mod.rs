@@ -153,6 +153,8 @@ enum Act {
         pv: Option<String>,
         /// `spec.volumeAttributesClassName`.
         attributes_class: Option<String>,
+        /// `metadata.labels` (what a VolumeGroupSnapshot's selector matches).
+        labels: BTreeMap<String, String>,
     },
     DeletePvc {
         vol: String,
@@ -163,6 +165,29 @@ enum Act {
         pv: Option<String>,
         /// `spec.volumeAttributesClassName`.
         attributes_class: Option<String>,
+        /// Label changes (`None`: removed).
+        labels: BTreeMap<String, Option<String>>,
+    },
+    /// A VolumeGroupSnapshot created over the PVCs its selector matches.
+    CreateGroup {
+        group: String,
+        namespace: Option<String>,
+        selector: BTreeMap<String, String>,
+        class: Option<String>,
+    },
+    DeleteGroup {
+        group: String,
+    },
+    /// A member VolumeSnapshot the snapshot controller made for a group (owned by it).
+    CreateMember {
+        snap: String,
+        group: String,
+        vol: String,
+    },
+    /// A node's taints written: whether they hold the out-of-service taint.
+    Taint {
+        node: String,
+        out_of_service: bool,
     },
     /// A VolumeAttributesClass created, with its parameters.
     CreateVac {

@@ -28,7 +28,9 @@ impl Ev<'_> {
                     | "pods"
                     | "persistentvolumes"
                     | "volumeattachments"
-                    | "volumeattributesclasses",
+                    | "volumeattributesclasses"
+                    | "volumegroupsnapshots"
+                    | "nodes",
                 ""
             ) | ("pods", "binding")
                 | ("volumeattachments", "status")

@@ -1,6 +1,8 @@
 //! What one completed request means for storage: the mapping of a request (verb, resource,
 //! subresource, bodies) to an [`Act`], the table in `docs/import.md`.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use trace_format::{AccessMode, VolumeMode};
 
@@ -47,6 +49,7 @@ impl Reader<'_> {
                             source: None,
                             pv: None,
                             attributes_class: None,
+                            labels: BTreeMap::new(),
                         }
                     }
                     Some(o) => self.pvc(o, &field("requestObject."), vol, &qualify)?,
@@ -74,7 +77,9 @@ impl Reader<'_> {
                 let size = self.patched_size(o, &f)?;
                 let pv = get_str(o, &["spec", "volumeName"]).map(str::to_owned);
                 let attributes_class = patched_class(o);
-                if size.is_none() && pv.is_none() && attributes_class.is_none() {
+                let labels = patched_labels(o);
+                if size.is_none() && pv.is_none() && attributes_class.is_none() && labels.is_empty()
+                {
                     return self.unrelated();
                 }
                 Act::UpdatePvc {
@@ -82,6 +87,47 @@ impl Reader<'_> {
                     size,
                     pv,
                     attributes_class,
+                    labels,
+                }
+            }
+            ("volumegroupsnapshots", "", "create") => {
+                let (Some(n), Some(o)) = (name, req) else {
+                    self.counts.no_body += 1;
+                    return Ok(None);
+                };
+                let Some(sel) = get(o, &["spec", "source", "selector", "matchLabels"])
+                    .and_then(Value::as_object)
+                else {
+                    // Pre-provisioned (volumeGroupSnapshotContentName): no volumes to take.
+                    return self.unrelated();
+                };
+                Act::CreateGroup {
+                    group: qualify(n),
+                    namespace: namespace.map(str::to_owned),
+                    selector: sel
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                        .collect(),
+                    class: get_str(o, &["spec", "volumeGroupSnapshotClassName"])
+                        .map(str::to_owned),
+                }
+            }
+            ("volumegroupsnapshots", "", "delete") => match name {
+                Some(n) => Act::DeleteGroup { group: qualify(n) },
+                None => return self.unrelated(),
+            },
+            ("nodes", "", verb @ ("update" | "patch")) => {
+                let (Some(n), Some(o)) = (name, req) else {
+                    return self.unrelated();
+                };
+                // A whole object says whether the taint is on; a patch (strategic merge
+                // patches list only the taints they change) only that it was put on.
+                match (verb, node_taints(o)) {
+                    ("update", Some(on)) | ("patch", Some(on @ true)) => Act::Taint {
+                        node: n.to_owned(),
+                        out_of_service: on,
+                    },
+                    _ => return self.unrelated(),
                 }
             }
             ("volumeattributesclasses", "", "create") => {
@@ -114,6 +160,23 @@ impl Reader<'_> {
                     // Pre-provisioned (volumeSnapshotContentName): no volume to snapshot.
                     return self.unrelated();
                 };
+                // A group's member, made by the snapshot controller: part of the group.
+                let group = get(o, &["metadata", "ownerReferences"])
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .find(|r| get_str(r, &["kind"]) == Some("VolumeGroupSnapshot"))
+                    .and_then(|r| get_str(r, &["name"]));
+                if let Some(g) = group {
+                    return Ok(Some((
+                        Act::CreateMember {
+                            snap: qualify(n),
+                            group: qualify(g),
+                            vol: qualify(pvc),
+                        },
+                        tenant,
+                    )));
+                }
                 Act::CreateSnap {
                     snap: qualify(n),
                     vol: qualify(pvc),
@@ -304,6 +367,14 @@ impl Reader<'_> {
             attributes_class: get_str(o, &["spec", "volumeAttributesClassName"])
                 .filter(|c| !c.is_empty())
                 .map(str::to_owned),
+            labels: get(o, &["metadata", "labels"])
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
@@ -349,4 +420,55 @@ fn patched_class(o: &Value) -> Option<String> {
         None => get_str(o, &["spec", "volumeAttributesClassName"]),
     };
     c.filter(|c| !c.is_empty()).map(str::to_owned)
+}
+
+/// The label changes of a PVC update or patch: a whole object's or merge patch's
+/// `metadata.labels` (a `null` value removes one), or JSON patch operations on
+/// `/metadata/labels/<key>`.
+fn patched_labels(o: &Value) -> BTreeMap<String, Option<String>> {
+    match o.as_array() {
+        Some(ops) => ops
+            .iter()
+            .filter_map(|op| {
+                let key = get_str(op, &["path"])?.strip_prefix("/metadata/labels/")?;
+                let key = key.replace("~1", "/").replace("~0", "~");
+                let value = match get_str(op, &["op"])? {
+                    "remove" => None,
+                    _ => Some(get_str(op, &["value"])?.to_owned()),
+                };
+                Some((key, value))
+            })
+            .collect(),
+        None => get(o, &["metadata", "labels"])
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// Whether a node update or patch that writes its taints leaves the out-of-service taint on
+/// (`None`: it does not write them).
+fn node_taints(o: &Value) -> Option<bool> {
+    const KEY: &str = "node.kubernetes.io/out-of-service";
+    let has = |t: &Value| get_str(t, &["key"]) == Some(KEY);
+    match o.as_array() {
+        // JSON patch: a whole list, or one taint appended.
+        Some(ops) => ops.iter().find_map(|op| {
+            let path = get_str(op, &["path"])?;
+            let v = get(op, &["value"])?;
+            match path {
+                "/spec/taints" => Some(v.as_array().is_some_and(|a| a.iter().any(has))),
+                "/spec/taints/-" => has(v).then_some(true),
+                _ => None,
+            }
+        }),
+        None => {
+            let t = get(o, &["spec", "taints"])?;
+            Some(t.as_array().is_some_and(|a| a.iter().any(has)))
+        }
+    }
 }

@@ -550,3 +550,83 @@ fn class_changes_and_expansion_recovery_map_to_their_events() {
     // The whole-object update restating 10Gi, and the lowering to 5Gi.
     assert_eq!(imp.counts.not_growing, 2);
 }
+
+/// A group snapshot over labelled PVCs (its members made by the snapshot controller, one of
+/// them restored), its delete, and a node put out of service: `group_snapshot` with the
+/// volumes the selector matched, `create_volume` from a `group_member`, `delete_group_snapshot`
+/// and `force_detach`, in a trace the checker accepts.
+#[test]
+fn group_snapshots_and_out_of_service_nodes_map_to_their_events() {
+    use serde_json::json;
+    let pvc = |name: &str, app: &str| {
+        json!({"metadata": {"name": name, "namespace": "shop", "labels": {"app": app}},
+               "spec": {"accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}}}})
+    };
+    let member = |name: &str, claim: &str| {
+        json!({"metadata": {"name": name, "namespace": "shop",
+                            "ownerReferences": [{"kind": "VolumeGroupSnapshot", "name": "g1",
+                                                 "apiVersion": "groupsnapshot.storage.k8s.io/v1"}]},
+               "spec": {"source": {"persistentVolumeClaimName": claim}}})
+    };
+    let snap_group = "groupsnapshot.storage.k8s.io";
+    let log = [
+        request_line(1, "create", "", "persistentvolumeclaims", Some("shop"), "data", pvc("data", "db")),
+        request_line(2, "create", "", "persistentvolumeclaims", Some("shop"), "wal", pvc("wal", "db")),
+        request_line(3, "create", "", "persistentvolumeclaims", Some("shop"), "web", pvc("web", "web")),
+        request_line(4, "create", snap_group, "volumegroupsnapshots", Some("shop"), "g1",
+            json!({"metadata": {"name": "g1"},
+                   "spec": {"source": {"selector": {"matchLabels": {"app": "db"}}}}})),
+        request_line(5, "create", "snapshot.storage.k8s.io", "volumesnapshots", Some("shop"),
+            "snapshot-aa", member("snapshot-aa", "data")),
+        request_line(6, "create", "snapshot.storage.k8s.io", "volumesnapshots", Some("shop"),
+            "snapshot-bb", member("snapshot-bb", "wal")),
+        request_line(7, "create", "", "persistentvolumeclaims", Some("shop"), "data-r",
+            json!({"metadata": {"name": "data-r", "namespace": "shop"},
+                   "spec": {"accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "1Gi"}},
+                            "dataSource": {"kind": "VolumeSnapshot", "name": "snapshot-aa",
+                                           "apiGroup": "snapshot.storage.k8s.io"}}})),
+        request_line(8, "patch", "", "nodes", None, "node-7",
+            json!({"spec": {"taints": [{"key": "node.kubernetes.io/out-of-service",
+                                        "value": "nodeshutdown", "effect": "NoExecute"}]}})),
+        // The same taint written again (another patch): still one outage.
+        request_line(9, "patch", "", "nodes", None, "node-7",
+            json!({"spec": {"taints": [{"key": "node.kubernetes.io/out-of-service",
+                                        "value": "nodeshutdown", "effect": "NoExecute"}]}})),
+        request_line(10, "delete", snap_group, "volumegroupsnapshots", Some("shop"), "g1", json!(null)),
+        request_line(11, "delete", "snapshot.storage.k8s.io", "volumesnapshots", Some("shop"),
+            "snapshot-aa", json!(null)),
+        request_line(12, "delete", "snapshot.storage.k8s.io", "volumesnapshots", Some("shop"),
+            "snapshot-bb", json!(null)),
+    ]
+    .join("\n");
+    let imp = read(&log, AuditOptions::default(), Policy::default()).expect("import");
+    assert_valid(&imp);
+    let evs: Vec<String> = imp
+        .trace
+        .events
+        .iter()
+        .map(|e| match &e.op {
+            Op::CreateVolume(c) => format!("create {} {:?}", c.volume, c.source),
+            Op::GroupSnapshot(g) => format!("group {} {:?}", g.group, g.volumes),
+            Op::DeleteGroupSnapshot(g) => format!("delete group {}", g.group),
+            Op::ForceDetach(n) => format!("force detach {}", n.node),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        evs,
+        [
+            "create shop/data None",
+            "create shop/wal None",
+            "create shop/web None",
+            r#"group shop/g1 ["shop/data", "shop/wal"]"#,
+            r#"create shop/data-r Some(GroupMember(GroupMember { group: "shop/g1", volume: "shop/data" }))"#,
+            "force detach node-7",
+            "delete group shop/g1",
+        ]
+    );
+    // The controller's member deletes are part of the group's: nothing dropped.
+    assert!(imp.counts.fixes.is_empty(), "{:?}", imp.counts.fixes);
+}

@@ -57,7 +57,12 @@ fn snapshot_restore_clone_resize_with_the_csi_driver() {
         let names = ordered_phases(r);
         match r.op {
             OpType::Snapshot => assert_eq!(names, ["created", "ready"]),
-            OpType::Resize => assert_eq!(names, ["patched", "resized"]),
+            // The resizer's step shows when the claim's status said so before it finished.
+            OpType::Resize => assert!(
+                names == ["patched", "resized"]
+                    || names == ["patched", "controller-resize", "resized"],
+                "{names:?}"
+            ),
             OpType::DeleteSnapshot => assert_eq!(names, ["deleted"]),
             OpType::CreateVolume => assert_eq!(names, ["created", "bound"]),
             // The class deletes its PVs: deletion waits for the PV too.
