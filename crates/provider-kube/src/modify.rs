@@ -242,17 +242,19 @@ impl Kube {
                 vs.pvc
             ),
         );
-        self.claim_verdict(ctx, &vs.pvc, &uid, "modified", |st| modify_state(st, &class))
-            .await?
-            .map_err(|msg| {
-                ProviderError::new(
-                    "infeasible",
-                    format!(
-                        "PVC {ns}/{}: VolumeAttributesClass {class} was refused: {msg}",
-                        vs.pvc
-                    ),
-                )
-            })
+        self.claim_verdict(ctx, &vs.pvc, &uid, "modified", |st| {
+            modify_state(st, &class)
+        })
+        .await?
+        .map_err(|msg| {
+            ProviderError::new(
+                "infeasible",
+                format!(
+                    "PVC {ns}/{}: VolumeAttributesClass {class} was refused: {msg}",
+                    vs.pvc
+                ),
+            )
+        })
     }
 
     /// Before the clock: each attributes class the trace declares is found in the cluster or

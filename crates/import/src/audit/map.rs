@@ -355,9 +355,8 @@ impl Mapper {
                     .map(|(n, v)| (n.clone(), v.size))
                     .collect();
                 if vols.is_empty() {
-                    return self.drop(
-                        "group snapshots whose selector matches no live PVC were dropped",
-                    );
+                    return self
+                        .drop("group snapshots whose selector matches no live PVC were dropped");
                 }
                 vols.sort();
                 let op = Op::GroupSnapshot(GroupSnapshot {

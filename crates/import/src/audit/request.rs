@@ -108,8 +108,7 @@ impl Reader<'_> {
                         .iter()
                         .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
                         .collect(),
-                    class: get_str(o, &["spec", "volumeGroupSnapshotClassName"])
-                        .map(str::to_owned),
+                    class: get_str(o, &["spec", "volumeGroupSnapshotClassName"]).map(str::to_owned),
                 }
             }
             ("volumegroupsnapshots", "", "delete") => match name {
