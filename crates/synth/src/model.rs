@@ -65,6 +65,9 @@ pub struct Model {
     /// Attributes-class changes (`modify_volume`) of random live container volumes.
     #[serde(default)]
     pub modifies: Option<Modifies>,
+    /// Group snapshots of random live container volumes, deleted after a while.
+    #[serde(default)]
+    pub group_snapshots: Option<GroupSnapshots>,
     /// I/O run by each container on its volumes.
     #[serde(default)]
     pub io: Option<Io>,
@@ -671,6 +674,24 @@ pub struct Modifies {
     #[serde(deserialize_with = "trace_format::units::class_params_de")]
     pub classes:
         std::collections::BTreeMap<trace_format::Name, std::collections::BTreeMap<String, String>>,
+}
+
+/// Group snapshots.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSnapshots {
+    /// Cluster-wide rate.
+    pub rate: Rate,
+    /// Volumes per group (default 2; fewer when fewer are live).
+    #[serde(default = "two_volumes")]
+    pub volumes: u32,
+    /// How long a group snapshot is kept (default 5 min).
+    #[serde(default = "five_min", deserialize_with = "dur_de")]
+    pub keep: u64,
+}
+
+fn two_volumes() -> u32 {
+    2
 }
 
 /// Resizes.

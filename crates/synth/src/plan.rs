@@ -402,6 +402,12 @@ impl Plan {
         if let Some(io) = &model.io {
             check_phases(&io.phases, file)?;
         }
+        if let Some(g) = &model.group_snapshots {
+            check_rate(file, "group_snapshots.rate", g.rate.0)?;
+            if g.volumes == 0 {
+                return Err(invalid(file, "group_snapshots.volumes", "must be at least 1"));
+            }
+        }
         if let Some(m) = &model.modifies {
             check_rate(file, "modifies.rate", m.rate.0)?;
             if m.classes.len() < 2 {

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use crate::{cnsreplay, kubectl, s, stdout};
 
-fn cluster() -> Option<HashMap<String, String>> {
+/// The cluster's variables and a shared turn on its real node (pods may land there).
+fn cluster() -> Option<(HashMap<String, String>, crate::real_node::Turn)> {
     let require = std::env::var("CNSREPLAY_REQUIRE_TESTENV").as_deref() == Ok("1");
     let vars = crate::testenv_vars();
     if vars.get("KUBECONFIG").is_none_or(String::is_empty) {
@@ -25,7 +26,7 @@ fn cluster() -> Option<HashMap<String, String>> {
         }
         return None;
     }
-    Some(vars)
+    Some((vars, crate::real_node::shared_turn()))
 }
 
 fn until(what: &str, mut f: impl FnMut() -> bool) {
@@ -41,7 +42,7 @@ fn until(what: &str, mut f: impl FnMut() -> bool) {
 
 #[test]
 fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
-    let Some(v) = cluster() else { return };
+    let Some((v, _turn)) = cluster() else { return };
     let node = "testenv-node-3";
     let other_node = "testenv-node-2";
     let dir = tempfile::tempdir().expect("tempdir");

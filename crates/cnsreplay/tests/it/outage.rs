@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::real_node::{kube_run_args, nothing_left, real_node_cluster};
+use crate::real_node::{kube_run_args, nothing_left, real_node_alone};
 use crate::s;
 
 /// The real node's kubelet, stopped; started again (same command line) on `start` or drop.
@@ -99,7 +99,7 @@ fn wait_record(run: &Path, id: u64, within: Duration) -> serde_json::Value {
 
 #[test]
 fn force_detach_of_the_shut_down_real_node_brings_the_workload_up_elsewhere() {
-    let Some(c) = real_node_cluster() else {
+    let Some(c) = real_node_alone() else {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -14,6 +14,17 @@ use crate::{LENIENT, cnsreplay, ok, s, stdout};
 
 pub(crate) struct Cluster {
     vars: HashMap<String, String>,
+    /// This test's turn on the real node: shared, or the whole node (a test that shuts it down).
+    _turn: Turn,
+}
+
+/// Tests of this binary run in parallel; one that shuts the real node down (its kubelet) must
+/// not run while others use the node, so it takes the node alone and the others share it.
+static NODE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+pub(crate) enum Turn {
+    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>),
 }
 
 impl Cluster {
@@ -74,6 +85,22 @@ impl Cluster {
 }
 
 pub(crate) fn real_node_cluster() -> Option<Cluster> {
+    real_node(false)
+}
+
+/// The real node for a test that disturbs it (stops its kubelet): no other test of this
+/// binary uses the node meanwhile.
+pub(crate) fn real_node_alone() -> Option<Cluster> {
+    real_node(true)
+}
+
+/// A shared turn on the real node for a test that may schedule pods there without asking for
+/// it (hold it for the test's length).
+pub(crate) fn shared_turn() -> Turn {
+    Turn::Shared(NODE.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
+fn real_node(alone: bool) -> Option<Cluster> {
     let require = std::env::var("CNSREPLAY_REQUIRE_REAL_NODE").as_deref() == Ok("1");
     let vars = crate::testenv_vars();
     if vars.get("TESTENV_REAL_NODE").is_none_or(String::is_empty) {
@@ -89,7 +116,13 @@ pub(crate) fn real_node_cluster() -> Option<Cluster> {
         }
         return None;
     }
-    Some(Cluster { vars })
+    // A test that panicked while holding its turn poisons the lock: the node is still usable.
+    let turn = if alone {
+        Turn::Alone(NODE.write().unwrap_or_else(std::sync::PoisonError::into_inner))
+    } else {
+        shared_turn()
+    };
+    Some(Cluster { vars, _turn: turn })
 }
 
 /// `cnsreplay run TRACE --provider kube` as the runner `kc`, into `run`: the image and

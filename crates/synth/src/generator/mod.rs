@@ -16,8 +16,8 @@ use std::cmp::Ordering;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use trace_format::{
-    Attach, CreateVolume, Event, Header, Marker, ModifyVolume, Name, NodeRef, Op, Provenance,
-    Reschedule, Resize, SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadDecl,
+    Attach, CreateVolume, Event, GroupSnapshot, GroupSnapshotRef, Header, Marker, ModifyVolume,
+    Name, NodeRef, Op, Provenance, Reschedule, Resize, SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadDecl,
     WorkloadRef,
 };
 
@@ -56,6 +56,8 @@ enum Pend {
     PerVolume { policy: u32, vol: u64 },
     Resize,
     Modify,
+    GroupSnapshot,
+    DropGroup(u64),
     Abort,
     Reschedule,
     Restore,
@@ -780,6 +782,56 @@ impl Generator {
                 self.rate_process(at, Pend::Clone, rate);
             }
             Pend::DropDerived(v) => self.delete_volume(at, v),
+            Pend::GroupSnapshot => {
+                let Some((rate, want, keep)) = m
+                    .group_snapshots
+                    .as_ref()
+                    .map(|g| (g.rate.0, g.volumes as usize, g.keep))
+                else {
+                    return;
+                };
+                // Distinct live volumes, a few draws each.
+                let mut picked: Vec<u64> = Vec::with_capacity(want);
+                for _ in 0..want * 4 {
+                    if picked.len() == want {
+                        break;
+                    }
+                    if let Some(v) = self.live_pick.pick(&mut self.r_fail)
+                        && !picked.contains(&v)
+                    {
+                        picked.push(v);
+                    }
+                }
+                picked.sort_unstable();
+                let volumes: Vec<Name> = picked
+                    .iter()
+                    .filter_map(|v| self.vols.get(v).map(|x| x.name.clone()))
+                    .collect();
+                if !volumes.is_empty() {
+                    let id = self.next_derived;
+                    self.next_derived += 1;
+                    self.emit(
+                        at,
+                        None,
+                        Op::GroupSnapshot(GroupSnapshot {
+                            group: Name::from(format!("group-{id}")),
+                            volumes,
+                            class: None,
+                        }),
+                    );
+                    self.push(at.saturating_add(keep), Pend::DropGroup(id));
+                }
+                self.rate_process(at, Pend::GroupSnapshot, rate);
+            }
+            Pend::DropGroup(id) => {
+                self.emit(
+                    at,
+                    None,
+                    Op::DeleteGroupSnapshot(GroupSnapshotRef {
+                        group: Name::from(format!("group-{id}")),
+                    }),
+                );
+            }
             Pend::Drain(i) => {
                 let node = m.drains[i as usize].node.clone();
                 if let Some(h) = self.nodes.iter().position(|n| **n == *node)

@@ -346,3 +346,38 @@ fn modifies_move_live_volumes_between_the_declared_classes() {
         class.len()
     );
 }
+
+/// `group_snapshots`: groups of distinct live volumes at the model's rate, each deleted after
+/// `keep`, in a trace the checker accepts.
+#[test]
+fn group_snapshots_take_distinct_live_volumes_and_go_after_keep() {
+    let model = "duration: 1h\ncluster: {hosts: 10}\nlifetime: {constant: {value: 2h}}\n\
+                 volumes: {size: 1Gi}\n\
+                 group_snapshots: {rate: 120/h, volumes: 3, keep: 2m}\n";
+    let (_, events, stats) = generate_checked(plan(
+        model,
+        &Options {
+            seed: Some(5),
+            ..Options::default()
+        },
+    ));
+    let n = stats.ops[&OpType::GroupSnapshot].count;
+    // Poisson with mean 120 over 1 h: within 4 standard deviations (±44).
+    assert!((76..=164).contains(&n), "{n} group snapshots");
+    let mut taken = std::collections::HashMap::new();
+    for e in &events {
+        match &e.op {
+            trace_format::Op::GroupSnapshot(g) => {
+                assert_eq!(g.volumes.len(), 3, "{e:?}");
+                let distinct: std::collections::HashSet<_> = g.volumes.iter().collect();
+                assert_eq!(distinct.len(), 3, "distinct: {e:?}");
+                taken.insert(g.group.clone(), e.at);
+            }
+            trace_format::Op::DeleteGroupSnapshot(g) => {
+                let at = taken.remove(&g.group).expect("taken before");
+                assert_eq!(e.at - at, 120_000_000_000);
+            }
+            _ => {}
+        }
+    }
+}
