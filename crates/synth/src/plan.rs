@@ -405,7 +405,11 @@ impl Plan {
         if let Some(g) = &model.group_snapshots {
             check_rate(file, "group_snapshots.rate", g.rate.0)?;
             if g.volumes == 0 {
-                return Err(invalid(file, "group_snapshots.volumes", "must be at least 1"));
+                return Err(invalid(
+                    file,
+                    "group_snapshots.volumes",
+                    "must be at least 1",
+                ));
             }
         }
         if let Some(m) = &model.modifies {

@@ -97,7 +97,10 @@ pub(crate) fn real_node_alone() -> Option<Cluster> {
 /// A shared turn on the real node for a test that may schedule pods there without asking for
 /// it (hold it for the test's length).
 pub(crate) fn shared_turn() -> Turn {
-    Turn::Shared(NODE.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    Turn::Shared(
+        NODE.read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
 }
 
 fn real_node(alone: bool) -> Option<Cluster> {
@@ -118,7 +121,10 @@ fn real_node(alone: bool) -> Option<Cluster> {
     }
     // A test that panicked while holding its turn poisons the lock: the node is still usable.
     let turn = if alone {
-        Turn::Alone(NODE.write().unwrap_or_else(std::sync::PoisonError::into_inner))
+        Turn::Alone(
+            NODE.write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     } else {
         shared_turn()
     };

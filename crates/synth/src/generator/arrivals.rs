@@ -185,7 +185,10 @@ impl Generator {
             (m.restores.as_ref().map(|r| r.rate.0), Pend::Restore),
             (m.clones.as_ref().map(|r| r.rate.0), Pend::Clone),
             (m.modifies.as_ref().map(|r| r.rate.0), Pend::Modify),
-            (m.group_snapshots.as_ref().map(|r| r.rate.0), Pend::GroupSnapshot),
+            (
+                m.group_snapshots.as_ref().map(|r| r.rate.0),
+                Pend::GroupSnapshot,
+            ),
         ];
         for (rate, what) in rates {
             if let Some(r) = rate {

@@ -17,8 +17,8 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use trace_format::{
     Attach, CreateVolume, Event, GroupSnapshot, GroupSnapshotRef, Header, Marker, ModifyVolume,
-    Name, NodeRef, Op, Provenance, Reschedule, Resize, SnapshotRef, VolumeDecl, VolumeRef, VolumeSource, WorkloadDecl,
-    WorkloadRef,
+    Name, NodeRef, Op, Provenance, Reschedule, Resize, SnapshotRef, VolumeDecl, VolumeRef,
+    VolumeSource, WorkloadDecl, WorkloadRef,
 };
 
 mod arrivals;
