@@ -115,7 +115,11 @@ pub(crate) async fn execute(
                 loop_dev: None,
                 mount: None,
                 users: 0,
-                requested: c.size.or(source.as_ref().map(|s| s.1)).unwrap_or(size),
+                // The size asked for, before --local-max-volume caps the image.
+                requested: match (c.size, &source) {
+                    (None, Some((_, s, _))) => *s,
+                    (s, _) => header.defaults.volume_size(s),
+                },
                 limits: throttle::Limits::default(),
                 cgroup,
             };
