@@ -21,7 +21,7 @@ use tonic::{Request, Response, Status};
 
 use crate::pb;
 use crate::pb::group_controller_server::GroupController;
-use crate::snapshot::snapshot_msg;
+use crate::snapshot::{snapshot_msg, timestamp};
 use crate::state::{GroupRec, SnapRec, now_ns};
 use crate::{Call, Driver, blocking, required};
 
@@ -34,10 +34,7 @@ fn group_msg(g: &GroupRec, snaps: &BTreeMap<String, SnapRec>) -> pb::VolumeGroup
             .filter_map(|id| snaps.get(id))
             .map(snapshot_msg)
             .collect(),
-        creation_time: Some(prost_types::Timestamp {
-            seconds: i64::try_from(g.created_ns / 1_000_000_000).unwrap_or(i64::MAX),
-            nanos: i32::try_from(g.created_ns % 1_000_000_000).unwrap_or(0),
-        }),
+        creation_time: Some(timestamp(g.created_ns)),
         ready_to_use: g.ready,
     }
 }

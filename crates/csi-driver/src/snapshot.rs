@@ -10,15 +10,20 @@ use crate::pb;
 use crate::state::{SnapRec, now_ns};
 use crate::{Call, Driver, blocking};
 
+/// A creation time (ns since the Unix epoch) as the wire's timestamp.
+pub(crate) fn timestamp(ns: u64) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: to_i64(ns / 1_000_000_000),
+        nanos: i32::try_from(ns % 1_000_000_000).unwrap_or(0),
+    }
+}
+
 pub(crate) fn snapshot_msg(s: &SnapRec) -> pb::Snapshot {
     pb::Snapshot {
         size_bytes: to_i64(s.size),
         snapshot_id: s.id.clone(),
         source_volume_id: s.source_volume.clone(),
-        creation_time: Some(prost_types::Timestamp {
-            seconds: to_i64(s.created_ns / 1_000_000_000),
-            nanos: i32::try_from(s.created_ns % 1_000_000_000).unwrap_or(0),
-        }),
+        creation_time: Some(timestamp(s.created_ns)),
         ready_to_use: s.ready,
         group_snapshot_id: s.group.clone().unwrap_or_default(),
     }

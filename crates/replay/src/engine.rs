@@ -360,37 +360,14 @@ fn prepare<P: Provider>(
             })
         })
         .collect();
-    let failed = set_up(
-        &rt,
-        provider,
-        &ledger,
-        &snapshots,
-        volumes,
-        "pre-existing volumes",
-    )
-    .err()
-    .or_else(|| {
-        set_up(
-            &rt,
-            provider,
-            &ledger,
-            &snapshots,
-            &classes,
-            "attributes classes of pre-existing volumes",
-        )
-        .err()
-    })
-    .or_else(|| {
-        set_up(
-            &rt,
-            provider,
-            &ledger,
-            &snapshots,
-            workloads,
-            "pre-running workloads",
-        )
-        .err()
-    });
+    // In order, each stage once the one before has succeeded.
+    let failed = [
+        (volumes, "pre-existing volumes"),
+        (&classes[..], "attributes classes of pre-existing volumes"),
+        (workloads, "pre-running workloads"),
+    ]
+    .into_iter()
+    .find_map(|(evs, what)| set_up(&rt, provider, &ledger, &snapshots, evs, what).err());
     if let Some((ev, source)) = failed {
         // Nothing was replayed, but objects may exist already (this one half-made, or
         // earlier ones): remove them before reporting, and leave the run marked.
