@@ -97,7 +97,7 @@ for f in s.get("io_streams", []):
         f"{us(l['p50'])} p99 {us(l['p99'])} p99.9 {us(l['p999'])} max {us(l['max'])}; "
         f"dropped {f['dropped']}, reordered {f['reordered']}, errors {f['errors']}; "
         f"{f['cpu_per_request_us']:.2f} µs CPU per request; {'; '.join(f['flags'][:3])}"
-        + "".join(f"; {x}" for x in f["flags"] if "in pod" in x)
+        + "".join(f"; {x}" for x in f["flags"] if "in pod" in x or "CPU" in x or "wake-ups" in x)
         + (f"; error: {f['error']}" if f.get("error") else ""))
     worst_err = max(worst_err, w.get("error", 0))
     worst_p99, worst_p999 = max(worst_p99, l["p99"]), max(worst_p999, l["p999"])

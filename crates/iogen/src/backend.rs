@@ -89,6 +89,15 @@ impl Backend {
         }
     }
 
+    /// Keeps the ring's kernel I/O workers on `cpus` (see [`crate::CpuPlacement`]); the
+    /// thread-pool engine has none (its threads are ours and inherit the caller's CPU).
+    pub(crate) fn set_worker_cpus(&self, cpus: &[usize]) -> io::Result<()> {
+        match self {
+            Backend::Uring(r) => r.set_worker_cpus(cpus),
+            Backend::Sync(_) => Ok(()),
+        }
+    }
+
     pub(crate) fn slots(&self) -> usize {
         match self {
             Backend::Uring(r) => r.slots(),

@@ -30,6 +30,12 @@ use crate::{Error, Stop};
 
 /// Spin (instead of sleeping) this close to a deadline.
 pub(crate) const SPIN_NS: u64 = 50_000;
+/// The spin margin grows by how late recent timed wake-ups were, up to this much: on a busy
+/// or virtual machine a sleeping thread may wake 100 µs–1 ms after its timer, and spinning
+/// that much longer before each deadline is cheap next to issuing late. Each wake-up's
+/// lateness decays by 1/[`OVERSLEEP_DECAY`] per later wake-up.
+pub(crate) const MAX_MARGIN_NS: u64 = 1_000_000;
+const OVERSLEEP_DECAY: u64 = 64;
 /// Longest blocking wait: the stop flag is checked at least this often.
 pub(crate) const STOP_POLL: Duration = Duration::from_millis(100);
 /// After a stop, in-flight requests are cancelled after this long...
@@ -95,6 +101,10 @@ pub(crate) struct Worker<'a> {
     pub last_completion: u64,
     /// Spin margin before a deadline, ns (see [`SPIN_NS`]).
     spin_ns: u64,
+    /// Decaying high-water mark of how late timed wake-ups were, ns (see [`MAX_MARGIN_NS`]).
+    oversleep_ns: u64,
+    /// The latest timed wake-up seen, ns after its timer.
+    pub max_oversleep_ns: u64,
 }
 
 fn ring_op(k: IoKind) -> RingOp {
@@ -141,6 +151,8 @@ impl<'a> Worker<'a> {
             pushed: Vec::with_capacity(n),
             last_completion: 0,
             spin_ns: SPIN_NS,
+            oversleep_ns: 0,
+            max_oversleep_ns: 0,
         }
     }
 
@@ -295,8 +307,9 @@ impl<'a> Worker<'a> {
     /// deadline has passed, when completions were reaped, or after the blocking part.
     fn wait_until(&mut self, src: &mut dyn Source, t: u64, in_flight: usize) -> Result<(), Error> {
         let now = self.now();
-        if t > now + self.spin_ns {
-            let wake = (t - self.spin_ns).min(now + STOP_POLL.as_nanos() as u64);
+        let margin = self.margin();
+        if t > now + margin {
+            let wake = (t - margin).min(now + STOP_POLL.as_nanos() as u64);
             if in_flight > 0 {
                 self.backend
                     .wait(1, Duration::from_nanos(wake - now), &mut self.done)?;
@@ -305,6 +318,11 @@ impl<'a> Worker<'a> {
                 if !src.idle_wait(Duration::from_nanos(wake - now)) {
                     self.sleep_until(wake);
                 }
+            }
+            // A wake-up by the timer (not by a completion or an arrival before it).
+            let woke = self.now();
+            if self.done.is_empty() && woke >= wake {
+                self.overslept(woke - wake);
             }
             return Ok(());
         }
@@ -321,6 +339,23 @@ impl<'a> Worker<'a> {
             }
             std::hint::spin_loop();
         }
+    }
+
+    /// The spin margin before the next deadline: the configured one, grown by the recent
+    /// wake-ups' lateness (at most [`MAX_MARGIN_NS`]); 0 stays 0 (never spin).
+    fn margin(&self) -> u64 {
+        if self.spin_ns == 0 {
+            0
+        } else {
+            self.spin_ns
+                .saturating_add(self.oversleep_ns)
+                .min(MAX_MARGIN_NS.max(self.spin_ns))
+        }
+    }
+
+    fn overslept(&mut self, ns: u64) {
+        self.max_oversleep_ns = self.max_oversleep_ns.max(ns);
+        self.oversleep_ns = ns.max(self.oversleep_ns - self.oversleep_ns / OVERSLEEP_DECAY);
     }
 
     /// Sleeps until `t` ns from the base (an absolute deadline).

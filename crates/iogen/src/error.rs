@@ -35,6 +35,12 @@ pub enum Error {
     /// A trace could not be read.
     #[error(transparent)]
     Trace(#[from] trace_format::Error),
+    /// A stream's thread could not be bound to its CPU.
+    #[error("binding the stream thread to CPU {0}: {1}")]
+    Cpus(usize, std::io::Error),
+    /// A ring's kernel I/O workers could not be bound to their CPUs.
+    #[error("binding the kernel I/O workers to CPUs {0:?}: {1}")]
+    WorkerCpus(Vec<usize>, std::io::Error),
     /// A worker thread panicked.
     #[error("worker thread panicked")]
     WorkerPanicked,

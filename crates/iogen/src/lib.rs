@@ -160,6 +160,46 @@ pub struct EngineOptions {
     /// 0 (sleep to each deadline) is the better trade.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spin: Option<Duration>,
+    /// Streams: the CPU of the stream's thread and of its ring's kernel I/O workers (none:
+    /// wherever the scheduler puts them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<CpuPlacement>,
+}
+
+/// Where a stream runs. On a machine with few CPUs the kernel's I/O workers of the ring
+/// (io-wq, which carry out requests the submitting call cannot finish without blocking: a
+/// buffered write that allocates pages, an O_DIRECT write that allocates blocks) and the
+/// process's other threads are woken onto the spinning stream thread's CPU and delay its next
+/// request by the length of their turn (docs/PERFORMANCE.md, *A real MSR Cambridge trace*).
+/// Binding the thread to a CPU of its own and the workers to the others keeps them apart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuPlacement {
+    /// The stream thread's CPU.
+    pub thread: usize,
+    /// The CPUs of the ring's kernel I/O workers (empty: not set).
+    pub kernel_workers: Vec<usize>,
+}
+
+impl CpuPlacement {
+    /// Says where, for a stream's flags.
+    pub fn describe(&self) -> String {
+        let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        if self.kernel_workers.is_empty() {
+            format!("thread on CPU {}", self.thread)
+        } else {
+            format!(
+                "thread on CPU {}, kernel I/O workers on CPU {}",
+                self.thread,
+                list(&self.kernel_workers)
+            )
+        }
+    }
+}
+
+/// The CPUs this thread may run on (its affinity mask, which `taskset` or a cgroup's cpuset
+/// narrows), in ascending order.
+pub fn allowed_cpus() -> Result<Vec<usize>, Error> {
+    Ok(ring::allowed_cpus()?)
 }
 
 fn default_stream_depth() -> u32 {
@@ -187,6 +227,7 @@ impl Default for EngineOptions {
             stream_depth: default_stream_depth(),
             stream_max_len: default_stream_max_len(),
             spin: None,
+            cpus: None,
         }
     }
 }

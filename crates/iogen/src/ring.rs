@@ -256,6 +256,13 @@ impl Ring {
         self.flags
     }
 
+    /// Keeps the kernel's I/O workers of this ring (io-wq: the threads that carry out
+    /// requests the submitting call cannot finish without blocking, such as a buffered write
+    /// that must allocate pages) on `cpus`, off the submitting thread's CPU.
+    pub(crate) fn set_worker_cpus(&self, cpus: &[usize]) -> io::Result<()> {
+        self.ring.submitter().register_iowq_aff(&cpu_set(cpus))
+    }
+
     pub(crate) fn slots(&self) -> usize {
         self.bufs.len()
     }
@@ -558,6 +565,45 @@ pub(crate) fn kernel_release() -> String {
         .map(|&c| c as u8)
         .collect();
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// A CPU set of the given CPUs (those past the set's capacity are ignored).
+fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
+    // SAFETY: `cpu_set_t` is a plain bit mask; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        if c < libc::CPU_SETSIZE as usize {
+            // SAFETY: `c` is inside the set's capacity (checked above); `set` is owned here.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+    }
+    set
+}
+
+/// The CPUs the calling thread may run on (its affinity mask: `taskset`, a cgroup's cpuset).
+pub(crate) fn allowed_cpus() -> io::Result<Vec<usize>> {
+    let mut set = cpu_set(&[]);
+    // SAFETY: `set` is a valid, writable `cpu_set_t` of the size passed; pid 0 is this thread.
+    let r = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `i` is inside the set's capacity; `set` is a valid, initialised set.
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+        .collect())
+}
+
+/// Binds the calling thread to `cpus`.
+pub(crate) fn pin_thread(cpus: &[usize]) -> io::Result<()> {
+    let set = cpu_set(cpus);
+    // SAFETY: `set` is a valid `cpu_set_t` of the size passed, read only; pid 0 is this thread.
+    let r = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Sets the calling thread's timer slack to 1 ns so short sleeps wake on time.

@@ -22,7 +22,7 @@ use crate::ring;
 use crate::stats::{
     CpuTime, EngineInfo, Histograms, IntervalLog, IntervalMsg, Recorder, Summary, kind_index,
 };
-use crate::{EngineOptions, Error, Stop};
+use crate::{CpuPlacement, EngineOptions, Error, Stop};
 
 /// Capacity of a stream's request queue.
 pub const STREAM_QUEUE: usize = 16 * 1024;
@@ -147,6 +147,14 @@ pub fn start_stream(
                 buf_len: opts.stream_max_len.max(512) as usize,
                 defer_taskrun: false,
             };
+            // Bound before the ring exists, so that its kernel workers and the thread pool's
+            // threads start from this thread's CPU set.
+            if let Some(p) = &opts.cpus
+                && let Err(e) = ring::pin_thread(&[p.thread])
+            {
+                let _ = ready_tx.send(Err(Error::Cpus(p.thread, e)));
+                return;
+            }
             let backend = match Backend::open(file, &cfg, &opts) {
                 Ok(b) => b,
                 Err(e) => {
@@ -154,6 +162,12 @@ pub fn start_stream(
                     return;
                 }
             };
+            if let Some(p) = opts.cpus.as_ref().filter(|p| !p.kernel_workers.is_empty())
+                && let Err(e) = backend.set_worker_cpus(&p.kernel_workers)
+            {
+                let _ = ready_tx.send(Err(Error::WorkerCpus(p.kernel_workers.clone(), e)));
+                return;
+            }
             // Ready only once the buffers are filled, so the first requests are not late.
             let mut rec = Recorder::new(iv);
             rec.keep_buckets();
@@ -164,7 +178,7 @@ pub fn start_stream(
             let _ = ready_tx.send(Ok(()));
             // The worker's recorder (and with it the interval sender) is gone once
             // `run_stream` returns, so the writer ends after the last interval.
-            let mut res = run_stream(w, base, rx, &stop2, name);
+            let mut res = run_stream(w, base, rx, &stop2, name, opts.cpus.as_ref());
             if let Some(writer) = writer {
                 let logged = writer.join().unwrap_or(Err(Error::WorkerPanicked));
                 if let (Ok(_), Err(e)) = (&res, logged) {
@@ -186,10 +200,14 @@ fn run_stream(
     rx: Receiver<IoRequest>,
     stop: &Stop,
     target: String,
+    cpus: Option<&CpuPlacement>,
 ) -> Result<StreamResult, Error> {
     let mut info = w.backend.info();
     if ring::short_time_slice() {
         info.flags.push("sched_slice_100us".to_owned());
+    }
+    if let Some(p) = cpus {
+        info.flags.push(p.describe());
     }
     let max_len = w.backend.buf_len() as u64;
     let mut src = StreamSource {
@@ -213,8 +231,15 @@ fn run_stream(
         backend,
         mut rec,
         last_completion,
+        max_oversleep_ns,
         ..
     } = w;
+    if max_oversleep_ns >= 10_000 {
+        info.flags.push(format!(
+            "timed wake-ups up to {} µs late (the spin margin grows by it)",
+            max_oversleep_ns / 1000
+        ));
+    }
     let pool = backend.finish();
     let me = ring::cpu_time(true);
     for (c, r) in rec.counts.iter_mut().zip(src.rejected) {

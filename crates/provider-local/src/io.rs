@@ -368,6 +368,59 @@ fn stream_spin(p: &LocalProvider) -> Result<Duration, ProviderError> {
     })
 }
 
+/// Where the stream of `name` runs: see [`crate::StreamCpus`].
+fn stream_cpus(
+    p: &LocalProvider,
+    name: &trace_format::Name,
+) -> Result<Option<iogen::CpuPlacement>, ProviderError> {
+    let volumes = &p.run()?.header.volumes;
+    let index = volumes.iter().position(|v| &v.name == name).unwrap_or(0);
+    let allowed =
+        iogen::allowed_cpus().map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
+    place_stream(&p.config.stream_cpus, index, volumes.len(), &allowed)
+        .map_err(|m| ProviderError::new("invalid_config", m))
+}
+
+/// Where the stream of the `index`-th of `volumes` header volumes runs (see
+/// [`crate::StreamCpus`]), on a process that may use `allowed` CPUs.
+pub(crate) fn place_stream(
+    cpus: &crate::StreamCpus,
+    index: usize,
+    volumes: usize,
+    allowed: &[usize],
+) -> Result<Option<iogen::CpuPlacement>, String> {
+    let reserved: Vec<usize> = match cpus {
+        crate::StreamCpus::None => return Ok(None),
+        crate::StreamCpus::Auto if volumes >= allowed.len() => return Ok(None),
+        crate::StreamCpus::Auto => allowed.iter().rev().take(volumes).copied().collect(),
+        crate::StreamCpus::List(list) => {
+            if let Some(c) = list.iter().find(|c| !allowed.contains(c)) {
+                return Err(format!(
+                    "--local-io-cpus: CPU {c} is not one this process may run on ({allowed:?})"
+                ));
+            }
+            list.clone()
+        }
+    };
+    let Some(&thread) = reserved.get(index % reserved.len().max(1)) else {
+        return Ok(None);
+    };
+    let mut kernel_workers: Vec<usize> = allowed
+        .iter()
+        .copied()
+        .filter(|c| !reserved.contains(c))
+        .collect();
+    if kernel_workers.is_empty() {
+        // Every CPU holds a stream: the workers may go anywhere (not only to the pinned
+        // thread's CPU, which they would inherit).
+        kernel_workers = allowed.to_vec();
+    }
+    Ok(Some(iogen::CpuPlacement {
+        thread,
+        kernel_workers,
+    }))
+}
+
 /// Opens the stream of a volume's bare `io` events: iogen's stream on [`bare_target`],
 /// O_DIRECT where the file system allows it.
 pub(crate) fn open_stream(
@@ -404,6 +457,7 @@ pub(crate) fn open_stream(
         stream_depth: p.config.stream_depth,
         stream_max_len: p.config.stream_max_len,
         spin: Some(stream_spin(p)?),
+        cpus: stream_cpus(p, name)?,
         ..iogen::EngineOptions::default()
     };
     let (tx, handle) = iogen::start_stream(&target, align.is_some(), &opts)
@@ -500,4 +554,46 @@ impl IoStream for LocalStream {
 
 fn hist() -> hdrhistogram::Histogram<u64> {
     hdrhistogram::Histogram::new(3).expect("3 significant digits are valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::place_stream;
+    use crate::StreamCpus;
+
+    fn placed(cpus: &StreamCpus, index: usize, volumes: usize, allowed: &[usize]) -> String {
+        match place_stream(cpus, index, volumes, allowed) {
+            Ok(Some(p)) => format!("{}|{:?}", p.thread, p.kernel_workers),
+            Ok(None) => "none".to_owned(),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn auto_gives_each_stream_a_cpu_from_the_last_and_the_workers_the_rest() {
+        let a = StreamCpus::Auto;
+        assert_eq!(placed(&a, 0, 1, &[0, 1]), "1|[0]");
+        assert_eq!(placed(&a, 0, 2, &[0, 1, 2, 3]), "3|[0, 1]");
+        assert_eq!(placed(&a, 1, 2, &[0, 1, 2, 3]), "2|[0, 1]");
+        // A narrowed mask (taskset 4,6,7): only those CPUs.
+        assert_eq!(placed(&a, 0, 1, &[4, 6, 7]), "7|[4, 6]");
+        // As many volumes as CPUs: no stream gets a CPU of its own, so none is bound.
+        assert_eq!(placed(&a, 0, 2, &[0, 1]), "none");
+        assert_eq!(placed(&StreamCpus::None, 0, 1, &[0, 1]), "none");
+    }
+
+    #[test]
+    fn a_list_cycles_and_is_checked_against_the_allowed_cpus() {
+        let l = StreamCpus::List(vec![3, 2]);
+        assert_eq!(placed(&l, 0, 3, &[0, 1, 2, 3]), "3|[0, 1]");
+        assert_eq!(placed(&l, 1, 3, &[0, 1, 2, 3]), "2|[0, 1]");
+        assert_eq!(placed(&l, 2, 3, &[0, 1, 2, 3]), "3|[0, 1]");
+        // Every CPU listed: the workers may run anywhere, not only on the thread's CPU.
+        assert_eq!(
+            placed(&StreamCpus::List(vec![0, 1]), 0, 1, &[0, 1]),
+            "0|[0, 1]"
+        );
+        let e = placed(&l, 0, 1, &[0, 1]);
+        assert!(e.contains("--local-io-cpus") && e.contains("CPU 3"), "{e}");
+    }
 }

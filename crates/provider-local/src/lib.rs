@@ -68,6 +68,25 @@ pub struct LocalConfig {
     /// sleep to each deadline, for more busy volumes than spare CPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_spin_ns: Option<u64>,
+    /// Bare `io` streams: the CPU of each stream's thread (its ring's kernel I/O workers go
+    /// to the others).
+    #[serde(default)]
+    pub stream_cpus: StreamCpus,
+}
+
+/// Where the bare `io` streams run ([`iogen::CpuPlacement`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamCpus {
+    /// When the header declares fewer volumes than the process may use CPUs: the i-th
+    /// volume's stream on the i-th CPU from the last, every ring's kernel I/O workers on the
+    /// CPUs left over. Otherwise, as `none`.
+    #[default]
+    Auto,
+    /// Wherever the scheduler puts them.
+    None,
+    /// The i-th volume's stream on `list[i % len]`; kernel I/O workers on the other CPUs.
+    List(Vec<usize>),
 }
 
 fn default_stream_layout_max() -> u64 {
@@ -97,6 +116,7 @@ impl Default for LocalConfig {
             stream_max_len: default_stream_max_len(),
             stream_layout_max: default_stream_layout_max(),
             stream_spin_ns: None,
+            stream_cpus: StreamCpus::Auto,
         }
     }
 }

@@ -14,7 +14,7 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use provider_kube::{IoExec, KubeConfig, KubeProvider};
-use provider_local::{LocalConfig, LocalProvider, Mode};
+use provider_local::{LocalConfig, LocalProvider, Mode, StreamCpus};
 use provider_sim::{Latency, SimConfig, SimProvider, Stall};
 use replay::{
     CompletionState, Live, Percentiles, Provider, RunControl, RunDir, RunInfo, RunOptions, Summary,
@@ -162,6 +162,13 @@ pub struct ProviderArgs {
     /// sleeping (default: 50us when the header declares fewer volumes than CPUs, else 0).
     #[arg(long, value_name = "DURATION")]
     pub local_io_spin: Option<String>,
+    /// local: the CPU of each volume's I/O stream thread: `auto` (one CPU each, from the
+    /// last, when the header declares fewer volumes than CPUs; the kernel's I/O workers of
+    /// the streams on the others), `none` (the scheduler's choice), or a list such as `3,2`
+    /// (the i-th volume's stream on the i-th CPU listed, cycling; workers on the CPUs not
+    /// listed).
+    #[arg(long, value_name = "auto|none|LIST", default_value = "auto")]
+    pub local_io_cpus: String,
     /// kube: kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, in-cluster).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -383,10 +390,27 @@ fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
             d => parse_duration(d).map_err(|e| anyhow::anyhow!("--local-io-spin {d:?}: {e}")),
         })
         .transpose()?;
+    let stream_cpus = match a.local_io_cpus.trim() {
+        "auto" => StreamCpus::Auto,
+        "none" => StreamCpus::None,
+        list => StreamCpus::List(
+            list.split(',')
+                .map(|c| {
+                    c.trim().parse::<usize>().map_err(|e| {
+                        anyhow::anyhow!(
+                            "--local-io-cpus {list:?}: {c:?} is not a CPU number ({e}); \
+                             expected auto, none or a list such as 3,2"
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?,
+        ),
+    };
     Ok(LocalConfig {
         mode,
         max_volume_bytes,
         stream_spin_ns,
+        stream_cpus,
         stream_depth: a.local_io_depth,
         stream_max_len,
         stream_layout_max,
