@@ -372,26 +372,35 @@ fn stream_spin(p: &LocalProvider) -> Result<Duration, ProviderError> {
 fn stream_cpus(
     p: &LocalProvider,
     name: &trace_format::Name,
+    sparse: bool,
 ) -> Result<Option<iogen::CpuPlacement>, ProviderError> {
     let volumes = &p.run()?.header.volumes;
     let index = volumes.iter().position(|v| &v.name == name).unwrap_or(0);
     let allowed =
         iogen::allowed_cpus().map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
-    place_stream(&p.config.stream_cpus, index, volumes.len(), &allowed)
-        .map_err(|m| ProviderError::new("invalid_config", m))
+    place_stream(
+        &p.config.stream_cpus,
+        index,
+        volumes.len(),
+        sparse,
+        &allowed,
+    )
+    .map_err(|m| ProviderError::new("invalid_config", m))
 }
 
 /// Where the stream of the `index`-th of `volumes` header volumes runs (see
-/// [`crate::StreamCpus`]), on a process that may use `allowed` CPUs.
+/// [`crate::StreamCpus`]), on a process that may use `allowed` CPUs; `sparse`: the stream's
+/// target has blocks still to allocate, so its writes go to the kernel's I/O workers.
 pub(crate) fn place_stream(
     cpus: &crate::StreamCpus,
     index: usize,
     volumes: usize,
+    sparse: bool,
     allowed: &[usize],
 ) -> Result<Option<iogen::CpuPlacement>, String> {
     let reserved: Vec<usize> = match cpus {
         crate::StreamCpus::None => return Ok(None),
-        crate::StreamCpus::Auto if volumes >= allowed.len() => return Ok(None),
+        crate::StreamCpus::Auto if !sparse || volumes >= allowed.len() => return Ok(None),
         crate::StreamCpus::Auto => allowed.iter().rev().take(volumes).copied().collect(),
         crate::StreamCpus::List(list) => {
             if let Some(c) = list.iter().find(|c| !allowed.contains(c)) {
@@ -442,13 +451,14 @@ pub(crate) fn open_stream(
     } else {
         lay_out(&target, size, p.config.stream_layout_max)?
     };
-    let size = if target.starts_with("/dev") {
-        size
+    // Whether writes will allocate: blocks missing below the addressed length.
+    let (size, sparse) = if target.starts_with("/dev") {
+        (size, false)
     } else {
-        fs_err::metadata(&target)
-            .map_err(io_err)?
-            .len()
-            .min(size.max(1))
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = fs_err::metadata(&target).map_err(io_err)?;
+        let len = meta.len().min(size.max(1));
+        (len, meta.blocks().saturating_mul(512) < len)
     };
     let align =
         iogen::direct_alignment(&target).map_err(|e| ProviderError::new("io", e.to_string()))?;
@@ -457,7 +467,7 @@ pub(crate) fn open_stream(
         stream_depth: p.config.stream_depth,
         stream_max_len: p.config.stream_max_len,
         spin: Some(stream_spin(p)?),
-        cpus: stream_cpus(p, name)?,
+        cpus: stream_cpus(p, name, sparse)?,
         ..iogen::EngineOptions::default()
     };
     let (tx, handle) = iogen::start_stream(&target, align.is_some(), &opts)
@@ -562,7 +572,7 @@ mod tests {
     use crate::StreamCpus;
 
     fn placed(cpus: &StreamCpus, index: usize, volumes: usize, allowed: &[usize]) -> String {
-        match place_stream(cpus, index, volumes, allowed) {
+        match place_stream(cpus, index, volumes, true, allowed) {
             Ok(Some(p)) => format!("{}|{:?}", p.thread, p.kernel_workers),
             Ok(None) => "none".to_owned(),
             Err(e) => e,
@@ -570,7 +580,7 @@ mod tests {
     }
 
     #[test]
-    fn auto_gives_each_stream_a_cpu_from_the_last_and_the_workers_the_rest() {
+    fn auto_binds_streams_of_sparse_targets_from_the_last_cpu_and_workers_to_the_rest() {
         let a = StreamCpus::Auto;
         assert_eq!(placed(&a, 0, 1, &[0, 1]), "1|[0]");
         assert_eq!(placed(&a, 0, 2, &[0, 1, 2, 3]), "3|[0, 1]");
@@ -580,6 +590,15 @@ mod tests {
         // As many volumes as CPUs: no stream gets a CPU of its own, so none is bound.
         assert_eq!(placed(&a, 0, 2, &[0, 1]), "none");
         assert_eq!(placed(&StreamCpus::None, 0, 1, &[0, 1]), "none");
+        // A laid-out target: the kernel's workers have nothing to do, and a stream free to
+        // move dodges whatever else runs on its CPU.
+        assert_eq!(place_stream(&a, 0, 1, false, &[0, 1]), Ok(None));
+        // A list applies either way.
+        assert!(
+            place_stream(&StreamCpus::List(vec![1]), 0, 1, false, &[0, 1])
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]

@@ -78,9 +78,12 @@ pub struct LocalConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StreamCpus {
-    /// When the header declares fewer volumes than the process may use CPUs: the i-th
-    /// volume's stream on the i-th CPU from the last, every ring's kernel I/O workers on the
-    /// CPUs left over. Otherwise, as `none`.
+    /// When the stream's target is sparse (its writes allocate blocks, which the kernel
+    /// hands to its I/O workers) and the header declares fewer volumes than the process may
+    /// use CPUs: the i-th volume's stream on the i-th CPU from the last, every ring's kernel
+    /// I/O workers on the CPUs left over. Otherwise, as `none`: a stream whose requests the
+    /// submitting call carries out itself is better free to move away from whatever else
+    /// wakes on its CPU (docs/PERFORMANCE.md, *Block-trace replay*).
     #[default]
     Auto,
     /// Wherever the scheduler puts them.

@@ -162,11 +162,11 @@ pub struct ProviderArgs {
     /// sleeping (default: 50us when the header declares fewer volumes than CPUs, else 0).
     #[arg(long, value_name = "DURATION")]
     pub local_io_spin: Option<String>,
-    /// local: the CPU of each volume's I/O stream thread: `auto` (one CPU each, from the
-    /// last, when the header declares fewer volumes than CPUs; the kernel's I/O workers of
-    /// the streams on the others), `none` (the scheduler's choice), or a list such as `3,2`
-    /// (the i-th volume's stream on the i-th CPU listed, cycling; workers on the CPUs not
-    /// listed).
+    /// local: the CPU of each volume's I/O stream thread: `auto` (for a sparse target, whose
+    /// writes the kernel's I/O workers carry out, one CPU each from the last when the header
+    /// declares fewer volumes than CPUs, the workers on the others; else the scheduler's
+    /// choice), `none` (the scheduler's choice), or a list such as `3,2` (the i-th volume's
+    /// stream on the i-th CPU listed, cycling; workers on the CPUs not listed).
     #[arg(long, value_name = "auto|none|LIST", default_value = "auto")]
     pub local_io_cpus: String,
     /// kube: kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, in-cluster).
