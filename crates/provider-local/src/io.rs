@@ -25,8 +25,16 @@ pub const DATA_FILE: &str = "cnsreplay-io.dat";
 const INTERVAL: Duration = Duration::from_millis(200);
 
 /// Makes sure a file target exists and is at least `len` bytes (sparse).
+/// Whether `p` is a device (a loop device of an attached volume), not a file — by its type:
+/// a memory-backed run directory lives under `/dev/shm`.
+fn is_device(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt as _;
+    fs_err::metadata(p)
+        .is_ok_and(|m| m.file_type().is_block_device() || m.file_type().is_char_device())
+}
+
 fn ensure_file(target: &Path, len: u64) -> Result<(), ProviderError> {
-    if target.starts_with("/dev") {
+    if is_device(target) {
         return Ok(());
     }
     let f = fs_err::OpenOptions::new()
@@ -78,7 +86,7 @@ pub(crate) async fn io_phase(
         ..iogen::EngineOptions::default()
     };
     let mut spec = iogen::PhaseSpec::from_trace(ph);
-    if !target.starts_with("/dev") {
+    if !is_device(&target) {
         spec.region = Some(spec.region.unwrap_or(len).min(len));
     }
     let start_ns = ctx.now_ns();
@@ -289,7 +297,7 @@ pub(crate) fn bare_target(
     };
     if attached {
         let path = io_target(p, name)?;
-        let len = if path.starts_with("/dev") {
+        let len = if is_device(&path) {
             size
         } else {
             data_len(size, None)
@@ -323,7 +331,7 @@ pub(crate) fn bare_target(
 fn lay_out(target: &Path, size: u64, max: u64) -> Result<&'static str, ProviderError> {
     use std::io::Write as _;
     use std::os::unix::fs::MetadataExt as _;
-    if target.starts_with("/dev") {
+    if is_device(target) {
         return Ok("a device: used as it is");
     }
     let meta = fs_err::metadata(target).map_err(io_err)?;
@@ -452,7 +460,7 @@ pub(crate) fn open_stream(
         lay_out(&target, size, p.config.stream_layout_max)?
     };
     // Whether writes will allocate: blocks missing below the addressed length.
-    let (size, sparse) = if target.starts_with("/dev") {
+    let (size, sparse) = if is_device(&target) {
         (size, false)
     } else {
         use std::os::unix::fs::MetadataExt as _;
@@ -568,8 +576,20 @@ fn hist() -> hdrhistogram::Histogram<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::place_stream;
+    use super::{is_device, place_stream};
     use crate::StreamCpus;
+
+    #[test]
+    fn a_device_is_known_by_its_type_not_its_path() {
+        assert!(is_device(std::path::Path::new("/dev/null")));
+        let dir = tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap();
+        let f = dir.path().join("image");
+        std::fs::write(&f, b"x").unwrap();
+        assert!(!is_device(&f), "{}", f.display());
+        assert!(!is_device(&dir.path().join("missing")));
+    }
 
     fn placed(cpus: &StreamCpus, index: usize, volumes: usize, allowed: &[usize]) -> String {
         match place_stream(cpus, index, volumes, true, allowed) {
