@@ -17,9 +17,9 @@
 # `cnsreplay run` reads, e.g. `cnsreplay convert --from msr` output), SPEED=X to scale it;
 # EXTRA="--local-io-spin 0" passes options to `cnsreplay run`.
 # The run directories (and with them the volumes' image files, written once before each run)
-# live under BASE (default /var/tmp, this machine's disk). BASE=/dev/shm puts them in memory:
-# tmpfs refuses O_DIRECT, so the streams issue buffered reads and writes of cached pages — no
-# device in the way, which isolates the replay's own timing from the disk's stalls.
+# live under BASE (default /var/tmp, this machine's disk). BASE=/dev/shm puts them in memory
+# (tmpfs: O_DIRECT from kernel 6.6, buffered before; the stream's flags say which) — no device
+# in the way, which isolates the replay's own timing from the disk's stalls.
 # TESTENV=path/to/testenv.env (a cluster of `TESTENV_REAL_NODE=1 testenv/up.sh`) replays in
 # I/O stream pods on its real node instead: `--provider kube`, each volume a raw block PVC of
 # the cluster's CSI driver, its requests streamed to `iogen replay` in a pod of its own.
