@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use futures::future::join_all;
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -41,6 +41,9 @@ fn rank(kind: &str) -> u8 {
 }
 
 const CLEANUP_WAIT: Duration = Duration::from_secs(120);
+/// Objects removed at once (each with its own watch until it is gone); the client's QPS
+/// limit paces the deletes themselves.
+const CLEANUP_CONCURRENCY: usize = 64;
 
 /// Removes one ledger entry. Ok(true): deleted; Ok(false): already gone or not ours.
 async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String> {
@@ -334,7 +337,8 @@ pub(crate) async fn find_run_objects(
     Ok(out)
 }
 
-/// Removes `leftovers` in [`rank`] order, each group in parallel, releasing each from the
+/// Removes `leftovers` in [`rank`] order, each group in parallel (at most
+/// [`CLEANUP_CONCURRENCY`] at once), releasing each from the
 /// ledger (when there is one) once gone.
 pub(crate) async fn remove_all(
     p: &Kube,
@@ -351,8 +355,14 @@ pub(crate) async fn remove_all(
             .copied()
             .filter(|e| rank(&e.kind) == r)
             .collect();
-        let results = join_all(group.iter().map(|e| remove(p, run_id, e))).await;
-        for (e, res) in group.iter().zip(results) {
+        // Bounded: each removal holds a watch of its object until it is gone, and a run's
+        // leftovers may be thousands.
+        let results: Vec<(&LedgerEntry, Result<bool, String>)> = futures::stream::iter(group)
+            .map(|e| async move { (e, remove(p, run_id, e).await) })
+            .buffer_unordered(CLEANUP_CONCURRENCY)
+            .collect()
+            .await;
+        for (e, res) in results {
             match res {
                 Ok(removed) => {
                     if removed {

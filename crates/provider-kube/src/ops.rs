@@ -479,17 +479,15 @@ impl Kube {
         );
         let created = self.create(ctx, "pod", &pod, Some(&w.pod)).await?;
         let uid = created.uid().unwrap_or_default();
-        let r = self.run_pod(ctx, &name, &uid, volumes, &vols, node).await;
-        if r.is_err() {
-            // A pod that will not run must not keep its volumes from being deleted (the
-            // trace's later delete waits for this attach): delete it now, without waiting;
-            // cleanup checks it is gone.
-            let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-            let _ = self
-                .call(api.delete(&name, &delete_params(Some(uid.clone()), Some(0))))
-                .await;
-        }
-        let node_name = r?;
+        let mut guard = PodGuard {
+            api: Api::namespaced(self.client.clone(), ns),
+            limiter: self.limiter.clone(),
+            name: name.clone(),
+            uid: uid.clone(),
+            armed: true,
+        };
+        let node_name = self.run_pod(ctx, &name, &uid, volumes, &vols, node).await?;
+        guard.armed = false;
         Ok(WlState {
             pod: name,
             volumes: volumes.to_vec(),
@@ -977,6 +975,38 @@ impl Kube {
 
 /// Warning Events on a pod that fail its start (after the failure grace).
 const POD_VOLUME_WARNINGS: &[&str] = &["FailedAttachVolume", "FailedMount", "FailedMapVolume"];
+
+/// The pod of an attach that did not finish: it failed, or its future was dropped (the op's
+/// timeout, a stop). A pod that will not run must not keep its volumes from being deleted
+/// (the trace's later delete waits for the PVC, which the pod protects) nor keep trying to
+/// start: dropping the guard armed deletes it by UID, without waiting, on the runtime the
+/// attach ran on; cleanup checks it is gone.
+struct PodGuard {
+    api: Api<Pod>,
+    limiter: Arc<crate::Limiter>,
+    name: String,
+    uid: String,
+    armed: bool,
+}
+
+impl Drop for PodGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (api, limiter) = (self.api.clone(), self.limiter.clone());
+        let (name, uid) = (std::mem::take(&mut self.name), std::mem::take(&mut self.uid));
+        rt.spawn(async move {
+            limiter.acquire().await;
+            if let Err(e) = api.delete(&name, &delete_params(Some(uid), Some(0))).await {
+                tracing::debug!(pod = %name, error = %e, "deleting the pod of an unfinished attach");
+            }
+        });
+    }
+}
 
 /// The error class of a Warning Event reason.
 pub fn warning_class(reason: &str) -> &'static str {

@@ -103,6 +103,51 @@ fn delete_after_an_unschedulable_attach_ends_with_the_schedulers_reason() {
     rt.block_on(drop_static(&c, &class));
 }
 
+/// An attach that times out (its pod still unscheduled when `--timeout attach` runs out,
+/// the scheduler's grace longer) deletes its pod: the trace's later delete of the volume,
+/// which waits for the PVC that the pod protects, succeeds in seconds instead of waiting for
+/// the end-of-run cleanup, and the run leaves nothing.
+#[test]
+fn a_timed_out_attach_deletes_its_pod() {
+    let Some(env) = testenv() else { return };
+    let rt = rt();
+    let c = rt.block_on(client(&env));
+    let class = uniq("attach-timeout");
+    rt.block_on(static_class(&c, &class, 1));
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(
+        dir.path(),
+        "  - {at: 0s, create_volume: {volume: v}}\n  \
+         - {at: 100ms, attach: {workload: w, volumes: [v]}}\n  \
+         - {at: 5s, delete_volume: {volume: v}}\n",
+    );
+    let mut cfg = KubeConfig {
+        kubeconfig: Some(env.runner_kubeconfig()),
+        storage_class: Some(class.clone()),
+        failure_grace_ns: 600_000_000_000,
+        ..KubeConfig::default()
+    };
+    cfg.timeouts.insert(OpType::Attach, 2_000_000_000);
+    cfg.timeouts.insert(OpType::DeleteVolume, 30_000_000_000);
+    cfg.pod
+        .node_selector
+        .insert("cnsreplay.io/no-such-label".into(), "x".into());
+    let run_dir = dir.path().join("run");
+    let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let recs = events(&run_dir);
+    failed_within(record(&recs, OpType::Attach), "timeout", 10);
+    let delete = record(&recs, OpType::DeleteVolume);
+    assert_eq!(delete.outcome, Outcome::Ok, "{:?}", delete.error);
+    let took = Duration::from_nanos(delete.completed - delete.started);
+    assert!(
+        took < Duration::from_secs(20),
+        "the delete waited {took:?} for the PVC: the timed-out attach's pod was left"
+    );
+    let left = rt.block_on(run_objects(&c, &out.manifest.run_id));
+    assert!(left.is_empty(), "left behind: {left:?}");
+    rt.block_on(drop_static(&c, &class));
+}
+
 /// `--kube-io-exec local` writes to a device on this machine: refused for any volume that is
 /// not of the project's test driver.
 #[test]
