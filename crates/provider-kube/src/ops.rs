@@ -998,7 +998,10 @@ impl Drop for PodGuard {
             return;
         };
         let (api, limiter) = (self.api.clone(), self.limiter.clone());
-        let (name, uid) = (std::mem::take(&mut self.name), std::mem::take(&mut self.uid));
+        let (name, uid) = (
+            std::mem::take(&mut self.name),
+            std::mem::take(&mut self.uid),
+        );
         rt.spawn(async move {
             limiter.acquire().await;
             if let Err(e) = api.delete(&name, &delete_params(Some(uid), Some(0))).await {
