@@ -104,9 +104,9 @@ fn delete_after_an_unschedulable_attach_ends_with_the_schedulers_reason() {
 }
 
 /// An attach that times out (its pod still unscheduled when `--timeout attach` runs out,
-/// the scheduler's grace longer) deletes its pod: the trace's later delete of the volume,
-/// which waits for the PVC that the pod protects, succeeds in seconds instead of waiting for
-/// the end-of-run cleanup, and the run leaves nothing.
+/// the scheduler's grace longer) deletes its pod at once: the run's cleanup finds only its
+/// namespace to remove, the trace's later delete of the volume succeeds in seconds, and the
+/// run leaves nothing.
 #[test]
 fn a_timed_out_attach_deletes_its_pod() {
     let Some(env) = testenv() else { return };
@@ -142,6 +142,13 @@ fn a_timed_out_attach_deletes_its_pod() {
     assert!(
         took < Duration::from_secs(20),
         "the delete waited {took:?} for the PVC: the timed-out attach's pod was left"
+    );
+    // The pod was gone before the run's cleanup came to it (which would count it removed):
+    // the cleanup removed only the run's own namespace.
+    assert_eq!(
+        out.summary.cleaned_up, 1,
+        "the run's cleanup had to remove what the timed-out attach left: {:?}",
+        out.summary.cleanup_failures
     );
     let left = rt.block_on(run_objects(&c, &out.manifest.run_id));
     assert!(left.is_empty(), "left behind: {left:?}");
