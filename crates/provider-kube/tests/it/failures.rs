@@ -20,6 +20,27 @@ fn write_trace(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
     p
 }
 
+/// A run whose attach can never schedule: a static class of `tag` and a node selector no node
+/// matches. Returns the client, the class (drop it with `drop_static`) and the config.
+fn unschedulable_setup(
+    env: &TestEnv,
+    rt: &tokio::runtime::Runtime,
+    tag: &str,
+) -> (kube::Client, String, KubeConfig) {
+    let c = rt.block_on(client(env));
+    let class = uniq(tag);
+    rt.block_on(static_class(&c, &class, 1));
+    let mut cfg = KubeConfig {
+        kubeconfig: Some(env.runner_kubeconfig()),
+        storage_class: Some(class.clone()),
+        ..KubeConfig::default()
+    };
+    cfg.pod
+        .node_selector
+        .insert("cnsreplay.io/no-such-label".into(), "x".into());
+    (c, class, cfg)
+}
+
 fn record(recs: &[EventRecord], op: OpType) -> &EventRecord {
     recs.iter().find(|r| r.op == op).unwrap_or_else(|| {
         let all: Vec<String> = recs
@@ -60,9 +81,7 @@ fn failed_within<'a>(r: &'a EventRecord, class: &str, secs: u64) -> &'a str {
 fn delete_after_an_unschedulable_attach_ends_with_the_schedulers_reason() {
     let Some(env) = testenv() else { return };
     let rt = rt();
-    let c = rt.block_on(client(&env));
-    let class = uniq("unsched");
-    rt.block_on(static_class(&c, &class, 1));
+    let (c, class, cfg) = unschedulable_setup(&env, &rt, "unsched");
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(
         dir.path(),
@@ -71,14 +90,6 @@ fn delete_after_an_unschedulable_attach_ends_with_the_schedulers_reason() {
          - {at: 300ms, detach: {workload: w}}\n  \
          - {at: 400ms, delete_volume: {volume: v}}\n",
     );
-    let mut cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        storage_class: Some(class.clone()),
-        ..KubeConfig::default()
-    };
-    cfg.pod
-        .node_selector
-        .insert("cnsreplay.io/no-such-label".into(), "x".into());
     let run_dir = dir.path().join("run");
     let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
     let recs = events(&run_dir);
@@ -111,9 +122,7 @@ fn delete_after_an_unschedulable_attach_ends_with_the_schedulers_reason() {
 fn a_timed_out_attach_deletes_its_pod() {
     let Some(env) = testenv() else { return };
     let rt = rt();
-    let c = rt.block_on(client(&env));
-    let class = uniq("attach-timeout");
-    rt.block_on(static_class(&c, &class, 1));
+    let (c, class, mut cfg) = unschedulable_setup(&env, &rt, "attach-timeout");
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(
         dir.path(),
@@ -121,17 +130,9 @@ fn a_timed_out_attach_deletes_its_pod() {
          - {at: 100ms, attach: {workload: w, volumes: [v]}}\n  \
          - {at: 5s, delete_volume: {volume: v}}\n",
     );
-    let mut cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        storage_class: Some(class.clone()),
-        failure_grace_ns: 600_000_000_000,
-        ..KubeConfig::default()
-    };
+    cfg.failure_grace_ns = 600_000_000_000;
     cfg.timeouts.insert(OpType::Attach, 2_000_000_000);
     cfg.timeouts.insert(OpType::DeleteVolume, 30_000_000_000);
-    cfg.pod
-        .node_selector
-        .insert("cnsreplay.io/no-such-label".into(), "x".into());
     let run_dir = dir.path().join("run");
     let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
     let recs = events(&run_dir);
