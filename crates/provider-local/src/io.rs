@@ -24,7 +24,6 @@ pub const DATA_FILE: &str = "cnsreplay-io.dat";
 /// Interval length of the per-phase interval log.
 const INTERVAL: Duration = Duration::from_millis(200);
 
-/// Makes sure a file target exists and is at least `len` bytes (sparse).
 /// Whether `p` is a device (a loop device of an attached volume), not a file — by its type:
 /// a memory-backed run directory lives under `/dev/shm`.
 fn is_device(p: &Path) -> bool {
@@ -33,6 +32,7 @@ fn is_device(p: &Path) -> bool {
         .is_ok_and(|m| m.file_type().is_block_device() || m.file_type().is_char_device())
 }
 
+/// Makes sure a file target exists and is at least `len` bytes (sparse).
 fn ensure_file(target: &Path, len: u64) -> Result<(), ProviderError> {
     if is_device(target) {
         return Ok(());
@@ -399,7 +399,7 @@ fn stream_cpus(
 /// Where the stream of the `index`-th of `volumes` header volumes runs (see
 /// [`crate::StreamCpus`]), on a process that may use `allowed` CPUs; `sparse`: the stream's
 /// target has blocks still to allocate, so its writes go to the kernel's I/O workers.
-pub(crate) fn place_stream(
+fn place_stream(
     cpus: &crate::StreamCpus,
     index: usize,
     volumes: usize,
