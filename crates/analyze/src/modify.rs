@@ -9,13 +9,16 @@
 //!
 //! Per modify: the I/O rate of each kind the class limits by IOPS (`read_iops`,
 //! `write_iops`), in the [`WINDOW`] before the intended instant and in the [`WINDOW`] after
-//! completion (cut at the next modify of the volume); and *holds after*: from the intended
-//! instant to the end of the last 200 ms slot, up to the end of the after-window, whose rate
-//! is above the limit (+[`TOLERANCE`], for interval edges); 0 when none is. A slot is 200 ms
-//! of the run's axis counted from the intended instant; each interval's I/Os count in the
-//! slot of its midpoint, summed over the volume's units. The first slot holds the I/O done
-//! while the change was on its way, so a change that takes effect at once holds after one
-//! slot (200 ms, the resolution).
+//! completion (cut at the next modify of the volume); and *holds after*: the limit holds from
+//! the end of the last 1 s window ([`JUDGE`], sliding by 200 ms slots from the intended
+//! instant to the end of the after-window) whose rate is above it (+[`TOLERANCE`]); 0 when
+//! none is, the after-window's end when its last window is. A slot is 200 ms of the run's
+//! axis counted from the intended instant; each interval's I/Os count in the slot of its
+//! midpoint, summed over the volume's units. The first slot holds the I/O done while the
+//! change was on its way, so a change that takes effect at once holds after one slot (200 ms,
+//! the resolution) when the old rate was far above the limit. A window rather than a slot,
+//! because IOPS limits are per second and one slot's count moves with where iogen counted a
+//! completion.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -30,8 +33,12 @@ use crate::phase_io::{self, PhaseUnit, io_kind_name};
 pub const WINDOW: u64 = 2_000_000_000;
 /// The slot the limit is judged in: iogen's interval.
 pub const SLOT: u64 = 200_000_000;
-/// How far above its limit a slot's rate may be and still count as holding it.
+/// How far above its limit a window's rate may be and still count as holding it.
 pub const TOLERANCE: f64 = 0.10;
+/// The window a limit is judged over: IOPS limits are per second, and one slot alone is at
+/// the mercy of where its I/Os were counted (iogen counts a completion when it reaps it, and
+/// a worker descheduled across an interval's end moves a few into the next).
+pub const JUDGE: u64 = 1_000_000_000;
 
 /// One kind's rate around a modify.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -65,7 +72,7 @@ pub struct ModifyEffect {
     pub units: usize,
     /// Per kind with I/O.
     pub kinds: Vec<KindEffect>,
-    /// From the intended instant to the end of the last slot (to the end of the
+    /// From the intended instant to the end of the last 1 s window (to the end of the
     /// after-window) above the class's IOPS limits, ns (0: none was); `None` when the class
     /// limits no kind by IOPS or there was no I/O after it to judge.
     pub holds_after_ns: Option<u64>,
@@ -109,6 +116,25 @@ fn slots(units: &[&PhaseUnit], kind: IoKind, t0: u64) -> BTreeMap<i64, u64> {
         }
     }
     out
+}
+
+/// Where a limit of `limit` I/Os per second held from, in slots after the intended instant
+/// (slot 0), judged on the slots `0..to`: the end of the last [`JUDGE`] window above the limit
+/// (+[`TOLERANCE`]), `to` when the last window is above it (not held by then), 0 when none
+/// is. `None` when there is no I/O in `0..to` to judge.
+fn holds_from(slots: &BTreeMap<i64, u64>, limit: u64, to: i64) -> Option<i64> {
+    if to <= 0 || slots.range(0..to).next().is_none() {
+        return None;
+    }
+    let w = ((JUDGE / SLOT) as i64).min(to);
+    let cap = limit as f64 * (1.0 + TOLERANCE) * (w as u64 * SLOT) as f64 / 1e9;
+    let over = |j: i64| slots.range(j..j + w).map(|(_, c)| *c).sum::<u64>() as f64 > cap;
+    let last = to - w;
+    Some(match (0..=last).rev().find(|&j| over(j)) {
+        None => 0,
+        Some(j) if j == last => to,
+        Some(j) => j + 1,
+    })
 }
 
 fn rate(slots: &BTreeMap<i64, u64>, from: i64, to: i64) -> Option<f64> {
@@ -194,23 +220,11 @@ pub fn effects(run: &Run) -> Result<Option<Vec<ModifyEffect>>> {
                 after: rate(&s, after_from, after_to),
             });
             let Some(limit) = limit else { continue };
-            if after_to <= 0 {
+            let Some(last) = holds_from(&s, limit, after_to) else {
                 continue;
-            }
-            let cap = limit as f64 * (1.0 + TOLERANCE) * SLOT as f64 / 1e9;
-            let after: Vec<(i64, u64)> = s.range(0..after_to).map(|(k, c)| (*k, *c)).collect();
-            if after.is_empty() {
-                continue;
-            }
+            };
             judged = true;
-            // The end of the last slot above the limit (0: none was, it held at once).
-            let last_over = after
-                .iter()
-                .filter(|(_, c)| *c as f64 > cap)
-                .map(|(k, _)| k + 1)
-                .max()
-                .unwrap_or(0);
-            holds = Some(holds.map_or(last_over, |h: i64| h.max(last_over)));
+            holds = Some(holds.map_or(last, |h: i64| h.max(last)));
         }
         let holds_after_ns = holds.filter(|_| judged).map(|h| h as u64 * SLOT);
         out.push(ModifyEffect {
@@ -240,6 +254,29 @@ mod tests {
         assert_eq!(rate(&s, 1, 3), Some(200.0));
         assert_eq!(rate(&s, 5, 7), None);
         assert_eq!(rate(&s, 3, 3), None);
+    }
+
+    #[test]
+    fn a_limit_holds_from_the_end_of_the_last_window_above_it() {
+        // 1000/s (200 a slot) until slot 3, then 200/s (40 a slot): held from slot 3.
+        let mut s: BTreeMap<i64, u64> = (0..11).map(|k| (k, 40)).collect();
+        for k in 0..3 {
+            s.insert(k, 200);
+        }
+        assert_eq!(holds_from(&s, 200, 11), Some(3));
+        // One slot's count moved to the next (a late reap: 30 + 50) still holds on the second.
+        s.insert(9, 30);
+        s.insert(10, 50);
+        assert_eq!(holds_from(&s, 200, 11), Some(3));
+        // Over in the last window: not held by the end of the after-window.
+        s.insert(10, 200);
+        assert_eq!(holds_from(&s, 200, 11), Some(11));
+        // Within the limit from the start; a short after-window is one window.
+        let low: BTreeMap<i64, u64> = (0..3).map(|k| (k, 40)).collect();
+        assert_eq!(holds_from(&low, 200, 11), Some(0));
+        assert_eq!(holds_from(&low, 200, 3), Some(0));
+        assert_eq!(holds_from(&s, 200, 0), None);
+        assert_eq!(holds_from(&BTreeMap::new(), 200, 11), None);
     }
 
     #[test]

@@ -346,7 +346,10 @@ impl Recorder {
 
     /// Records a completion; `res` is bytes or a negated errno (a failure, cancellation or
     /// give-up: counted as an error and recorded in the histograms like a success). Times are
-    /// ns from the start.
+    /// ns from the start. The completion goes into the interval its `completed` time falls in:
+    /// a worker that waited across an interval's end (blocked on a throttled device, or
+    /// descheduled) would otherwise put what it reaps late into the interval before, which
+    /// then shows more I/O than the device did in it.
     pub(crate) fn record(
         &mut self,
         kind: IoKind,
@@ -355,6 +358,7 @@ impl Recorder {
         completed: u64,
         res: i32,
     ) {
+        self.tick(completed);
         let c = &mut self.counts[kind_index(kind)];
         if res < 0 {
             c.errors += 1;
@@ -839,6 +843,28 @@ mod tests {
             );
             assert_eq!(got.len(), 4, "pieces of {piece}: {got:?}");
         }
+    }
+
+    /// A completion reaped after an interval's end counts in the interval it completed in,
+    /// even when the worker did not tick in between.
+    #[test]
+    fn a_completion_counts_in_the_interval_it_completed_in() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut r = Recorder::new(Some((Duration::from_millis(200), tx)));
+        r.tick(0);
+        // Two in the first interval, then one reaped 250 ms in with no tick since.
+        r.record(IoKind::Write, 0, 10, 50_000_000, 4096);
+        r.record(IoKind::Write, 0, 10, 199_000_000, 4096);
+        r.record(IoKind::Write, 150_000_000, 150_000_010, 250_000_000, 4096);
+        r.flush(300_000_000);
+        let got: Vec<(u64, u64)> = rx
+            .iter()
+            .map(|m| {
+                let n = m.hists.get(IoKind::Write).map_or(0, |k| k.response.len());
+                (m.index, n)
+            })
+            .collect();
+        assert_eq!(got, [(0, 2), (1, 1)]);
     }
 
     #[test]
