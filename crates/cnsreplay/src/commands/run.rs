@@ -221,6 +221,12 @@ pub struct ProviderArgs {
     /// kube: client-side burst.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub kube_burst: u32,
+    /// kube: how long a failure Kubernetes keeps retrying may last before the operation fails
+    /// with it: a pod the scheduler finds no node for (`unschedulable`), a Warning Event
+    /// ProvisioningFailed, FailedAttachVolume, FailedMount or FailedMapVolume on its object.
+    /// Raise it where nodes come later (a cluster autoscaler); the op's --timeout still ends it.
+    #[arg(long, value_name = "DUR", default_value = "3s")]
+    pub kube_failure_grace: String,
     /// kube: seccomp profile of the iogen pods, a `Localhost` profile's path under the
     /// kubelet's seccomp root (install deploy/seccomp/iogen.json there). Default:
     /// `RuntimeDefault`, which refuses io_uring (iogen then runs its thread-pool engine).
@@ -486,6 +492,7 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
         },
         csi_metrics: a.csi_metrics.clone(),
         apiserver_metrics: a.apiserver_metrics,
+        failure_grace_ns: dur_ns(&a.kube_failure_grace).context("--kube-failure-grace")?,
         ..KubeConfig::default()
     })
 }
