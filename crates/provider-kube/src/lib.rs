@@ -51,7 +51,7 @@ pub use crate::limiter::{ClientStats, Limiter};
 pub use crate::objects::{PodOptions, VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
 pub use crate::ops::{pod_failure, unschedulable, warning_class};
 pub use crate::preflight::TraceUses;
-use crate::watch::Watch;
+use crate::watch::{Watch, keep_all};
 
 /// The kube provider's configuration (recorded in the manifest; rebuilds it for cleanup).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -530,12 +530,17 @@ impl Kube {
             Api::namespaced(c.clone(), &ns),
             cfg.clone(),
             name_key,
+            keep_all,
             l.clone(),
         );
+        // A pod's spec is read only for its node: the rest (containers, volumes, the
+        // admission's tolerations and token projection) is most of a pod's size, and the
+        // watch holds every pod of the run.
         let pod = Watch::start(
             Api::namespaced(c.clone(), &ns),
             cfg.clone(),
             name_key,
+            ops::pod_node_only,
             l.clone(),
         );
         // PersistentVolumes and VolumeAttachments are made by controllers and carry no run
@@ -545,12 +550,14 @@ impl Kube {
             Api::all(c.clone()),
             watcher::Config::default(),
             name_key,
+            keep_all,
             l.clone(),
         );
         let va = Watch::start(
             Api::all(c.clone()),
             watcher::Config::default(),
             va_key,
+            keep_all,
             l.clone(),
         );
         let (pvc, pod, pv, va) = futures::try_join!(pvc, pod, pv, va).map_err(err)?;
@@ -558,6 +565,7 @@ impl Kube {
             Api::namespaced(c.clone(), &ns),
             watcher::Config::default().fields("type=Warning"),
             event_key,
+            keep_all,
             l.clone(),
         )
         .await
@@ -575,6 +583,7 @@ impl Kube {
             Api::namespaced(c.clone(), &ns),
             cfg.clone(),
             name_key,
+            keep_all,
             l.clone(),
         )
         .await
@@ -590,7 +599,7 @@ impl Kube {
         // A cluster without the group snapshot API is common: no notice here, a group
         // snapshot then fails saying why.
         let (groups, groups_missing) =
-            match Watch::start(Api::namespaced(c, &ns), cfg, name_key, l).await {
+            match Watch::start(Api::namespaced(c, &ns), cfg, name_key, keep_all, l).await {
                 Ok(w) => (Some(w), None),
                 Err(e) => (None, Some(e)),
             };
@@ -732,26 +741,10 @@ impl Provider for KubeProvider {
     async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
         // The client's connections are made where its futures are polled, and the engine's
         // runtime has no I/O driver: run the operation on the provider's runtime. Dropping
-        // the returned future (timeout, cancel) aborts it.
-        let this = self.inner.clone();
-        let id = ctx.event_id;
-        let timeout = this.config.timeout(&ev);
-        let _inflight = Inflight::new(&this, id, ev.op.op_type());
-        let op = ev.op.op_type();
-        let mut task = AbortOnDrop(self.rt.spawn(stamp::scope(async move {
-            match tokio::time::timeout(timeout, ops::execute(&this, ev, ctx)).await {
-                Ok(r) => r,
-                Err(_) => Err(ProviderError::new(
-                    "timeout",
-                    format!(
-                        "{op} did not complete within {timeout:?} (--timeout {op}=DUR); \
-                         waiting for {}",
-                        this.waiting_for(id)
-                            .unwrap_or_else(|| "nothing recorded".into())
-                    ),
-                )),
-            }
-        })));
+        // the returned future (timeout, cancel) aborts it. The task is spawned by a plain
+        // function so that this future holds only its handle (see `spawn_op`).
+        let _inflight = Inflight::new(&self.inner, ctx.event_id, ev.op.op_type());
+        let mut task = self.spawn_op(ev, ctx);
         match (&mut task.0).await {
             Ok(r) => r,
             Err(e) => Err(ProviderError::new("panic", e.to_string())),
@@ -781,6 +774,35 @@ impl KubeProvider {
             let report = cleanup::remove_all(&self.inner, run_id, None, &found).await;
             Ok((found, report))
         })
+    }
+
+    /// Spawns one operation on the provider's runtime under its timeout.
+    ///
+    /// Memory per operation in flight is what a run waiting on a slow cluster holds tens of
+    /// thousands of: the operation's future is boxed (`ops::execute` boxes each op's own
+    /// future in turn), because a future built in an `async` body and moved into another is
+    /// kept in that body's state as well, and `execute`'s state would otherwise hold the
+    /// largest op's state twice over (19 KB an operation before, for any op).
+    fn spawn_op(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> AbortOnDrop<Result<(), ProviderError>> {
+        let this = self.inner.clone();
+        let id = ctx.event_id;
+        let timeout = this.config.timeout(&ev);
+        let op = ev.op.op_type();
+        let call = ops::execute(this.clone(), ev, ctx);
+        AbortOnDrop(self.rt.spawn(stamp::scope(async move {
+            match tokio::time::timeout(timeout, call).await {
+                Ok(r) => r,
+                Err(_) => Err(ProviderError::new(
+                    "timeout",
+                    format!(
+                        "{op} did not complete within {timeout:?} (--timeout {op}=DUR); \
+                         waiting for {}",
+                        this.waiting_for(id)
+                            .unwrap_or_else(|| "nothing recorded".into())
+                    ),
+                )),
+            }
+        })))
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, PodSpec};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -460,25 +460,29 @@ impl Kube {
         let w = self.watches()?;
         let vols: Vec<VolState> = volumes.iter().map(|v| self.volume(v)).collect();
         let name = k8s_name(workload);
-        let meta = objects::meta(&name, ns, &self.run()?.run_id, tenant);
-        let pod_vols: Vec<PodVolume> = vols
-            .iter()
-            .map(|v| PodVolume {
-                claim: v.pvc.clone(),
-                block: v.block,
-            })
-            .collect();
-        let pod = objects::pod(
-            meta,
-            workload,
-            &pod_vols,
-            node,
-            &self.config.pause_image,
-            None,
-            &self.config.pod,
-        );
-        let created = self.create(ctx, "pod", &pod, Some(&w.pod)).await?;
-        let uid = created.uid().unwrap_or_default();
+        // The pod object and the create call live only while it is made: what an attach
+        // holds while it waits for the cluster is kept small (`KubeProvider::spawn_op`).
+        let uid = {
+            let meta = objects::meta(&name, ns, &self.run()?.run_id, tenant);
+            let pod_vols: Vec<PodVolume> = vols
+                .iter()
+                .map(|v| PodVolume {
+                    claim: v.pvc.clone(),
+                    block: v.block,
+                })
+                .collect();
+            let pod = objects::pod(
+                meta,
+                workload,
+                &pod_vols,
+                node,
+                &self.config.pause_image,
+                None,
+                &self.config.pod,
+            );
+            let created = Box::pin(self.create(ctx, "pod", &pod, Some(&w.pod))).await?;
+            created.uid().unwrap_or_default()
+        };
         let mut guard = PodGuard {
             api: Api::namespaced(self.client.clone(), ns),
             limiter: self.limiter.clone(),
@@ -537,10 +541,10 @@ impl Kube {
                     .map(|m| Ok(Err(m)))
             });
             let r = match unschedulable_since {
-                None => Some(wait.await),
+                None => Some(Box::pin(wait).await),
                 Some(t0) => tokio::time::timeout(
                     (t0 + grace).saturating_duration_since(Instant::now()),
-                    wait,
+                    Box::pin(wait),
                 )
                 .await
                 .ok(),
@@ -604,7 +608,8 @@ impl Kube {
                 } else {
                     &[]
                 };
-                let (_, at) = self.wait_pvc_bound(ctx, &v.pvc, &pvc_uid, warnings).await?;
+                let (_, at) =
+                    Box::pin(self.wait_pvc_bound(ctx, &v.pvc, &pvc_uid, warnings)).await?;
                 bound = bound.max(Some(at));
                 if let Some(s) = self.state().volumes.get_mut(n) {
                     s.wffc = false;
@@ -637,9 +642,8 @@ impl Kube {
                     ),
                 )))
             });
-            let (r, at) = self
-                .or_warning(ctx, attached_va, name, uid, POD_VOLUME_WARNINGS)
-                .await;
+            let (r, at) =
+                Box::pin(self.or_warning(ctx, attached_va, name, uid, POD_VOLUME_WARNINGS)).await;
             r?;
             attached = attached.max(Some(at));
         }
@@ -654,28 +658,24 @@ impl Kube {
             }
             (o.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(Ok(()))
         });
-        let (r, at) = self
-            .or_warning(ctx, running, name, uid, POD_VOLUME_WARNINGS)
-            .await;
+        let (r, at) = Box::pin(self.or_warning(ctx, running, name, uid, POD_VOLUME_WARNINGS)).await;
         r?;
         phase_at(ctx, "running", at);
         self.waiting(ctx, format!("pod {ns}/{name} Ready"));
-        let (r, at) = w
-            .pod
-            .wait_for(name, |s| {
-                let o = get(s, ns, name, uid)?;
-                if let Some(f) = failed(&o) {
-                    return Some(Err(f));
-                }
-                o.status
-                    .as_ref()?
-                    .conditions
-                    .as_ref()?
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-                    .then_some(Ok(()))
-            })
-            .await;
+        let (r, at) = Box::pin(w.pod.wait_for(name, |s| {
+            let o = get(s, ns, name, uid)?;
+            if let Some(f) = failed(&o) {
+                return Some(Err(f));
+            }
+            o.status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+                .then_some(Ok(()))
+        }))
+        .await;
         r?;
         phase_at(ctx, "ready", at);
         Ok(node_name)
@@ -1127,62 +1127,63 @@ fn storage_of(
     trace_format::units::parse_bytes(&m.get("storage")?.0).ok()
 }
 
+/// What the pod watch caches of a pod's spec: its node (the waits read nothing else of it).
+pub(crate) fn pod_node_only(p: &mut Pod) {
+    if let Some(s) = p.spec.as_mut() {
+        *s = PodSpec {
+            node_name: s.node_name.take(),
+            ..PodSpec::default()
+        };
+    }
+}
+
+/// Runs one operation. Each op's future is boxed: this future is then a few hundred bytes
+/// whatever the op, and an operation in flight holds only its own op's state, not the largest
+/// op's (`KubeProvider::spawn_op`).
 pub(crate) async fn execute(
-    p: &Kube,
+    p: Arc<Kube>,
     ev: Arc<Event>,
     ctx: Arc<OpCtx>,
 ) -> Result<(), ProviderError> {
+    let p = &*p;
     let ctx = &*ctx;
     match &ev.op {
-        Op::CreateVolume(c) => p.create_volume(&ev, c, ctx).await,
-        Op::DeleteVolume(v) => p.delete_volume(&v.volume, ctx).await,
+        Op::CreateVolume(c) => Box::pin(p.create_volume(&ev, c, ctx)).await,
+        Op::DeleteVolume(v) => Box::pin(p.delete_volume(&v.volume, ctx)).await,
         Op::Attach(a) => {
             let node = a
                 .node
                 .as_deref()
                 .map(str::to_owned)
                 .or_else(|| p.config.node.clone());
-            let wl = p
-                .start_pod(
-                    ctx,
-                    &a.workload,
-                    &a.volumes,
-                    node.as_deref(),
-                    ev.tenant.as_deref(),
-                )
-                .await?;
+            let wl = Box::pin(p.start_pod(
+                ctx,
+                &a.workload,
+                &a.volumes,
+                node.as_deref(),
+                ev.tenant.as_deref(),
+            ))
+            .await?;
             p.state().workloads.insert(a.workload.clone(), wl);
             Ok(())
         }
-        Op::Detach(w) => p.stop_workload(ctx, &w.workload, false).await.map(drop),
-        Op::AbortWorkload(w) => p.stop_workload(ctx, &w.workload, true).await.map(drop),
-        Op::Reschedule(r) => p.reschedule(ctx, &r.workload, r.node.as_deref()).await,
-        Op::CordonNode(n) => p.cordon(ctx, &n.node).await,
-        Op::DrainNode(n) => {
-            p.cordon(ctx, &n.node).await?;
-            // Only the run's own pods are evicted; other tenants of the node are left alone.
-            let on_node: Vec<Name> = p
-                .state()
-                .workloads
-                .iter()
-                .filter(|(_, w)| w.node.as_deref() == Some(n.node.as_str()))
-                .map(|(k, _)| k.clone())
-                .collect();
-            let moves = on_node.iter().map(|w| p.reschedule(ctx, w, None));
-            for r in join_all(moves).await {
-                r?;
-            }
-            phase(ctx, "drained");
-            Ok(())
-        }
-        Op::Snapshot(s) => p.snapshot(&ev, s, ctx).await,
-        Op::DeleteSnapshot(s) => p.delete_snapshot(&s.snapshot, ctx).await,
-        Op::Resize(r) => p.resize(r, ctx).await,
-        Op::ModifyVolume(m) => p.modify_volume(m, ctx).await,
-        Op::GroupSnapshot(g) => p.group_snapshot(&ev, g, ctx).await,
-        Op::DeleteGroupSnapshot(g) => p.delete_group_snapshot(&g.group, ctx).await,
-        Op::ForceDetach(n) => p.force_detach(ctx, &n.node).await,
-        Op::IoPhase(ph) => crate::io::io_phase(p, &ev, ph, ctx).await,
+        Op::Detach(w) => Box::pin(p.stop_workload(ctx, &w.workload, false))
+            .await
+            .map(drop),
+        Op::AbortWorkload(w) => Box::pin(p.stop_workload(ctx, &w.workload, true))
+            .await
+            .map(drop),
+        Op::Reschedule(r) => Box::pin(p.reschedule(ctx, &r.workload, r.node.as_deref())).await,
+        Op::CordonNode(n) => Box::pin(p.cordon(ctx, &n.node)).await,
+        Op::DrainNode(n) => Box::pin(drain(p, ctx, &n.node)).await,
+        Op::Snapshot(s) => Box::pin(p.snapshot(&ev, s, ctx)).await,
+        Op::DeleteSnapshot(s) => Box::pin(p.delete_snapshot(&s.snapshot, ctx)).await,
+        Op::Resize(r) => Box::pin(p.resize(r, ctx)).await,
+        Op::ModifyVolume(m) => Box::pin(p.modify_volume(m, ctx)).await,
+        Op::GroupSnapshot(g) => Box::pin(p.group_snapshot(&ev, g, ctx)).await,
+        Op::DeleteGroupSnapshot(g) => Box::pin(p.delete_group_snapshot(&g.group, ctx)).await,
+        Op::ForceDetach(n) => Box::pin(p.force_detach(ctx, &n.node)).await,
+        Op::IoPhase(ph) => Box::pin(crate::io::io_phase(p, &ev, ph, ctx)).await,
         Op::Io(_) => Err(ProviderError::new(
             "unsupported",
             "single `io` requests on a volume a workload holds cannot be sent into its pod one \
@@ -1191,6 +1192,25 @@ pub(crate) async fn execute(
         )),
         Op::Marker(_) => Ok(()),
     }
+}
+
+/// Cordons `node` and moves the run's own pods off it; other tenants of the node are left
+/// alone.
+async fn drain(p: &Kube, ctx: &OpCtx, node: &str) -> Result<(), ProviderError> {
+    p.cordon(ctx, node).await?;
+    let on_node: Vec<Name> = p
+        .state()
+        .workloads
+        .iter()
+        .filter(|(_, w)| w.node.as_deref() == Some(node))
+        .map(|(k, _)| k.clone())
+        .collect();
+    let moves = on_node.iter().map(|w| p.reschedule(ctx, w, None));
+    for r in join_all(moves).await {
+        r?;
+    }
+    phase(ctx, "drained");
+    Ok(())
 }
 
 #[cfg(test)]

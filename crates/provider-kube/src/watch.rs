@@ -29,6 +29,12 @@ use crate::limiter::Limiter;
 /// Computes the waiter key of an object.
 pub(crate) type KeyFn<K> = fn(&K) -> Option<String>;
 
+/// Cuts an object down to what the waits read before it is cached ([`keep_all`]: nothing).
+pub(crate) type TrimFn<K> = fn(&mut K);
+
+/// A [`TrimFn`] that keeps the whole object.
+pub(crate) fn keep_all<K>(_: &mut K) {}
+
 /// One kind's reflector and its waiters.
 pub(crate) struct Watch<K>
 where
@@ -84,6 +90,7 @@ where
         api: Api<K>,
         config: watcher::Config,
         key: KeyFn<K>,
+        trim: TrimFn<K>,
         limiter: Arc<Limiter>,
     ) -> Result<Arc<Self>, String> {
         let (store, writer) = reflector::store::<K>();
@@ -95,13 +102,14 @@ where
         let me = this.clone();
         // The cache keeps what the waits read: managed fields and kubectl's last-applied
         // copy are dropped first (the PV and VolumeAttachment watches see every object of
-        // the cluster, not only the run's).
+        // the cluster, not only the run's), then what `trim` cuts (a pod's spec but its node).
         let stream = reflector::reflector(
             writer,
-            watcher(api, config).default_backoff().modify(|o| {
+            watcher(api, config).default_backoff().modify(move |o| {
                 o.managed_fields_mut().clear();
                 o.annotations_mut()
                     .remove("kubectl.kubernetes.io/last-applied-configuration");
+                trim(o);
             }),
         );
         tokio::spawn(async move {
