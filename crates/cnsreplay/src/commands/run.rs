@@ -493,7 +493,6 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
         csi_metrics: a.csi_metrics.clone(),
         apiserver_metrics: a.apiserver_metrics,
         failure_grace_ns: dur_ns(&a.kube_failure_grace).context("--kube-failure-grace")?,
-        ..KubeConfig::default()
     })
 }
 
