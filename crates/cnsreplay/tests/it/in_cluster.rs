@@ -3,8 +3,10 @@
 //! static cnsreplay image; `cnsreplay fetch`, as the service account of deploy/rbac, copies the
 //! run directory off the claim and `analyze summary` reads it; nothing of the run is left.
 //! Then a second Job is killed with its pod force-deleted, and `cleanup --run-id` removes
-//! what it left. Skipped (one line) without a real node and the cnsreplay image
-//! (`TESTENV_CNSREPLAY_BIN`) unless `CNSREPLAY_REQUIRE_REAL_NODE=1`.
+//! what it left. And a split trace replayed by parallel drivers, an Indexed Job from one
+//! instant (overlay testenv-split), merged back with `merge-runs`. Skipped (one line) without
+//! a real node and the cnsreplay image (`TESTENV_CNSREPLAY_BIN`) unless
+//! `CNSREPLAY_REQUIRE_REAL_NODE=1`. The tests share the Job's fixed names: they take turns.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,6 +16,53 @@ use crate::real_node::{Cluster, EXP2_OPS, nothing_left, real_node_cluster, run_o
 use crate::{cnsreplay, ok, s, stdout};
 
 const NS: &str = "cnsreplay";
+
+/// The Job, its ConfigMaps and its claim have fixed names: one test at a time uses them.
+static JOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The cluster with a real node and the cnsreplay image, or `None` (skipped, one line).
+fn image_cluster() -> Option<Cluster> {
+    let c = real_node_cluster()?;
+    if c.get("TESTENV_CNSREPLAY_IMAGE").is_empty() {
+        assert!(
+            std::env::var("CNSREPLAY_REQUIRE_REAL_NODE").as_deref() != Ok("1"),
+            "CNSREPLAY_REQUIRE_REAL_NODE=1 but testenv has no cnsreplay image \
+             (TESTENV_CNSREPLAY_BIN)"
+        );
+        #[allow(clippy::print_stderr)] // the skip line is the contract
+        {
+            eprintln!("skipped: testenv has no cnsreplay image (TESTENV_CNSREPLAY_BIN)");
+        }
+        return None;
+    }
+    Some(c)
+}
+
+/// `kubectl wait` for the Job's completion; its logs (every pod's) either way.
+fn wait_job(c: &Cluster, secs: u64) -> (bool, String) {
+    let waited = Command::new(Path::new(c.get("TESTENV_BIN")).join("kubectl"))
+        .arg(format!("--kubeconfig={}", c.get("KUBECONFIG")))
+        .args([
+            "-n",
+            NS,
+            "wait",
+            "--for=condition=complete",
+            "job/cnsreplay-run",
+        ])
+        .arg(format!("--timeout={secs}s"))
+        .output()
+        .expect("kubectl wait");
+    let log = c.kubectl(&[
+        "-n",
+        NS,
+        "logs",
+        "-l",
+        "job-name=cnsreplay-run",
+        "--tail=-1",
+        "--prefix",
+    ]);
+    (waited.status.success(), log)
+}
 
 /// Waits up to `secs` for `f`, polling every 500 ms.
 fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
@@ -32,6 +81,7 @@ fn remove_job_objects(c: &Cluster) {
     for what in [
         "job/cnsreplay-run",
         "configmap/cnsreplay-trace",
+        "configmap/cnsreplay-split",
         "pvc/cnsreplay-runs",
     ] {
         c.kubectl(&[
@@ -80,39 +130,18 @@ fn fetch(c: &Cluster, kc: &Path, dest: &Path) -> String {
 
 #[test]
 fn an_in_cluster_job_runs_experiment2_and_fetch_brings_its_run_directory_back() {
-    let Some(c) = real_node_cluster() else {
+    let Some(c) = image_cluster() else {
         return;
     };
-    if c.get("TESTENV_CNSREPLAY_IMAGE").is_empty() {
-        assert!(
-            std::env::var("CNSREPLAY_REQUIRE_REAL_NODE").as_deref() != Ok("1"),
-            "CNSREPLAY_REQUIRE_REAL_NODE=1 but testenv has no cnsreplay image \
-             (TESTENV_CNSREPLAY_BIN)"
-        );
-        #[allow(clippy::print_stderr)] // the skip line is the contract
-        {
-            eprintln!("skipped: testenv has no cnsreplay image (TESTENV_CNSREPLAY_BIN)");
-        }
-        return;
-    }
+    let _turn = JOB
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tmp = tempfile::tempdir().expect("tempdir");
     let kc = c.runner_kubeconfig(tmp.path());
     remove_job_objects(&c);
     start_job(&c);
-    let waited = Command::new(Path::new(c.get("TESTENV_BIN")).join("kubectl"))
-        .arg(format!("--kubeconfig={}", c.get("KUBECONFIG")))
-        .args([
-            "-n",
-            NS,
-            "wait",
-            "--for=condition=complete",
-            "job/cnsreplay-run",
-        ])
-        .arg("--timeout=900s")
-        .output()
-        .expect("kubectl wait");
-    let log = c.kubectl(&["-n", NS, "logs", "job/cnsreplay-run"]);
-    assert!(waited.status.success(), "the Job did not complete: {log}");
+    let (done, log) = wait_job(&c, 900);
+    assert!(done, "the Job did not complete: {log}");
     assert!(log.contains("complete: 44 events on kube"), "{log}");
     assert!(log.contains("run directory: runs/trace-"), "{log}");
 
@@ -240,6 +269,126 @@ fn an_in_cluster_job_runs_experiment2_and_fetch_brings_its_run_directory_back() 
         "jsonpath={.status.phase}",
     ]);
     assert_eq!(runs_pvc, "Bound");
+    remove_job_objects(&c);
+}
+
+/// Two tenants, each a volume and a workload on it; `trace split` makes a part of each.
+const SPLIT_TRACE: &str = "format: cnsreplay-trace
+version: 2
+defaults: {volume_size: 64Mi}
+events:
+  - {at: 0s, tenant: shop, create_volume: {volume: shop-db}}
+  - {at: 0s, tenant: ads, create_volume: {volume: ads-db}}
+  - {at: 1s, tenant: shop, attach: {workload: shop-app, volumes: [shop-db]}}
+  - {at: 1500ms, tenant: ads, attach: {workload: ads-app, volumes: [ads-db]}}
+  - {at: 12s, tenant: shop, snapshot: {volume: shop-db, snapshot: shop-snap}}
+  - {at: 20s, tenant: shop, detach: {workload: shop-app}}
+  - {at: 20500ms, tenant: ads, detach: {workload: ads-app}}
+  - {at: 24s, tenant: shop, delete_snapshot: {snapshot: shop-snap}}
+  - {at: 26s, tenant: shop, delete_volume: {volume: shop-db}}
+  - {at: 26s, tenant: ads, delete_volume: {volume: ads-db}}
+";
+
+#[test]
+fn a_split_trace_runs_as_parallel_jobs_from_one_instant_and_merges_back() {
+    let Some(c) = image_cluster() else {
+        return;
+    };
+    let _turn = JOB
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kc = c.runner_kubeconfig(tmp.path());
+    let trace = tmp.path().join("two-tenants.yaml");
+    std::fs::write(&trace, SPLIT_TRACE).expect("trace");
+    let parts = tmp.path().join("parts");
+    ok(&cnsreplay(&["trace", "split", s(&trace), "-o", s(&parts)]));
+    let mut files: Vec<_> = std::fs::read_dir(&parts)
+        .expect("parts")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+
+    remove_job_objects(&c);
+    let ws = crate::workspace();
+    c.kubectl(&["apply", "-k", s(&ws.join("deploy/rbac"))]);
+    let from: Vec<String> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("--from-file=part-{i}.cnsbin={}", s(f)))
+        .collect();
+    let mut args = vec!["-n", NS, "create", "configmap", "cnsreplay-trace"];
+    args.extend(from.iter().map(String::as_str));
+    c.kubectl(&args);
+    // Far enough ahead for both pods to start and both drivers to prepare.
+    let start = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(60);
+    let start_at = start.round(jiff::Unit::Second).expect("round").to_string();
+    c.kubectl(&[
+        "-n",
+        NS,
+        "create",
+        "configmap",
+        "cnsreplay-split",
+        &format!("--from-literal=start_at={start_at}"),
+    ]);
+    c.kubectl(&[
+        "apply",
+        "-k",
+        s(&ws.join("deploy/kustomize/overlays/testenv-split")),
+    ]);
+    let (done, log) = wait_job(&c, 900);
+    assert!(done, "the Job did not complete: {log}");
+    assert_eq!(log.matches("complete: ").count(), 2, "{log}");
+
+    let dest = tmp.path().join("fetched");
+    fetch(&c, &kc, &dest);
+    let mut runs: Vec<_> = std::fs::read_dir(dest.join("runs"))
+        .expect("fetched runs")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    runs.sort();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    // Both clocks started on the one instant.
+    let start: jiff::Timestamp = start_at.parse().expect("start_at");
+    for run in &runs {
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
+                .expect("json");
+        assert_eq!(m["state"], "complete", "{m:#}");
+        let origin: jiff::Timestamp = m["origin"].as_str().expect("origin").parse().expect("t");
+        let off = origin.duration_since(start).as_secs_f64();
+        assert!(
+            (0.0..0.1).contains(&off),
+            "{}: clock started {off} s after start_at",
+            run.display()
+        );
+    }
+    // Merged back: every event of the trace, once, and none failed.
+    let merged = tmp.path().join("merged");
+    let mut args = vec!["merge-runs"];
+    args.extend(runs.iter().map(|r| s(r)));
+    args.extend(["-o", s(&merged)]);
+    ok(&cnsreplay(&args));
+    let out = cnsreplay(&["analyze", "summary", "--json", s(&merged)]);
+    ok(&out);
+    let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("summary json");
+    let r = &summary["runs"][0];
+    for (op, n) in [
+        ("create_volume", 2),
+        ("attach", 2),
+        ("snapshot", 1),
+        ("delete_snapshot", 1),
+        ("detach", 2),
+        ("delete_volume", 2),
+    ] {
+        let row = &r["ops"][op];
+        assert_eq!(row["count"], n, "{op}: {row}");
+        assert_eq!(row["failed"], 0, "{op}: {row}");
+    }
+    for run in &runs {
+        nothing_left(&c, run);
+    }
     remove_job_objects(&c);
 }
 
