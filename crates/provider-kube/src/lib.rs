@@ -779,10 +779,11 @@ impl KubeProvider {
     /// Spawns one operation on the provider's runtime under its timeout.
     ///
     /// Memory per operation in flight is what a run waiting on a slow cluster holds tens of
-    /// thousands of: the operation's future is boxed (`ops::execute` boxes each op's own
-    /// future in turn), because a future built in an `async` body and moved into another is
-    /// kept in that body's state as well, and `execute`'s state would otherwise hold the
-    /// largest op's state twice over (19 KB an operation before, for any op).
+    /// thousands of. `ops::execute` boxes each op's own future, so the task holds a few
+    /// hundred bytes and its op's box; and this is a plain function because a future built
+    /// in an `async` body and moved into another stays in that body's state as well:
+    /// `execute`'s state held the spawned future a second time (19 KB an operation before,
+    /// for any op).
     fn spawn_op(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> AbortOnDrop<Result<(), ProviderError>> {
         let this = self.inner.clone();
         let id = ctx.event_id;
