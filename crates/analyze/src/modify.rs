@@ -206,7 +206,6 @@ pub fn effects(run: &Run) -> Result<Option<Vec<ModifyEffect>>> {
             .unwrap_or_default();
         let mut kinds = Vec::new();
         let mut holds: Option<i64> = None;
-        let mut judged = false;
         for kind in [IoKind::Read, IoKind::Write] {
             let s = slots(&on, kind, intended);
             if s.is_empty() {
@@ -223,10 +222,9 @@ pub fn effects(run: &Run) -> Result<Option<Vec<ModifyEffect>>> {
             let Some(last) = holds_from(&s, limit, after_to) else {
                 continue;
             };
-            judged = true;
             holds = Some(holds.map_or(last, |h: i64| h.max(last)));
         }
-        let holds_after_ns = holds.filter(|_| judged).map(|h| h as u64 * SLOT);
+        let holds_after_ns = holds.map(|h| h as u64 * SLOT);
         out.push(ModifyEffect {
             id: *id,
             volume: volume.clone(),

@@ -20,8 +20,9 @@ const NS: &str = "cnsreplay";
 /// The Job, its ConfigMaps and its claim have fixed names: one test at a time uses them.
 static JOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// The cluster with a real node and the cnsreplay image, or `None` (skipped, one line).
-fn image_cluster() -> Option<Cluster> {
+/// The cluster with a real node and the cnsreplay image, or `None` (skipped, one line), with
+/// this test's turn at the Job's fixed names ([`JOB`]), held until the guard is dropped.
+fn image_cluster() -> Option<(Cluster, std::sync::MutexGuard<'static, ()>)> {
     let c = real_node_cluster()?;
     if c.get("TESTENV_CNSREPLAY_IMAGE").is_empty() {
         assert!(
@@ -35,7 +36,10 @@ fn image_cluster() -> Option<Cluster> {
         }
         return None;
     }
-    Some(c)
+    let turn = JOB
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some((c, turn))
 }
 
 /// `kubectl wait` for the Job's completion; its logs (every pod's) either way.
@@ -130,12 +134,9 @@ fn fetch(c: &Cluster, kc: &Path, dest: &Path) -> String {
 
 #[test]
 fn an_in_cluster_job_runs_experiment2_and_fetch_brings_its_run_directory_back() {
-    let Some(c) = image_cluster() else {
+    let Some((c, _turn)) = image_cluster() else {
         return;
     };
-    let _turn = JOB
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tmp = tempfile::tempdir().expect("tempdir");
     let kc = c.runner_kubeconfig(tmp.path());
     remove_job_objects(&c);
@@ -291,12 +292,9 @@ events:
 
 #[test]
 fn a_split_trace_runs_as_parallel_jobs_from_one_instant_and_merges_back() {
-    let Some(c) = image_cluster() else {
+    let Some((c, _turn)) = image_cluster() else {
         return;
     };
-    let _turn = JOB
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tmp = tempfile::tempdir().expect("tempdir");
     let kc = c.runner_kubeconfig(tmp.path());
     let trace = tmp.path().join("two-tenants.yaml");
