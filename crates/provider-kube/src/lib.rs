@@ -579,30 +579,51 @@ impl Kube {
                 None
             }
         };
-        let snap = match Watch::start(
-            Api::namespaced(c.clone(), &ns),
-            cfg.clone(),
-            name_key,
-            keep_all,
-            l.clone(),
-        )
-        .await
-        {
-            Ok(w) => Some(w),
-            Err(e) => {
+        // An optional API the cluster does not serve is known from discovery in one request;
+        // starting its watch would instead retry a 404 until the list timeout.
+        let snap_served = serves(&c, "snapshot.storage.k8s.io/v1", "volumesnapshots").await;
+        let snap = match snap_served {
+            Served::No(why) => {
                 notices.push(format!(
-                    "kube: no VolumeSnapshot watch ({e}); snapshots will fail"
+                    "kube: no VolumeSnapshot watch ({why}); snapshots will fail"
                 ));
                 None
             }
+            Served::Yes | Served::Unknown => match Watch::start(
+                Api::namespaced(c.clone(), &ns),
+                cfg.clone(),
+                name_key,
+                keep_all,
+                l.clone(),
+            )
+            .await
+            {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    notices.push(format!(
+                        "kube: no VolumeSnapshot watch ({e}); snapshots will fail"
+                    ));
+                    None
+                }
+            },
         };
         // A cluster without the group snapshot API is common: no notice here, a group
         // snapshot then fails saying why.
-        let (groups, groups_missing) =
-            match Watch::start(Api::namespaced(c, &ns), cfg, name_key, keep_all, l).await {
-                Ok(w) => (Some(w), None),
-                Err(e) => (None, Some(e)),
-            };
+        let (groups, groups_missing) = match serves(
+            &c,
+            "groupsnapshot.storage.k8s.io/v1",
+            "volumegroupsnapshots",
+        )
+        .await
+        {
+            Served::No(why) => (None, Some(why)),
+            Served::Yes | Served::Unknown => {
+                match Watch::start(Api::namespaced(c, &ns), cfg, name_key, keep_all, l).await {
+                    Ok(w) => (Some(w), None),
+                    Err(e) => (None, Some(e)),
+                }
+            }
+        };
         let _ = self.watches.set(Watches {
             pvc,
             pv,
@@ -614,6 +635,32 @@ impl Kube {
             events,
         });
         Ok(notices)
+    }
+}
+
+/// Whether the API server serves a resource, from discovery.
+#[derive(Debug)]
+pub(crate) enum Served {
+    Yes,
+    /// Not served, and why (the group version is unknown, or lacks the resource).
+    No(String),
+    /// Discovery failed for another reason: try the resource and let its own error tell.
+    Unknown,
+}
+
+/// Asks discovery whether `group_version` (e.g. `snapshot.storage.k8s.io/v1`) serves
+/// `plural`. One GET; a 404 means the group version is not installed (no CRD).
+pub(crate) async fn serves(client: &Client, group_version: &str, plural: &str) -> Served {
+    match client.list_api_group_resources(group_version).await {
+        Ok(list) if list.resources.iter().any(|r| r.name == plural) => Served::Yes,
+        Ok(_) => Served::No(format!("{group_version} is served without {plural}")),
+        Err(kube::Error::Api(st)) if st.code == 404 => {
+            Served::No(format!("the API server does not serve {group_version}"))
+        }
+        Err(e) => {
+            tracing::debug!("discovery of {group_version}: {e}; trying its watch");
+            Served::Unknown
+        }
     }
 }
 

@@ -58,6 +58,9 @@ struct Seen {
 /// registers after the deletion arrived).
 const KEEP_DELETED: Duration = Duration::from_secs(60);
 
+/// How long a watch may take to list its kind before the start fails.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Waiters per key, and the arrival instants of the events per key.
 #[derive(Default)]
 struct Waiters {
@@ -112,15 +115,32 @@ where
                 trim(o);
             }),
         );
-        tokio::spawn(async move {
+        // Errors before the first list completes are the start's failure (a missing CRD, a
+        // refused list), reported by its error below: they are not restarts of a running
+        // watch and must not raise the "observed late" notice.
+        let listed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let first_error: Arc<Mutex<Option<String>>> = Arc::default();
+        let (listed2, first_error2) = (listed.clone(), first_error.clone());
+        let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(ev) = stream.next().await {
                 let at = Instant::now();
                 match ev {
                     Ok(watcher::Event::Apply(o)) => me.notify(&o, at, false),
                     Ok(watcher::Event::Delete(o)) => me.notify(&o, at, true),
-                    Ok(watcher::Event::InitDone) => me.notify_all(at),
+                    Ok(watcher::Event::InitDone) => {
+                        listed2.store(true, Relaxed);
+                        me.notify_all(at);
+                    }
                     Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                    Err(e) if !listed2.load(Relaxed) => {
+                        tracing::debug!(
+                            "watch of {} not listed yet: {e}",
+                            K::kind(&K::DynamicType::default())
+                        );
+                        *first_error2.lock().unwrap_or_else(PoisonError::into_inner) =
+                            Some(e.to_string());
+                    }
                     Err(e) => {
                         limiter.watch_errors.fetch_add(1, Relaxed);
                         tracing::warn!(
@@ -131,15 +151,27 @@ where
                 }
             }
         });
-        tokio::time::timeout(Duration::from_secs(30), this.store.wait_until_ready())
-            .await
-            .map_err(|_| {
-                format!(
-                    "the {} watch did not list within 30 s (RBAC: list and watch needed)",
-                    K::kind(&K::DynamicType::default())
-                )
-            })?
-            .map_err(|e| e.to_string())?;
+        let ready = tokio::time::timeout(LIST_TIMEOUT, this.store.wait_until_ready()).await;
+        let failed = match ready {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!(
+                "the {} watch did not list within {} s ({}; RBAC: list and watch needed)",
+                K::kind(&K::DynamicType::default()),
+                LIST_TIMEOUT.as_secs(),
+                first_error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                    .unwrap_or_else(|| "no answer".to_owned())
+            )),
+        };
+        if let Some(e) = failed {
+            // A watch that never listed must not keep retrying (and logging) for the rest of
+            // the run.
+            task.abort();
+            return Err(e);
+        }
         Ok(this)
     }
 

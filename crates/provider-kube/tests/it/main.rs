@@ -5,6 +5,7 @@
 mod audit_import;
 mod common;
 mod csi;
+mod discovery;
 mod experiment;
 mod experiment2;
 mod failures;
