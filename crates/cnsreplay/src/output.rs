@@ -57,7 +57,8 @@ impl Output {
             tmp,
             committed: false,
         };
-        fs_err::File::create(&out.tmp)?;
+        fs_err::File::create(&out.tmp)
+            .with_context(|| format!("cannot write {}", dest.display()))?;
         Ok(out)
     }
 
