@@ -18,9 +18,8 @@ use synth::data::Objects;
 use synth::{Derivation, Model, Observation, Options, Plan, Target};
 use trace_format::{Encoding, TraceWriter};
 
-use crate::output::Output;
-
 use crate::cli::EncodingArg;
+use crate::output::Output;
 
 /// `synth`.
 #[derive(Debug, Args)]

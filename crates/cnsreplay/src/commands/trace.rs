@@ -158,8 +158,8 @@ fn run_merge(a: &MergeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         AlignArg::Origin => Align::Origin,
     };
     let paths: Vec<&std::path::Path> = a.inputs.iter().map(|p| p.as_path()).collect();
-    let output = Output::create(&a.output, &paths)?;
     let enc = encoding_of(&a.output)?;
+    let output = Output::create(&a.output, &paths)?;
     let (writer, report) = merge(
         inputs,
         align,
