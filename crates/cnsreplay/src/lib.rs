@@ -1,14 +1,19 @@
 //! The `cnsreplay` command line: argument definitions ([`cli`]) and the commands behind them.
 //!
 //! The binary only parses arguments and calls [`run`]; every command writes its report to a
-//! `Write` it is given, so tests drive the same code the binary runs. Exit codes: 0 success,
-//! 1 the input has problems (an invalid trace; for `run`: interrupted, or every operation
-//! failed), 2 the command could not run (I/O, usage), 4 `run
-//! --require-valid` whose verdict is not `valid`.
+//! `Write` it is given, so tests drive the same code the binary runs.
+//!
+//! Exit codes are the same for every command (the table in the README): 0 success, 1 the
+//! input has problems (or the command's check said no: a run interrupted or all failed, a
+//! regression, no capacity limit found), 2 the command could not run, 3 `analyze compare`
+//! inconclusive, 4 `run --require-valid` whose verdict is not `valid`, 128 + N killed by
+//! signal N. A command returns 1 itself when it reports the problems; an error it returns is
+//! sorted by [`exit_code_of`], so an invalid trace exits 1 whichever command read it.
 
 pub mod cli;
 pub mod commands;
 pub mod logging;
+pub mod output;
 pub mod report;
 #[cfg(feature = "analyze")]
 pub mod search;
@@ -17,6 +22,60 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use cli::{Cli, Command};
+
+/// Exit code of a command that failed with `e`: [`EXIT_INPUT`] when the error is a problem
+/// of the input (a located problem in a trace, a bad import line, a bad model or data file, a
+/// malformed run-directory record), else [`EXIT_FAILED`].
+pub fn exit_code_of(e: &anyhow::Error) -> u8 {
+    if e.chain().any(is_input_problem) {
+        EXIT_INPUT
+    } else {
+        EXIT_FAILED
+    }
+}
+
+/// The input has problems.
+pub const EXIT_INPUT: u8 = 1;
+/// The command could not run (usage, I/O, a refused output, a provider that could not start).
+pub const EXIT_FAILED: u8 = 2;
+
+fn is_input_problem(e: &(dyn std::error::Error + 'static)) -> bool {
+    use trace_format::Error as T;
+    let trace = |t: &T| matches!(t, T::Invalid(_));
+    if let Some(t) = e.downcast_ref::<T>() {
+        return trace(t);
+    }
+    if let Some(trace_format::split::SplitError::Trace(t)) =
+        e.downcast_ref::<trace_format::split::SplitError>()
+    {
+        return trace(t);
+    }
+    if let Some(i) = e.downcast_ref::<import::ImportError>() {
+        return match i {
+            import::ImportError::Bad(_) => true,
+            import::ImportError::Trace(t) => trace(t),
+            _ => false,
+        };
+    }
+    if let Some(s) = e.downcast_ref::<synth::Error>() {
+        return match s {
+            synth::Error::Trace(t) => trace(t),
+            s => commands::synth::input_problem(s),
+        };
+    }
+    if let Some(replay::Error::Trace(t)) = e.downcast_ref::<replay::Error>() {
+        return trace(t);
+    }
+    #[cfg(feature = "analyze")]
+    if let Some(a) = e.downcast_ref::<analyze::Error>() {
+        return match a {
+            analyze::Error::Trace(t) => trace(t),
+            analyze::Error::Record { .. } => true,
+            _ => false,
+        };
+    }
+    false
+}
 
 /// Runs a parsed command line, writing reports to stdout.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {

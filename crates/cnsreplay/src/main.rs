@@ -13,7 +13,7 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
-            ExitCode::from(2)
+            ExitCode::from(cnsreplay::exit_code_of(&e))
         }
     }
 }

@@ -15,6 +15,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
+use crate::output::Output;
+
 /// `analyze`.
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
@@ -182,15 +184,23 @@ pub(crate) fn run(a: &AnalyzeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
 }
 
 fn run_export(a: &ExportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    type Exporter = fn(&Path, &Path) -> analyze::Result<u64>;
-    let jobs: [(&Option<PathBuf>, Exporter); 2] = [
-        (&a.csv, analyze::frame::export_csv_file),
-        (&a.parquet, analyze::frame::export_parquet_file),
-    ];
-    for (path, export) in jobs {
+    let inputs = [a.run.join("events.jsonl"), a.run.join("manifest.json")];
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    for (path, csv) in [(&a.csv, true), (&a.parquet, false)] {
         let Some(path) = path else { continue };
-        let n = export(&a.run, path)
-            .with_context(|| format!("export of {} to {}", a.run.display(), path.display()))?;
+        let context = || format!("export of {} to {}", a.run.display(), path.display());
+        let dest = Output::create(path, &inputs)?;
+        let run = analyze::Run::open(&a.run).with_context(context)?;
+        let mut w = std::io::BufWriter::new(dest.file()?);
+        let n = if csv {
+            analyze::frame::export_csv(&run, &mut w)
+        } else {
+            analyze::frame::export_parquet(&run, &mut w)
+        }
+        .with_context(context)?;
+        w.flush().with_context(context)?;
+        drop(w);
+        dest.commit()?;
         writeln!(out, "{n} records → {}", path.display())?;
     }
     Ok(ExitCode::SUCCESS)
@@ -642,11 +652,11 @@ fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 fn run_report(a: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let runs: Vec<&Path> = a.runs.iter().map(PathBuf::as_path).collect();
     let r = analyze::report::report(&runs, a.allow_invalid)?;
-    fs_err::write(&a.output, &r.html)?;
+    crate::output::write(&a.output, &runs, r.html.as_bytes())?;
     if let Some(dir) = &a.svg {
         fs_err::create_dir_all(dir)?;
         for f in &r.figures {
-            fs_err::write(dir.join(format!("{}.svg", f.id)), &f.svg)?;
+            crate::output::write(&dir.join(format!("{}.svg", f.id)), &[], f.svg.as_bytes())?;
         }
     }
     if let Some(dir) = &a.png {
@@ -655,7 +665,7 @@ fn run_report(a: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             let png = f
                 .png(a.png_scale)
                 .with_context(|| format!("figure {}", f.id))?;
-            fs_err::write(dir.join(format!("{}.png", f.id)), png)?;
+            crate::output::write(&dir.join(format!("{}.png", f.id)), &[], &png)?;
         }
     }
     let figs: Vec<String> = r

@@ -25,6 +25,7 @@ use serde::Serialize;
 use trace_format::{Encoding, TraceReader, TraceWriter};
 
 use crate::commands::run::{ProviderArgs, ProviderKind, RunArgs};
+use crate::output::Output;
 use crate::search::{Next, Search, SearchOptions};
 
 /// `capacity`.
@@ -216,10 +217,11 @@ fn model_trace(
     let plan = synth::Plan::new(model.clone(), &a.input.display().to_string(), &opts)
         .with_context(|| format!("{} at {rate}/s", a.input.display()))?;
     let g = synth::Generator::new(plan);
-    let tmp = path.with_extension("partial");
-    let w = TraceWriter::create(&tmp, Some(Encoding::Binary), g.header())?;
-    synth::write_all(g, w).with_context(|| format!("cannot write {}", tmp.display()))?;
-    fs_err::rename(&tmp, &path)?;
+    // The search stops on SIGINT itself: the output is removed when dropped.
+    let out = Output::create_quiet(&path, &[&a.input])?;
+    let w = TraceWriter::new(out.file()?, Encoding::Binary, g.header())?;
+    synth::write_all(g, w).with_context(|| format!("cannot write {}", path.display()))?;
+    out.commit()?;
     Ok(path)
 }
 
@@ -377,10 +379,9 @@ fn search_start(a: &CapacityArgs, input: &Input) -> f64 {
 }
 
 fn write_json(path: &Path, r: &CapacitySearchReport) -> anyhow::Result<()> {
-    let tmp = path.with_extension("json.partial");
-    fs_err::write(&tmp, serde_json::to_vec_pretty(r)?)?;
-    fs_err::rename(&tmp, path)?;
-    Ok(())
+    let out = Output::create_quiet(path, &[])?;
+    out.file()?.write_all(&serde_json::to_vec_pretty(r)?)?;
+    out.commit()
 }
 
 pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -399,6 +400,10 @@ pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitC
         );
     }
     let input = input_kind(a)?;
+    // A trace is checked once here, not before every point (generated traces are valid).
+    if matches!(input, Input::Trace) && !crate::commands::precheck::check(&a.input)? {
+        return Ok(ExitCode::from(crate::EXIT_INPUT));
+    }
     let start = search_start(a, &input);
     if !(start > 0.0 && start.is_finite()) {
         bail!("the starting intensity {start} is not positive");
@@ -514,6 +519,8 @@ fn search_loop(
             metrics_linger: 0,
             json: true,
             require_valid: false,
+            // Checked once before the first point.
+            no_check: true,
         };
         let mut sink = Vec::new();
         crate::commands::run::run(&args, &mut sink)

@@ -2,11 +2,9 @@
 //!
 //! Streaming and lossless between trace encodings; the first bad event stops it. Imports stop
 //! at the first bad line unless `--skip-bad`, which counts and reports what it skipped. The
-//! output goes to a temporary file beside the target (`OUT.partial-PID`) and is renamed into
-//! place only when complete, so an interrupted or failed conversion never leaves a half-written
-//! file under the requested name. SIGINT and SIGTERM remove the temporary file before exiting;
-//! one left by a process that no longer exists (SIGKILL, a crash) is removed by the next
-//! conversion to the same name.
+//! output is written through [`crate::output::Output`] (a temporary file beside the target,
+//! renamed into place when complete; an output that is one of the inputs is refused), so an
+//! interrupted or failed conversion never leaves a half-written file under the requested name.
 //!
 //! `--from auto` sniffs each input from its name and first bytes (see [`sniff`]) and logs
 //! which format it chose; inputs that look like nothing known, or like different formats,
@@ -27,69 +25,20 @@ use trace_format::{Encoding, Header, TraceReader, TraceWriter};
 
 use super::{label, spinner};
 use crate::cli::{ConvertArgs, Format};
+use crate::output::Output;
 
-/// Where the output goes: a temporary file renamed on success, or stdout.
+/// Where the output goes: an [`Output`] (a temporary file renamed on success), or stdout.
 enum Sink {
-    File { tmp: PathBuf, dest: PathBuf },
+    File(Output),
     Stdout,
 }
 
 impl Sink {
-    fn new(output: &Path) -> Self {
-        if output == Path::new("-") {
-            Sink::Stdout
-        } else {
-            remove_stale_partials(output);
-            let mut name = output.file_name().unwrap_or_default().to_os_string();
-            name.push(format!(".partial-{}", std::process::id()));
-            Sink::File {
-                tmp: output.with_file_name(name),
-                dest: output.to_owned(),
-            }
-        }
-    }
-
-    /// Until the returned guard is dropped, SIGINT and SIGTERM remove the temporary file and
-    /// end the process (exit status 128 + the signal, as the shell reports a signal).
-    fn remove_on_signal(&self) -> anyhow::Result<Option<signal_hook::iterator::Handle>> {
-        let Sink::File { tmp, .. } = self else {
-            return Ok(None);
-        };
-        let mut signals = signal_hook::iterator::Signals::new([
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGTERM,
-        ])?;
-        let handle = signals.handle();
-        let tmp = tmp.clone();
-        std::thread::Builder::new()
-            .name("convert-signals".into())
-            .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
-                    let _ = fs_err::remove_file(&tmp);
-                    std::process::exit(128 + sig);
-                }
-            })?;
-        Ok(Some(handle))
-    }
-
     fn writer(&self) -> anyhow::Result<Box<dyn Write + Send>> {
         Ok(match self {
-            Sink::File { tmp, .. } => Box::new(fs_err::File::create(tmp)?),
+            Sink::File(o) => Box::new(o.file()?),
             Sink::Stdout => Box::new(std::io::stdout()),
         })
-    }
-
-    fn commit(&self) -> anyhow::Result<()> {
-        if let Sink::File { tmp, dest } = self {
-            fs_err::rename(tmp, dest)?;
-        }
-        Ok(())
-    }
-
-    fn discard(&self) {
-        if let Sink::File { tmp, .. } = self {
-            let _ = fs_err::remove_file(tmp);
-        }
     }
 }
 
@@ -133,19 +82,26 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
         (Some(Format::Auto), Some(src)) => Some(sniff_all(src)?),
         (other, _) => other,
     };
-    let sink = Sink::new(&a.output);
-    let signals = sink.remove_on_signal()?;
-    let result = convert(a, sources.as_deref(), from, to, &sink);
-    if let Some(h) = signals {
-        h.close();
-    }
-    match result {
+    let sink = if a.output == Path::new("-") {
+        Sink::Stdout
+    } else {
+        let inputs: Vec<&Path> = a
+            .files
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(a.device_sizes.as_deref())
+            .collect();
+        Sink::File(Output::create(&a.output, &inputs)?)
+    };
+    match convert(a, sources.as_deref(), from, to, &sink) {
         Ok(()) => {
-            sink.commit()?;
+            if let Sink::File(o) = sink {
+                o.commit()?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            sink.discard();
+            drop(sink);
             let bad = e
                 .downcast_ref::<trace_format::Error>()
                 .and_then(|t| match t {
@@ -167,39 +123,6 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
                 }
                 None => Err(e),
             }
-        }
-    }
-}
-
-/// Removes `OUT.partial-PID` files beside `output` whose process no longer exists (a
-/// conversion killed with SIGKILL, or that crashed); never one of a live process.
-fn remove_stale_partials(output: &Path) {
-    let Some(name) = output.file_name().and_then(|n| n.to_str()) else {
-        return;
-    };
-    let prefix = format!("{name}.partial-");
-    let dir = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let Ok(entries) = fs_err::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let file = e.file_name();
-        let Some(pid) = file
-            .to_str()
-            .and_then(|f| f.strip_prefix(&prefix))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            tracing::info!(
-                "removing {} (left by process {pid}, which is gone)",
-                e.path().display()
-            );
-            let _ = fs_err::remove_file(e.path());
         }
     }
 }

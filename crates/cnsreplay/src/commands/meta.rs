@@ -23,11 +23,25 @@ pub(crate) fn man(a: &ManArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         None => clap_mangen::Man::new(cmd).render(out)?,
         Some(dir) => {
             fs_err::create_dir_all(dir)?;
-            clap_mangen::generate_to(cmd, dir)?;
+            let mut cmd = cmd.disable_help_subcommand(true);
+            cmd.build();
+            man_pages(cmd, dir)?;
             tracing::info!("man pages written to {}", dir.display());
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A page per command and subcommand (as `clap_mangen::generate_to` writes them), each
+/// through an [`Output`](crate::output::Output).
+fn man_pages(cmd: clap::Command, dir: &std::path::Path) -> anyhow::Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
+        man_pages(sub, dir)?;
+    }
+    let man = clap_mangen::Man::new(cmd);
+    let mut page = Vec::new();
+    man.render(&mut page)?;
+    crate::output::write(&dir.join(man.get_filename()), &[], &page)
 }
 
 /// The JSON Schema of a command's `--json` output, pretty-printed with a final newline.

@@ -7,6 +7,7 @@ pub mod capacity;
 pub(crate) mod convert;
 pub mod fetch;
 pub mod meta;
+pub(crate) mod precheck;
 pub(crate) mod run;
 pub(crate) mod stats;
 pub mod sweep;

@@ -84,6 +84,10 @@ pub struct RunArgs {
     /// Exit 4 unless the run's verdict is `valid` (not engine-bound, incomplete or failed).
     #[arg(long)]
     pub require_valid: bool,
+    /// Skip the check of the trace before the run (`validate`'s checker, one streaming pass)
+    /// for a trace that was checked already.
+    #[arg(long)]
+    pub no_check: bool,
 }
 
 /// Exit code of `run --require-valid` when the verdict is not `valid`.
@@ -584,6 +588,9 @@ fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: &Arc<P>) -> anyhow
 }
 
 pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    if !a.no_check && !super::precheck::check(&a.trace)? {
+        return Ok(ExitCode::from(crate::EXIT_INPUT));
+    }
     let output = match &a.output {
         Some(o) => o.clone(),
         None => default_run_dir(&a.trace),

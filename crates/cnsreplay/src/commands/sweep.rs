@@ -71,6 +71,9 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     if let Some(s) = speeds.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
         bail!("speed {s} is not positive");
     }
+    if !crate::commands::precheck::check(&a.trace)? {
+        return Ok(ExitCode::from(crate::EXIT_INPUT));
+    }
     fs_err::create_dir_all(&a.output)?;
     let mut code = ExitCode::SUCCESS;
     for &speed in &speeds {
@@ -89,6 +92,8 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
             metrics_linger: 0,
             json: true,
             require_valid: false,
+            // Checked once before the first point.
+            no_check: true,
         };
         let mut sink = Vec::new();
         let c = crate::commands::run::run(&args, &mut sink)

@@ -19,6 +19,7 @@ use synth::{Derivation, Model, Observation, Options, Plan, Target};
 use trace_format::{Encoding, TraceWriter};
 
 use crate::cli::EncodingArg;
+use crate::output::Output;
 
 /// `synth`.
 #[derive(Debug, Args)]
@@ -150,7 +151,7 @@ volumes:
 ";
 
 /// Bad input (model, data) exits 1; anything else is an error (exit 2).
-fn input_problem(e: &synth::Error) -> bool {
+pub(crate) fn input_problem(e: &synth::Error) -> bool {
     matches!(
         e,
         synth::Error::Model { .. }
@@ -240,21 +241,30 @@ fn generate(a: &GenArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         write_derivation(d, out)?;
     }
     let max = (a.max_events > 0).then_some(a.max_events);
-    let tmp = partial_name(output);
+    // The model is an input too: `-o MODEL` must not overwrite it.
+    let model_path = a.model.as_deref();
+    let dest = if a.dry_run {
+        None
+    } else {
+        Some(Output::create(output, model_path.as_slice())?)
+    };
     let bytes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let summary = (|| {
         let g = synth::Generator::new(plan);
-        let w = if a.dry_run {
-            TraceWriter::new(Counter(bytes.clone()), encoding, g.header())?
-        } else {
-            TraceWriter::create(&tmp, Some(encoding), g.header())?
+        let w = match &dest {
+            None => TraceWriter::new(Counter(bytes.clone()), encoding, g.header())?,
+            Some(o) => TraceWriter::new(
+                o.file().map_err(std::io::Error::other)?,
+                encoding,
+                g.header(),
+            )?,
         };
         synth::write_limited(g, w, max)
     })();
     let summary = match summary {
         Ok(s) => s,
         Err(e) => {
-            let _ = fs_err::remove_file(&tmp);
+            drop(dest);
             if let synth::Error::TooManyEvents { .. } = e {
                 tracing::error!("{e}");
                 return Ok(ExitCode::from(1));
@@ -262,11 +272,12 @@ fn generate(a: &GenArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             return Err(e).with_context(|| format!("cannot write {}", output.display()));
         }
     };
-    let bytes = if a.dry_run {
-        bytes.load(std::sync::atomic::Ordering::Relaxed)
-    } else {
-        fs_err::rename(&tmp, output)?;
-        fs_err::metadata(output)?.len()
+    let bytes = match dest {
+        None => bytes.load(std::sync::atomic::Ordering::Relaxed),
+        Some(o) => {
+            o.commit()?;
+            fs_err::metadata(output)?.len()
+        }
     };
     let c = summary.counts;
     let report = SynthReport {
@@ -316,12 +327,6 @@ fn generate(a: &GenArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn partial_name(output: &Path) -> PathBuf {
-    let mut name = output.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".partial-{}", std::process::id()));
-    output.with_file_name(name)
 }
 
 fn write_derivation(d: &Derivation, out: &mut dyn Write) -> std::io::Result<()> {
@@ -386,6 +391,12 @@ fn pod_observations(path: &Path) -> anyhow::Result<Vec<Observation>> {
 }
 
 fn fit(a: &FitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    // Opened first: `-o DATA` is refused before the work.
+    let dest = a
+        .output
+        .as_deref()
+        .map(|o| Output::create(o, &[&a.data]))
+        .transpose()?;
     let obs = match data_kind(&a.data)? {
         DataKind::LifetimeCsv => synth::data::read_csv(&a.data),
         DataKind::PodCsv => match pod_observations(&a.data) {
@@ -411,8 +422,9 @@ fn fit(a: &FitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    if let Some(o) = &a.output {
-        fs_err::write(o, &report.yaml)?;
+    if let Some(o) = dest {
+        o.file()?.write_all(report.yaml.as_bytes())?;
+        o.commit()?;
     }
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;

@@ -10,6 +10,7 @@ use trace_format::units::{fmt_secs, parse_duration};
 
 use super::{label, open_or_fail};
 use crate::cli::{AlignArg, MergeArgs, RewriteArgs, SliceArgs, SplitArgs, TraceArgs, TraceTool};
+use crate::output::Output;
 
 pub(crate) fn run(a: &TraceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match &a.tool {
@@ -33,6 +34,7 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let second =
         trace_format::TraceReader::open(&a.input).with_context(|| format!("cannot read {file}"))?;
     let header = first.header().clone();
+    let created = !a.output.exists();
     fs_err::create_dir_all(&a.output)?;
     let ext = match enc {
         trace_format::Encoding::Yaml => "yaml",
@@ -40,6 +42,7 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         trace_format::Encoding::Binary => "cnsbin",
     };
     let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
+    let mut outputs: Vec<Output> = Vec::new();
     let (writers, report) = trace_format::split::split(
         &header,
         first.events(),
@@ -67,14 +70,27 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 n += 1;
             }
             files.push((tenant.to_owned(), path.clone()));
-            TraceWriter::create(&path, Some(enc), h)
+            let out = Output::create(&path, &[&a.input]).map_err(into_trace_error)?;
+            let w = TraceWriter::new(out.file().map_err(into_trace_error)?, enc, h);
+            outputs.push(out);
+            w
         },
         |w, ev| w.write(ev),
     )
+    .inspect_err(|_| {
+        // Remove the parts' temporary files, and the directory when it was made for them.
+        outputs.clear();
+        if created {
+            let _ = std::fs::remove_dir(&a.output);
+        }
+    })
     .with_context(|| format!("splitting {file}"))?;
     for (tenant, w) in writers {
         w.finish()
             .with_context(|| format!("writing the part of {tenant}"))?;
+    }
+    for o in outputs {
+        o.commit()?;
     }
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
@@ -141,14 +157,17 @@ fn run_merge(a: &MergeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         AlignArg::Start => Align::Start,
         AlignArg::Origin => Align::Origin,
     };
+    let paths: Vec<&std::path::Path> = a.inputs.iter().map(|p| p.as_path()).collect();
+    let enc = encoding_of(&a.output)?;
+    let output = Output::create(&a.output, &paths)?;
     let (writer, report) = merge(
         inputs,
         align,
-        |h| TraceWriter::create(&a.output, None, h),
+        |h| TraceWriter::new(output.file().map_err(into_trace_error)?, enc, h),
         |w, ev| w.write(ev),
     )
     .with_context(|| format!("merging into {}", a.output.display()))?;
-    if !finish_report(writer, &a.output, a.json, &report, out)? {
+    if !finish_report(writer, output, a.json, &report, out)? {
         writeln!(out, "{}: {} events", a.output.display(), report.events)?;
         for i in &report.inputs {
             writeln!(
@@ -184,11 +203,13 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
             bail!("--map {m:?}: {from:?} is already mapped to {old:?}");
         }
     }
+    let enc = encoding_of(&a.output)?;
+    let output = Output::create(&a.output, &[&a.input.file])?;
     let reader = open_or_fail(&a.input)?;
     let mut report = RewriteReport::default();
     let mut header = reader.header().clone();
     rw.header(&mut header, &mut report);
-    let mut w = TraceWriter::create(&a.output, None, &header)
+    let mut w = TraceWriter::new(output.file()?, enc, &header)
         .with_context(|| format!("cannot write {}", a.output.display()))?;
     for ev in reader.events() {
         let mut ev = ev.with_context(|| format!("cannot read {file}"))?;
@@ -196,7 +217,7 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
         w.write(&ev)
             .with_context(|| format!("writing {}", a.output.display()))?;
     }
-    if !finish_report(w, &a.output, a.json, &report, out)? {
+    if !finish_report(w, output, a.json, &report, out)? {
         writeln!(
             out,
             "{}: {} events from {file}{}",
@@ -221,22 +242,41 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-/// Ends the written trace, then prints the tool's report as JSON when asked (true) — the
-/// caller prints its table otherwise.
+/// Ends the written trace and puts it in place, then prints the tool's report as JSON when
+/// asked (true) — the caller prints its table otherwise.
 fn finish_report(
     w: TraceWriter,
-    output: &std::path::Path,
+    output: Output,
     json: bool,
     report: &impl serde::Serialize,
     out: &mut dyn Write,
 ) -> anyhow::Result<bool> {
     w.finish()
-        .with_context(|| format!("writing {}", output.display()))?;
+        .with_context(|| format!("writing {}", output.path().display()))?;
+    output.commit()?;
     if json {
         serde_json::to_writer_pretty(&mut *out, report)?;
         writeln!(out)?;
     }
     Ok(json)
+}
+
+/// The encoding an output's name implies (checked before anything is read or written).
+fn encoding_of(path: &std::path::Path) -> anyhow::Result<trace_format::Encoding> {
+    trace_format::Encoding::from_path(path).with_context(|| {
+        format!(
+            "{}: cannot tell the encoding; use a .yaml, .jsonl or .cnsbin name",
+            path.display()
+        )
+    })
+}
+
+/// An output's error inside a trace tool's writer callback.
+fn into_trace_error(e: anyhow::Error) -> trace_format::Error {
+    match e.downcast::<std::io::Error>() {
+        Ok(io) => trace_format::Error::Io(io),
+        Err(e) => trace_format::Error::Io(std::io::Error::other(format!("{e:#}"))),
+    }
 }
 
 fn dur(flag: &str, v: &str) -> anyhow::Result<u64> {
@@ -290,6 +330,8 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             Window { from, to }
         }
     };
+    let enc = encoding_of(&a.output)?;
+    let output = Output::create(&a.output, &[&a.input.file])?;
     let reader = open_or_fail(&a.input)?;
     let header = reader.header().clone();
     let (writer, report) = slice(
@@ -298,11 +340,11 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         window,
         &filter,
         &file,
-        |h| TraceWriter::create(&a.output, None, h),
+        |h| TraceWriter::new(output.file().map_err(into_trace_error)?, enc, h),
         |w, ev| w.write(ev),
     )
     .with_context(|| format!("slicing {file} into {}", a.output.display()))?;
-    if !finish_report(writer, &a.output, a.json, &report, out)? {
+    if !finish_report(writer, output, a.json, &report, out)? {
         let to = if report.to == u64::MAX {
             "the end".to_owned()
         } else {

@@ -8,6 +8,8 @@ mod group;
 mod in_cluster;
 mod modify;
 mod outage;
+mod outputs;
+mod precheck;
 mod prometheus;
 mod real_node;
 mod run;

@@ -1,0 +1,106 @@
+//! The check of a trace before `run`, `sweep` and `capacity` replay it.
+//!
+//! `validate`'s checker ([`trace_format::check::Checker`]) in one streaming pass before the
+//! run directory is created, so a trace with problems is refused with its located problems
+//! (exit 1) instead of surfacing mid-run as a wrong verdict, or a truncated binary trace
+//! replaying to its cut. The work is bounded: reading stops after [`STOP_AFTER`] located
+//! problems, and memory follows the checker's (the live objects, not the trace's length).
+//! `run --no-check` skips it for a trace checked already.
+
+use std::path::Path;
+
+use anyhow::Context;
+use trace_format::check::Checker;
+use trace_format::{Diagnostic, Encoding, Error, Location, TraceReader};
+
+/// Located problems after which the check stops reading.
+pub(crate) const STOP_AFTER: u64 = 20;
+
+/// Checks `trace`; logs its problems and returns false when it has any. An unreadable file
+/// is an error.
+pub(crate) fn check(trace: &Path) -> anyhow::Result<bool> {
+    let file = trace.display().to_string();
+    let t0 = std::time::Instant::now();
+    let reader = match TraceReader::open(trace) {
+        Ok(r) => r,
+        Err(Error::Invalid(d)) => {
+            tracing::error!("{d}");
+            tracing::error!(
+                "{file}: refusing to run a trace with problems (--no-check skips this check)"
+            );
+            return Ok(false);
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {file}")),
+    };
+    let binary = reader.encoding() == Encoding::Binary;
+    let (mut checker, header) = Checker::new(reader.header());
+    let mut problems = 0u64;
+    let report = |d: &Diagnostic| -> u64 {
+        tracing::error!("{d}");
+        1
+    };
+    for f in header {
+        problems += report(&Diagnostic {
+            file: file.clone(),
+            location: Location::default(),
+            path: f.path,
+            problem: f.problem,
+        });
+    }
+    let pb = super::spinner("checking the trace");
+    let (mut events, mut undecodable) = (0u64, false);
+    let mut findings = Vec::new();
+    for item in reader {
+        match item {
+            Ok((ev, location)) => {
+                checker.check(&ev, events, &mut findings);
+                for f in findings.drain(..) {
+                    problems += report(&Diagnostic {
+                        file: file.clone(),
+                        location,
+                        path: f.path,
+                        problem: f.problem,
+                    });
+                }
+            }
+            Err(Error::Invalid(d)) => {
+                problems += report(&d);
+                // Binary framing and YAML syntax errors end the stream (as in `validate`);
+                // a bad text event is skipped.
+                if binary || d.location.record.is_none() {
+                    undecodable = true;
+                    break;
+                }
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot read {file}")),
+        }
+        events += 1;
+        if events.is_multiple_of(65_536) {
+            pb.set_position(events);
+        }
+        if problems >= STOP_AFTER {
+            break;
+        }
+    }
+    pb.finish_and_clear();
+    if problems == 0 {
+        tracing::info!(
+            "{file}: checked, {events} events in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+        return Ok(true);
+    }
+    let stopped = if undecodable {
+        " (reading stopped: the rest cannot be decoded)".to_owned()
+    } else if problems >= STOP_AFTER {
+        format!(" (reading stopped at {STOP_AFTER} problems)")
+    } else {
+        String::new()
+    };
+    tracing::error!(
+        "{file}: refusing to run: {problems} problem{} in {events} events{stopped}; `cnsreplay \
+         validate {file}` lists them all, --no-check skips this check",
+        if problems == 1 { "" } else { "s" },
+    );
+    Ok(false)
+}
