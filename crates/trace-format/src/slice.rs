@@ -222,7 +222,6 @@ pub struct SliceReport {
     /// `io_phase` units started before the window and still running at its start (bounded
     /// by `duration` only), kept clipped: at 0 with the rest of their duration (counted in
     /// `kept` too).
-    #[serde(default)]
     pub clipped: u64,
     /// Events dropped, by reason: events of the window, and `io_phase` units running at its
     /// start that cannot be clipped (bounded by `bytes`).
