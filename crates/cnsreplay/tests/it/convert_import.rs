@@ -205,6 +205,10 @@ fn auto_sniffs_every_format_and_says_so() {
     fs_err::copy(d.join("x.blktrace.0"), d.join("x.stream")).expect("copy");
     let (_, err) = convert(d, "auto", &["x.stream"], &[]);
     assert!(err.contains("x.stream: format blktrace (sniffed)"), "{err}");
+    assert!(
+        err.contains("every record of x.stream is of CPU 0: if it is one file of a per-CPU set"),
+        "{err}"
+    );
     // Unsure, or inputs that disagree: refused.
     write(d, "what.txt", "hello world\n");
     let o = run(
