@@ -166,10 +166,9 @@ pub fn run_phase(
     opts: &EngineOptions,
     stop: &Stop,
 ) -> Result<PhaseResult, Error> {
-    // A spec that cannot run is refused before anything is laid out.
-    if let Some(region) = spec.region {
-        validate(spec, region)?;
-    }
+    // A spec that cannot run is refused before anything is laid out (without a region, all
+    // but the region's size, which is checked once the target's is known).
+    validate(spec, spec.region.unwrap_or(u64::MAX))?;
     let layout = layout::prepare(target, spec.region, stop)?;
     if layout.size == 0 {
         return Err(invalid(

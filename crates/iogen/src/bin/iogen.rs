@@ -413,7 +413,7 @@ fn run_one(
     {
         eprintln!(
             "iogen: {} is new or empty and no --size was given: laying out {} (the default; \
-             --size to choose)",
+             --size, or an io_phase's region, to choose)",
             target.display(),
             human(iogen::DEFAULT_NEW_FILE_SIZE)
         );
