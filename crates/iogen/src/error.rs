@@ -41,6 +41,39 @@ pub enum Error {
     /// A ring's kernel I/O workers could not be bound to their CPUs.
     #[error("binding the kernel I/O workers to CPUs {0:?}: {1}")]
     WorkerCpus(Vec<usize>, std::io::Error),
+    /// The target's file system has too little free space to lay the file out; nothing
+    /// stays written.
+    #[error(
+        "{}: no room to lay out {want} ({}): {need} more is needed and its file system has {free} free; the target is as it was; choose a smaller --size",
+        path.display(),
+        if *defaulted { "the default size of a new file, as no --size was given" } else { "--size, or the io_phase's region" }
+    )]
+    NoSpace {
+        /// The target file.
+        path: PathBuf,
+        /// The size asked for (or defaulted), formatted.
+        want: String,
+        /// How much the file had to grow, formatted.
+        need: String,
+        /// The free space measured, formatted.
+        free: String,
+        /// No size was given: `want` is [`crate::DEFAULT_NEW_FILE_SIZE`].
+        defaulted: bool,
+    },
+    /// A stop request (SIGINT/SIGTERM) came while the target was being laid out; what was
+    /// laid out is undone.
+    #[error(
+        "{}: interrupted while laying out ({done} of {need} written); the file was removed or truncated back to its old length",
+        path.display()
+    )]
+    Interrupted {
+        /// The target file.
+        path: PathBuf,
+        /// How much was written, formatted.
+        done: String,
+        /// How much was to be written, formatted.
+        need: String,
+    },
     /// A worker thread panicked.
     #[error("worker thread panicked")]
     WorkerPanicked,

@@ -17,6 +17,7 @@ mod backend;
 mod engine;
 mod error;
 mod generate;
+mod layout;
 mod phase;
 mod placement;
 mod replay;
@@ -37,6 +38,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use error::Error;
+pub use layout::DEFAULT_NEW_FILE_SIZE;
 pub use phase::{PhaseResult, direct_alignment, run_phase};
 pub use placement::{Placement, target_len};
 pub use replay::{
@@ -257,7 +259,9 @@ pub struct PhaseSpec {
     pub duration: Option<Duration>,
     /// Stop after this many bytes (total over all jobs).
     pub bytes: Option<u64>,
-    /// Region from offset 0 to use; the whole target when absent.
+    /// Region from offset 0 to use (`iogen run --size`); the whole target when absent, and
+    /// [`DEFAULT_NEW_FILE_SIZE`] for a new or empty regular file. A regular file shorter than
+    /// this is laid out to it first (see `docs/iogen.md`, "Target files").
     pub region: Option<u64>,
     /// Parallel jobs, each on its own thread and ring.
     pub jobs: u32,

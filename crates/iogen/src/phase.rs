@@ -1,11 +1,8 @@
 //! Running one I/O phase: validate, prepare the target, start one worker thread per job, feed
 //! the interval log, and merge the jobs' results into one [`PhaseResult`].
 
-use std::fs::File;
-use std::io::{Seek, SeekFrom, Write};
-use std::os::unix::fs::FileTypeExt;
-
 use fs_err::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, OnceLock};
@@ -15,7 +12,8 @@ use trace_format::Load;
 
 use crate::backend::{Backend, BackendConfig, BackendInfo};
 use crate::engine::{PhaseSource, Worker};
-use crate::generate::{OpGen, Rng, Schedule, block_sizes};
+use crate::generate::{OpGen, Schedule, block_sizes};
+use crate::layout;
 use crate::ring::{self, AlignedBuf};
 use crate::stats::{CpuTime, EngineInfo, Histograms, IntervalLog, Recorder, Summary};
 use crate::verify::{GenMap, Verifier, VerifySummary};
@@ -118,42 +116,6 @@ fn validate(spec: &PhaseSpec, region: u64) -> Result<Plan, Error> {
     })
 }
 
-/// Opens the target, creating and filling a regular file up to `want` bytes if needed;
-/// returns the usable size.
-fn prepare_target(target: &Path, want: Option<u64>) -> Result<u64, Error> {
-    let mut f = fs_err::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(target)?;
-    let meta = f.metadata()?;
-    if meta.file_type().is_block_device() {
-        return Ok(f.seek(SeekFrom::End(0))?);
-    }
-    let have = meta.len();
-    let Some(want) = want else {
-        return Ok(have);
-    };
-    if have < want {
-        // Lay the file out with real (non-zero, non-repeating) data so reads hit storage.
-        let mut rng = Rng::new(have ^ 0xf111);
-        let mut chunk = vec![0u8; 1 << 20];
-        let mut at = have;
-        while at < want {
-            for w in chunk.chunks_mut(8) {
-                w.copy_from_slice(&rng.next_u64().to_le_bytes());
-            }
-            let n = (want - at).min(chunk.len() as u64) as usize;
-            f.seek(SeekFrom::Start(at))?;
-            f.write_all(&chunk[..n])?;
-            at += n as u64;
-        }
-        f.sync_all()?;
-    }
-    Ok(want)
-}
-
 pub(crate) fn open_target(target: &Path, direct: bool, write: bool) -> Result<File, Error> {
     let mut o = fs_err::OpenOptions::new();
     o.read(true).write(write);
@@ -194,22 +156,39 @@ struct JobOut {
 }
 
 /// Blocking: runs one I/O phase against a file or block device (creates/extends a regular
-/// file to `region` if needed); returns when done or when `stop` is requested (then the
-/// result is marked partial).
+/// file to `region`, or a new one to [`crate::DEFAULT_NEW_FILE_SIZE`], if needed; see
+/// `layout`); returns when done or when `stop` is requested (then the result is marked
+/// partial). When it fails, a file it created is removed and one it extended is truncated
+/// back; a stop while the file is laid out is such a failure ([`Error::Interrupted`]).
 pub fn run_phase(
     spec: &PhaseSpec,
     target: &Path,
     opts: &EngineOptions,
     stop: &Stop,
 ) -> Result<PhaseResult, Error> {
-    let size = prepare_target(target, spec.region)?;
-    if size == 0 {
+    // A spec that cannot run is refused before anything is laid out (without a region, all
+    // but the region's size, which is checked once the target's is known).
+    validate(spec, spec.region.unwrap_or(u64::MAX))?;
+    let layout = layout::prepare(target, spec.region, stop)?;
+    if layout.size == 0 {
         return Err(invalid(
             "region",
-            format!("{} is empty and no region was given", target.display()),
+            format!("{} is an empty device", target.display()),
         ));
     }
-    let plan = validate(spec, spec.region.unwrap_or(size).min(size))?;
+    let plan = validate(spec, spec.region.unwrap_or(layout.size).min(layout.size))?;
+    let r = run_planned(spec, plan, target, opts, stop)?;
+    layout.keep();
+    Ok(r)
+}
+
+fn run_planned(
+    spec: &PhaseSpec,
+    plan: Plan,
+    target: &Path,
+    opts: &EngineOptions,
+    stop: &Stop,
+) -> Result<PhaseResult, Error> {
     let map = if spec.verify {
         let m = match &spec.verify_state {
             Some(p) if p.exists() => GenMap::load(p, plan.align, plan.region)?,

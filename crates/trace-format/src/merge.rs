@@ -10,11 +10,15 @@
 //! volumes and workloads), and left out of the merged header. Times are each input's `at` plus its offset
 //! (by default 0: the traces start together; aligned by their header origins on request).
 //! Ids are renumbered from 1 in merged order (equal times: input order, then each input's
-//! own order). The merge reads every input once, event by event: constant memory.
+//! own order). The merge reads every input once, event by event. Inputs with the same
+//! prefix are refused before anything is written, and every merged event goes through the
+//! semantic checker (as `validate`) before it is written: a merge that would write an invalid
+//! trace stops at the first problem, naming the input and its event.
 
 use std::collections::BTreeMap;
 
 use crate::Error;
+use crate::check::Checker;
 use crate::model::{Defaults, Event, Header, Op, VolumeDecl, VolumeSource};
 use crate::units::Name;
 
@@ -318,6 +322,15 @@ where
     }
     let sources: Vec<String> = inputs.iter().map(|i| i.source.clone()).collect();
     let prefixes: Vec<String> = inputs.iter().map(|i| i.prefix.clone()).collect();
+    for (j, p) in prefixes.iter().enumerate() {
+        if let Some(i) = prefixes[..j].iter().position(|q| q == p) {
+            return Err(bad(format!(
+                "{} and {} have the same prefix {p:?}: their volumes, workloads and snapshots \
+                 would be taken for one another; give each input its own prefix",
+                sources[i], sources[j]
+            )));
+        }
+    }
     let headers: Vec<Header> = inputs.iter().map(|i| i.header.clone()).collect();
     let offs = offsets(&headers, &sources, align).map_err(bad)?;
     let mut materialized = BTreeMap::new();
@@ -345,6 +358,17 @@ where
             .collect(),
         ..MergeReport::default()
     };
+    // What is written must replay: the semantic checker sees every merged event before it
+    // is written (prefixes that still collide, e.g. `a` + `b-1` and `ab-` + `1`, or an input
+    // that is invalid itself), and the first problem stops the merge.
+    let (mut checker, header_findings) = Checker::new(&header);
+    if let Some(f) = header_findings.first() {
+        return Err(bad(format!(
+            "the merged header would be invalid: {}: {}",
+            f.path, f.problem
+        )));
+    }
+    let mut findings = Vec::new();
     let mut sink = start(&header)?;
     let mut streams: Vec<std::iter::Peekable<I>> =
         inputs.into_iter().map(|i| i.events.peekable()).collect();
@@ -376,10 +400,19 @@ where
         let Some((i, at)) = best else { break };
         let Some(ev) = streams[i].next() else { break };
         let mut ev = ev?;
+        let own_id = ev.id;
         ev.at = at;
         ev.id = next_id;
         next_id += 1;
         adapt(&mut ev, &prefixes[i], &fills[i], &mut report.materialized);
+        checker.check(&ev, report.events, &mut findings);
+        if let Some(f) = findings.first() {
+            return Err(bad(format!(
+                "the merged trace would be invalid at event id {} (event id {own_id} of {}, \
+                 prefix {:?}): {}: {}",
+                ev.id, sources[i], prefixes[i], f.path, f.problem
+            )));
+        }
         write(&mut sink, &ev)?;
         report.inputs[i].events += 1;
         report.events += 1;
@@ -409,6 +442,7 @@ origin: 2026-01-01T00:00:01Z
 defaults: {storage_class: silver, volume_size: 1Gi}
 events:
   - {at: 0s, tenant: db, create_volume: {volume: v1}}
+  - {at: 500ms, snapshot: {volume: v1, snapshot: s0}}
   - {at: 1s, create_volume: {volume: r, source: {snapshot: s0}}}
   - {at: 3s, attach: {workload: w, volumes: [v1]}}
 ";
@@ -460,18 +494,22 @@ events:
                 r#"{"at":0,"id":2,"tenant":"db","create_volume":{"volume":"b-v1","storage_class":"silver"}}"#
                     .to_owned(),
                 format!(
-                    r#"{{"at":{s},"id":3,"create_volume":{{"volume":"b-r","storage_class":"silver","source":{{"snapshot":"b-s0"}}}}}}"#
+                    r#"{{"at":{},"id":3,"snapshot":{{"volume":"b-v1","snapshot":"b-s0"}}}}"#,
+                    s / 2
                 ),
                 format!(
-                    r#"{{"at":{},"id":4,"attach":{{"workload":"a-w","volumes":["a-v1","a-pre"],"node":"n1"}}}}"#,
+                    r#"{{"at":{s},"id":4,"create_volume":{{"volume":"b-r","storage_class":"silver","source":{{"snapshot":"b-s0"}}}}}}"#
+                ),
+                format!(
+                    r#"{{"at":{},"id":5,"attach":{{"workload":"a-w","volumes":["a-v1","a-pre"],"node":"n1"}}}}"#,
                     2 * s
                 ),
                 format!(
-                    r#"{{"at":{},"id":5,"attach":{{"workload":"b-w","volumes":["b-v1"]}}}}"#,
+                    r#"{{"at":{},"id":6,"attach":{{"workload":"b-w","volumes":["b-v1"]}}}}"#,
                     3 * s
                 ),
                 format!(
-                    r#"{{"at":{},"id":6,"snapshot":{{"volume":"a-v1","snapshot":"a-s"}}}}"#,
+                    r#"{{"at":{},"id":7,"snapshot":{{"volume":"a-v1","snapshot":"a-s"}}}}"#,
                     4 * s
                 ),
             ]
@@ -484,7 +522,7 @@ events:
         assert_eq!(r.materialized["storage_class"], 4);
         assert_eq!(
             r.inputs.iter().map(|i| i.events).collect::<Vec<_>>(),
-            [3, 3]
+            [3, 4]
         );
         assert_eq!(h.origin, None, "the inputs' origins differ");
         // Aligned by origin: b starts 1 s after a.
@@ -501,28 +539,73 @@ events:
         assert_eq!(b_attach.at, 4_000_000_000);
     }
 
+    fn inputs(
+        parts: &[(&str, &str, &str)],
+    ) -> Vec<Input<impl Iterator<Item = Result<Event, Error>>>> {
+        parts
+            .iter()
+            .map(|(source, text, prefix)| {
+                let t = Trace::from_bytes(text.as_bytes(), Some(Encoding::Yaml)).expect("trace");
+                Input {
+                    source: (*source).to_owned(),
+                    header: t.header,
+                    events: t.events.into_iter().map(Ok),
+                    prefix: (*prefix).to_owned(),
+                }
+            })
+            .collect()
+    }
+
+    /// Runs a merge that must be refused before anything is written; returns its message.
+    fn refused(parts: &[(&str, &str, &str)]) -> String {
+        let mut written = 0;
+        let err = merge(
+            inputs(parts),
+            Align::Start,
+            |_| Ok(()),
+            |(), _| {
+                written += 1;
+                Ok(())
+            },
+        )
+        .map(|_| ())
+        .expect_err("refused");
+        err.to_string() + &format!(" [{written} written]")
+    }
+
     #[test]
     fn a_merge_of_valid_traces_is_valid_and_clashing_prefixes_are_refused() {
         let (h, evs, _) = run(Align::Start);
         let findings = Checker::findings_of(&h, &evs);
-        // b restores from a snapshot it never took: that finding is b's own, not the merge's.
+        assert!(findings.is_empty(), "{findings:?}");
+        // The same prefix twice: refused before the header is written.
+        let err = refused(&[("a0.yaml", A, "p-"), ("a1.yaml", A, "p-")]);
         assert!(
-            findings.iter().all(|f| format!("{f:?}").contains("b-s0")),
-            "{findings:?}"
+            err.contains("a0.yaml and a1.yaml have the same prefix \"p-\"")
+                && err.ends_with("[0 written]"),
+            "{err}"
         );
-        let t = Trace::from_bytes(A.as_bytes(), Some(Encoding::Yaml)).expect("trace");
-        let inputs: Vec<_> = (0..2)
-            .map(|i| Input {
-                source: format!("a{i}"),
-                header: t.header.clone(),
-                events: t.events.clone().into_iter().map(Ok),
-                prefix: String::new(),
-            })
-            .collect();
-        let err = merge(inputs, Align::Start, |_| Ok(()), |_, _| Ok(()))
-            .map(|_| ())
-            .expect_err("a clash");
-        assert!(err.to_string().contains("\"pre\""), "{err}");
+        // Different prefixes that still meet: declared names, in the header...
+        const PRE: &str =
+            "format: cnsreplay-trace\nversion: 1\nvolumes: [{name: y-pre, size: 1Gi}]\n";
+        const PRE2: &str =
+            "format: cnsreplay-trace\nversion: 1\nvolumes: [{name: pre, size: 1Gi}]\n";
+        let err = refused(&[("x.yaml", PRE, "x"), ("xy.yaml", PRE2, "xy-")]);
+        assert!(
+            err.contains("two inputs declare volume \"xy-pre\""),
+            "{err}"
+        );
+        // ...and names made by events: the checker stops the merge at the event.
+        const MADE: &str = "format: cnsreplay-trace\nversion: 1\nevents:\n  - {at: 0s, create_volume: {volume: y-v, size: 1Gi}}\n";
+        const MADE2: &str = "format: cnsreplay-trace\nversion: 1\nevents:\n  - {at: 1s, create_volume: {volume: v, size: 1Gi}}\n";
+        let err = refused(&[("x.yaml", MADE, "x"), ("xy.yaml", MADE2, "xy-")]);
+        assert!(
+            err.contains(
+                "the merged trace would be invalid at event id 2 (event id 0 of xy.yaml, prefix \"xy-\")"
+            ) && err.contains("xy-v"),
+            "{err}"
+        );
+        assert!(err.ends_with("[1 written]"), "{err}");
     }
 
     #[test]

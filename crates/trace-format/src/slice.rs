@@ -7,7 +7,12 @@
 //! over as far as the format can say it: every volume alive at the cut (created and not
 //! deleted, at its latest size) is declared in the header as pre-existing, and every workload
 //! running at the cut (attached and not ended, on its latest node) as pre-running, so its
-//! detach, abort, reschedule or `io_phase` in the window is kept. Snapshots cannot be
+//! detach, abort, reschedule or `io_phase` in the window is kept. An `io_phase` started before
+//! the window and still running at the cut (its workload not ended) is load of the window:
+//! bounded by `duration` only, it is kept clipped — at 0 with the rest of its duration
+//! ([`SliceReport::clipped`]); bounded by `bytes`, what is left of it depends on the storage,
+//! so it is dropped and counted ([`DROPPED_BYTES_PHASE`]). An `io_phase` in the window is kept
+//! whole, even where it runs past the window's end. Snapshots cannot be
 //! declared, so an event in the window that needs one taken before the window (a restore from
 //! or delete of an earlier snapshot) is dropped and counted by reason — never silently. A
 //! name made again inside the window is the window's own from then on.
@@ -214,8 +219,49 @@ pub struct SliceReport {
     pub volumes: u64,
     /// Workloads declared in the header (running at the cut, or declared already).
     pub workloads: u64,
-    /// Events in the window dropped, by reason.
+    /// `io_phase` units started before the window and still running at its start (bounded
+    /// by `duration` only), kept clipped: at 0 with the rest of their duration (counted in
+    /// `kept` too).
+    pub clipped: u64,
+    /// Events dropped, by reason: events of the window, and `io_phase` units running at its
+    /// start that cannot be clipped (bounded by `bytes`).
     pub dropped: BTreeMap<String, u64>,
+}
+
+/// Why an `io_phase` running at the cut is dropped: bounded by bytes, what is left of it
+/// after the cut depends on the storage's speed.
+pub const DROPPED_BYTES_PHASE: &str =
+    "io_phase bounded by bytes running at the window's start (what is left of it is unknown)";
+
+/// The `io_phase` units started before the window that may still run at its start, in
+/// trace order, and what happens to them.
+#[derive(Debug, Default)]
+struct Running {
+    /// (event, clippable: bounded by duration only).
+    phases: Vec<(Event, bool)>,
+}
+
+impl Running {
+    /// Notes an event before the window starting at `from`.
+    fn apply(&mut self, ev: &Event, from: u64) {
+        match &ev.op {
+            Op::IoPhase(p) => match (p.duration, p.bytes) {
+                (Some(d), None) if ev.at.saturating_add(d) > from => {
+                    self.phases.push((ev.clone(), true));
+                }
+                (Some(d), Some(_)) if ev.at.saturating_add(d) > from => {
+                    self.phases.push((ev.clone(), false));
+                }
+                (None, Some(_)) => self.phases.push((ev.clone(), false)),
+                _ => {}
+            },
+            // A phase ends with its workload.
+            Op::Detach(w) | Op::AbortWorkload(w) => self
+                .phases
+                .retain(|(e, _)| !matches!(&e.op, Op::IoPhase(p) if p.workload == w.workload)),
+            _ => {}
+        }
+    }
 }
 
 /// The objects alive at a point of the trace.
@@ -385,10 +431,29 @@ pub fn slice<S>(
         ..SliceReport::default()
     };
     let mut events = events.peekable();
+    let mut running = Running::default();
     while let Some(ev) = events.next_if(|e| e.as_ref().is_ok_and(|e| e.at < w.from)) {
         let ev = ev?;
         alive.apply(&ev.op, ev.tenant.as_ref());
+        running.apply(&ev, w.from);
         report.before += 1;
+    }
+    // `io_phase` units running across the cut: the window holds their load from its start,
+    // so a phase bounded by duration is kept from the cut for the rest of it; one bounded by
+    // bytes cannot be cut (how much it did before the cut depends on the storage) and is
+    // dropped and counted.
+    let default_ns = header.defaults.namespace.clone();
+    let mut clipped = Vec::new();
+    for (ev, clippable) in running.phases {
+        let why = if !filter.keeps(&ev, default_ns.as_ref()) {
+            "not selected by the filter"
+        } else if !clippable {
+            DROPPED_BYTES_PHASE
+        } else {
+            clipped.push(ev);
+            continue;
+        };
+        *report.dropped.entry(why.to_owned()).or_default() += 1;
     }
     let mut h = header.clone();
     h.volumes.clone_from(&alive.volumes);
@@ -405,8 +470,13 @@ pub fn slice<S>(
         "slice".to_owned(),
         format!(
             "[{}, {}) ns of {source}, shifted to 0; volumes alive and workloads running at the \
-             cut declared",
-            w.from, w.to
+             cut declared{}",
+            w.from,
+            w.to,
+            match clipped.len() {
+                0 => String::new(),
+                n => format!("; {n} io_phase unit(s) running at the cut kept from it, clipped"),
+            }
         ),
     );
     if !filter.is_empty() {
@@ -423,7 +493,6 @@ pub fn slice<S>(
             ),
         );
     }
-    let default_ns = header.defaults.namespace.clone();
     let mut left_out = LeftOut {
         mounts: h
             .workloads
@@ -433,6 +502,15 @@ pub fn slice<S>(
         ..LeftOut::default()
     };
     let mut sink = start(&h)?;
+    for mut ev in clipped {
+        if let Op::IoPhase(p) = &mut ev.op {
+            p.duration = p.duration.map(|d| ev.at.saturating_add(d) - w.from);
+        }
+        ev.at = 0;
+        write(&mut sink, &ev)?;
+        report.kept += 1;
+        report.clipped += 1;
+    }
     for ev in events {
         let mut ev = ev?;
         if ev.at >= w.to {
@@ -637,6 +715,68 @@ events:
         let (_, evs, r) = cut_with(all, &f);
         assert!(evs.is_empty());
         assert_eq!(r.dropped["not selected by the filter"], 13);
+    }
+
+    /// `io_phase` units running across the cut: one bounded by duration is kept from the
+    /// cut with the rest of its duration, one bounded by bytes is dropped and counted; ones
+    /// that ended (by their duration or with their workload) before the cut are neither.
+    #[test]
+    fn io_phases_running_at_the_cut_are_clipped_or_counted() {
+        const PHASES: &str = "format: cnsreplay-trace
+version: 1
+volumes: [{name: v1, size: 1Gi}, {name: v2, size: 1Gi}]
+events:
+  - {at: 1s, attach: {workload: w1, volumes: [v1]}}
+  - {at: 1s, attach: {workload: w2, volumes: [v2]}}
+  - {at: 1s, io_phase: {workload: w1, volume: v1, pattern: random, read_pct: 100, block_size: 4Ki, load: {depth: 1}, duration: 2s}}
+  - {at: 1500ms, io_phase: {workload: w2, volume: v2, pattern: random, read_pct: 100, block_size: 4Ki, load: {depth: 1}, duration: 100s}}
+  - {at: 2s, io_phase: {workload: w1, volume: v1, pattern: random, read_pct: 70, block_size: 4Ki, load: {rate: {iops: 100}}, duration: 10s}}
+  - {at: 2s, io_phase: {workload: w1, volume: v1, pattern: sequential, read_pct: 0, block_size: 64Ki, load: {depth: 4}, bytes: 1Gi}}
+  - {at: 4s, detach: {workload: w2}}
+  - {at: 6s, io_phase: {workload: w1, volume: v1, pattern: random, read_pct: 100, block_size: 4Ki, load: {depth: 2}, duration: 100s}}
+  - {at: 7s, detach: {workload: w1}}
+";
+        let s = 1_000_000_000;
+        let t = Trace::from_bytes(PHASES.as_bytes(), Some(Encoding::Yaml)).expect("trace");
+        let ((h, evs), r) = slice(
+            &t.header,
+            t.events.into_iter().map(Ok),
+            Window {
+                from: 5 * s,
+                to: u64::MAX,
+            },
+            &Filter::default(),
+            "p.yaml",
+            |h| Ok((h.clone(), Vec::new())),
+            |st: &mut (Header, Vec<Event>), e| {
+                st.1.push(e.clone());
+                Ok(())
+            },
+        )
+        .expect("slice");
+        let kept: Vec<_> = evs
+            .iter()
+            .map(|e| match &e.op {
+                Op::IoPhase(p) => (e.id, e.at, "io_phase", p.duration),
+                op => (e.id, e.at, op.op_type().name(), None),
+            })
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (4, 0, "io_phase", Some(7 * s)),
+                (7, s, "io_phase", Some(100 * s)),
+                (8, 2 * s, "detach", None),
+            ]
+        );
+        assert_eq!((r.clipped, r.kept, r.before), (1, 3, 7));
+        assert_eq!(
+            r.dropped,
+            BTreeMap::from([(DROPPED_BYTES_PHASE.to_owned(), 1)])
+        );
+        assert!(h.provenance.parameters["slice"].contains("1 io_phase unit(s)"));
+        let findings = Checker::findings_of(&h, &evs);
+        assert!(findings.is_empty(), "{findings:?}");
     }
 
     #[test]

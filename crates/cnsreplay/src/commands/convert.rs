@@ -8,7 +8,8 @@
 //!
 //! `--from auto` sniffs each input from its name and first bytes (see [`sniff`]) and logs
 //! which format it chose; inputs that look like nothing known, or like different formats,
-//! are refused.
+//! are refused. A blktrace per-CPU set (named as `--from blktrace` takes it) is recognised
+//! before sniffing and read as `--from blktrace` reads it ([`auto_blktrace_set`]).
 //!
 //! Imports and `--from auto` take any input a user can name: a file, a pipe, stdin (`-`), a
 //! gzip or zstd file ([`import::input`] spools what cannot be read twice as it is). An import
@@ -57,13 +58,19 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
             ),
         },
     };
+    // A blktrace per-CPU set (a `NAME.blktrace.N` file, several, or the NAME prefix) is
+    // recognised before sniffing, so `--from auto` reads it exactly as `--from blktrace` does.
+    let given = match a.from {
+        Some(Format::Auto) if auto_blktrace_set(&a.files).is_some() => Some(Format::Blktrace),
+        f => f,
+    };
     // Imports read their inputs twice and sniffing reads their first bytes: pipes, stdin and
     // compressed inputs are spooled first (blktrace's per-CPU sets are found as files; one
     // blktrace stream is spooled and split by CPU).
-    if let Some(f @ (Format::FioIolog | Format::Blkparse | Format::PodCsv)) = a.from {
+    if let Some(f @ (Format::FioIolog | Format::Blkparse | Format::PodCsv)) = given {
         one(a, &format_name(f))?;
     }
-    let spool = matches!(a.from, Some(f) if f == Format::Auto
+    let spool = matches!(given, Some(f) if f == Format::Auto
         || (f.encoding().is_none() && f != Format::Blktrace)
         || (f == Format::Blktrace && blktrace_stream(&a.files)));
     let mut inputs = Inputs::new();
@@ -78,7 +85,7 @@ pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitC
             inputs.spooled
         );
     }
-    let from = match (a.from, &sources) {
+    let from = match (given, &sources) {
         (Some(Format::Auto), Some(src)) => Some(sniff_all(src)?),
         (other, _) => other,
     };
@@ -291,9 +298,6 @@ fn convert(
     Ok(())
 }
 
-/// The per-CPU files of a blktrace recording: each argument is a `NAME.blktrace.N` file
-/// (all of them are used when several are given) or, alone, a NAME prefix or one per-CPU
-/// file, whose siblings `NAME.blktrace.0`, `.1`, … are found in its directory.
 /// Whether the blktrace input is one stream of every CPU's records (`blktrace -o -`): stdin,
 /// a pipe, or a file not named `NAME.blktrace.N` beside which no `NAME.blktrace.N` exists.
 fn blktrace_stream(args: &[PathBuf]) -> bool {
@@ -321,6 +325,74 @@ fn blktrace_stream(args: &[PathBuf]) -> bool {
     !siblings.unwrap_or(false)
 }
 
+/// The CPU number of a `NAME.blktrace.N` file name.
+fn blktrace_cpu(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?;
+    name.rsplit_once(".blktrace.")?.1.parse().ok()
+}
+
+/// For `--from auto`: the per-CPU files `--from blktrace` would read for `args`, when the
+/// args name a per-CPU set (one `NAME.blktrace.N` file, several of them as a shell glob gives
+/// them, the NAME prefix, or a file beside which `NAME.blktrace.N` files exist) and every
+/// non-empty one of those files starts with the blktrace magic. Logs what it decided; `None`
+/// leaves the inputs to sniffing (a single blktrace stream is sniffed there).
+fn auto_blktrace_set(args: &[PathBuf]) -> Option<Vec<PathBuf>> {
+    let named = match args {
+        [] => false,
+        [one] => one != Path::new("-") && !blktrace_stream(args),
+        many => many.iter().all(|p| blktrace_cpu(p).is_some()),
+    };
+    if !named {
+        return None;
+    }
+    let files = blktrace_files(args).ok()?;
+    let mut with_data = 0;
+    for f in &files {
+        let mut head = Vec::with_capacity(4);
+        let file = fs_err::File::open(f).ok()?;
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, 4), &mut head).ok()?;
+        if head.is_empty() {
+            continue;
+        }
+        if sniff(f, &head) != Some(Format::Blktrace) {
+            return None;
+        }
+        with_data += 1;
+    }
+    if with_data == 0 {
+        return None;
+    }
+    let given = match args {
+        [one] => label(one),
+        [first, .., last] => format!("{} … {} ({} inputs)", label(first), label(last), args.len()),
+        [] => String::new(),
+    };
+    let cpus: Vec<u32> = files.iter().filter_map(|f| blktrace_cpu(f)).collect();
+    let contiguous = cpus.windows(2).all(|w| w[1] == w[0] + 1);
+    let set = match (files.first(), cpus.first(), cpus.last()) {
+        (Some(f), Some(lo), Some(hi)) if contiguous && files.len() > 1 => {
+            let shown = label(f);
+            let base = shown.strip_suffix(&lo.to_string()).unwrap_or(&shown);
+            format!("{base}{lo}..{hi}")
+        }
+        _ => files
+            .iter()
+            .map(|f| label(f))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let n = files.len();
+    tracing::info!(
+        "{given}: detected blktrace: the per-CPU files {set} ({n} file{}, {with_data} with \
+         records), read as --from blktrace reads them",
+        if n == 1 { "" } else { "s" }
+    );
+    Some(files)
+}
+
+/// The per-CPU files of a blktrace recording: each argument is a `NAME.blktrace.N` file
+/// (all of them are used when several are given) or, alone, a NAME prefix or one per-CPU
+/// file, whose siblings `NAME.blktrace.0`, `.1`, … are found in its directory.
 fn blktrace_files(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     if args.len() > 1 {
         return Ok(args.to_vec());

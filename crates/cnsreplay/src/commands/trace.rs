@@ -366,6 +366,13 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 ""
             }
         )?;
+        if report.clipped > 0 {
+            writeln!(
+                out,
+                "clipped {}: io_phase running at the window's start, kept from it",
+                report.clipped
+            )?;
+        }
         for (why, n) in &report.dropped {
             writeln!(out, "dropped {n}: {why}")?;
         }

@@ -196,8 +196,19 @@ fn auto_sniffs_every_format_and_says_so() {
             "{err}"
         );
     }
+    // A per-CPU file is recognised as its set (see below); one stream is sniffed.
     let (_, err) = convert(d, "auto", &["x.blktrace.0"], &[]);
-    assert!(err.contains("format blktrace (sniffed)"), "{err}");
+    assert!(
+        err.contains("x.blktrace.0: detected blktrace: the per-CPU files x.blktrace.0 (1 file, 1 with records)"),
+        "{err}"
+    );
+    fs_err::copy(d.join("x.blktrace.0"), d.join("x.stream")).expect("copy");
+    let (_, err) = convert(d, "auto", &["x.stream"], &[]);
+    assert!(err.contains("x.stream: format blktrace (sniffed)"), "{err}");
+    assert!(
+        err.contains("every record of x.stream is of CPU 0: if it is one file of a per-CPU set"),
+        "{err}"
+    );
     // Unsure, or inputs that disagree: refused.
     write(d, "what.txt", "hello world\n");
     let o = run(
@@ -496,4 +507,131 @@ fn an_interrupted_convert_leaves_no_partial_file() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(!gone.exists() && alive.exists());
+}
+
+/// The records of the committed fixture `tests/fixtures/blktrace/mix.blktrace.{0..3}`: 48
+/// requests on device 8,16, issued on CPUs 0, 1 and 3 and most completed on another CPU (so
+/// one per-CPU file alone pairs few of them), CPU 2 without records (an empty file, as
+/// blktrace leaves one).
+fn mix_records() -> Vec<RawRecord> {
+    let cpus = [0u32, 1, 3];
+    let mut recs = Vec::new();
+    for i in 0..48u32 {
+        let issue_cpu = cpus[i as usize % 3];
+        let done_cpu = cpus[(i as usize + usize::from(i % 4 != 0)) % 3];
+        let kind = if i % 3 == 0 {
+            IoKind::Write
+        } else {
+            IoKind::Read
+        };
+        let at = u64::from(i) * 250_000;
+        let sector = u64::from(i) * 64;
+        let bytes = 4096 << (i % 3);
+        recs.push(RawRecord::request(
+            Phase::Issue,
+            issue_cpu,
+            at,
+            (8, 16),
+            kind,
+            sector,
+            bytes,
+        ));
+        recs.push(RawRecord::request(
+            Phase::Complete,
+            done_cpu,
+            at + 90_000 + u64::from(i % 5) * 10_000,
+            (8, 16),
+            kind,
+            sector,
+            bytes,
+        ));
+    }
+    recs.sort_by_key(|r| r.time);
+    recs
+}
+
+/// `--from auto` on one per-CPU file, on all of them (a shell glob) and on their prefix reads
+/// the committed fixture exactly as `--from blktrace` does, and says what it detected. The
+/// fixture is what the repo's blktrace writer makes of `mix_records` (checked byte for byte;
+/// `CNSREPLAY_WRITE_FIXTURES=1` writes it).
+#[test]
+fn auto_reads_a_blktrace_per_cpu_set_as_blktrace_does() {
+    let fixture = crate::crate_dir().join("tests/fixtures/blktrace");
+    let made = if std::env::var("CNSREPLAY_WRITE_FIXTURES").as_deref() == Ok("1") {
+        fs_err::create_dir_all(&fixture).expect("mkdir");
+        None
+    } else {
+        Some(tempfile::tempdir().expect("tempdir"))
+    };
+    let out = made.as_ref().map_or(fixture.as_path(), |m| m.path());
+    let files = write_blktrace_fixture(out, "mix", &mix_records(), Endian::Little).expect("write");
+    assert_eq!(files.len(), 4);
+    for f in &files {
+        let name = f.file_name().expect("name");
+        assert_eq!(
+            fs_err::read(f).expect("made"),
+            fs_err::read(fixture.join(name)).expect("committed"),
+            "tests/fixtures/blktrace/{} is not what write_blktrace_fixture makes of \
+             mix_records(); regenerate it with CNSREPLAY_WRITE_FIXTURES=1",
+            name.to_string_lossy()
+        );
+    }
+    let events = auto_reads_per_cpu_set(
+        &fixture,
+        "mix",
+        4,
+        "mix.blktrace.0..3 (4 files, 3 with records)",
+    );
+    assert_eq!(events, 48);
+}
+
+/// The same on the real sample `keks.blktrace.0..7` (`../shared`, not in the repo): 1 182
+/// events whichever way it is named.
+#[test]
+#[expect(
+    clippy::print_stderr,
+    reason = "the skip note when ../shared is absent"
+)]
+fn auto_reads_the_real_keks_sample_as_blktrace_does() {
+    let samples = crate::workspace().join("../shared/trace-samples/blktrace-binary");
+    if !samples.exists() {
+        crate::require_samples(&samples);
+        eprintln!("skipped: {} is absent", samples.display());
+        return;
+    }
+    let events = auto_reads_per_cpu_set(
+        &samples,
+        "keks",
+        8,
+        "keks.blktrace.0..7 (8 files, 8 with records)",
+    );
+    assert_eq!(events, 1182);
+}
+
+/// Converts the per-CPU set `dir/BASE.blktrace.{0..n}` with `--from blktrace` (by prefix) and
+/// with `--from auto` on its first file, on all files and on the prefix; all must give the
+/// same events, and auto must log `detected blktrace … {set}`. Returns the number of events.
+fn auto_reads_per_cpu_set(dir: &Path, base: &str, n: u32, set: &str) -> usize {
+    let work = tempfile::tempdir().expect("tempdir");
+    let d = work.path();
+    let s = |p: &Path| p.to_str().expect("utf-8").to_owned();
+    let prefix = s(&dir.join(base));
+    let all: Vec<String> = (0..n)
+        .map(|c| s(&dir.join(format!("{base}.blktrace.{c}"))))
+        .collect();
+    let (want, _) = convert(d, "blktrace", &[&prefix], &[]);
+    let want_events = events_of(&want);
+    for (what, inputs) in [
+        ("one per-CPU file", vec![all[0].as_str()]),
+        ("a glob of them", all.iter().map(String::as_str).collect()),
+        ("their prefix", vec![prefix.as_str()]),
+    ] {
+        let (got, err) = convert(d, "auto", &inputs, &[]);
+        assert_eq!(events_of(&got), want_events, "{what}: {err}");
+        assert!(
+            err.contains("detected blktrace: the per-CPU files") && err.contains(set),
+            "{what}: the log must say what was detected ({set}): {err}"
+        );
+    }
+    want_events.len()
 }

@@ -550,23 +550,117 @@ events:
     ]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--prefix given 1 times"));
-    // Without prefixes that differ, the declared volumes clash: refused, naming the volume.
+    // A repeated prefix: refused before anything is written (the two copies' objects would be
+    // one), also for traces that declare nothing.
+    let bare = dir.path().join("bare.yaml");
+    fs_err::write(
+        &bare,
+        "format: cnsreplay-trace\nversion: 1\nevents:\n  - {at: 0s, create_volume: {volume: v, size: 1Gi}}\n",
+    )
+    .expect("trace");
+    let fresh = dir.path().join("fresh.cnsbin");
+    for input in [&one, &bare] {
+        let bad = cnsreplay(&[
+            "trace",
+            "merge",
+            s(input),
+            s(input),
+            "-o",
+            s(&fresh),
+            "--prefix",
+            "x-",
+            "--prefix",
+            "x-",
+        ]);
+        assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&bad.stderr).contains("have the same prefix \"x-\""),
+            "{bad:?}"
+        );
+        assert!(!fresh.exists(), "a refused merge must write nothing");
+    }
+    // Prefixes that differ but still make one name (`x` + `y-v`, `xy-` + `v`): the checker
+    // stops the merge at the event, naming it.
+    let other = dir.path().join("other.yaml");
+    fs_err::write(
+        &other,
+        "format: cnsreplay-trace\nversion: 1\nevents:\n  - {at: 1s, id: 7, create_volume: {volume: y-v, size: 1Gi}}\n",
+    )
+    .expect("trace");
     let bad = cnsreplay(&[
         "trace",
         "merge",
-        s(&one),
-        s(&one),
+        s(&bare),
+        s(&other),
         "-o",
-        s(&out),
+        s(&fresh),
         "--prefix",
-        "x-",
+        "xy-",
         "--prefix",
-        "x-",
+        "x",
     ]);
-    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    let err = String::from_utf8_lossy(&bad.stderr);
     assert!(
-        String::from_utf8_lossy(&bad.stderr).contains("x-pre"),
-        "{bad:?}"
+        err.contains("would be invalid at event id 2 (event id 7 of") && err.contains("\"xy-v\""),
+        "{err}"
+    );
+}
+
+/// `trace slice` keeps an `io_phase` running across the window's start clipped (from the
+/// cut, for the rest of its duration) and counts one bounded by bytes that it drops; the text
+/// and the JSON report say so, and the slice validates.
+#[test]
+fn trace_slice_clips_or_counts_io_phases_running_at_the_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = dir.path().join("phases.yaml");
+    fs_err::write(
+        &t,
+        "format: cnsreplay-trace
+version: 1
+volumes: [{name: v1, size: 1Gi}]
+workloads: [{name: w1, volumes: [v1]}]
+events:
+  - {at: 1s, id: 1, io_phase: {workload: w1, volume: v1, pattern: random, read_pct: 70, block_size: 4Ki, load: {rate: {iops: 100}}, duration: 10s}}
+  - {at: 2s, id: 2, io_phase: {workload: w1, volume: v1, pattern: sequential, read_pct: 0, block_size: 64Ki, load: {depth: 4}, bytes: 1Gi}}
+  - {at: 8s, id: 3, detach: {workload: w1}}
+",
+    )
+    .expect("trace");
+    let out = dir.path().join("cut.yaml");
+    let args = ["trace", "slice", s(&t), "-o", s(&out), "--start", "5s"];
+    let o = cnsreplay(&args);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let text = stdout(&o);
+    assert!(
+        text.contains("clipped 1: io_phase running at the window's start")
+            && text.contains("dropped 1: io_phase bounded by bytes running at the window's start"),
+        "{text}"
+    );
+    let cut = Trace::read(&out).expect("slice");
+    let kept: Vec<(u64, u64, Option<u64>)> = cut
+        .events
+        .iter()
+        .map(|e| match &e.op {
+            trace_format::Op::IoPhase(p) => (e.id, e.at, p.duration),
+            _ => (e.id, e.at, None),
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        [(1, 0, Some(6_000_000_000)), (3, 3_000_000_000, None)]
+    );
+    let v = cnsreplay(&["validate", s(&out)]);
+    assert_eq!(v.status.code(), Some(0), "{v:?}");
+    let mut json = args.to_vec();
+    json.push("--json");
+    let o = cnsreplay(&json);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("report json");
+    assert_eq!(r["clipped"], 1, "{r}");
+    assert_eq!(
+        r["dropped"]["io_phase bounded by bytes running at the window's start (what is left of it is unknown)"],
+        1,
+        "{r}"
     );
 }
 

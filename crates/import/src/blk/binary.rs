@@ -456,6 +456,7 @@ pub fn import_blktrace_stream(
     }
     let name = src.name();
     let mut sources = Vec::with_capacity(cpus.len());
+    let cpus_seen: Vec<u32> = cpus.keys().copied().collect();
     for (cpu, mut w) in cpus {
         w.flush()?;
         sources.push(Source::Spooled {
@@ -472,7 +473,20 @@ pub fn import_blktrace_stream(
             message: "no blktrace record in the stream".into(),
         }));
     }
+    let only_cpu = match sources.as_slice() {
+        [_] => cpus_seen.first().copied(),
+        _ => None,
+    };
     let mut got = import_blktrace_sources(&sources, policy, writer_factory)?;
+    if let Some(cpu) = only_cpu {
+        // A real one-CPU capture, or one per-CPU file of a set read on its own (where
+        // requests completed on other CPUs lose their completion): say which to check.
+        got.warnings.push(format!(
+            "every record of {name} is of CPU {cpu}: if it is one file of a per-CPU set \
+             (NAME.blktrace.N), give the whole set (its NAME prefix or all its files), or \
+             requests completed on other CPUs have no completion"
+        ));
+    }
     got.skipped += report.skipped;
     report.first_skipped.append(&mut got.first_skipped);
     got.first_skipped = report.first_skipped;

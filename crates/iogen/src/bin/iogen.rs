@@ -175,7 +175,8 @@ struct RunArgs {
     /// Block size (`4k`), or a mix `4k:8,64k:2` (size:weight).
     #[arg(long, default_value = "4k")]
     bs: String,
-    /// Region (file size) to use; the whole target when absent.
+    /// Region (file size) to use; the whole target when absent, 1 GiB for a new file. A file
+    /// shorter than this is laid out to it first, if its file system has the room.
     #[arg(long, value_parser = parse_size_arg)]
     size: Option<u64>,
     /// Closed loop: requests in flight per job.
@@ -407,11 +408,31 @@ fn run_one(
     let at = |p: &Path| part.map_or_else(|| p.to_owned(), |n| iogen::part_path(p, n));
     let mut opts = e.options();
     opts.interval_log = e.interval_log.as_deref().map(at);
+    if spec.region.is_none()
+        && std::fs::metadata(target).map_or(true, |m| m.is_file() && m.len() == 0)
+    {
+        eprintln!(
+            "iogen: {} is new or empty and no --size was given: laying out {} (the default; \
+             --size, or an io_phase's region, to choose)",
+            target.display(),
+            human(iogen::DEFAULT_NEW_FILE_SIZE)
+        );
+    }
     let r = iogen::run_phase(spec, target, &opts, stop)?;
     if let Some(h) = &e.histograms {
         iogen::write_histograms(&at(h), &r.histograms)?;
     }
     Ok(r)
+}
+
+/// `n` bytes in the largest binary unit that fits (`1 GiB`).
+fn human(n: u64) -> String {
+    match n.trailing_zeros() {
+        40.. => format!("{} TiB", n >> 40),
+        30.. => format!("{} GiB", n >> 30),
+        20.. => format!("{} MiB", n >> 20),
+        _ => format!("{n} B"),
+    }
 }
 
 fn check_verify(s: &iogen::Summary) -> Result<()> {

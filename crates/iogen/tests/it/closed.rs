@@ -120,6 +120,10 @@ fn invalid_specs_name_the_field() {
             Err(iogen::Error::InvalidSpec { field: f, .. }) => assert_eq!(f, field),
             other => panic!("{field}: expected InvalidSpec, got {other:?}"),
         }
+        assert!(
+            !p.exists(),
+            "{field}: a refused phase must not lay out its target"
+        );
     }
 }
 

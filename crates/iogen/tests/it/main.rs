@@ -2,6 +2,7 @@
 
 mod closed;
 mod hist;
+mod layout;
 mod open;
 mod outputs;
 mod replay;
