@@ -10,6 +10,7 @@
 //! the ledger before it is created; its UID is recorded after, and cleanup deletes only
 //! recorded objects, with a UID precondition. See `docs/kubernetes.md`.
 
+mod capability;
 mod cleanup;
 mod cluster_metrics;
 mod env;
@@ -45,6 +46,7 @@ use replay::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo};
 use serde::{Deserialize, Serialize};
 use trace_format::{Event, OpType};
 
+pub use crate::capability::{Capability, Need, NeedUses};
 pub use crate::io::{io_pod, split_log};
 pub use crate::io_local::IoExec;
 pub use crate::limiter::{ClientStats, Limiter};
