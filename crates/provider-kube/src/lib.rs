@@ -28,6 +28,7 @@ mod preflight;
 mod stamp;
 mod stream;
 mod watch;
+mod wffc;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
