@@ -3,6 +3,7 @@
 //! notice (and fails when `CNSREPLAY_REQUIRE_TESTENV=1`).
 
 mod audit_import;
+mod capability;
 mod common;
 mod csi;
 mod discovery;
