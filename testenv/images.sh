@@ -15,12 +15,9 @@
 #                                        `analyze`), as deploy/cnsreplay.Containerfile: the
 #                                        in-cluster Job's and `cnsreplay fetch`'s image.
 #   REGISTRY/cnsreplay/local-path-helper:testenv
-#                                        local-path-provisioner's helper pod image: Debian's
-#                                        static busybox (package busybox-static; TESTENV_BUSYBOX
-#                                        names another static one) as /bin/busybox with the
-#                                        links its setup/teardown scripts run (sh, mkdir, rm,
-#                                        chmod), user 0 (the scripts create and remove the
-#                                        volumes' host directories).
+#                                        local-path-provisioner's helper pod image
+#                                        (testenv/local-path-image.sh; not with
+#                                        TESTENV_LOCAL_PATH=0)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 [ $# = 2 ] || [ $# = 3 ] || testenv_die "usage: testenv/images.sh REGISTRY IOGEN_BIN [CNSREPLAY_BIN]"
@@ -29,13 +26,11 @@ IOGEN=$2
 CNSREPLAY=${3:-}
 BIN=$("$TESTENV_SRC/build.sh" --bin-dir)
 CRANE=$BIN/crane
-BUSYBOX=${TESTENV_BUSYBOX:-$(command -v busybox || echo /usr/bin/busybox)}
-[ -x "$BUSYBOX" ] || testenv_die "missing $BUSYBOX (Debian package busybox-static: scripts/install-node-deps.sh)"
 for f in "$CRANE" "$BIN/pause" "$IOGEN" ${CNSREPLAY:+"$CNSREPLAY"}; do
 	[ -x "$f" ] || testenv_die "missing $f"
 done
 # A dynamically linked binary would not start in a FROM scratch image.
-for f in "$IOGEN" ${CNSREPLAY:+"$CNSREPLAY"} "$BUSYBOX"; do
+for f in "$IOGEN" ${CNSREPLAY:+"$CNSREPLAY"}; do
 	if ! file -L "$f" | grep -q 'statically linked\|static-pie linked'; then
 		testenv_die "$f is not statically linked ($(file -L -b "$f"))"
 	fi
@@ -83,15 +78,6 @@ if [ -n "$CNSREPLAY" ]; then
 	containerfile "$TESTENV_SRC/../deploy/cnsreplay.Containerfile"
 	image "$REG/cnsreplay/cnsreplay:latest" "$CNSREPLAY" "$copy_dst" "$user" "$entrypoint"
 fi
-# local-path-provisioner's helper: busybox and the applets its scripts call, as links.
-rm -rf "$work/root" && mkdir -p "$work/root/bin"
-install -m 0755 "$BUSYBOX" "$work/root/bin/busybox"
-for applet in sh mkdir rm chmod ls; do
-	ln -s busybox "$work/root/bin/$applet"
-done
-tar --owner=0 --group=0 --numeric-owner --mtime=@0 --sort=name -C "$work/root" -cf "$work/layer.tar" bin
-helper=$REG/cnsreplay/local-path-helper:testenv
-"$CRANE" append --insecure --oci-empty-base -f "$work/layer.tar" -t "$helper" >/dev/null
-"$CRANE" mutate --insecure "$helper" --set-platform linux/amd64 --entrypoint /bin/sh --user 0:0 \
-	-t "$helper" >/dev/null
-testenv_log "pushed $helper ($(du -h "$work/layer.tar" | cut -f1) layer, $("$BUSYBOX" | head -n1 | cut -d' ' -f1-2))"
+if [ "${TESTENV_LOCAL_PATH:-1}" != 0 ]; then
+	"$TESTENV_SRC/local-path-image.sh" "$REG" >/dev/null
+fi

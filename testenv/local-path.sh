@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # rancher's local-path-provisioner on testenv's real node (TESTENV_REAL_NODE=1, unless
 # TESTENV_LOCAL_PATH=0): sourced by up.sh after node.sh, which defines S, BIN, REAL_NODE,
 # REGISTRY, client, start_exe, wait_for, since, k and testenv_*. See testenv/README.md
