@@ -10,6 +10,7 @@
 //! the ledger before it is created; its UID is recorded after, and cleanup deletes only
 //! recorded objects, with a UID precondition. See `docs/kubernetes.md`.
 
+mod access;
 mod capability;
 mod cleanup;
 mod cluster_metrics;

@@ -60,6 +60,8 @@ pub struct TraceUses {
     pub nodes: BTreeMap<String, (String, bool)>,
     /// What the trace's operations need of their volumes' StorageClasses → where.
     pub needs: BTreeMap<Need, NeedUses>,
+    /// The op types the trace has (what its credentials must allow: [`crate::access`]).
+    pub ops: std::collections::BTreeSet<trace_format::OpType>,
 }
 
 impl TraceUses {
@@ -78,6 +80,7 @@ impl TraceUses {
         for ev in r.events() {
             let ev = ev.map_err(|e| format!("{t}: {e}"))?;
             let at = format!("{t}: event {} (at {})", ev.id, fmt_at(ev.at));
+            u.ops.insert(ev.op.op_type());
             match &ev.op {
                 Op::CreateVolume(c) => {
                     let (src, name) =
@@ -199,6 +202,10 @@ impl Kube {
                     fail(format!("namespace {ns} (--namespace) is being deleted"));
                 }
                 Ok(Some(_)) => {}
+                // The least-privilege mode (a Role in that namespace and the cluster-wide
+                // reads) may not read the namespace itself: its existence is then not
+                // checked here, and the access review below tells what the Role allows.
+                Err(kube::Error::Api(s)) if s.code == 403 => {}
                 Ok(None) => fail(format!(
                     "namespace {ns} (--namespace) does not exist; create it, or omit \
                      --namespace for a run-owned namespace"
@@ -294,6 +301,7 @@ impl Kube {
                 )),
             }
         }
+        self.check_access(&uses.ops, &mut fail).await;
         self.check_capabilities(
             &uses.needs,
             &classes,
