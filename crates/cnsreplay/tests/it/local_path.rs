@@ -136,16 +136,26 @@ fn check_run(c: &Cluster, out: &Output, run: &Path, want: &[(&str, u64)]) {
             Some("create_volume") => {
                 assert_eq!(p, ["created", "wait-for-first-consumer"], "{r}");
             }
-            // Provisioned after the consumer was scheduled; no VolumeAttachment (not CSI).
+            // Provisioned once the scheduler chose the consumer's node, the pod bound to the
+            // node after its claim; no VolumeAttachment (not CSI).
             Some("attach") => {
-                for want in ["scheduled", "bound", "running"] {
-                    assert!(p.contains(&want), "{want} missing in {r}");
-                }
-                assert!(!p.contains(&"attached"), "{r}");
-                let at = |n: &str| p.iter().position(|x| *x == n);
-                assert!(
-                    at("scheduled") < at("bound") && at("bound") < at("running"),
+                assert_eq!(
+                    p[..4],
+                    ["created", "node-selected", "bound", "scheduled"],
                     "{r}"
+                );
+                assert!(p.contains(&"running"), "{r}");
+                assert!(!p.contains(&"attached"), "{r}");
+                let at = |n: &str| {
+                    r["phases"]
+                        .as_array()
+                        .and_then(|a| a.iter().find(|x| x["name"] == n))
+                        .and_then(|x| x["at"].as_u64())
+                        .unwrap_or_else(|| panic!("no {n} in {r}"))
+                };
+                assert!(
+                    at("node-selected") < at("bound"),
+                    "provisioning took no time: {r}"
                 );
             }
             _ => {}
