@@ -74,9 +74,16 @@ impl TraceUses {
         if let Some(n) = &config.node {
             u.nodes.insert(n.clone(), ("--node".to_owned(), true));
         }
-        // Volume → its StorageClass (None: the cluster default), as created by the trace; a
-        // volume the trace does not create is not checked.
+        // Volume → its StorageClass (None: the cluster default), as the trace's header or a
+        // create_volume makes it; a volume the trace does not make is not checked.
         let mut class_of: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for v in &r.header().volumes {
+            let at = format!("{t}: header volume {}", v.name);
+            let (src, name) = origin(&at, v.storage_class.as_ref(), d.storage_class.as_ref());
+            let class = config.storage_class_for(name.as_deref());
+            u.storage_classes.entry(class.clone()).or_insert(src);
+            class_of.insert(v.name.to_string(), class);
+        }
         for ev in r.events() {
             let ev = ev.map_err(|e| format!("{t}: {e}"))?;
             let at = format!("{t}: event {} (at {})", ev.id, fmt_at(ev.at));
