@@ -161,6 +161,18 @@ fn check_run(c: &Cluster, out: &Output, run: &Path, want: &[(&str, u64)]) {
             _ => {}
         }
     }
+    // The manifest records what the class is: not CSI, WaitForFirstConsumer.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
+            .expect("json");
+    let class = c.get("TESTENV_LOCAL_PATH_CLASS");
+    let sc = manifest["provider"]["environment"]["storage_classes"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == class))
+        .unwrap_or_else(|| panic!("no {class} in {manifest}"));
+    assert_eq!(sc["csi"], false, "{sc}");
+    assert_eq!(sc["provisioner"], "rancher.io/local-path", "{sc}");
+    assert_eq!(sc["volume_binding_mode"], "WaitForFirstConsumer", "{sc}");
     nothing_left(c, run);
     // The PVs local-path made (`pvc-<claim uid>`) and their host directories
     // (`pvc-<uid>_<namespace>_<claim>`) are gone.
