@@ -81,7 +81,10 @@ pub(crate) fn add(needs: &mut BTreeMap<Need, NeedUses>, need: Need, id: u64, at:
     if u.events.is_empty() {
         u.first = at.to_owned();
     }
-    u.events.push(id);
+    // A group snapshot of two volumes of one class needs it once.
+    if u.events.last() != Some(&id) {
+        u.events.push(id);
+    }
 }
 
 fn not_csi(provisioner: &str) -> String {

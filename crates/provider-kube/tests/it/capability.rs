@@ -59,34 +59,37 @@ fn preflight_refuses_what_a_non_csi_class_cannot_do_and_names_why() {
         .unwrap_err()
         .to_string();
     let _ = rt.block_on(classes.delete(&class, &DeleteParams::default()));
+    let t = path.display();
     let not_csi = format!(
         "its provisioner {provisioner} is not a CSI driver (there is no CSIDriver {provisioner})"
     );
     for needle in [
         "nothing was created".to_owned(),
         // The snapshot: no class for the provisioner, and why.
-        format!("snapshot (t.yaml: event 2 (at 1.000s)) is not supported by StorageClass {class}"),
+        format!("snapshot ({t}: event 2 (at 1.000s)) is not supported by StorageClass {class}"),
         format!("no VolumeSnapshotClass has driver {provisioner}"),
         not_csi.clone(),
         // The clone, the resizes (counted), the modify, the group snapshot.
         format!(
-            "create_volume from a volume (clone) (t.yaml: event 3 (at 2.000s)) is not \
+            "create_volume from a volume (clone) ({t}: event 3 (at 2.000s)) is not \
              supported by StorageClass {class}: {not_csi}; Kubernetes clones only CSI volumes"
         ),
         format!(
-            "resize (t.yaml: event 4 (at 3.000s), and 1 more event(s)) is not supported by \
+            "resize ({t}: event 4 (at 3.000s), and 1 more event(s)) is not supported by \
              StorageClass {class}: it does not allow volume expansion (allowVolumeExpansion: \
              unset)"
         ),
         format!(
-            "modify_volume (t.yaml: event 6 (at 5.000s)) is not supported by StorageClass {class}"
+            "modify_volume ({t}: event 6 (at 5.000s)) is not supported by StorageClass {class}"
         ),
         format!(
-            "group_snapshot (t.yaml: event 7 (at 6.000s)) is not supported by StorageClass {class}"
+            "group_snapshot ({t}: event 7 (at 6.000s)) is not supported by StorageClass {class}"
         ),
     ] {
         assert!(e.contains(&needle), "{needle:?} not in: {e}");
     }
+    // A group of two volumes of the class is one event.
+    assert!(!e.contains("event 7 (at 6.000s), and"), "{e}");
     // Each problem once: the two resizes are one line.
     assert_eq!(e.matches("resize (").count(), 1, "{e}");
 
