@@ -588,9 +588,6 @@ impl Kube {
         if wffc.is_empty() {
             phase_at(ctx, "scheduled", at);
         } else {
-            if let Some(sel) = selected.and_then(crate::wffc::NodeSelected::seen) {
-                phase_at(ctx, "node-selected", sel);
-            }
             self.waiting(
                 ctx,
                 format!("the WaitForFirstConsumer PVCs of pod {ns}/{name} to bind"),
@@ -613,6 +610,13 @@ impl Kube {
                 if let Some(s) = self.state().volumes.get_mut(n) {
                     s.wffc = false;
                 }
+            }
+            // The claims' watch delivered their selected node before their binding.
+            if let Some(sel) = match selected {
+                Some(s) => s.seen().await,
+                None => None,
+            } {
+                phase_at(ctx, "node-selected", sel);
             }
             // Dynamic provisioning binds the claims before the pod: the phases in the order
             // they happened.

@@ -8,7 +8,6 @@
 
 use std::time::Instant;
 
-use futures::FutureExt as _;
 use futures::future::join_all;
 use kube::ResourceExt as _;
 use kube::runtime::reflector::ObjectRef;
@@ -29,11 +28,15 @@ impl Drop for NodeSelected {
 }
 
 impl NodeSelected {
-    /// The instant, if it was seen by now (the scheduler annotates the claims before it binds
-    /// the pod, so by the time the pod is scheduled it has been, unless the claims were
-    /// bound to existing volumes).
-    pub(crate) fn seen(mut self) -> Option<Instant> {
-        (&mut self.0).now_or_never().and_then(Result::ok).flatten()
+    /// The instant, once the claims are bound: their watch delivered the annotation before
+    /// the binding (one stream, in order), so the watching task has it or is about to run;
+    /// 200 ms bound that wait. None when a claim bound without one (an existing volume).
+    pub(crate) async fn seen(mut self) -> Option<Instant> {
+        tokio::time::timeout(std::time::Duration::from_millis(200), &mut self.0)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .flatten()
     }
 }
 
