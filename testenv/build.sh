@@ -5,6 +5,7 @@
 #
 #   testenv/build.sh              build (or reuse) and print the bin folder on the last line
 #   testenv/build.sh --bin-dir    only print the bin folder of the current version key
+#   testenv/build.sh --local-path build local-path-provisioner only; print its folder
 #
 # Versions are pinned by the wrapper modules in testenv/go/*/go.mod + go.sum.
 set -euo pipefail
@@ -32,6 +33,24 @@ build_sanity() {
 	testenv_log "  csi-sanity: $(($(date +%s) - t0)) s"
 }
 
+# rancher's local-path-provisioner (go/local-path), the real node's second storage system:
+# its own folder and key too, like csi-sanity.
+build_local_path() {
+	local dir t0
+	dir=$(testenv_local_path_bin_dir)
+	if [ -x "$dir/local-path-provisioner" ]; then
+		return 0
+	fi
+	testenv_log "  local-path-provisioner <- github.com/rancher/local-path-provisioner (wrapper testenv/go/local-path)"
+	t0=$(date +%s)
+	mkdir -p "$dir"
+	(cd "$TESTENV_SRC/go/local-path" &&
+		nice -n 10 go build -trimpath -ldflags "-s -w" -o "$dir/local-path-provisioner.tmp" \
+			github.com/rancher/local-path-provisioner)
+	mv "$dir/local-path-provisioner.tmp" "$dir/local-path-provisioner"
+	testenv_log "  local-path-provisioner: $(($(date +%s) - t0)) s"
+}
+
 case "${1:-}" in
 --bin-dir)
 	echo "$out/bin"
@@ -42,10 +61,16 @@ case "${1:-}" in
 	testenv_sanity_bin_dir
 	exit 0
 	;;
+--local-path) # build local-path-provisioner only; print its folder
+	build_local_path
+	testenv_local_path_bin_dir
+	exit 0
+	;;
 esac
 if [ -e "$out/bin/.complete" ]; then
 	testenv_log "already built: $out/bin"
 	build_sanity
+	build_local_path
 	echo "$out/bin"
 	exit 0
 fi
@@ -88,4 +113,5 @@ mv "$out/bin.partial" "$out/bin"
 } >"$out/bin/.complete"
 testenv_log "built all in $(($(date +%s) - t_all)) s"
 build_sanity
+build_local_path
 echo "$out/bin"

@@ -6,7 +6,8 @@
 # unpublishes and unstages their volumes), then after the processes: stop what remains of pod
 # containers and their shims (processes in the node's pod cgroups, shims of this state dir's
 # containerd), unmount everything mounted under the state dir, remove the kubelet's log links
-# in /var/log/containers and the CNI result cache entries of its network.
+# in /var/log/containers and the CNI result cache entries of its network. local-path-provisioner
+# (testenv/local-path.sh) is a recorded process like the others: stopped first.
 # Logs and data stay in the state dir; `--purge` removes the state dir afterwards.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"

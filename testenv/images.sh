@@ -14,6 +14,10 @@
 #   REGISTRY/cnsreplay/cnsreplay:latest  CNSREPLAY_BIN (a static cnsreplay, built without
 #                                        `analyze`), as deploy/cnsreplay.Containerfile: the
 #                                        in-cluster Job's and `cnsreplay fetch`'s image.
+#   REGISTRY/cnsreplay/local-path-helper:testenv
+#                                        local-path-provisioner's helper pod image
+#                                        (testenv/local-path-image.sh; not with
+#                                        TESTENV_LOCAL_PATH=0)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 [ $# = 2 ] || [ $# = 3 ] || testenv_die "usage: testenv/images.sh REGISTRY IOGEN_BIN [CNSREPLAY_BIN]"
@@ -73,4 +77,7 @@ image "$REG/cnsreplay/iogen:latest" "$IOGEN" "$copy_dst" "$user" "$entrypoint"
 if [ -n "$CNSREPLAY" ]; then
 	containerfile "$TESTENV_SRC/../deploy/cnsreplay.Containerfile"
 	image "$REG/cnsreplay/cnsreplay:latest" "$CNSREPLAY" "$copy_dst" "$user" "$entrypoint"
+fi
+if [ "${TESTENV_LOCAL_PATH:-1}" != 0 ]; then
+	"$TESTENV_SRC/local-path-image.sh" "$REG" >/dev/null
 fi

@@ -69,6 +69,16 @@ testenv_sanity_bin_dir() {
 	echo "$TESTENV_CACHE/csi-sanity-$h/bin"
 }
 
+# rancher's local-path-provisioner (go/local-path), built by build.sh into its own folder like
+# csi-sanity: its key is a hash of its wrapper's go.mod and go.sum and the Go version, so adding
+# or changing it never rebuilds the cluster's binaries.
+testenv_local_path_bin_dir() {
+	local h
+	h=$(cd "$TESTENV_SRC/go/local-path" && { cat go.mod go.sum; go env GOVERSION GOOS GOARCH; } |
+		sha256sum | cut -c1-12)
+	echo "$TESTENV_CACHE/local-path-$h/bin"
+}
+
 testenv_log() {
 	printf '[testenv %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
 }

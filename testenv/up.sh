@@ -32,7 +32,10 @@
 #                          and a static iogen (TESTENV_IOGEN_BIN, default
 #                          $CARGO_TARGET_DIR/x86_64-unknown-linux-musl/release/iogen);
 #                          TESTENV_CNSREPLAY_BIN (a static cnsreplay) adds the in-cluster
-#                          cnsreplay image (TESTENV_CNSREPLAY_IMAGE, deploy/kustomize)
+#                          cnsreplay image (TESTENV_CNSREPLAY_IMAGE, deploy/kustomize);
+#                          and rancher's local-path-provisioner (testenv/local-path.sh):
+#                          StorageClass local-path on that node (TESTENV_LOCAL_PATH_CLASS)
+#   TESTENV_LOCAL_PATH=0   with the real node, do not start local-path-provisioner
 #
 # Afterwards: `. $TESTENV_DIR/testenv.env` sets KUBECONFIG, PATH (kubectl) and TESTENV_*.
 set -euo pipefail
@@ -174,6 +177,10 @@ if [ "$REAL" = 1 ]; then
 	. "$TESTENV_SRC/node.sh"
 	real_node_prepare
 	WANT_NODES=$((NODES + 1))
+	if [ "${TESTENV_LOCAL_PATH:-1}" != 0 ]; then
+		. "$TESTENV_SRC/local-path.sh"
+		local_path_prepare
+	fi
 fi
 ADMIN_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo "$ADMIN_TOKEN" >"$S/admin.token"
@@ -201,6 +208,7 @@ export TESTENV_STORAGE_CLASS=${CSI_ROOT:+cnsreplay-csi}
 export TESTENV_STORAGE_CLASS_WFFC=${CSI_ROOT:+cnsreplay-csi-wffc}
 export TESTENV_SNAPSHOT_CLASS=${CSI_ROOT:+cnsreplay-csi}
 export TESTENV_REAL_NODE=
+export TESTENV_LOCAL_PATH_CLASS=
 export KUBECONFIG=$S/kubeconfig
 export PATH=$BIN:\$PATH
 EOF
@@ -373,6 +381,9 @@ fi
 
 if [ "$REAL" = 1 ]; then
 	real_node_start
+	if [ "${TESTENV_LOCAL_PATH:-1}" != 0 ]; then
+		local_path_start
+	fi
 fi
 all_nodes_ready() {
 	[ "$(k get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |

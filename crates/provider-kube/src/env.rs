@@ -1,6 +1,6 @@
 //! Environment capture (the seed paper's U1: say what the numbers were measured on): server
-//! version, nodes, StorageClasses with their provisioners, CSIDrivers and
-//! VolumeSnapshotClasses. Anything the credentials may not read is recorded as an error string
+//! version, nodes, StorageClasses with their provisioners (and whether each is a CSI driver),
+//! CSIDrivers and VolumeSnapshotClasses. Anything the credentials may not read is recorded as an error string
 //! in its place rather than failing the run.
 
 use k8s_openapi::api::core::v1::Node;
@@ -59,6 +59,16 @@ pub(crate) async fn capture(p: &Kube) -> Value {
             Err(e) => err_value(&e),
         },
     );
+    // Which provisioners are CSI drivers (a CSIDriver object of that name), for each class.
+    p.limiter.acquire().await;
+    let drivers = Api::<CSIDriver>::all(c.clone()).list(&lp).await;
+    let csi = |prov: &str| {
+        drivers.as_ref().ok().map(|l| {
+            l.items
+                .iter()
+                .any(|d| d.metadata.name.as_deref() == Some(prov))
+        })
+    };
     p.limiter.acquire().await;
     out.insert(
         "storage_classes".into(),
@@ -79,16 +89,16 @@ pub(crate) async fn capture(p: &Kube) -> Value {
                         "allow_volume_expansion": s.allow_volume_expansion,
                         "parameters": s.parameters,
                         "default": default,
+                        "csi": csi(&s.provisioner),
                     })
                 })
                 .collect(),
             Err(e) => err_value(&e),
         },
     );
-    p.limiter.acquire().await;
     out.insert(
         "csi_drivers".into(),
-        match Api::<CSIDriver>::all(c.clone()).list(&lp).await {
+        match &drivers {
             Ok(l) => l
                 .items
                 .iter()
@@ -102,7 +112,7 @@ pub(crate) async fn capture(p: &Kube) -> Value {
                     })
                 })
                 .collect(),
-            Err(e) => err_value(&e),
+            Err(e) => err_value(e),
         },
     );
     let gvk = GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshotClass");

@@ -10,6 +10,8 @@
 //! the ledger before it is created; its UID is recorded after, and cleanup deletes only
 //! recorded objects, with a UID precondition. See `docs/kubernetes.md`.
 
+mod access;
+mod capability;
 mod cleanup;
 mod cluster_metrics;
 mod env;
@@ -27,6 +29,7 @@ mod preflight;
 mod stamp;
 mod stream;
 mod watch;
+mod wffc;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -45,6 +48,7 @@ use replay::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo};
 use serde::{Deserialize, Serialize};
 use trace_format::{Event, OpType};
 
+pub use crate::capability::{Capability, Need, NeedUses};
 pub use crate::io::{io_pod, split_log};
 pub use crate::io_local::IoExec;
 pub use crate::limiter::{ClientStats, Limiter};

@@ -526,6 +526,9 @@ impl Kube {
         );
         let mut unschedulable_since: Option<Instant> = None;
         let grace = std::time::Duration::from_nanos(self.config.failure_grace_ns);
+        // WaitForFirstConsumer claims: their node is selected (provisioning starts) before
+        // the pod is bound to it (see wffc.rs).
+        let selected = self.watch_node_selected(vols);
         let (node_name, at) = loop {
             let wait = w.pod.wait_for(name, |s| {
                 let o = get(s, ns, name, uid)?;
@@ -576,22 +579,15 @@ impl Kube {
                 }
             }
         };
-        phase_at(ctx, "scheduled", at);
-        {
-            let mut st = self.state();
-            for v in vols {
-                st.claim_node
-                    .insert((v.pvc.clone(), node_name.clone()), (uid.to_owned(), at));
-            }
-        }
-        self.claim_node_changed.notify_waiters();
         let wffc: Vec<(Name, VolState)> = volumes
             .iter()
             .zip(vols)
             .filter(|(_, v)| v.wffc)
             .map(|(n, v)| (n.clone(), v.clone()))
             .collect();
-        if !wffc.is_empty() {
+        if wffc.is_empty() {
+            phase_at(ctx, "scheduled", at);
+        } else {
             self.waiting(
                 ctx,
                 format!("the WaitForFirstConsumer PVCs of pod {ns}/{name} to bind"),
@@ -615,8 +611,32 @@ impl Kube {
                     s.wffc = false;
                 }
             }
-            phase_at(ctx, "bound", bound.unwrap_or_else(Instant::now));
+            // The claims' watch delivered their selected node before their binding.
+            if let Some(sel) = match selected {
+                Some(s) => s.seen().await,
+                None => None,
+            } {
+                phase_at(ctx, "node-selected", sel);
+            }
+            // Dynamic provisioning binds the claims before the pod: the phases in the order
+            // they happened.
+            let bound = bound.unwrap_or_else(Instant::now);
+            if bound <= at {
+                phase_at(ctx, "bound", bound);
+                phase_at(ctx, "scheduled", at);
+            } else {
+                phase_at(ctx, "scheduled", at);
+                phase_at(ctx, "bound", bound);
+            }
         }
+        {
+            let mut st = self.state();
+            for v in vols {
+                st.claim_node
+                    .insert((v.pvc.clone(), node_name.clone()), (uid.to_owned(), at));
+            }
+        }
+        self.claim_node_changed.notify_waiters();
         let claims: Vec<String> = vols.iter().map(|v| v.pvc.clone()).collect();
         let pvs = self.attachable_pvs(&claims)?;
         let mut attached = None;

@@ -1,7 +1,8 @@
 //! Checks before the clock starts: every StorageClass, VolumeSnapshotClass, node and
 //! namespace the trace will use (after the header's defaults and the flags) exists and is
-//! usable. A failure names each missing thing, where the trace uses it, and what the cluster
-//! has instead — instead of operations that wait until they time out.
+//! usable, and that each volume's StorageClass can do what the trace asks of it
+//! ([`crate::capability`]). A failure names each missing thing, where the trace uses it, and
+//! what the cluster has instead — instead of operations that wait until they time out.
 //!
 //! Class precedence (see [`KubeConfig::storage_class_for`]): the trace's class (the event's,
 //! else the header default) is remapped by `--map-storage-class TRACE=CLUSTER` when listed
@@ -17,6 +18,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use trace_format::{Op, TraceReader};
 
+use crate::capability::{self, Capability, Need, NeedUses};
 use crate::{Kube, KubeConfig};
 
 impl KubeConfig {
@@ -56,6 +58,10 @@ pub struct TraceUses {
     pub snapshot_classes: BTreeMap<Option<String>, String>,
     /// Node → (first use, whether pods are placed there so it must be schedulable).
     pub nodes: BTreeMap<String, (String, bool)>,
+    /// What the trace's operations need of their volumes' StorageClasses → where.
+    pub needs: BTreeMap<Need, NeedUses>,
+    /// The op types the trace has (what its credentials must allow: [`crate::access`]).
+    pub ops: std::collections::BTreeSet<trace_format::OpType>,
 }
 
 impl TraceUses {
@@ -68,22 +74,55 @@ impl TraceUses {
         if let Some(n) = &config.node {
             u.nodes.insert(n.clone(), ("--node".to_owned(), true));
         }
+        // Volume → its StorageClass (None: the cluster default), as the trace's header or a
+        // create_volume makes it; a volume the trace does not make is not checked.
+        let mut class_of: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for v in &r.header().volumes {
+            let at = format!("{t}: header volume {}", v.name);
+            let (src, name) = origin(&at, v.storage_class.as_ref(), d.storage_class.as_ref());
+            let class = config.storage_class_for(name.as_deref());
+            u.storage_classes.entry(class.clone()).or_insert(src);
+            class_of.insert(v.name.to_string(), class);
+        }
         for ev in r.events() {
             let ev = ev.map_err(|e| format!("{t}: {e}"))?;
             let at = format!("{t}: event {} (at {})", ev.id, fmt_at(ev.at));
+            u.ops.insert(ev.op.op_type());
             match &ev.op {
                 Op::CreateVolume(c) => {
                     let (src, name) =
                         origin(&at, c.storage_class.as_ref(), d.storage_class.as_ref());
-                    u.storage_classes
-                        .entry(config.storage_class_for(name.as_deref()))
-                        .or_insert(src);
+                    let class = config.storage_class_for(name.as_deref());
+                    u.storage_classes.entry(class.clone()).or_insert(src);
+                    class_of.insert(c.volume.to_string(), class);
+                    // A clone is made by the new volume's class (Kubernetes clones within one).
+                    if let Some(trace_format::VolumeSource::Volume(_)) = &c.source {
+                        u.need(&class_of, Capability::Clone, &c.volume, None, &at, ev.id);
+                    }
                 }
                 Op::Snapshot(s) => {
                     let (src, name) = origin(&at, s.class.as_ref(), d.snapshot_class.as_ref());
-                    u.snapshot_classes
-                        .entry(config.snapshot_class_for(name.as_deref()))
-                        .or_insert(src);
+                    let class = config.snapshot_class_for(name.as_deref());
+                    u.snapshot_classes.entry(class.clone()).or_insert(src);
+                    u.need(
+                        &class_of,
+                        Capability::Snapshot,
+                        &s.volume,
+                        class,
+                        &at,
+                        ev.id,
+                    );
+                }
+                Op::Resize(r) => {
+                    u.need(&class_of, Capability::Expand, &r.volume, None, &at, ev.id);
+                }
+                Op::ModifyVolume(m) => {
+                    u.need(&class_of, Capability::Modify, &m.volume, None, &at, ev.id);
+                }
+                Op::GroupSnapshot(g) => {
+                    for v in &g.volumes {
+                        u.need(&class_of, Capability::GroupSnapshot, v, None, &at, ev.id);
+                    }
                 }
                 Op::Attach(a) => {
                     if let Some(n) = &a.node {
@@ -102,6 +141,28 @@ impl TraceUses {
             }
         }
         Ok(u)
+    }
+}
+
+impl TraceUses {
+    /// Records that event `id` needs `cap` of `volume`'s class (when the trace created it).
+    fn need(
+        &mut self,
+        class_of: &BTreeMap<String, Option<String>>,
+        cap: Capability,
+        volume: &str,
+        snapshot_class: Option<String>,
+        at: &str,
+        id: u64,
+    ) {
+        if let Some(class) = class_of.get(volume) {
+            let n = Need {
+                capability: cap,
+                storage_class: class.clone(),
+                snapshot_class,
+            };
+            capability::add(&mut self.needs, n, id, at);
+        }
     }
 }
 
@@ -148,6 +209,10 @@ impl Kube {
                     fail(format!("namespace {ns} (--namespace) is being deleted"));
                 }
                 Ok(Some(_)) => {}
+                // The least-privilege mode (a Role in that namespace and the cluster-wide
+                // reads) may not read the namespace itself: its existence is then not
+                // checked here, and the access review below tells what the Role allows.
+                Err(kube::Error::Api(s)) if s.code == 403 => {}
                 Ok(None) => fail(format!(
                     "namespace {ns} (--namespace) does not exist; create it, or omit \
                      --namespace for a run-owned namespace"
@@ -155,6 +220,8 @@ impl Kube {
                 Err(e) => fail(format!("namespace {ns} (--namespace): {e}")),
             }
         }
+        let mut classes: Vec<StorageClass> = Vec::new();
+        let mut snapshot_classes: Option<Vec<DynamicObject>> = None;
         if !uses.storage_classes.is_empty() {
             self.limiter.acquire().await;
             match Api::<StorageClass>::all(c.clone()).list(&lp).await {
@@ -191,6 +258,7 @@ impl Kube {
                             _ => {}
                         }
                     }
+                    classes = l.items;
                 }
                 Err(e) => fail(format!("cannot list StorageClasses: {e}")),
             }
@@ -228,6 +296,7 @@ impl Kube {
                             _ => {}
                         }
                     }
+                    snapshot_classes = Some(l.items);
                 }
                 Err(e) => fail(format!(
                     "the trace takes snapshots ({}) but VolumeSnapshotClasses cannot be \
@@ -239,6 +308,14 @@ impl Kube {
                 )),
             }
         }
+        self.check_access(&uses.ops, &mut fail).await;
+        self.check_capabilities(
+            &uses.needs,
+            &classes,
+            snapshot_classes.as_deref(),
+            &mut fail,
+        )
+        .await;
         if !uses.nodes.is_empty() {
             self.limiter.acquire().await;
             match Api::<Node>::all(c).list(&lp).await {

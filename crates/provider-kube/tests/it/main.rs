@@ -2,7 +2,9 @@
 //! `CNSREPLAY_TESTENV` to its `testenv.env`; without it every cluster test prints a skip
 //! notice (and fails when `CNSREPLAY_REQUIRE_TESTENV=1`).
 
+mod access;
 mod audit_import;
+mod capability;
 mod common;
 mod csi;
 mod discovery;
