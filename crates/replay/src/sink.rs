@@ -34,6 +34,8 @@ pub(crate) fn histogram() -> Histogram<u64> {
 pub(crate) struct Done {
     pub record: EventRecord,
     pub io: Vec<IoReport>,
+    /// For an event that waited and reached the provider: its resume lateness, ns.
+    pub resume_lateness: Option<u64>,
 }
 
 /// A message to the sink: one event (an operation that finished on its own task), or the
@@ -76,6 +78,7 @@ pub(crate) struct SinkResult {
     pub pickup: Percentiles,
     pub start_lateness: Percentiles,
     pub waited: u64,
+    pub resume_lateness: Percentiles,
     /// Per window of intended time (index = intended / window): sums for the rate check.
     pub windows: BTreeMap<u64, WindowSums>,
     pub io: IoSplit,
@@ -96,6 +99,7 @@ pub(crate) struct Sink {
     pickup: Histogram<u64>,
     start_lateness: Histogram<u64>,
     waited: u64,
+    resume_lateness: Histogram<u64>,
     window_ns: u64,
     windows: BTreeMap<u64, WindowSums>,
     io_with: Histogram<u64>,
@@ -127,6 +131,7 @@ impl Sink {
             pickup: histogram(),
             start_lateness: histogram(),
             waited: 0,
+            resume_lateness: histogram(),
             window_ns,
             windows: BTreeMap::new(),
             io_with: histogram(),
@@ -203,6 +208,9 @@ impl Sink {
             self.start_lateness.saturating_record(s);
         }
         self.waited += u64::from(r.waited);
+        if let Some(l) = d.resume_lateness {
+            self.resume_lateness.saturating_record(l);
+        }
         if let Some(k) = r.intended.checked_div(self.window_ns) {
             // The engine's delay until the runtime began the event (not the waits after).
             let w = self.windows.entry(k).or_default();
@@ -316,6 +324,7 @@ impl Sink {
             pickup: Percentiles::of(&self.pickup),
             start_lateness: Percentiles::of(&self.start_lateness),
             waited: self.waited,
+            resume_lateness: Percentiles::of(&self.resume_lateness),
             windows: self.windows,
             io: IoSplit {
                 without_snapshot: Percentiles::of(&self.io_without),
