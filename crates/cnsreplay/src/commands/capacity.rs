@@ -240,7 +240,22 @@ fn limits(points: &[&SearchPoint], slos: &[Slo], o: &PointOptions) -> Vec<String
         e.throughput.iter().any(|t| !t.kept_up)
     });
     count("not stationary".into(), &|e| !e.stationary);
-    count("run not valid".into(), &|e| e.validity != "valid");
+    // The run's own verdict: the engine (the tool, not the system) named as such, with the
+    // first such run's evidence.
+    for verdict in ["engine-bound", "incomplete", "failed"] {
+        let evidence = points
+            .iter()
+            .filter(|p| p.eval.validity == verdict)
+            .find_map(|p| p.eval.reasons.iter().find(|r| r.starts_with("run ")))
+            .cloned()
+            .unwrap_or_default();
+        let what = if verdict == "engine-bound" {
+            format!("the engine, not the system ({evidence})")
+        } else {
+            format!("run {verdict}")
+        };
+        count(what, &|e| e.validity == verdict);
+    }
     count("failed operations".into(), &|e| {
         e.total()
             .is_some_and(|t| t.failed as f64 > o.max_error_rate * t.count as f64)
