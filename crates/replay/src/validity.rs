@@ -4,7 +4,10 @@
 //! `validity`). The engine's own delay is measured where the provider sees it: **start
 //! lateness** = the instant the provider call began − the intended instant, over the events
 //! that waited neither for a dependency nor for a concurrency slot (dispatch lateness and
-//! pickup are its parts; waits are the system's, not the engine's). The **dispatch rate** is
+//! pickup are its parts); **resume lateness** for the events that did wait = the call − the
+//! later of the intended instant and the release of what they waited for (the system's wait
+//! is not the engine's, the delay after it is); **completion lateness** = how late the
+//! runtime runs a task woken from outside it (`crate::probe`). The **dispatch rate** is
 //! judged from when the runtime began each event (`dispatched + pickup`): per window of
 //! intended time, the mean intended instant and the mean engine delay (begun − intended) of
 //! its events; between two windows the engine kept up at `Δ intended / Δ begun` of the
@@ -12,11 +15,17 @@
 //! nothing: only a delay that *grows* is a rate shortfall. Windows with fewer than
 //! `window_events` events are skipped (low rates rely on start lateness).
 //!
+//! Lateness limits scale with what is measured ([`ValidityOptions::limits`]): 1 % of a
+//! reference latency (given, or the smallest median service time), clamped to [20 µs, 10 ms],
+//! ten times that for a p99.9. A percentile with fewer than 100 values behind it (1000 for a
+//! p99.9) is *not judged*, and says so: with 44 events a p99 is one hiccup.
+//!
 //! The verdict: `incomplete` when the run stopped early; `failed` when every provider
 //! operation failed (nothing but errors was measured); `engine-bound` when any engine check
-//! failed (start lateness p99 / p99.9, dispatch rate over the run or a window, runtime
-//! workers saturated, client-side throttling reported by the provider); else `valid`.
-//! Defaults and the reasoning behind them are in `docs/replay.md` (Run validity).
+//! failed (lateness p99 / p99.9, dispatch rate over the run or a window, runtime workers
+//! saturated, client-side throttling reported by the provider); `not-judged` when none failed
+//! but no timing check had enough events to judge; else `valid`. Defaults and the reasoning
+//! behind them are in `docs/replay.md` (Run validity).
 
 use serde::{Deserialize, Serialize};
 

@@ -153,7 +153,8 @@ fn a_run_too_short_to_judge_is_admitted_and_says_so() {
     let v = r.validity.expect("validity");
     assert_eq!(v.verdict, replay::Verdict::NotJudged, "{v:#?}");
     assert!(
-        v.evidence().contains("start lateness p99 not judged: 20 events"),
+        v.evidence()
+            .contains("start lateness p99 not judged: 20 events"),
         "{}",
         v.evidence()
     );

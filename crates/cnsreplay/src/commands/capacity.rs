@@ -6,7 +6,8 @@
 //! Every point is a real `run` (`DIR/NNN-x<intensity>-r<repeat>/`, the same entry point as
 //! `cnsreplay run`) judged by [`analyze::point::evaluate`]: SLOs met, achieved throughput
 //! within `--tolerance` of offered for every op type, first and second half alike
-//! (stationary), failures within `--max-error-rate`, and the run valid. `DIR/capacity.json`
+//! (stationary), failures within `--max-error-rate`, and the run valid (its lateness judged
+//! against the smallest SLO: `--validity reference=`, unless given). `DIR/capacity.json`
 //! is rewritten after every point, so Ctrl-C (which stops the current run; the engine cleans
 //! it up) leaves the partial curve. `cnsreplay analyze capacity DIR` re-reads the points.
 
@@ -515,6 +516,16 @@ fn search_loop(
             .join(format!("{:03}-x{:.6}-r{repeat}", points.len() + 1, x));
         let mut settings = a.settings.clone();
         settings.seed = a.settings.seed.wrapping_add(u64::from(repeat));
+        // The engine's lateness is judged against the smallest SLO (docs/replay.md, Run
+        // validity), unless the user gave a reference or fixed limits.
+        if let Some(r) = slos.iter().map(|s| s.limit_ns).min()
+            && !settings
+                .validity
+                .iter()
+                .any(|v| v.contains("reference=") || v.contains("start.p99="))
+        {
+            settings.validity.push(format!("reference={r}ns"));
+        }
         let args = RunArgs {
             trace,
             provider: a.provider,
