@@ -2,16 +2,18 @@
 //! 20 + 20 runs: `scripts/calibrate-validity.sh`, figures in docs/PERFORMANCE.md).
 //!
 //! Five runs with an engine delay injected through the engine's test hook
-//! (`CNSREPLAY_TEST_ENGINE_DELAY`: every dispatched batch held up 100 ms) and five clean
+//! (`CNSREPLAY_TEST_ENGINE_DELAY`: every dispatched batch held up 200 ms) and five clean
 //! runs, on the sim (300 attaches 5 ms apart, each taking 1 s). The limits are widened for a
-//! busy 2-core CI machine — 5 % of the reference, at most 50 ms (`start.fraction=5%,
-//! start.max=50ms`): a debug build beside parallel builds showed start lateness p99 of
-//! 5–26 ms here — and the injected delay is twice the p99 limit, so every injected event is
-//! at least 100 ms late: an injected run that is not flagged is a miss whatever the load
-//! (all 5 required). A clean run is flagged only when the machine itself delays the engine
-//! past 50 ms at p99 (or 500 ms at p99.9 of the completion probe); ≥ 4 of 5 clean runs must
-//! be `valid`. If a clean run is falsely flagged with probability p, the test fails with
-//! probability 1 − (1 − p)^5 − 5p(1 − p)^4: 2.3 % at p = 5 %, 0.4 % at p = 2 %.
+//! busy 2-core CI machine — 10 % of the reference, at most 100 ms (`start.fraction=10%,
+//! start.max=100ms`): 20 clean runs of a debug build on this project's machine beside other
+//! engineers' builds (load 17–23) showed start lateness p99 of 5.7–52 ms
+//! (`scripts/calibrate-validity.sh`, docs/PERFORMANCE.md) — and the injected delay is twice
+//! the p99 limit, so every injected event is at least 200 ms late: an injected run that is
+//! not flagged is a miss whatever the load (all 5 required). A clean run is flagged only
+//! when the machine itself delays the engine past 100 ms at p99 (or the completion probe
+//! past it); ≥ 4 of 5 clean runs must be `valid`. If a clean run is falsely flagged with
+//! probability p, the test fails with probability 1 − (1 − p)^5 − 5p(1 − p)^4: 2.3 % at
+//! p = 5 %, 0.4 % at p = 2 % (none of those 20 runs came within a factor 1.9 of 100 ms).
 
 use std::path::{Path, PathBuf};
 
@@ -51,7 +53,7 @@ fn verdict(dir: &Path, t: &Path, name: &str, delay: Option<&str>) -> (String, St
             "attach=constant:1s",
             "-o",
             s(&out),
-            "--validity=start.fraction=5%,start.max=50ms",
+            "--validity=start.fraction=10%,start.max=100ms",
             "--json",
         ],
         &env,
@@ -83,7 +85,7 @@ fn an_injected_engine_delay_is_flagged_and_clean_runs_are_valid() {
     let mut missed = Vec::new();
     let mut clean = Vec::new();
     for i in 0..5 {
-        let (v, why) = verdict(dir.path(), &t, &format!("injected-{i}"), Some("100ms"));
+        let (v, why) = verdict(dir.path(), &t, &format!("injected-{i}"), Some("200ms"));
         if v != "engine-bound" {
             missed.push(format!("run {i}: {v}"));
         } else {
@@ -93,7 +95,7 @@ fn an_injected_engine_delay_is_flagged_and_clean_runs_are_valid() {
     }
     assert!(
         missed.is_empty(),
-        "injected 100 ms engine delays not flagged: {missed:?}"
+        "injected 200 ms engine delays not flagged: {missed:?}"
     );
     let valid = clean.iter().filter(|(v, _)| v == "valid").count();
     assert!(
