@@ -809,7 +809,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
             waited: sunk.waited,
             resume_lateness: &sunk.resume_lateness,
             completion_lateness: &completion_lateness,
-            io_lateness: None,
+            io_lateness: sunk.io_issue.as_ref().map(|(l, s)| (l, s)),
             reference,
             rate: dispatch_rate.as_ref(),
             workers_busy,

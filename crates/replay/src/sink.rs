@@ -79,6 +79,8 @@ pub(crate) struct SinkResult {
     pub start_lateness: Percentiles,
     pub waited: u64,
     pub resume_lateness: Percentiles,
+    /// `io_phase` units' issue lateness and service times, when a provider reported them.
+    pub io_issue: Option<(Percentiles, Percentiles)>,
     /// Per window of intended time (index = intended / window): sums for the rate check.
     pub windows: BTreeMap<u64, WindowSums>,
     pub io: IoSplit,
@@ -104,6 +106,8 @@ pub(crate) struct Sink {
     windows: BTreeMap<u64, WindowSums>,
     io_with: Histogram<u64>,
     io_without: Histogram<u64>,
+    /// `io_phase` units' own issue lateness and service times, when reported.
+    io_issue: Option<(Histogram<u64>, Histogram<u64>)>,
     last_completed: u64,
     start_wall: SystemTime,
     interval_start: Duration,
@@ -136,6 +140,7 @@ impl Sink {
             windows: BTreeMap::new(),
             io_with: histogram(),
             io_without: histogram(),
+            io_issue: None,
             last_completed: 0,
             start_wall,
             interval_start: Duration::ZERO,
@@ -253,6 +258,13 @@ impl Sink {
         for io in d.io {
             let _ = self.io_with.add(&io.with_snapshot);
             let _ = self.io_without.add(&io.without_snapshot);
+            if let Some(i) = &io.issue {
+                let (l, s) = self
+                    .io_issue
+                    .get_or_insert_with(|| (histogram(), histogram()));
+                let _ = l.add(&i.lateness);
+                let _ = s.add(&i.service);
+            }
         }
     }
 
@@ -325,6 +337,10 @@ impl Sink {
             start_lateness: Percentiles::of(&self.start_lateness),
             waited: self.waited,
             resume_lateness: Percentiles::of(&self.resume_lateness),
+            io_issue: self
+                .io_issue
+                .as_ref()
+                .map(|(l, s)| (Percentiles::of(l), Percentiles::of(s))),
             windows: self.windows,
             io: IoSplit {
                 without_snapshot: Percentiles::of(&self.io_without),

@@ -889,6 +889,43 @@ mod tests {
     }
 
     #[test]
+    fn iogen_issue_lateness_is_judged_against_its_own_io() {
+        let o = ValidityOptions::default();
+        let none = Percentiles::default();
+        let start = Percentiles {
+            count: 1000,
+            p99: 1_000,
+            p999: 1_000,
+            ..Percentiles::default()
+        };
+        // 1 ms of issue lateness against I/O of 200 µs: the limit is the 20 µs floor.
+        let late = Percentiles {
+            count: 5000,
+            p99: 1_000_000,
+            p999: 1_000_000,
+            ..Percentiles::default()
+        };
+        let service = Percentiles {
+            count: 5000,
+            p50: 200_000,
+            ..Percentiles::default()
+        };
+        let m = Measured {
+            io_lateness: Some((&late, &service)),
+            ..measured(&start, &none)
+        };
+        let v = judge(&m, &o);
+        assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
+        let c = v
+            .failed()
+            .find(|c| c.check == "io_phase.lateness.p99")
+            .expect("iogen check failed");
+        assert_eq!(c.limit, 20_000.0);
+        // The control operations' limit is the attach's (1 s: 10 ms), untouched.
+        assert_eq!(v.limits.expect("limits").p99_ns, 10_000_000);
+    }
+
+    #[test]
     fn worst_failed_check_decides_and_thresholds_parse() {
         let mut o = ValidityOptions::default();
         o.set("start.p99=100us").expect("set");
