@@ -129,7 +129,10 @@ impl Run {
             );
         }
         match &self.validity {
-            Some(v) if v.verdict != Verdict::Valid => refuse(v.verdict.name(), v.evidence()),
+            // `not-judged`: too few events to tell; nothing says the engine limited the run.
+            Some(v) if !matches!(v.verdict, Verdict::Valid | Verdict::NotJudged) => {
+                refuse(v.verdict.name(), v.evidence())
+            }
             _ => Ok(()),
         }
     }

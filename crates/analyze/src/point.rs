@@ -18,10 +18,9 @@
 //! - **SLOs** over the whole run ([`crate::capacity::Slo`]). `io` SLOs read the CO-safe
 //!   response times of single `io` events and of `io_phase` units' interval histograms
 //!   ([`crate::phase_io::response`]), never a unit's duration.
-//! - **Validity**: `summary.json`'s `verdict` when the engine wrote one (`valid`,
-//!   `engine-bound`, `incomplete`); otherwise a stand-in: the run completed and its dispatch
-//!   lateness p90 stayed ≤ 10 ms (p90, not p99: in a run of a hundred control operations the
-//!   p99 is the start-up outlier of a loaded machine).
+//! - **Validity**: the run's verdict (`summary.json`, `validity.verdict`, written by the
+//!   engine for every run; docs/replay.md, Run validity), unless `allow_invalid`. A run
+//!   without one (written before verdicts existed) counts by its manifest state alone.
 //!
 //! A point *passes* when all four hold and failures stay within `max_error_rate`.
 
@@ -29,15 +28,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use hdrhistogram::Histogram;
-use replay::{CompletionState, Outcome, RunDir};
+use replay::{CompletionState, Outcome, Verdict};
 use serde::{Deserialize, Serialize};
 use trace_format::OpType;
 
+use crate::Result;
 use crate::capacity::{Slo, SloTarget};
 use crate::hist::{at, latency};
 use crate::load::{Accumulator, Rec, Run};
 use crate::phase_io;
-use crate::{Error, Result};
 
 /// How points are judged.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -117,10 +116,11 @@ pub struct PointEval {
     pub slos: Vec<SloPoint>,
     /// Whether the run looked stationary (see the module docs).
     pub stationary: bool,
-    /// The run's validity: `valid`, `engine-bound`, `incomplete` (or what summary.json says).
+    /// The run's verdict (`summary.json` `validity.verdict`: `valid`, `engine-bound`, …),
+    /// `incomplete` when the manifest does not say complete, `none` for a run without one.
     pub validity: String,
-    /// Where the validity came from: `summary.verdict`, or `capacity` (this module's stand-in
-    /// check while runs carry no verdict).
+    /// Where the validity came from: `summary.validity`, `manifest.state`, or `manifest (no
+    /// verdict: …)`.
     pub validity_source: String,
     /// Whether the point passes every check.
     pub pass: bool,
@@ -207,63 +207,33 @@ fn throughput(op: &str, ev: &[&Ev], o: &PointOptions) -> OpThroughput {
     }
 }
 
-/// The validity of a run: `summary.json`'s `verdict` when present (a string, or an object
-/// with a `verdict`/`state` string), else the stand-in check of the module docs.
-///
-/// HOOK: once every run carries `summary.verdict`, the stand-in goes.
-pub fn validity(run_dir: &Path) -> Result<(String, String, Option<String>)> {
-    let path = run_dir.join("summary.json");
-    if !path.is_file() {
-        // No summary: the manifest's state is all there is.
-        let run = Run::open(run_dir)?;
-        return Ok(if run.manifest.state == CompletionState::Complete {
-            ("valid".into(), "capacity (manifest only)".into(), None)
-        } else {
-            (
-                "incomplete".into(),
-                "capacity".into(),
-                Some("no summary.json and the manifest does not say complete".into()),
-            )
-        });
-    }
-    let raw: serde_json::Value =
-        serde_json::from_slice(&fs_err::read(&path)?).map_err(|e| Error::Config {
-            file: path.clone(),
-            message: e.to_string(),
-        })?;
-    let verdict = match &raw["verdict"] {
-        serde_json::Value::String(s) => Some(s.clone()),
-        v @ serde_json::Value::Object(_) => ["verdict", "state", "kind"]
-            .iter()
-            .find_map(|k| v[*k].as_str().map(str::to_owned)),
-        _ => None,
-    };
-    if let Some(v) = verdict {
-        let why = (v != "valid").then(|| format!("run verdict {v}"));
-        return Ok((v, "summary.verdict".into(), why));
-    }
-    let s = RunDir::open(run_dir)
-        .summary()
-        .map_err(|source| Error::NotARun {
-            path: run_dir.to_owned(),
-            source,
-        })?;
-    if s.state != CompletionState::Complete {
+/// The validity of a run: its verdict (`summary.json`, `validity.verdict`), where it came
+/// from, and, unless it is `valid`, why the point fails (the verdict and its evidence). A run
+/// without a verdict (a summary written before verdicts existed, or none at all) is judged
+/// from its manifest alone: `incomplete` unless it says `complete`, else `none` — its
+/// lateness was never judged, which the point records but does not fail on.
+pub fn validity(run: &Run) -> (String, String, Option<String>) {
+    if run.manifest.state != CompletionState::Complete {
         let why = format!(
             "run incomplete ({})",
-            s.reason.as_deref().unwrap_or("interrupted")
+            run.manifest.reason.as_deref().unwrap_or("interrupted")
         );
-        return Ok(("incomplete".into(), "capacity".into(), Some(why)));
+        return ("incomplete".into(), "manifest.state".into(), Some(why));
     }
-    const MAX_LATENESS_P90: u64 = 10_000_000;
-    if s.lateness.p90 > MAX_LATENESS_P90 {
-        let why = format!(
-            "engine-bound: dispatch lateness p90 {} > 10 ms",
-            crate::report::fmt_ns(s.lateness.p90 as f64)
-        );
-        return Ok(("engine-bound".into(), "capacity".into(), Some(why)));
+    match &run.validity {
+        Some(v) => {
+            let name = v.verdict.name().to_owned();
+            // `not-judged` (too few events to tell) is recorded, not failed on.
+            let why = (!matches!(v.verdict, Verdict::Valid | Verdict::NotJudged))
+                .then(|| format!("run verdict {name}: {}", v.evidence()));
+            (name, "summary.validity".into(), why)
+        }
+        None => (
+            "none".into(),
+            "manifest (no verdict: summary missing or written before verdicts)".into(),
+            None,
+        ),
     }
-    Ok(("valid".into(), "capacity".into(), None))
 }
 
 fn fmt_ns(ns: u64) -> String {
@@ -276,11 +246,6 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
     let times = run.scan(Times::default)?;
     let all: Vec<&Ev> = times.0.values().flatten().collect();
     let mut reasons = Vec::new();
-    if !o.allow_invalid
-        && let Err(e) = run.check_valid()
-    {
-        reasons.push(e.to_string());
-    }
 
     // Throughput, whole run.
     let mut tp = vec![throughput("all", &all, o)];
@@ -413,8 +378,10 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
         });
     }
 
-    let (validity, validity_source, why) = validity(run_dir)?;
-    reasons.extend(why);
+    let (validity, validity_source, why) = validity(&run);
+    if !o.allow_invalid {
+        reasons.extend(why);
+    }
     Ok(PointEval {
         run: run_dir.display().to_string(),
         speed: run.speed(),

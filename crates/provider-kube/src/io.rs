@@ -240,5 +240,7 @@ pub fn split_log(
     Ok(IoReport {
         with_snapshot,
         without_snapshot,
+        // The pod's interval log carries response times only.
+        issue: None,
     })
 }

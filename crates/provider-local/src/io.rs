@@ -129,7 +129,15 @@ pub(crate) async fn io_phase(
     fs_err::write(io_dir.join(format!("{}.json", ev.id)), summary).map_err(io_err)?;
     let span = (start_ns, ctx.now_ns());
     let elapsed = (res.summary.elapsed_s * 1e9) as u64;
-    if let Ok(split) = split_by_snapshot(&log, span, elapsed, &ctx) {
+    if let Ok(mut split) = split_by_snapshot(&log, span, elapsed, &ctx) {
+        // iogen's own issue lateness, every kind together (judged by the engine).
+        let (mut lateness, mut service) = (hist(), hist());
+        for (_, h) in res.histograms.iter() {
+            // These auto-resize: adding cannot fail.
+            let _ = lateness.add(&h.lateness);
+            let _ = service.add(&h.service);
+        }
+        split.issue = Some(replay::provider::IssueLateness { lateness, service });
         ctx.report_io(split);
     }
     Ok(())
@@ -217,6 +225,7 @@ fn split_by_snapshot(
     Ok(IoReport {
         with_snapshot,
         without_snapshot,
+        issue: None,
     })
 }
 

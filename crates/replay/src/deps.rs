@@ -36,6 +36,15 @@ pub(crate) enum Key {
     GroupUsers(Name),
 }
 
+/// Nanoseconds since a process-wide anchor (set by the first call; the engine makes one
+/// before each run's origin): the instant a wait was released, comparable across events
+/// (the engine converts it to its run's clock).
+pub(crate) fn mono_ns() -> u64 {
+    static ANCHOR: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let anchor = *ANCHOR.get_or_init(std::time::Instant::now);
+    crate::provider::ns_since(anchor, std::time::Instant::now())
+}
+
 /// Progress of a creating operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
@@ -49,6 +58,8 @@ pub(crate) enum State {
 #[derive(Debug)]
 pub(crate) struct Creation {
     state: AtomicU8,
+    /// When it ended ([`mono_ns`]; 0 while pending).
+    ended_at: AtomicU64,
     ended: Notify,
 }
 
@@ -56,6 +67,7 @@ impl Creation {
     fn new(s: State) -> Arc<Self> {
         Arc::new(Self {
             state: AtomicU8::new(s as u8),
+            ended_at: AtomicU64::new(0),
             ended: Notify::new(),
         })
     }
@@ -70,6 +82,8 @@ impl Creation {
 
     /// Sets the outcome once (later calls change nothing) and wakes the waiters.
     fn end(&self, s: State) {
+        // Before the state: a waiter that sees the end sees when it happened.
+        self.ended_at.fetch_max(mono_ns(), SeqCst);
         if self
             .state
             .compare_exchange(State::Pending as u8, s as u8, SeqCst, SeqCst)
@@ -96,6 +110,8 @@ impl Creation {
 #[derive(Debug, Default)]
 pub(crate) struct Users {
     running: AtomicU64,
+    /// When the last user so far ended ([`mono_ns`]).
+    ended_at: AtomicU64,
     /// Set by a delete waiting for `running` to reach 0 (only then does the last user's end
     /// take the notifier's lock).
     watched: AtomicBool,
@@ -127,6 +143,7 @@ struct UserHold(Arc<Users>);
 
 impl Drop for UserHold {
     fn drop(&mut self) {
+        self.0.ended_at.fetch_max(mono_ns(), SeqCst);
         // SeqCst pairs with `ended`: either the waiter sees 0 or this sees `watched`.
         if self.0.running.fetch_sub(1, SeqCst) == 1 && self.0.watched.load(SeqCst) {
             self.0.ended.notify_waiters();
@@ -168,6 +185,14 @@ pub(crate) enum Wait {
 }
 
 impl Wait {
+    /// When it happened ([`mono_ns`]), once it has.
+    pub fn released_at(&self) -> u64 {
+        match self {
+            Wait::Creator(_, c) => c.ended_at.load(SeqCst),
+            Wait::Users(u) => u.ended_at.load(SeqCst),
+        }
+    }
+
     /// Whether it has not happened yet.
     pub fn pending(&self) -> bool {
         match self {

@@ -22,8 +22,9 @@ use crate::deps::{Deps, Key};
 use crate::event::{self, Shared};
 use crate::ledger::Ledger;
 use crate::live::Live;
+use crate::probe::Probe;
 use crate::provider::{CleanupReport, OpCtx, Provider, RunInfo, SnapshotTimeline};
-use crate::record::{CompletionState, Summary};
+use crate::record::{CompletionState, Percentiles, Summary};
 use crate::rundir::{HostInfo, Manifest, ProviderInfo, RunDir, TraceInfo, sha256_file};
 use crate::sink::{Sink, SinkResult, ToSink};
 use crate::streams::{self, StreamFidelity};
@@ -178,6 +179,7 @@ pub fn run<P: Provider>(
     let clocked = clock(&mut prepared, provider, opts, control)?;
     drain(&control.live(), control, opts.grace_ns, &clocked.cancel);
     let workers_busy = clocked.workers_busy(&prepared.rt);
+    let completion_lateness = clocked.probe.finish();
     let Prepared {
         rd,
         manifest,
@@ -203,6 +205,7 @@ pub fn run<P: Provider>(
         control,
         stopped,
         workers_busy,
+        completion_lateness: Percentiles::of(&completion_lateness),
         sunk,
         cleanup,
         notices,
@@ -522,6 +525,8 @@ struct Clocked {
     origin: Instant,
     /// The workers' busy time when the clock started.
     busy_before: Duration,
+    /// The completion-side probe, from just before the first event until the drain.
+    probe: Probe,
 }
 
 impl Clocked {
@@ -575,6 +580,8 @@ fn clock<P: Provider>(
     // reach their streams as far ahead as later ones (a pod's stream is fed 250 ms ahead).
     feed.wait_first();
 
+    // The clock of release instants (resume lateness) starts before the run's origin.
+    let _ = crate::deps::mono_ns();
     let lead = START_LEAD.max(Duration::from_nanos(lead.load(Relaxed)));
     let origin = Instant::now() + lead;
     let origin_wall = SystemTime::now() + lead;
@@ -595,6 +602,13 @@ fn clock<P: Provider>(
         .spawn(move || sink.run(&done_rx))?;
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let live = control.live();
+    let inject_delay = injected_delay()?;
+    if let Some(d) = inject_delay {
+        p.notices.push(format!(
+            "test hook {INJECT_DELAY_ENV}: every dispatched batch held up {d:?} (an engine \
+             delay the validity checks must catch)"
+        ));
+    }
     let shared = Arc::new(Shared {
         provider: provider.clone(),
         origin,
@@ -607,8 +621,9 @@ fn clock<P: Provider>(
         sems: opts
             .concurrency
             .iter()
-            .map(|(&op, &n)| (op, Arc::new(Semaphore::new(n))))
+            .map(|(&op, &n)| (op, (Arc::new(Semaphore::new(n)), Arc::default())))
             .collect(),
+        inject_delay,
         timeouts: opts
             .timeouts
             .iter()
@@ -623,6 +638,7 @@ fn clock<P: Provider>(
     // by a runtime task; either gives a runtime task of its own only to an event that waits.
     let handle = p.rt.handle().clone();
     let busy_before = busy_time(&handle);
+    let probe = Probe::start(handle.clone())?;
     let inline = provider.starts_inline();
     let timing_notices = timing::dispatch(feed, origin, opts.timing, control, &live, |batch| {
         if inline {
@@ -640,7 +656,22 @@ fn clock<P: Provider>(
         cancel: cancel_tx,
         origin,
         busy_before,
+        probe,
     })
+}
+
+/// Test hook: a duration (`2ms`) by which the engine holds up every dispatched batch
+/// before starting it — an engine delay of known size, for measuring whether the validity
+/// checks catch one (`scripts/calibrate-validity.sh`). Never set it for a measurement.
+pub const INJECT_DELAY_ENV: &str = "CNSREPLAY_TEST_ENGINE_DELAY";
+
+fn injected_delay() -> Result<Option<Duration>, Error> {
+    match std::env::var(INJECT_DELAY_ENV) {
+        Ok(v) if !v.is_empty() => trace_format::units::parse_duration(&v)
+            .map(|ns| Some(Duration::from_nanos(ns)))
+            .map_err(|e| Error::Options(format!("{INJECT_DELAY_ENV}={v}: {e}"))),
+        _ => Ok(None),
+    }
 }
 
 /// Time the runtime's workers have spent busy (polling tasks) so far, all workers together.
@@ -705,6 +736,7 @@ struct Finished<'a, P> {
     /// Whether a stop had been requested when the runtime was gone.
     stopped: bool,
     workers_busy: Option<f64>,
+    completion_lateness: Percentiles,
     sunk: SinkResult,
     cleanup: CleanupReport,
     notices: Vec<String>,
@@ -724,6 +756,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         control,
         stopped,
         workers_busy,
+        completion_lateness,
         sunk,
         cleanup,
         mut notices,
@@ -752,6 +785,20 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
             .iter()
             .filter(|(op, _)| *op != OpType::Marker.name())
     };
+    // The reference of the scaled lateness limits: the smallest median service time of an op
+    // type the engine called (not `io_phase`, a unit of many I/Os; not stream-fed `io`,
+    // judged by its streams).
+    let reference = sunk
+        .ops
+        .iter()
+        .filter(|(op, o)| {
+            o.service.count > 0
+                && *op != OpType::Marker.name()
+                && *op != OpType::IoPhase.name()
+                && (*op != OpType::Io.name() || io_streams.is_empty())
+        })
+        .map(|(op, o)| (op.as_str(), o.service.p50))
+        .min_by_key(|(_, p50)| *p50);
     let validity = validity::judge(
         &Measured {
             state,
@@ -760,6 +807,10 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
             operations_ok: provider_ops().map(|(_, o)| o.ok).sum(),
             start_lateness: &sunk.start_lateness,
             waited: sunk.waited,
+            resume_lateness: &sunk.resume_lateness,
+            completion_lateness: &completion_lateness,
+            io_lateness: sunk.io_issue.as_ref().map(|(l, s)| (l, s)),
+            reference,
             rate: dispatch_rate.as_ref(),
             workers_busy,
             throttling: &client_throttling,
@@ -793,6 +844,8 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         pickup: sunk.pickup,
         start_lateness: sunk.start_lateness,
         waited: sunk.waited,
+        resume_lateness: sunk.resume_lateness,
+        completion_lateness,
         dispatch_rate,
         workers_busy,
         client_throttling,
@@ -806,6 +859,14 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         notices,
     };
     rd.write_summary(&summary)?;
+    // The limits the run was held to, beside the options they were resolved from.
+    if let (Some(l), Some(v)) = (
+        summary.validity.as_ref().and_then(|v| v.limits.as_ref()),
+        manifest.options.get_mut("validity"),
+    ) && let (Some(obj), Ok(l)) = (v.as_object_mut(), serde_json::to_value(l))
+    {
+        obj.insert("limits".to_owned(), l);
+    }
     manifest.state = summary.state;
     manifest.reason.clone_from(&summary.reason);
     manifest.finished = Some(jiff::Timestamp::now());
@@ -871,9 +932,9 @@ fn stream_results(
     }
     if !per_event_io && let Some(row) = sunk.ops.get_mut(OpType::Io.name()) {
         let (response, service, lateness) = streams::merged(ended);
-        row.response = crate::record::Percentiles::of(&response);
-        row.service = crate::record::Percentiles::of(&service);
-        row.lateness = crate::record::Percentiles::of(&lateness);
+        row.response = Percentiles::of(&response);
+        row.service = Percentiles::of(&service);
+        row.lateness = Percentiles::of(&lateness);
     }
     Ok(out)
 }

@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Waker};
@@ -46,7 +47,12 @@ pub(crate) struct Shared<P> {
     pub done: mpsc::Sender<ToSink>,
     pub live: Arc<Live>,
     pub cancel: watch::Receiver<bool>,
-    pub sems: HashMap<OpType, Arc<Semaphore>>,
+    /// Per op type with a concurrency limit: its slots, and when one was last released
+    /// ([`deps::mono_ns`]).
+    pub sems: HashMap<OpType, (Arc<Semaphore>, Arc<AtomicU64>)>,
+    /// Test hook (`CNSREPLAY_TEST_ENGINE_DELAY`): how long to hold up every dispatched
+    /// batch before starting it, an engine delay the validity checks must catch.
+    pub inject_delay: Option<Duration>,
     pub timeouts: HashMap<OpType, Duration>,
     pub fail_fast: bool,
     pub control: RunControl,
@@ -80,6 +86,9 @@ type Call = Pin<Box<dyn Future<Output = Result<(), ProviderError>> + Send>>;
 /// context, or on a runtime task), sends the records of those that finished at once to the sink in one message,
 /// and hands the others to the runtime in one task, which gives each a task of its own.
 pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>) {
+    if let Some(d) = sh.inject_delay {
+        std::thread::sleep(d);
+    }
     let mut finished = Vec::new();
     let mut later = Vec::new();
     for (d, dispatched) in batch {
@@ -106,6 +115,30 @@ pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>
     }
 }
 
+/// A concurrency slot held: when it is released, the instant is kept for the next waiter's
+/// resume lateness.
+struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    released: Arc<AtomicU64>,
+}
+
+impl Slot {
+    fn new(permit: OwnedSemaphorePermit, released: &Arc<AtomicU64>) -> Self {
+        Self {
+            permit: Some(permit),
+            released: released.clone(),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // Before the permit returns: the waiter it wakes sees this instant or a later one.
+        self.released.fetch_max(deps::mono_ns(), SeqCst);
+        drop(self.permit.take());
+    }
+}
+
 /// How [`start`] left an event.
 enum Started {
     /// It finished: its record.
@@ -127,7 +160,7 @@ enum Later {
     Running {
         x: Exec,
         call: Call,
-        permit: Option<OwnedSemaphorePermit>,
+        permit: Option<Slot>,
     },
 }
 
@@ -174,6 +207,7 @@ fn start<P: Provider>(sh: &Shared<P>, d: Due, dispatched: u64) -> Started {
         snap_idx: None,
         mark: sh.snapshots.mark(),
         ctx: None,
+        resume: None,
     };
     if x.waited {
         return Started::Later(Later::Waiting {
@@ -192,12 +226,12 @@ fn start<P: Provider>(sh: &Shared<P>, d: Due, dispatched: u64) -> Started {
     }
     let permit = match sh.sems.get(&x.op) {
         None => None,
-        Some(sem) => {
+        Some((sem, released)) => {
             let q0 = sh.now();
             match sem.clone().try_acquire_owned() {
                 Ok(p) => {
                     x.queue = sh.now() - q0;
-                    Some(p)
+                    Some(Slot::new(p, released))
                 }
                 Err(_) => {
                     x.waited = true;
@@ -237,6 +271,8 @@ async fn run_waiting<P: Provider>(
     queued_since: Option<u64>,
 ) {
     let result: Result<(), Failure> = async {
+        // When what the event waited for was released (`deps::mono_ns`; 0: nothing).
+        let mut released = 0;
         if !waits.is_empty() {
             let r = tokio::select! {
                 r = deps::wait_all(&waits) => r.map_err(|m| fail("dependency_failed", m)),
@@ -244,9 +280,10 @@ async fn run_waiting<P: Provider>(
             };
             x.dep_wait = sh.now() - x.t0;
             r?;
+            released = waits.iter().map(Wait::released_at).max().unwrap_or(0);
         }
         let _permit = match sh.sems.get(&x.op) {
-            Some(sem) => {
+            Some((sem, slot_released)) => {
                 let q0 = queued_since.unwrap_or_else(|| sh.now());
                 let free = if queued_since.is_some() {
                     None
@@ -257,18 +294,27 @@ async fn run_waiting<P: Provider>(
                     Some(p) => Ok(p),
                     None => {
                         x.waited = true;
-                        tokio::select! {
+                        let p = tokio::select! {
                             p = sem.clone().acquire_owned() => p.map_err(|_| fail("cancelled", "semaphore closed")),
                             () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped while queued")),
-                        }
+                        };
+                        released = released.max(slot_released.load(SeqCst));
+                        p
                     }
                 };
                 x.queue = sh.now() - q0;
-                Some(p?)
+                Some(Slot::new(p?, slot_released))
             }
             None => None,
         };
-        match x.call(&sh, ev, sh.now()) {
+        let started = sh.now();
+        if x.waited {
+            // The run's origin on the `mono_ns` clock, from two readings taken together.
+            let origin = deps::mono_ns().saturating_sub(sh.now());
+            let from = released.saturating_sub(origin).max(x.intended);
+            x.resume = Some(started.saturating_sub(from));
+        }
+        match x.call(&sh, ev, started) {
             Ok(r) => r,
             Err(call) => x.complete(&sh, call).await,
         }
@@ -297,6 +343,8 @@ struct Exec {
     snap_idx: Option<usize>,
     mark: SnapshotMark,
     ctx: Option<Arc<OpCtx>>,
+    /// For an event that waited: provider call − max(intended, when the wait was released).
+    resume: Option<u64>,
 }
 
 impl Exec {
@@ -418,6 +466,10 @@ impl Exec {
                 ));
             }
         }
-        Done { record, io }
+        Done {
+            resume_lateness: self.resume.filter(|_| self.reached),
+            record,
+            io,
+        }
     }
 }

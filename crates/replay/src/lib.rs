@@ -19,6 +19,7 @@ pub mod live;
 pub mod merge_runs;
 pub mod noop;
 pub mod precise;
+mod probe;
 pub mod provider;
 pub mod record;
 pub mod rundir;

@@ -143,6 +143,19 @@ pub struct IoReport {
     pub without_snapshot: hdrhistogram::Histogram<u64>,
     /// Latencies (ns) of requests with a snapshot in flight.
     pub with_snapshot: hdrhistogram::Histogram<u64>,
+    /// The I/O engine's own issue lateness (submission − intended, ns) and service times,
+    /// when the provider has them (iogen's per-kind histograms): judged as
+    /// `io_phase.lateness` against the service times' median.
+    pub issue: Option<IssueLateness>,
+}
+
+/// An I/O engine's issue lateness and service times of one `io`/`io_phase` event (ns).
+#[derive(Debug, Clone)]
+pub struct IssueLateness {
+    /// Submission − intended.
+    pub lateness: hdrhistogram::Histogram<u64>,
+    /// Completion − submission.
+    pub service: hdrhistogram::Histogram<u64>,
 }
 
 impl OpCtx {

@@ -249,6 +249,14 @@ pub struct Summary {
     /// Events that waited for a dependency or a concurrency slot (not in `start_lateness`).
     #[serde(default)]
     pub waited: u64,
+    /// Resume lateness of the events that waited and reached the provider: provider call −
+    /// max(intended, the instant what they waited for was released).
+    #[serde(default)]
+    pub resume_lateness: Percentiles,
+    /// Completion lateness: how late the runtime ran a task woken from outside it (the
+    /// engine's probe, every 2 ms of the run).
+    #[serde(default)]
+    pub completion_lateness: Percentiles,
     /// Achieved against intended dispatch rate (absent when fewer than two windows had
     /// enough events to judge).
     #[serde(default, skip_serializing_if = "Option::is_none")]

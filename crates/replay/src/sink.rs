@@ -34,6 +34,8 @@ pub(crate) fn histogram() -> Histogram<u64> {
 pub(crate) struct Done {
     pub record: EventRecord,
     pub io: Vec<IoReport>,
+    /// For an event that waited and reached the provider: its resume lateness, ns.
+    pub resume_lateness: Option<u64>,
 }
 
 /// A message to the sink: one event (an operation that finished on its own task), or the
@@ -76,6 +78,9 @@ pub(crate) struct SinkResult {
     pub pickup: Percentiles,
     pub start_lateness: Percentiles,
     pub waited: u64,
+    pub resume_lateness: Percentiles,
+    /// `io_phase` units' issue lateness and service times, when a provider reported them.
+    pub io_issue: Option<(Percentiles, Percentiles)>,
     /// Per window of intended time (index = intended / window): sums for the rate check.
     pub windows: BTreeMap<u64, WindowSums>,
     pub io: IoSplit,
@@ -96,10 +101,13 @@ pub(crate) struct Sink {
     pickup: Histogram<u64>,
     start_lateness: Histogram<u64>,
     waited: u64,
+    resume_lateness: Histogram<u64>,
     window_ns: u64,
     windows: BTreeMap<u64, WindowSums>,
     io_with: Histogram<u64>,
     io_without: Histogram<u64>,
+    /// `io_phase` units' own issue lateness and service times, when reported.
+    io_issue: Option<(Histogram<u64>, Histogram<u64>)>,
     last_completed: u64,
     start_wall: SystemTime,
     interval_start: Duration,
@@ -127,10 +135,12 @@ impl Sink {
             pickup: histogram(),
             start_lateness: histogram(),
             waited: 0,
+            resume_lateness: histogram(),
             window_ns,
             windows: BTreeMap::new(),
             io_with: histogram(),
             io_without: histogram(),
+            io_issue: None,
             last_completed: 0,
             start_wall,
             interval_start: Duration::ZERO,
@@ -203,6 +213,9 @@ impl Sink {
             self.start_lateness.saturating_record(s);
         }
         self.waited += u64::from(r.waited);
+        if let Some(l) = d.resume_lateness {
+            self.resume_lateness.saturating_record(l);
+        }
         if let Some(k) = r.intended.checked_div(self.window_ns) {
             // The engine's delay until the runtime began the event (not the waits after).
             let w = self.windows.entry(k).or_default();
@@ -245,6 +258,13 @@ impl Sink {
         for io in d.io {
             let _ = self.io_with.add(&io.with_snapshot);
             let _ = self.io_without.add(&io.without_snapshot);
+            if let Some(i) = &io.issue {
+                let (l, s) = self
+                    .io_issue
+                    .get_or_insert_with(|| (histogram(), histogram()));
+                let _ = l.add(&i.lateness);
+                let _ = s.add(&i.service);
+            }
         }
     }
 
@@ -316,6 +336,11 @@ impl Sink {
             pickup: Percentiles::of(&self.pickup),
             start_lateness: Percentiles::of(&self.start_lateness),
             waited: self.waited,
+            resume_lateness: Percentiles::of(&self.resume_lateness),
+            io_issue: self
+                .io_issue
+                .as_ref()
+                .map(|(l, s)| (Percentiles::of(l), Percentiles::of(s))),
             windows: self.windows,
             io: IoSplit {
                 without_snapshot: Percentiles::of(&self.io_without),

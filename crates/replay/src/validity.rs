@@ -4,7 +4,10 @@
 //! `validity`). The engine's own delay is measured where the provider sees it: **start
 //! lateness** = the instant the provider call began − the intended instant, over the events
 //! that waited neither for a dependency nor for a concurrency slot (dispatch lateness and
-//! pickup are its parts; waits are the system's, not the engine's). The **dispatch rate** is
+//! pickup are its parts); **resume lateness** for the events that did wait = the call − the
+//! later of the intended instant and the release of what they waited for (the system's wait
+//! is not the engine's, the delay after it is); **completion lateness** = how late the
+//! runtime runs a task woken from outside it (`crate::probe`). The **dispatch rate** is
 //! judged from when the runtime began each event (`dispatched + pickup`): per window of
 //! intended time, the mean intended instant and the mean engine delay (begun − intended) of
 //! its events; between two windows the engine kept up at `Δ intended / Δ begun` of the
@@ -12,25 +15,44 @@
 //! nothing: only a delay that *grows* is a rate shortfall. Windows with fewer than
 //! `window_events` events are skipped (low rates rely on start lateness).
 //!
+//! Lateness limits scale with what is measured ([`ValidityOptions::limits`]): 1 % of a
+//! reference latency (given, or the smallest median service time), clamped to [20 µs, 10 ms],
+//! ten times that for a p99.9. A percentile with fewer than 100 values behind it (1000 for a
+//! p99.9) is *not judged*, and says so: with 44 events a p99 is one hiccup.
+//!
 //! The verdict: `incomplete` when the run stopped early; `failed` when every provider
 //! operation failed (nothing but errors was measured); `engine-bound` when any engine check
-//! failed (start lateness p99 / p99.9, dispatch rate over the run or a window, runtime
-//! workers saturated, client-side throttling reported by the provider); else `valid`.
-//! Defaults and the reasoning behind them are in `docs/replay.md` (Run validity).
+//! failed (lateness p99 / p99.9, dispatch rate over the run or a window, runtime workers
+//! saturated, client-side throttling reported by the provider); `not-judged` when none failed
+//! but no timing check had enough events to judge; else `valid`. Defaults and the reasoning
+//! behind them are in `docs/replay.md` (Run validity).
 
 use serde::{Deserialize, Serialize};
 
 use crate::provider::ClientThrottling;
 use crate::record::{CompletionState, Percentiles};
 
-/// Thresholds of the engine checks (recorded in the manifest with the run options).
+/// Thresholds of the engine checks (recorded in the manifest with the run options; the
+/// limits a run was held to are in its summary's [`Validity::limits`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ValidityOptions {
-    /// Largest start lateness p99, ns.
-    pub start_p99_ns: u64,
-    /// Largest start lateness p99.9, ns.
-    pub start_p999_ns: u64,
+    /// A fixed limit of the lateness p99 checks, ns (none: scaled, see [`Self::limits`]).
+    pub start_p99_ns: Option<u64>,
+    /// A fixed limit of the lateness p99.9 checks, ns (none: 10 × the p99 limit).
+    pub start_p999_ns: Option<u64>,
+    /// The latency the lateness is judged against, ns: e.g. the smallest latency SLO of a
+    /// capacity search (none: the smallest median service time the run measured).
+    pub reference_ns: Option<u64>,
+    /// The scaled p99 limit as a fraction of the reference (0.01 = 1 %).
+    pub start_fraction: f64,
+    /// Bounds of the scaled p99 limit, ns.
+    pub start_min_ns: u64,
+    /// See `start_min_ns`.
+    pub start_max_ns: u64,
+    /// Fewest events behind a p99 check for it to be judged (a p99.9 needs ten times as
+    /// many); fewer: `not judged`.
+    pub min_events: u64,
     /// Largest shortfall of the achieved dispatch rate below the intended one, over the run
     /// and between consecutive windows (fraction, 0.02 = 2 %).
     pub rate_tolerance: f64,
@@ -47,8 +69,13 @@ pub struct ValidityOptions {
 impl Default for ValidityOptions {
     fn default() -> Self {
         Self {
-            start_p99_ns: 1_000_000,
-            start_p999_ns: 10_000_000,
+            start_p99_ns: None,
+            start_p999_ns: None,
+            reference_ns: None,
+            start_fraction: 0.01,
+            start_min_ns: 20_000,
+            start_max_ns: 10_000_000,
+            min_events: 100,
             rate_tolerance: 0.02,
             window_ns: 1_000_000_000,
             window_events: 100,
@@ -58,10 +85,66 @@ impl Default for ValidityOptions {
     }
 }
 
+/// The lateness limits a run was held to, and what they were scaled from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Limits {
+    /// Limit of every lateness p99 check, ns.
+    pub p99_ns: u64,
+    /// Limit of every lateness p99.9 check, ns.
+    pub p999_ns: u64,
+    /// The reference latency, ns (none: no latency measured and none given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_ns: Option<u64>,
+    /// Where the limits come from, in words (`1 % of attach median service time 10.2 ms`,
+    /// `--validity start.p99`, …).
+    pub basis: String,
+    /// Fewest events behind a p99 check (a p99.9 needs ten times as many).
+    pub min_events: u64,
+}
+
 impl ValidityOptions {
+    /// The lateness limits: fixed ones as given, else `start_fraction` of the reference
+    /// (`reference_ns`, else `measured`: the smallest median service time, with its op type)
+    /// clamped to [`start_min_ns`, `start_max_ns`]; the p99.9 limit is ten times the p99
+    /// one unless given. Without any reference the limits are the upper bounds.
+    pub fn limits(&self, measured: Option<(&str, u64)>) -> Limits {
+        let (reference, what) = match (self.reference_ns, measured) {
+            (Some(r), _) => (Some(r), "the given reference latency".to_owned()),
+            (None, Some((op, r))) => (Some(r), format!("{op} median service time")),
+            (None, None) => (None, String::new()),
+        };
+        let scaled = match reference {
+            Some(r) => ((r as f64 * self.start_fraction) as u64)
+                .clamp(self.start_min_ns, self.start_max_ns.max(self.start_min_ns)),
+            None => self.start_max_ns,
+        };
+        let p99 = self.start_p99_ns.unwrap_or(scaled);
+        let p999 = self.start_p999_ns.unwrap_or(p99.saturating_mul(10));
+        let basis = match (self.start_p99_ns, reference) {
+            (Some(_), _) => "fixed (--validity start.p99)".to_owned(),
+            (None, Some(r)) => format!(
+                "{:.2} % of {what} {}, clamped to [{}, {}]",
+                self.start_fraction * 100.0,
+                ms(r as f64),
+                ms(self.start_min_ns as f64),
+                ms(self.start_max_ns as f64)
+            ),
+            (None, None) => "no latency measured: the upper bound".to_owned(),
+        };
+        Limits {
+            p99_ns: p99,
+            p999_ns: p999,
+            reference_ns: reference,
+            basis,
+            min_events: self.min_events,
+        }
+    }
+
     /// Sets one threshold from `KEY=VALUE` (the CLI's `--validity`): `start.p99`,
-    /// `start.p99.9`, `window` (durations such as `100us`), `rate`, `workers`, `throttled`
-    /// (fractions or percentages: `0.02`, `2%`), `window.events` (a count).
+    /// `start.p99.9` (fixed limits), `reference`, `start.min`, `start.max`, `window`
+    /// (durations such as `100us`), `start.fraction`, `rate`, `workers`, `throttled`
+    /// (fractions or percentages: `0.02`, `2%`), `min.events`, `window.events` (counts).
     pub fn set(&mut self, kv: &str) -> Result<(), String> {
         let (key, value) = kv
             .split_once('=')
@@ -70,19 +153,24 @@ impl ValidityOptions {
             trace_format::units::parse_duration(value).map_err(|e| format!("{key}={value}: {e}"))
         };
         let frac = || parse_fraction(value).map_err(|e| format!("{key}={value}: {e}"));
+        let count = || value.parse().map_err(|e| format!("{key}={value}: {e}"));
         match key {
-            "start.p99" => self.start_p99_ns = dur()?,
-            "start.p99.9" => self.start_p999_ns = dur()?,
+            "start.p99" => self.start_p99_ns = Some(dur()?),
+            "start.p99.9" => self.start_p999_ns = Some(dur()?),
+            "reference" => self.reference_ns = Some(dur()?),
+            "start.fraction" => self.start_fraction = frac()?,
+            "start.min" => self.start_min_ns = dur()?,
+            "start.max" => self.start_max_ns = dur()?,
+            "min.events" => self.min_events = count()?,
             "rate" => self.rate_tolerance = frac()?,
             "window" => self.window_ns = dur()?,
-            "window.events" => {
-                self.window_events = value.parse().map_err(|e| format!("{key}={value}: {e}"))?;
-            }
+            "window.events" => self.window_events = count()?,
             "workers" => self.workers_busy = frac()?,
             "throttled" => self.throttled = frac()?,
             _ => {
                 return Err(format!(
-                    "unknown validity check {key:?}; expected start.p99, start.p99.9, rate, \
+                    "unknown validity check {key:?}; expected start.p99, start.p99.9, \
+                     reference, start.fraction, start.min, start.max, min.events, rate, \
                      window, window.events, workers or throttled"
                 ));
             }
@@ -119,6 +207,9 @@ pub enum Verdict {
     Incomplete,
     /// Every provider operation failed: nothing but errors was measured.
     Failed,
+    /// No timing check had enough events to judge (e.g. fewer than 100 events that did
+    /// not wait): nothing says the engine limited the run, and nothing says it did not.
+    NotJudged,
 }
 
 impl Verdict {
@@ -129,6 +220,7 @@ impl Verdict {
             Verdict::EngineBound => "engine-bound",
             Verdict::Incomplete => "incomplete",
             Verdict::Failed => "failed",
+            Verdict::NotJudged => "not-judged",
         }
     }
 }
@@ -146,8 +238,12 @@ pub struct Check {
     /// Name: `completion`, `outcomes`, `start_lateness.p99`, `start_lateness.p99.9`,
     /// `dispatch_rate`, `dispatch_rate.window`, `workers_busy`, `client_throttling`.
     pub check: String,
-    /// Whether the run passed it.
+    /// Whether the run passed it (a check not judged passed nothing and failed nothing:
+    /// `passed` true, `judged` false).
     pub passed: bool,
+    /// Whether there were enough events to judge it (absent in runs from before: judged).
+    #[serde(default = "judged_default")]
+    pub judged: bool,
     /// The verdict a failure of this check gives.
     pub fails_as: Verdict,
     /// The measured value (unit: `unit`).
@@ -160,15 +256,23 @@ pub struct Check {
     pub message: String,
 }
 
+fn judged_default() -> bool {
+    true
+}
+
 /// The verdict of a run and every check behind it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Validity {
     /// The verdict: the worst failed check's (`incomplete` before `failed` before
-    /// `engine-bound`), `valid` when all passed.
+    /// `engine-bound`); when none failed, `not-judged` if no timing check was judged, else
+    /// `valid`.
     pub verdict: Verdict,
     /// Every check made, passed or not.
     pub checks: Vec<Check>,
+    /// The lateness limits the run was held to (absent in runs from before they scaled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
 }
 
 impl Validity {
@@ -177,12 +281,20 @@ impl Validity {
         self.checks.iter().filter(|c| !c.passed)
     }
 
-    /// The evidence of the failed checks, one sentence each, joined with `; `.
+    /// The checks there were too few events to judge.
+    pub fn not_judged(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| !c.judged)
+    }
+
+    /// The evidence of the failed checks, one sentence each, joined with `; ` (for a run
+    /// with nothing judged: why each check was not).
     pub fn evidence(&self) -> String {
-        self.failed()
-            .map(|c| c.message.as_str())
-            .collect::<Vec<_>>()
-            .join("; ")
+        let v: Vec<&str> = if self.verdict == Verdict::NotJudged {
+            self.not_judged().map(|c| c.message.as_str()).collect()
+        } else {
+            self.failed().map(|c| c.message.as_str()).collect()
+        };
+        v.join("; ")
     }
 }
 
@@ -297,6 +409,18 @@ pub struct Measured<'a> {
     pub start_lateness: &'a Percentiles,
     /// Events that waited for a dependency or a slot.
     pub waited: u64,
+    /// Resume lateness of the events that waited: provider call − max(intended, the instant
+    /// what they waited for was released).
+    pub resume_lateness: &'a Percentiles,
+    /// Completion lateness: how late the runtime ran a task woken from outside it (the
+    /// engine's probe, `crate::probe`).
+    pub completion_lateness: &'a Percentiles,
+    /// iogen's own issue lateness inside `io_phase` units (submission − intended), when the
+    /// provider reported it, with the I/O service time it is judged against.
+    pub io_lateness: Option<(&'a Percentiles, &'a Percentiles)>,
+    /// The smallest median service time of an op type (its name and ns): the reference of
+    /// the scaled limits when none is given.
+    pub reference: Option<(&'a str, u64)>,
     /// Dispatch rate, when enough windows had enough events.
     pub rate: Option<&'a DispatchRate>,
     /// Mean busy fraction of the runtime's workers over the run.
@@ -311,18 +435,117 @@ fn ms(ns: f64) -> String {
     format!("{:.3} ms", ns / 1e6)
 }
 
-/// Adds one check: name, passed, verdict when failed, (value, limit, unit), message.
-type CheckFn<'a> = dyn FnMut(&str, bool, Verdict, (f64, f64, &str), String) + 'a;
+/// The checks of a run as they are made.
+struct Checks {
+    checks: Vec<Check>,
+    /// Whether a timing check (lateness, dispatch rate, stream order) was judged.
+    timing_judged: bool,
+}
 
-/// A stream's checks: nothing dropped or reordered, issue lateness within the start-lateness
-/// limits, every full second's issued count within the rate tolerance of its intended one.
-fn stream_checks(f: &crate::streams::StreamFidelity, o: &ValidityOptions, check: &mut CheckFn<'_>) {
+impl Checks {
+    fn add(
+        &mut self,
+        name: &str,
+        passed: bool,
+        fails_as: Verdict,
+        (value, limit, unit): (f64, f64, &str),
+        message: String,
+    ) {
+        self.checks.push(Check {
+            check: name.to_owned(),
+            passed,
+            judged: true,
+            fails_as,
+            value,
+            limit,
+            unit: unit.to_owned(),
+            message,
+        });
+    }
+
+    /// A timing check (it counts for `not-judged`).
+    fn timing(&mut self, name: &str, passed: bool, value: (f64, f64, &str), message: String) {
+        self.timing_judged = true;
+        self.add(name, passed, Verdict::EngineBound, value, message);
+    }
+
+    /// The p99 and p99.9 checks of one lateness (`what`: `start lateness`, …; `population`:
+    /// `events that did not wait`, …): each judged only with `min_events` (p99) or ten
+    /// times as many (p99.9) values behind it, else recorded as not judged, in words.
+    fn lateness(
+        &mut self,
+        prefix: &str,
+        what: &str,
+        population: &str,
+        l: &Percentiles,
+        limits: &Limits,
+    ) {
+        // No event of the kind (no event waited, no I/O reported): nothing to say. Start
+        // lateness is always said, as the check a reader looks for first.
+        if l.count == 0 && prefix != "start_lateness" {
+            return;
+        }
+        for (pct, value, limit, need) in [
+            ("p99", l.p99, limits.p99_ns, limits.min_events),
+            (
+                "p99.9",
+                l.p999,
+                limits.p999_ns,
+                limits.min_events.saturating_mul(10),
+            ),
+        ] {
+            let name = format!("{prefix}.{pct}");
+            let v = (value as f64, limit as f64, "ns");
+            if l.count < need.max(1) {
+                let measured = if l.count == 0 {
+                    String::new()
+                } else {
+                    format!(
+                        " (measured {}, limit {})",
+                        ms(value as f64),
+                        ms(limit as f64)
+                    )
+                };
+                self.checks.push(Check {
+                    check: name,
+                    passed: true,
+                    judged: false,
+                    fails_as: Verdict::EngineBound,
+                    value: v.0,
+                    limit: v.1,
+                    unit: v.2.to_owned(),
+                    message: format!(
+                        "{what} {pct} not judged: {} {population}, fewer than the {need} a \
+                         {pct} needs{measured}",
+                        l.count
+                    ),
+                });
+                continue;
+            }
+            self.timing(
+                &name,
+                value <= limit,
+                v,
+                format!(
+                    "{what} {pct} {} (limit {}) over {} {population}",
+                    ms(value as f64),
+                    ms(limit as f64),
+                    l.count
+                ),
+            );
+        }
+    }
+}
+
+/// A stream's checks: nothing dropped or reordered, issue lateness within the limits scaled
+/// from the stream's own median service time, every full second's issued count within the
+/// rate tolerance of its intended one.
+fn stream_checks(f: &crate::streams::StreamFidelity, o: &ValidityOptions, c: &mut Checks) {
     let v = &f.volume;
     let lost = f.dropped + f.reordered;
-    check(
+    c.timing(
         "io_stream.order",
         lost == 0,
-        Verdict::EngineBound,
         (lost as f64, 0.0, "count"),
         format!(
             "volume {v:?}: {} of {} requests dropped, {} reordered{}",
@@ -335,35 +558,26 @@ fn stream_checks(f: &crate::streams::StreamFidelity, o: &ValidityOptions, check:
                 .unwrap_or_default()
         ),
     );
-    let l = &f.lateness;
-    for (name, value, limit) in [
-        ("io_stream.lateness.p99", l.p99, o.start_p99_ns),
-        ("io_stream.lateness.p99.9", l.p999, o.start_p999_ns),
-    ] {
-        check(
-            name,
-            l.count == 0 || value <= limit,
-            Verdict::EngineBound,
-            (value as f64, limit as f64, "ns"),
-            format!(
-                "volume {v:?}: issue lateness {} {} (limit {}) over {} requests (service time \
-                 p99 {}: a request waits when the stream's whole queue depth is in flight)",
-                &name["io_stream.lateness.".len()..],
-                ms(value as f64),
-                ms(limit as f64),
-                l.count,
-                ms(f.service.p99 as f64)
-            ),
-        );
-    }
+    let limits = o.limits((f.service.count > 0).then_some(("I/O", f.service.p50)));
+    c.lateness(
+        "io_stream.lateness",
+        &format!("volume {v:?}: issue lateness"),
+        &format!(
+            "requests (service time p99 {}: a request waits when the stream's whole queue \
+             depth is in flight)",
+            ms(f.service.p99 as f64)
+        ),
+        &f.lateness,
+        &limits,
+    );
     if let Some(w) = &f.worst_window {
-        check(
+        c.timing(
             "io_stream.rate.window",
             w.error <= o.rate_tolerance,
-            Verdict::EngineBound,
             (w.error, o.rate_tolerance, "ratio"),
             format!(
-                "volume {v:?}: worst second ({} s from the origin) issued {} of {} intended                  ({:.2} % off, limit {:.1} %; {} seconds judged)",
+                "volume {v:?}: worst second ({} s from the origin) issued {} of {} intended \
+                 ({:.2} % off, limit {:.1} %; {} seconds judged)",
                 w.start,
                 w.issued,
                 w.intended,
@@ -377,24 +591,12 @@ fn stream_checks(f: &crate::streams::StreamFidelity, o: &ValidityOptions, check:
 
 /// Judges a run.
 pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
-    let mut checks = Vec::new();
-    let mut check = |name: &str,
-                     passed: bool,
-                     fails_as: Verdict,
-                     (value, limit, unit): (f64, f64, &str),
-                     message: String| {
-        checks.push(Check {
-            check: name.to_owned(),
-            passed,
-            fails_as,
-            value,
-            limit,
-            unit: unit.to_owned(),
-            message,
-        });
+    let mut c = Checks {
+        checks: Vec::new(),
+        timing_judged: false,
     };
     let complete = m.state == CompletionState::Complete;
-    check(
+    c.add(
         "completion",
         complete,
         Verdict::Incomplete,
@@ -409,7 +611,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         },
     );
     let some_ok = m.operations == 0 || m.operations_ok > 0;
-    check(
+    c.add(
         "outcomes",
         some_ok,
         Verdict::Failed,
@@ -426,30 +628,36 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
             )
         },
     );
-    let s = m.start_lateness;
-    for (name, value, limit) in [
-        ("start_lateness.p99", s.p99, o.start_p99_ns),
-        ("start_lateness.p99.9", s.p999, o.start_p999_ns),
-    ] {
-        let pct = &name["start_lateness.".len()..];
-        check(
-            name,
-            s.count == 0 || value <= limit,
-            Verdict::EngineBound,
-            (value as f64, limit as f64, "ns"),
-            if s.count == 0 {
-                format!(
-                    "no event started without waiting ({} waited): start lateness not judged",
-                    m.waited
-                )
-            } else {
-                format!(
-                    "start lateness {pct} {} (limit {}) over {} events that did not wait",
-                    ms(value as f64),
-                    ms(limit as f64),
-                    s.count
-                )
-            },
+    let limits = o.limits(m.reference);
+    c.lateness(
+        "start_lateness",
+        "start lateness",
+        "events that did not wait",
+        m.start_lateness,
+        &limits,
+    );
+    c.lateness(
+        "resume_lateness",
+        "resume lateness (provider call after the wait ended)",
+        "events that waited",
+        m.resume_lateness,
+        &limits,
+    );
+    c.lateness(
+        "completion_lateness",
+        "completion lateness (a woken task run by the runtime)",
+        "probes",
+        m.completion_lateness,
+        &limits,
+    );
+    if let Some((late, service)) = m.io_lateness {
+        let io_limits = o.limits((service.count > 0).then_some(("iogen I/O", service.p50)));
+        c.lateness(
+            "io_phase.lateness",
+            "iogen issue lateness",
+            "I/Os of io_phase units",
+            late,
+            &io_limits,
         );
     }
     if let Some(r) = m.rate {
@@ -459,10 +667,9 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         } else {
             1.0
         };
-        check(
+        c.timing(
             "dispatch_rate",
             run >= floor,
-            Verdict::EngineBound,
             (run, floor, "ratio"),
             format!(
                 "dispatch rate {:.0} of {:.0} events/s intended over the run ({:.1} %, floor \
@@ -479,10 +686,9 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
             } else {
                 1.0
             };
-            check(
+            c.timing(
                 "dispatch_rate.window",
                 wr >= floor,
-                Verdict::EngineBound,
                 (wr, floor, "ratio"),
                 format!(
                     "worst window (intended {:.3}–{:.3} s): dispatch rate {:.0} of {:.0} \
@@ -500,7 +706,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         }
     }
     if let Some(b) = m.workers_busy {
-        check(
+        c.add(
             "workers_busy",
             b <= o.workers_busy,
             Verdict::EngineBound,
@@ -513,7 +719,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         );
     }
     for f in m.streams {
-        stream_checks(f, o, &mut check);
+        stream_checks(f, o, &mut c);
     }
     for t in m.throttling {
         let f = if t.requests > 0 {
@@ -521,7 +727,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         } else {
             0.0
         };
-        check(
+        c.add(
             "client_throttling",
             f <= o.throttled,
             Verdict::EngineBound,
@@ -538,11 +744,23 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
             ),
         );
     }
+    let Checks {
+        checks,
+        timing_judged,
+    } = c;
     let verdict = [Verdict::Incomplete, Verdict::Failed, Verdict::EngineBound]
         .into_iter()
         .find(|v| checks.iter().any(|c| !c.passed && c.fails_as == *v))
-        .unwrap_or(Verdict::Valid);
-    Validity { verdict, checks }
+        .unwrap_or(if timing_judged {
+            Verdict::Valid
+        } else {
+            Verdict::NotJudged
+        });
+    Validity {
+        verdict,
+        checks,
+        limits: Some(limits),
+    }
 }
 
 #[cfg(test)]
@@ -586,20 +804,142 @@ mod tests {
         assert_eq!(dispatch_rate(&sparse, &o), None);
     }
 
+    fn measured<'a>(start: &'a Percentiles, none: &'a Percentiles) -> Measured<'a> {
+        Measured {
+            state: CompletionState::Complete,
+            reason: None,
+            operations: start.count,
+            operations_ok: start.count,
+            start_lateness: start,
+            waited: 0,
+            resume_lateness: none,
+            completion_lateness: none,
+            io_lateness: None,
+            reference: Some(("attach", 1_000_000_000)),
+            rate: None,
+            workers_busy: Some(0.1),
+            throttling: &[],
+            streams: &[],
+        }
+    }
+
+    #[test]
+    fn limits_scale_with_the_reference_within_their_bounds() {
+        let o = ValidityOptions::default();
+        let at = |r: u64| o.limits(Some(("attach", r)));
+        // 1 % of 2 ms; of 1 ms it would be 10 µs, below the 20 µs floor; of 10 s, above the
+        // 10 ms ceiling.
+        assert_eq!(
+            (at(2_000_000).p99_ns, at(2_000_000).p999_ns),
+            (20_000, 200_000)
+        );
+        assert_eq!(at(50_000_000).p99_ns, 500_000);
+        assert_eq!(at(1_000_000).p99_ns, 20_000);
+        assert_eq!(at(10_000_000_000).p99_ns, 10_000_000);
+        assert!(
+            at(50_000_000)
+                .basis
+                .contains("attach median service time 50.000 ms")
+        );
+        // A given reference (a capacity search's smallest SLO) wins over the measured one; a
+        // fixed limit over both.
+        let mut o = ValidityOptions::default();
+        o.set("reference=1s").expect("reference");
+        assert_eq!(o.limits(Some(("attach", 1_000))).p99_ns, 10_000_000);
+        o.set("start.p99=3ms").expect("fixed");
+        let l = o.limits(None);
+        assert_eq!((l.p99_ns, l.p999_ns), (3_000_000, 30_000_000));
+    }
+
+    #[test]
+    fn too_few_events_are_not_judged_and_a_run_with_nothing_judged_says_so() {
+        let o = ValidityOptions::default();
+        let none = Percentiles::default();
+        // 44 events, the largest one hiccup of 17 ms: a p99 of 44 values is that hiccup.
+        let hiccup = Percentiles {
+            count: 44,
+            p99: 17_000_000,
+            p999: 17_000_000,
+            max: 17_000_000,
+            ..Percentiles::default()
+        };
+        let v = judge(&measured(&hiccup, &none), &o);
+        assert_eq!(v.verdict, Verdict::NotJudged, "{v:#?}");
+        assert_eq!(v.failed().count(), 0);
+        let c = v
+            .checks
+            .iter()
+            .find(|c| c.check == "start_lateness.p99")
+            .expect("check");
+        assert!(!c.judged);
+        assert_eq!(
+            c.message,
+            "start lateness p99 not judged: 44 events that did not wait, fewer than the 100 a \
+             p99 needs (measured 17.000 ms, limit 10.000 ms)"
+        );
+        // The same lateness over 100 events is judged, and fails.
+        let judged = Percentiles {
+            count: 100,
+            ..hiccup
+        };
+        let v = judge(&measured(&judged, &none), &o);
+        assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
+        // And a p99.9 needs 1000.
+        assert!(v.not_judged().any(|c| c.check == "start_lateness.p99.9"));
+    }
+
+    #[test]
+    fn iogen_issue_lateness_is_judged_against_its_own_io() {
+        let o = ValidityOptions::default();
+        let none = Percentiles::default();
+        let start = Percentiles {
+            count: 1000,
+            p99: 1_000,
+            p999: 1_000,
+            ..Percentiles::default()
+        };
+        // 1 ms of issue lateness against I/O of 200 µs: the limit is the 20 µs floor.
+        let late = Percentiles {
+            count: 5000,
+            p99: 1_000_000,
+            p999: 1_000_000,
+            ..Percentiles::default()
+        };
+        let service = Percentiles {
+            count: 5000,
+            p50: 200_000,
+            ..Percentiles::default()
+        };
+        let m = Measured {
+            io_lateness: Some((&late, &service)),
+            ..measured(&start, &none)
+        };
+        let v = judge(&m, &o);
+        assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
+        let c = v
+            .failed()
+            .find(|c| c.check == "io_phase.lateness.p99")
+            .expect("iogen check failed");
+        assert_eq!(c.limit, 20_000.0);
+        // The control operations' limit is the attach's (1 s: 10 ms), untouched.
+        assert_eq!(v.limits.expect("limits").p99_ns, 10_000_000);
+    }
+
     #[test]
     fn worst_failed_check_decides_and_thresholds_parse() {
         let mut o = ValidityOptions::default();
         o.set("start.p99=100us").expect("set");
         o.set("throttled=5%").expect("set");
-        assert_eq!((o.start_p99_ns, o.throttled), (100_000, 0.05));
+        assert_eq!((o.start_p99_ns, o.throttled), (Some(100_000), 0.05));
         assert!(o.set("rate=150%").is_err());
         assert!(o.set("colour=1").is_err());
         let late = Percentiles {
-            count: 10,
+            count: 100,
             p99: 200_000,
             p999: 200_000,
             ..Percentiles::default()
         };
+        let none = Percentiles::default();
         let m = Measured {
             state: CompletionState::Complete,
             reason: None,
@@ -607,6 +947,10 @@ mod tests {
             operations_ok: 10,
             start_lateness: &late,
             waited: 0,
+            resume_lateness: &none,
+            completion_lateness: &none,
+            io_lateness: None,
+            reference: None,
             rate: None,
             workers_busy: Some(0.2),
             throttling: &[],

@@ -11,11 +11,16 @@ use replay::{RunControl, RunOptions, ValidityOptions};
 
 use crate::write_trace;
 
-fn trace(dir: &Path) -> PathBuf {
-    let events: Vec<(u64, String)> = (0..50u64)
+/// `n` events 2 ms apart (a p99 is judged from 100).
+fn trace_of(dir: &Path, n: u64) -> PathBuf {
+    let events: Vec<(u64, String)> = (0..n)
         .map(|i| (i * 2_000_000, r#""cordon_node":{"node":"n"}"#.to_owned()))
         .collect();
-    write_trace(dir, "t.jsonl", None, &events)
+    write_trace(dir, &format!("t{n}.jsonl"), None, &events)
+}
+
+fn trace(dir: &Path) -> PathBuf {
+    trace_of(dir, 150)
 }
 
 /// A noop run of `trace` into `dir/name`, judged with start lateness limit `start_p99_ns`
@@ -25,8 +30,8 @@ fn noop_run(dir: &Path, name: &str, trace: &Path, start_p99_ns: u64, stop: bool)
     let out = dir.join(name);
     let opts = RunOptions {
         validity: ValidityOptions {
-            start_p99_ns,
-            start_p999_ns: 10_000_000_000,
+            start_p99_ns: Some(start_p99_ns),
+            start_p999_ns: Some(10_000_000_000),
             rate_tolerance: 1.0,
             workers_busy: 1.0,
             ..ValidityOptions::default()
@@ -134,5 +139,23 @@ fn a_complete_run_without_a_verdict_is_admitted_and_a_crashed_one_is_not() {
     assert!(
         err.to_string().contains("the run is crashed-detected"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_run_too_short_to_judge_is_admitted_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 20 events in 40 ms: too few for any lateness p99 (and for the completion probe, every
+    // 2 ms), even with a limit nothing meets.
+    let t = trace_of(dir.path(), 20);
+    let run = noop_run(dir.path(), "short", &t, 0, false);
+    let r = Run::open_for_analysis(&run, false).expect("admitted");
+    let v = r.validity.expect("validity");
+    assert_eq!(v.verdict, replay::Verdict::NotJudged, "{v:#?}");
+    assert!(
+        v.evidence()
+            .contains("start lateness p99 not judged: 20 events"),
+        "{}",
+        v.evidence()
     );
 }

@@ -242,6 +242,11 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
     )?;
     match &s.validity {
         Some(v) if v.verdict == replay::Verdict::Valid => writeln!(out, "verdict: valid")?,
+        Some(v) if v.verdict == replay::Verdict::NotJudged => writeln!(
+            out,
+            "verdict: not judged (too few events to tell whether the engine kept up): {}",
+            v.evidence()
+        )?,
         Some(v) => writeln!(out, "verdict: {}: {}", v.verdict, v.evidence())?,
         None => writeln!(out, "verdict: none recorded")?,
     }

@@ -6,7 +6,8 @@
 //! Every point is a real `run` (`DIR/NNN-x<intensity>-r<repeat>/`, the same entry point as
 //! `cnsreplay run`) judged by [`analyze::point::evaluate`]: SLOs met, achieved throughput
 //! within `--tolerance` of offered for every op type, first and second half alike
-//! (stationary), failures within `--max-error-rate`, and the run valid. `DIR/capacity.json`
+//! (stationary), failures within `--max-error-rate`, and the run valid (its lateness judged
+//! against the smallest SLO: `--validity reference=`, unless given). `DIR/capacity.json`
 //! is rewritten after every point, so Ctrl-C (which stops the current run; the engine cleans
 //! it up) leaves the partial curve. `cnsreplay analyze capacity DIR` re-reads the points.
 
@@ -242,7 +243,22 @@ fn limits(points: &[&SearchPoint], slos: &[Slo], o: &PointOptions) -> Vec<String
         e.throughput.iter().any(|t| !t.kept_up)
     });
     count("not stationary".into(), &|e| !e.stationary);
-    count("run not valid".into(), &|e| e.validity != "valid");
+    // The run's own verdict: the engine (the tool, not the system) named as such, with the
+    // first such run's evidence.
+    for verdict in ["engine-bound", "incomplete", "failed"] {
+        let evidence = points
+            .iter()
+            .filter(|p| p.eval.validity == verdict)
+            .find_map(|p| p.eval.reasons.iter().find(|r| r.starts_with("run ")))
+            .cloned()
+            .unwrap_or_default();
+        let what = if verdict == "engine-bound" {
+            format!("the engine, not the system ({evidence})")
+        } else {
+            format!("run {verdict}")
+        };
+        count(what, &|e| e.validity == verdict);
+    }
     count("failed operations".into(), &|e| {
         e.total()
             .is_some_and(|t| t.failed as f64 > o.max_error_rate * t.count as f64)
@@ -505,6 +521,16 @@ fn search_loop(
             .join(format!("{:03}-x{:.6}-r{repeat}", points.len() + 1, x));
         let mut settings = a.settings.clone();
         settings.seed = a.settings.seed.wrapping_add(u64::from(repeat));
+        // The engine's lateness is judged against the smallest SLO (docs/replay.md, Run
+        // validity), unless the user gave a reference or fixed limits.
+        if let Some(r) = slos.iter().map(|s| s.limit_ns).min()
+            && !settings
+                .validity
+                .iter()
+                .any(|v| v.contains("reference=") || v.contains("start.p99="))
+        {
+            settings.validity.push(format!("reference={r}ns"));
+        }
         let args = RunArgs {
             trace,
             provider: a.provider,

@@ -805,11 +805,30 @@ fn write_verdict(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
             "verdict: none (summary written before verdicts existed)"
         );
     };
-    if v.verdict == Verdict::Valid {
-        return writeln!(out, "verdict: valid ({} checks passed)", v.checks.len());
+    let judged = v.checks.iter().filter(|c| c.judged).count();
+    match v.verdict {
+        Verdict::Valid => writeln!(out, "verdict: valid ({judged} checks passed)")?,
+        Verdict::NotJudged => writeln!(
+            out,
+            "verdict: NOT JUDGED (too few events to tell whether the engine kept up)"
+        )?,
+        _ => {
+            writeln!(out, "verdict: {}", v.verdict.name().to_uppercase())?;
+            for c in v.failed() {
+                writeln!(out, "  {}: {}", c.check, c.message)?;
+            }
+        }
     }
-    writeln!(out, "verdict: {}", v.verdict.name().to_uppercase())?;
-    for c in v.failed() {
+    if let Some(l) = &v.limits {
+        writeln!(
+            out,
+            "  lateness limits: p99 {}, p99.9 {} ({})",
+            ms(l.p99_ns),
+            ms(l.p999_ns),
+            l.basis
+        )?;
+    }
+    for c in v.not_judged() {
         writeln!(out, "  {}: {}", c.check, c.message)?;
     }
     Ok(())

@@ -118,3 +118,57 @@ fn ctrl_c_stops_the_search_and_leaves_the_partial_curve() {
     // No second point was started.
     assert!(!out.join("002-x2.000000-r0").exists());
 }
+
+/// A point's validity is the verdict the engine wrote (`summary.json`, `validity.verdict`),
+/// and a run the engine judged engine-bound names the engine as what limited it. The limit
+/// is set below any lateness a clock reading can show (`start.p99=0ns`), so every run the
+/// engine makes is engine-bound by its own check, whatever the machine's load.
+#[test]
+fn an_engine_bound_run_is_a_failed_point_limited_by_the_engine() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = attach_trace(dir.path(), 200, 5_000_000);
+    let out = dir.path().join("cap");
+    let mut args = vec!["-q", "capacity", s(&t), "-o", s(&out)];
+    args.extend(SIM);
+    args.extend([
+        "--slo",
+        "attach p99<=2s",
+        "--json",
+        "--max-runs",
+        "2",
+        "--validity=start.p99=0ns,start.p99.9=10s,rate=100%,workers=100%",
+    ]);
+    let o = cnsreplay(&args);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let points = v["points"].as_array().expect("points");
+    assert_eq!(points.len(), 2, "{v:#}");
+    for p in points {
+        let e = &p["eval"];
+        assert_eq!(e["validity"], "engine-bound", "{e:#}");
+        assert_eq!(e["validity_source"], "summary.validity", "{e:#}");
+        assert_eq!(e["pass"], false, "{e:#}");
+        // The run written by the engine says the same.
+        let run = PathBuf::from(e["run"].as_str().expect("run"));
+        let summary: serde_json::Value =
+            serde_json::from_slice(&fs_err::read(run.join("summary.json")).expect("summary"))
+                .expect("json");
+        assert_eq!(summary["validity"]["verdict"], "engine-bound");
+    }
+    let limited: Vec<&str> = v["limited_by"]
+        .as_array()
+        .expect("limited_by")
+        .iter()
+        .filter_map(|x| x.as_str())
+        .collect();
+    assert!(
+        limited
+            .iter()
+            .any(|l| l.starts_with("the engine, not the system") && l.contains("start lateness")),
+        "limited_by does not name the engine: {limited:?}"
+    );
+    // The SLO held: the engine, not the system, failed the points.
+    assert!(
+        !limited.iter().any(|l| l.contains("attach p99")),
+        "{limited:?}"
+    );
+}

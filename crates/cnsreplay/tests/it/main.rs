@@ -14,6 +14,7 @@ mod precheck;
 mod prometheus;
 mod real_node;
 mod run;
+mod validity;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -60,11 +61,18 @@ fn workspace() -> PathBuf {
 }
 
 fn cnsreplay(args: &[&str]) -> Output {
+    cnsreplay_env(args, &[])
+}
+
+/// `cnsreplay` with extra environment variables.
+fn cnsreplay_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
         .args(args)
         .current_dir(workspace())
         .env_remove("RUST_LOG")
+        .env_remove("CNSREPLAY_TEST_ENGINE_DELAY")
         .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
         .output()
         .expect("run cnsreplay")
 }
