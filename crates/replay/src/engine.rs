@@ -566,8 +566,15 @@ fn clock<P: Provider>(
             .collect(),
         lead.clone(),
     );
-    let (reader_thread, feed) =
-        timing::spawn_reader(reader, deps, opts.speed, control.stop_flag(), Some(router))?;
+    let file = p.manifest.trace.path.clone();
+    let (reader_thread, feed) = timing::spawn_reader(
+        reader,
+        file,
+        deps,
+        opts.speed,
+        control.stop_flag(),
+        Some(router),
+    )?;
     // The clock starts once the first event is decoded and planned (a YAML trace is parsed
     // whole before its first event, which must not count as lateness of the first events),
     // and START_LEAD later, so that setting up the sink and the timing lanes does not either;
