@@ -24,7 +24,6 @@ pub struct Cli {
 impl Cli {
     /// Parses the process's arguments as [`Cli::parse`] does, after [`hoist_trailing_options`].
     pub fn parse_args() -> Self {
-        use clap::Parser as _;
         Self::parse_from(hoist_trailing_options(std::env::args_os().collect()))
     }
 }
