@@ -22,7 +22,7 @@
 //!     p99: 20ms           # PCT alone: every kind
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use hdrhistogram::Histogram;
@@ -251,12 +251,18 @@ pub fn qos(run_dir: &Path, spec: &QosSpec, allow_invalid: bool) -> Result<QosRep
     let mut info = IoInfo::new();
     // io_phase event id → tenant index.
     let mut phase_tenant: HashMap<u64, u32> = HashMap::new();
+    // Every tenant with I/O in the trace, to tell a misspelt one from a quiet one.
+    let mut with_io: BTreeSet<String> = BTreeSet::new();
     for ev in TraceReader::open(&trace)?.events() {
         let ev = ev?;
         let Some(t) = &ev.tenant else { continue };
-        if !matches!(ev.op, Op::Io(_) | Op::IoPhase(_))
-            || !targets.iter().any(|x| x.tenant == t.as_str())
-        {
+        if !matches!(ev.op, Op::Io(_) | Op::IoPhase(_)) {
+            continue;
+        }
+        if !with_io.contains(t.as_str()) {
+            with_io.insert(t.as_str().to_owned());
+        }
+        if !targets.iter().any(|x| x.tenant == t.as_str()) {
             continue;
         }
         let idx = match tenants.iter().position(|x| x == t.as_str()) {
@@ -274,6 +280,21 @@ pub fn qos(run_dir: &Path, spec: &QosSpec, allow_invalid: bool) -> Result<QosRep
                 phase_tenant.insert(ev.id, idx);
             }
         }
+    }
+    if let Some(t) = targets.iter().find(|t| !with_io.contains(&t.tenant)) {
+        let known: Vec<&str> = with_io.iter().map(String::as_str).collect();
+        return Err(Error::Invalid(format!(
+            "tenants.{}: the run's trace {} has no io or io_phase events of tenant {:?}, so \
+             nothing could be judged (tenants with I/O: {})",
+            t.tenant,
+            trace.display(),
+            t.tenant,
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        )));
     }
     let mut acc = run.scan(|| QosAcc {
         info: &info,

@@ -21,6 +21,74 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Parses the process's arguments as [`Cli::parse`] does, after [`hoist_trailing_options`].
+    pub fn parse_args() -> Self {
+        Self::parse_from(hoist_trailing_options(std::env::args_os().collect()))
+    }
+}
+
+/// `analyze compare BASE... -- NEW... [OPTIONS]`: the docs write the options after the NEW
+/// runs, and a refusal says "… with --allow-invalid", which a user appends at the end. Clap
+/// takes everything after `--` as a NEW run, so the options in that tail (a token starting
+/// with `-`, with its value when the option takes one) are moved before the `--`, where clap
+/// parses them as usual (an unknown one is then clap's "unexpected argument", not a missing
+/// run directory). A NEW run whose name starts with `-` is written `./-name`. Other command
+/// lines are returned unchanged.
+pub fn hoist_trailing_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    #[cfg(feature = "analyze")]
+    {
+        use clap::CommandFactory as _;
+        let Some(sep) = args.iter().position(|a| a == "--") else {
+            return args;
+        };
+        // The subcommand path before `--`, skipping the global flags (none takes a value).
+        let words: Vec<&std::ffi::OsString> = args[1..sep]
+            .iter()
+            .filter(|a| !a.to_string_lossy().starts_with('-'))
+            .take(2)
+            .collect();
+        if words.len() < 2 || words[0] != "analyze" || words[1] != "compare" {
+            return args;
+        }
+        let cmd = Cli::command();
+        let compare = cmd
+            .find_subcommand("analyze")
+            .and_then(|a| a.find_subcommand("compare"));
+        let takes_value = |flag: &str| -> bool {
+            let Some(c) = compare else { return false };
+            c.get_arguments().any(|a| {
+                let named = match flag.strip_prefix("--") {
+                    Some(long) => a.get_long() == Some(long),
+                    None => flag.len() == 2 && a.get_short() == flag.chars().nth(1),
+                };
+                named && a.get_action().takes_values()
+            })
+        };
+        let (head, tail) = args.split_at(sep);
+        let (mut options, mut runs) = (Vec::new(), Vec::new());
+        let mut rest = tail[1..].iter();
+        while let Some(a) = rest.next() {
+            let text = a.to_string_lossy();
+            if text.starts_with('-') && text.len() > 1 {
+                options.push(a.clone());
+                if !text.contains('=') && takes_value(&text) {
+                    options.extend(rest.next().cloned());
+                }
+            } else {
+                runs.push(a.clone());
+            }
+        }
+        let mut out = head.to_vec();
+        out.extend(options);
+        out.push("--".into());
+        out.extend(runs);
+        out
+    }
+    #[cfg(not(feature = "analyze"))]
+    args
+}
+
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {

@@ -2,10 +2,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = cnsreplay::cli::Cli::parse();
+    let cli = cnsreplay::cli::Cli::parse_args();
     cnsreplay::logging::init(cli.verbose, cli.quiet);
     match cnsreplay::run(cli) {
         Ok(code) => code,

@@ -24,6 +24,14 @@
 //! (not as the timer delivered it), a dedicated pool saturates at exactly
 //! `N / E[service]` operations per second ([`SimConfig::saturation_rate`]); a shared pool
 //! when `Σ rate(op) · E[service(op)]` reaches `N`.
+//!
+//! The pools keep time on one base for the provider's life (its creation), so the header's
+//! setup operations, each called with its own origin before the clock starts, queue against
+//! each other as they really ran. The setup is not measured: when the clock starts
+//! ([`Provider::before_clock`]) every pool is emptied (the engine waited for every setup
+//! operation, so any backlog left is the model's, not work in flight) and the finish notices
+//! say how many setup operations went through it and what backlog was discarded. The
+//! measured run starts with idle servers.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
@@ -347,7 +355,7 @@ struct Pool {
 
 #[derive(Debug, Default)]
 struct PoolState {
-    /// When each server is next free.
+    /// When each server is next free (ns since the provider's time base).
     free: BinaryHeap<Reverse<u64>>,
     /// Start instants of admitted operations not yet started at the last arrival
     /// (non-decreasing: FIFO starts in arrival order).
@@ -355,37 +363,67 @@ struct PoolState {
     admitted: u64,
     peak_waiting: usize,
     max_wait: u64,
+    /// Operations admitted before the clock started (the header's setup), not measured.
+    setup_admitted: u64,
+    /// The backlog the setup left when the clock started (ns), discarded.
+    setup_backlog: u64,
 }
 
 impl Pool {
     fn new(servers: u32) -> Self {
-        let free = (0..servers.max(1)).map(|_| Reverse(0)).collect();
         Self {
             servers,
             state: Mutex::new(PoolState {
-                free,
+                free: Self::idle(servers),
                 ..PoolState::default()
             }),
         }
+    }
+
+    fn idle(servers: u32) -> BinaryHeap<Reverse<u64>> {
+        (0..servers.max(1)).map(|_| Reverse(0)).collect()
+    }
+
+    /// Empties the queue when the clock starts at `now` (ns since the time base): every
+    /// server idle, the counters of the measured run at zero. What went before is kept as
+    /// the setup's: its operation count and the backlog it left (the latest server's free
+    /// instant beyond `now`).
+    fn start_clock(&self, now: u64) {
+        let mut st = self.lock();
+        let backlog = st
+            .free
+            .iter()
+            .map(|Reverse(f)| f.saturating_sub(now))
+            .max()
+            .unwrap_or(0);
+        *st = PoolState {
+            free: Self::idle(self.servers),
+            setup_admitted: st.setup_admitted + st.admitted,
+            setup_backlog: st.setup_backlog.max(backlog),
+            ..PoolState::default()
+        };
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Admits an operation arriving at `arrive` with service `service`: its (start, end).
-    /// Arrivals are admitted in the order they take the lock, i.e. FIFO.
-    fn admit(&self, arrive: u64, service: u64, config: &SimConfig) -> (u64, u64) {
+    /// Admits an operation arriving at `arrive` with service `service`, both ns since its
+    /// call's origin, which is `base` ns after the pool's time base: its (start, end) since
+    /// that origin. Arrivals are admitted in the order they take the lock, i.e. FIFO.
+    fn admit(&self, base: u64, arrive: u64, service: u64, config: &SimConfig) -> (u64, u64) {
         let mut st = self.lock();
         let Reverse(free) = st.free.pop().unwrap_or(Reverse(0));
-        let start = arrive.max(free);
+        let start = arrive.max(free.saturating_sub(base));
+        // Stalls are placed from the call's origin (the run origin for the measured run).
         let end = config.completion(start, service);
-        st.free.push(Reverse(end));
-        while st.waiting.front().is_some_and(|&s| s <= arrive) {
+        st.free.push(Reverse(base.saturating_add(end)));
+        let arrive_b = base.saturating_add(arrive);
+        while st.waiting.front().is_some_and(|&s| s <= arrive_b) {
             st.waiting.pop_front();
         }
         if start > arrive {
-            st.waiting.push_back(start);
+            st.waiting.push_back(base.saturating_add(start));
         }
         st.admitted += 1;
         st.peak_waiting = st.peak_waiting.max(st.waiting.len());
@@ -403,6 +441,8 @@ pub struct SimProvider {
     pools: BTreeMap<OpType, Pool>,
     /// The pool of every other op type, with `shared_servers`.
     shared: Option<Pool>,
+    /// The pools' time base.
+    epoch: Instant,
 }
 
 impl SimProvider {
@@ -424,11 +464,20 @@ impl SimProvider {
             timer,
             pools,
             shared,
+            epoch: Instant::now(),
         })
     }
 
     fn pool(&self, op: OpType) -> Option<&Pool> {
         self.pools.get(&op).or(self.shared.as_ref())
+    }
+
+    /// Every pool by the name its notices use.
+    fn named_pools(&self) -> impl Iterator<Item = (String, &Pool)> {
+        self.pools
+            .iter()
+            .map(|(op, p)| (op.name().to_owned(), p))
+            .chain(self.shared.iter().map(|p| ("shared".to_owned(), p)))
     }
 
     fn draw(&self, ev: &Event) -> (u64, bool) {
@@ -605,15 +654,27 @@ impl Provider for SimProvider {
         })
     }
 
+    /// The measured run starts with empty queues: see the module docs.
+    fn before_clock(&self) {
+        let now = replay::provider::ns_since(self.epoch, Instant::now());
+        for (_, p) in self.named_pools() {
+            p.start_clock(now);
+        }
+    }
+
     fn finish_notices(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let pools = self
-            .pools
-            .iter()
-            .map(|(op, p)| (op.name().to_owned(), p))
-            .chain(self.shared.iter().map(|p| ("shared".to_owned(), p)));
-        for (name, p) in pools {
+        for (name, p) in self.named_pools() {
             let st = p.lock();
+            if st.setup_admitted > 0 {
+                out.push(format!(
+                    "sim queue {name}: {} setup operations of the header before the clock, not \
+                     measured; the run started with the queue empty (setup backlog discarded: \
+                     {})",
+                    st.setup_admitted,
+                    trace_format::units::fmt_secs(st.setup_backlog)
+                ));
+            }
             if st.admitted > 0 {
                 out.push(format!(
                     "sim queue {name} ({} servers): {} operations, peak {} waiting, longest \
@@ -639,7 +700,12 @@ impl Provider for SimProvider {
         let arrive = ctx.now_ns();
         let pool = self.pool(ev.op.op_type());
         let (start, end) = match pool {
-            Some(p) => p.admit(arrive, service, &self.config),
+            Some(p) => p.admit(
+                replay::provider::ns_since(self.epoch, ctx.origin()),
+                arrive,
+                service,
+                &self.config,
+            ),
             None => (arrive, self.config.completion(arrive, service)),
         };
         let (tx, rx) = oneshot::channel();

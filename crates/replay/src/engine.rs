@@ -228,6 +228,8 @@ struct Prepared {
     notices: Vec<String>,
     /// What the I/O streams left when they ended.
     streams: Arc<Mutex<streams::Collected>>,
+    /// How long writing the manifest took in [`prepare`].
+    manifest_write: Duration,
 }
 
 /// Checks the options, creates the run directory and its manifest (`running`), prepares the
@@ -290,7 +292,12 @@ fn prepare<P: Provider>(
         reason: None,
         pid: std::process::id(),
     };
+    let written = Instant::now();
     rd.write_manifest(&manifest)?;
+    // The manifest holds the trace header, which for a steady-state trace declares hundreds
+    // of thousands of objects (tens of MB of JSON): it is written again with the origin just
+    // before the clock starts, and that must not make the first events late.
+    let manifest_write = written.elapsed();
     let ledger = Arc::new(Ledger::open(rd.path())?);
     let notices = provider.prepare(&info).map_err(|source| Error::Provider {
         provider: provider.name().to_owned(),
@@ -419,6 +426,7 @@ fn prepare<P: Provider>(
         reader: Some((reader, deps)),
         notices,
         streams: Arc::default(),
+        manifest_write,
     })
 }
 
@@ -571,8 +579,15 @@ fn clock<P: Provider>(
             .collect(),
         lead.clone(),
     );
-    let (reader_thread, feed) =
-        timing::spawn_reader(reader, deps, opts.speed, control.stop_flag(), Some(router))?;
+    let file = p.manifest.trace.path.clone();
+    let (reader_thread, feed) = timing::spawn_reader(
+        reader,
+        file,
+        deps,
+        opts.speed,
+        control.stop_flag(),
+        Some(router),
+    )?;
     // The clock starts once the first event is decoded and planned (a YAML trace is parsed
     // whole before its first event, which must not count as lateness of the first events),
     // and START_LEAD later, so that setting up the sink and the timing lanes does not either;
@@ -582,13 +597,26 @@ fn clock<P: Provider>(
 
     // The clock of release instants (resume lateness) starts before the run's origin.
     let _ = crate::deps::mono_ns();
-    let lead = START_LEAD.max(Duration::from_nanos(lead.load(Relaxed)));
-    let origin = Instant::now() + lead;
-    let origin_wall = SystemTime::now() + lead;
+    // Recorded before the first event, so a crashed run's records can be placed too. The
+    // manifest holds the trace header (a steady-state header of 554 k objects is ~125 MB of
+    // JSON, about a second to write): the origin is chosen twice the last write's time ahead,
+    // and if the write still ends less than START_LEAD before it, again, so the write is never
+    // lateness of the first events.
+    let base_lead = START_LEAD.max(Duration::from_nanos(lead.load(Relaxed)));
+    let mut last_write = p.manifest_write;
+    let (origin, origin_wall) = loop {
+        let lead = base_lead.max(last_write * 2);
+        let (origin, origin_wall) = (Instant::now() + lead, SystemTime::now() + lead);
+        p.manifest.origin = jiff::Timestamp::try_from(origin_wall).ok();
+        let t = Instant::now();
+        p.rd.write_manifest(&p.manifest)?;
+        last_write = t.elapsed();
+        if Instant::now() + START_LEAD <= origin {
+            break (origin, origin_wall);
+        }
+        tracing::debug!("the manifest took {last_write:?} to write, past the origin: again");
+    };
     let _ = origin_cell.set(origin);
-    // Recorded before the first event, so a crashed run's records can be placed too.
-    p.manifest.origin = jiff::Timestamp::try_from(origin_wall).ok();
-    p.rd.write_manifest(&p.manifest)?;
     let (done_tx, done_rx) = mpsc::channel::<ToSink>();
     let sink = Sink::create(
         p.rd.path(),

@@ -53,6 +53,7 @@ use std::sync::atomic::{
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
+use trace_format::error::{Diagnostic, Location, Problem};
 use trace_format::{Event, TraceReader};
 
 use crate::deps::{Deps, Plan};
@@ -207,12 +208,25 @@ impl Drop for Feed {
     }
 }
 
-fn intended_ns(at: u64, speed: f64) -> u64 {
+/// `at / speed`; `None` when a small speed makes it overflow a time offset.
+fn intended_ns(at: u64, speed: f64) -> Option<u64> {
     if speed == 1.0 {
-        at
+        Some(at)
     } else {
-        (at as f64 / speed) as u64
+        trace_format::units::scaled_time(at, speed).map(|t| t as u64)
     }
+}
+
+/// The located error of an event whose time overflows at `speed`: `file`, its line or
+/// record, `events[N].at`.
+fn overflow(file: &str, loc: Location, n: u64, at: u64, speed: f64) -> trace_format::Error {
+    Diagnostic {
+        file: file.to_owned(),
+        location: loc,
+        path: format!("events[{}].at", loc.record.unwrap_or(n)),
+        problem: Problem::TimeOverflow { at, speed },
+    }
+    .into()
 }
 
 /// Starts the reader thread: decodes `reader`'s events, plans their dependencies with `deps`
@@ -222,6 +236,7 @@ fn intended_ns(at: u64, speed: f64) -> u64 {
 /// ([`crate::streams`]), and the thread ends their streams before it ends.
 pub(crate) fn spawn_reader(
     reader: TraceReader,
+    file: String,
     mut deps: Deps,
     speed: f64,
     stop: Arc<AtomicBool>,
@@ -242,14 +257,20 @@ pub(crate) fn spawn_reader(
         .spawn(move || {
             let gone = || q.closed.load(Acquire) || stop.load(Relaxed);
             let mut n = 0u64;
-            'events: for item in reader.events() {
-                if let (Some(r), Ok(ev)) = (&mut router, &item) {
+            'events: for item in reader {
+                // A time the speed makes overflow is a located error, due at once (it stops
+                // the run), never a saturated time.
+                let item = item.and_then(|(ev, loc)| match intended_ns(ev.at, speed) {
+                    Some(t) => Ok((ev, t)),
+                    None => Err(overflow(&file, loc, n, ev.at, speed)),
+                });
+                if let (Some(r), Ok((ev, _))) = (&mut router, &item) {
                     r.before(&ev.op);
                 }
                 let mut item = match item {
-                    Ok(ev) => {
+                    Ok((ev, intended)) => {
                         let due = Due {
-                            intended: intended_ns(ev.at, speed),
+                            intended,
                             plan: deps.plan(&ev.op),
                             ev: Arc::new(ev),
                         };

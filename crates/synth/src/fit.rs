@@ -49,8 +49,9 @@ pub struct Candidate {
     pub ks_distance: f64,
     /// Whether `ks_distance` is within the report's `ks_critical`.
     pub passes: bool,
-    /// Mean of the fitted distribution, seconds (infinite for a Pareto with α ≤ 1).
-    pub mean_s: f64,
+    /// Mean of the fitted distribution, seconds; `null` when it has none (a Pareto with
+    /// α ≤ 1 has an infinite mean).
+    pub mean_s: Option<f64>,
     /// The fitted distribution.
     #[serde(skip)]
     #[cfg_attr(feature = "schema", schemars(skip))]
@@ -462,7 +463,7 @@ pub fn fit(obs: &[Observation]) -> Result<FitReport, Error> {
                 aic: 2.0 * k as f64 - 2.0 * ll,
                 ks_distance: ks,
                 passes: ks <= ks_critical,
-                mean_s: compiled.mean(),
+                mean_s: Some(compiled.mean()).filter(|m| m.is_finite()),
                 dist,
             })
         });

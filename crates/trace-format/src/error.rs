@@ -86,6 +86,19 @@ pub enum Problem {
         /// The previous event's time.
         previous: u64,
     },
+    /// A time divided by a speed factor (`run --speed`, `trace rewrite --speed`) does not fit
+    /// a time offset (u64 ns, about 584 years).
+    #[error(
+        "at={} divided by speed {speed} is {:.3e} s, beyond the largest time offset (2^64 ns, \
+         about 584 years); this event needs a speed of at least {:.3e}",
+        fmt_secs(*at), *at as f64 / speed / 1e9, crate::units::min_speed(*at)
+    )]
+    TimeOverflow {
+        /// The event's time, ns.
+        at: u64,
+        /// The speed factor.
+        speed: f64,
+    },
     /// An id is not larger than the previous one.
     #[error("id {id} is not larger than the previous event's id {previous}")]
     IdNotIncreasing {
@@ -184,6 +197,7 @@ impl Problem {
             Problem::UnsupportedVersion { .. } => "unsupported_version",
             Problem::Truncated(_) => "truncated",
             Problem::TimeInversion { .. } => "time_inversion",
+            Problem::TimeOverflow { .. } => "time_overflow",
             Problem::IdNotIncreasing { .. } => "id_not_increasing",
             Problem::Dangling { .. } => "dangling_reference",
             Problem::Duplicate { .. } => "duplicate",

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::error::Problem;
 use crate::model::{Event, Header, Op};
 use crate::units::Name;
 
@@ -130,10 +131,13 @@ impl Rewrite {
         }
     }
 
-    /// Rewrites one event.
-    pub fn event(&self, e: &mut Event, report: &mut RewriteReport) {
+    /// Rewrites one event; with a speed factor so small that its time overflows, the event
+    /// is left as it was and the problem returned.
+    pub fn event(&self, e: &mut Event, report: &mut RewriteReport) -> Result<(), Problem> {
         if let Some(k) = self.speed {
-            e.at = (e.at as f64 / k).round() as u64;
+            let t = crate::units::scaled_time(e.at, k)
+                .ok_or(Problem::TimeOverflow { at: e.at, speed: k })?;
+            e.at = t.round() as u64;
         }
         self.map_opt(MapKind::Tenant, &mut e.tenant, report);
         match &mut e.op {
@@ -147,6 +151,7 @@ impl Rewrite {
             _ => {}
         }
         report.events += 1;
+        Ok(())
     }
 }
 
@@ -190,7 +195,7 @@ events:
         rw.header(&mut h, &mut report);
         let mut evs = t.events;
         for e in &mut evs {
-            rw.event(e, &mut report);
+            rw.event(e, &mut report).expect("fits");
         }
         assert_eq!(h.defaults.storage_class.as_deref(), Some("fast"));
         assert_eq!(h.defaults.snapshot_class.as_deref(), Some("csi-snap"));
@@ -219,5 +224,46 @@ events:
             .check()
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_speed_that_overflows_a_time_is_refused_not_saturated() {
+        let rw = Rewrite {
+            speed: Some(1e-12),
+            ..Rewrite::default()
+        };
+        let mut report = RewriteReport::default();
+        let mut e = Event {
+            at: 0,
+            id: 1,
+            tenant: None,
+            observed: None,
+            op: Op::CordonNode(crate::model::NodeRef { node: "n".into() }),
+        };
+        rw.event(&mut e, &mut report).expect("0 fits at any speed");
+        e.at = 3_000_000_000;
+        let p = rw
+            .event(&mut e, &mut report)
+            .expect_err("3 s / 1e-12 overflows");
+        assert_eq!(
+            p,
+            Problem::TimeOverflow {
+                at: 3_000_000_000,
+                speed: 1e-12
+            }
+        );
+        assert_eq!(
+            p.to_string(),
+            "at=3s divided by speed 0.000000000001 is 3.000e12 s, beyond the largest time \
+             offset (2^64 ns, about 584 years); this event needs a speed of at least 1.626e-10"
+        );
+        assert_eq!(e.at, 3_000_000_000, "left as it was");
+        assert_eq!(report.events, 1);
+        // The largest time still fits at speed 1, and just-too-small speeds are caught.
+        assert_eq!(
+            crate::units::scaled_time(u64::MAX, 1.0),
+            Some(u64::MAX as f64)
+        );
+        assert!(crate::units::scaled_time(u64::MAX / 2 + 1, 0.5).is_none());
     }
 }

@@ -193,6 +193,22 @@ pub fn parse_duration(s: &str) -> Result<u64, UnitError> {
     scale(s, mant, sc, mult, "nanoseconds")
 }
 
+/// `at / speed` (ns, unrounded) when it fits a time offset, i.e. is below 2^64 ns; `None`
+/// when a small speed factor makes it overflow (the caller reports
+/// [`crate::error::Problem::TimeOverflow`]).
+pub fn scaled_time(at: u64, speed: f64) -> Option<f64> {
+    let t = at as f64 / speed;
+    // Dividing by ≥ 1 cannot grow it (u64::MAX as f64 is 2^64, which `as u64` saturates back
+    // to u64::MAX); otherwise below 2^64, every f64 of which converts to at most u64::MAX.
+    let fits = speed >= 1.0 || t < 18_446_744_073_709_551_616.0;
+    (speed.is_finite() && speed > 0.0 && fits).then_some(t)
+}
+
+/// The smallest speed factor for which `at` still fits ([`scaled_time`]).
+pub fn min_speed(at: u64) -> f64 {
+    at as f64 / 18_446_744_073_709_551_616.0
+}
+
 /// Formats nanoseconds as seconds for messages: `12.5s`, `0.000001s`, `3s`.
 pub fn fmt_secs(ns: u64) -> String {
     let secs = ns / 1_000_000_000;

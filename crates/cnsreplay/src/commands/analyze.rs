@@ -38,6 +38,8 @@ pub enum AnalyzeCommand {
     /// The highest rate of a sweep (`cnsreplay sweep`) that meets the SLOs, and the knee.
     Capacity(CapacityArgs),
     /// Per-tenant I/O latency targets per window, attributed to control operations in flight.
+    /// Exit 0 every target met, 1 a target violated (or a tenant without I/O in the run),
+    /// 2 error.
     Qos(QosArgs),
     /// A self-contained HTML report with figures and percentile tables.
     Report(ReportArgs),
@@ -62,7 +64,7 @@ pub struct CompareArgs {
     /// Baseline run directories (`BASE... -- NEW...`; or exactly `BASE NEW`).
     #[arg(required = true, num_args = 1.., value_name = "BASE")]
     pub base: Vec<PathBuf>,
-    /// Run directories to judge, after `--`.
+    /// Run directories to judge, after `--` (options may follow them: `-- NEW... --json`).
     #[arg(last = true, value_name = "NEW")]
     pub new: Vec<PathBuf>,
     /// Allow runs of different traces: compare op types only.
@@ -144,12 +146,24 @@ pub struct ReportArgs {
     /// fonts; no browser needed).
     #[arg(long, value_name = "DIR")]
     pub png: Option<PathBuf>,
-    /// Pixels per SVG unit of the PNGs (figures are 760×360 units).
-    #[arg(long, value_name = "X", default_value_t = 2.0)]
+    /// Pixels per SVG unit of the PNGs (figures are 760×360 units), above 0 and at most 16.
+    #[arg(long, value_name = "X", default_value_t = 2.0, value_parser = png_scale)]
     pub png_scale: f32,
     /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
     #[arg(long)]
     pub allow_invalid: bool,
+}
+
+/// `--png-scale`: a finite factor in (0, 16] (0 draws nothing; 16 is a 12 160 px wide PNG).
+fn png_scale(s: &str) -> Result<f32, String> {
+    let x: f32 = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a number: {e}"))?;
+    if x.is_finite() && x > 0.0 && x <= 16.0 {
+        Ok(x)
+    } else {
+        Err(format!("{s} is not a scale in (0, 16]"))
+    }
 }
 
 /// `analyze export`.
@@ -616,12 +630,35 @@ pub(crate) fn write_points(
     Ok(())
 }
 
+/// Exit 0 when every target held in every window, 1 when one was violated or the input
+/// has problems (the SLO file is malformed or names a tenant without I/O in the run), 2 when
+/// it could not run.
 fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let spec = QosSpec::from_file(&a.slo_file)?;
-    let r = analyze::qos(&a.run, &spec, a.allow_invalid)?;
+    let input_problem = |e: analyze::Error| -> anyhow::Result<ExitCode> {
+        match e {
+            analyze::Error::Invalid(_) | analyze::Error::Config { .. } => {
+                tracing::error!("{e}");
+                Ok(ExitCode::from(1))
+            }
+            e => Err(e.into()),
+        }
+    };
+    let spec = match QosSpec::from_file(&a.slo_file) {
+        Ok(s) => s,
+        Err(e) => return input_problem(e),
+    };
+    let r = match analyze::qos(&a.run, &spec, a.allow_invalid) {
+        Ok(r) => r,
+        Err(e) => return input_problem(e),
+    };
+    let code = if r.targets.iter().any(|t| t.violated > 0) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
     if a.json {
         json(&r, out)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
     writeln!(
         out,
@@ -651,7 +688,7 @@ fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             writeln!(out, "  … {} more", t.violations.len() - 20)?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 fn run_report(a: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

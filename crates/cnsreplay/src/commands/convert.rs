@@ -204,6 +204,8 @@ fn convert(
             let files = &a.files;
             let given = Source::files(files);
             let src = sources.unwrap_or(&given);
+            // Audit events read, for a log that holds no storage request at all.
+            let mut audit_events = None;
             let report = match f {
                 Format::FioIolog => {
                     import::fio::import_fio_source(one_source(src, "fio-iolog")?, policy, factory)?
@@ -237,7 +239,10 @@ fn convert(
                         reorder_window: a.reorder_window,
                         attach_horizon: a.attach_horizon,
                     };
-                    import::audit::import_audit_sources(src, opts, policy, factory)?.0
+                    let (report, counts) =
+                        import::audit::import_audit_sources(src, opts, policy, factory)?;
+                    audit_events = Some(counts.events);
+                    report
                 }
                 Format::PodCsv => {
                     let (trace, report) =
@@ -257,6 +262,14 @@ fn convert(
                 tracing::warn!("--device-sizes applies to alibaba imports only; ignored");
             }
             log_report(files, &report);
+            if let Some(n) = audit_events.filter(|&n| n > 0 && report.events == 0) {
+                // The log is fine; it just recorded no storage work (warnings say what it had).
+                bail!(
+                    "{}: no storage requests (PVC/pod/snapshot) found in {n} audit events: \
+                     nothing to import",
+                    src.iter().map(Source::name).collect::<Vec<_>>().join(", ")
+                );
+            }
             if report.events == 0 && report.skipped == 0 && any_bytes(src)? {
                 bail!(
                     "{}: the input has data but no {} event was found in it",

@@ -48,9 +48,9 @@ pub(crate) fn open_or_fail(input: &InputArgs) -> anyhow::Result<TraceReader> {
     open(input).with_context(|| format!("cannot read {}", label(&input.file)))
 }
 
-/// An event counter on stderr, hidden when stderr is not a terminal.
+/// An event counter on stderr, hidden when stderr is not a terminal and with `-q`.
 pub(crate) fn spinner(what: &str) -> ProgressBar {
-    let pb = if crate::logging::stderr_is_interactive() {
+    let pb = if crate::logging::progress_allowed() {
         ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
     } else {
         ProgressBar::hidden()

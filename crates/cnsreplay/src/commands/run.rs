@@ -500,9 +500,9 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
     })
 }
 
-/// A progress line on stderr, hidden when stderr is not a terminal.
+/// A progress line on stderr, hidden when stderr is not a terminal and with `-q`.
 fn progress(live: Arc<Live>) -> std::thread::JoinHandle<()> {
-    let pb = if crate::logging::stderr_is_interactive() {
+    let pb = if crate::logging::progress_allowed() {
         ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
     } else {
         ProgressBar::hidden()

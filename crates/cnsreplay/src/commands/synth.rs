@@ -458,13 +458,14 @@ fn fit(a: &FitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             .collect();
         writeln!(
             out,
-            "{:<12} {:>14.3} {:>10.1} {:>12.5} {:>5} {:>12.3}  {}",
+            "{:<12} {:>14.3} {:>10.1} {:>12.5} {:>5} {:>12}  {}",
             c.family,
             c.log_likelihood,
             c.aic,
             c.ks_distance,
             if c.passes { "yes" } else { "no" },
-            c.mean_s,
+            c.mean_s
+                .map_or_else(|| "∞".to_owned(), |m| format!("{m:.3}")),
             params.join(" ")
         )?;
     }

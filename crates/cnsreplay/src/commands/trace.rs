@@ -211,9 +211,19 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
     rw.header(&mut header, &mut report);
     let mut w = TraceWriter::new(output.file()?, enc, &header)
         .with_context(|| format!("cannot write {}", a.output.display()))?;
-    for ev in reader.events() {
-        let mut ev = ev.with_context(|| format!("cannot read {file}"))?;
-        rw.event(&mut ev, &mut report);
+    for item in reader {
+        let (mut ev, loc) = item.with_context(|| format!("cannot read {file}"))?;
+        if let Err(problem) = rw.event(&mut ev, &mut report) {
+            // The input is fine; the speed asked for does not fit it: exit 1, located.
+            let d = trace_format::Diagnostic {
+                file: file.clone(),
+                location: loc,
+                path: format!("events[{}].at", loc.record.unwrap_or(report.events)),
+                problem,
+            };
+            tracing::error!("--speed: {d}");
+            return Ok(ExitCode::from(1));
+        }
         w.write(&ev)
             .with_context(|| format!("writing {}", a.output.display()))?;
     }

@@ -441,7 +441,8 @@ fn report_renders_every_figure_with_data_in_headless_chromium_and_qos_and_export
     )
     .expect("qos");
     let o = cnsreplay(&["analyze", "qos", s(&run), "--slo-file", s(&qos), "--json"]);
-    ok(&o);
+    // A violated target exits 1 (docs/analyze.md), with the report.
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     let att = v["targets"][0]["attribution"]
         .as_array()
@@ -455,12 +456,34 @@ fn report_renders_every_figure_with_data_in_headless_chromium_and_qos_and_export
     assert!(during("snapshot")["violated"].as_u64() >= Some(2), "{v:#}");
     assert_eq!(during("quiet")["violated"], 0, "{v:#}");
     let o = cnsreplay(&["analyze", "qos", s(&run), "--slo-file", s(&qos)]);
-    ok(&o);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(
         stdout(&o).contains("tenant db read p99.9 > 20.0 ms in"),
         "{}",
         stdout(&o)
     );
+    // Targets every window meets: exit 0.
+    fs_err::write(&qos, "window: 250ms\ntenants:\n  db:\n    read.p99.9: 1h\n").expect("qos");
+    ok(&cnsreplay(&[
+        "analyze",
+        "qos",
+        s(&run),
+        "--slo-file",
+        s(&qos),
+    ]));
+    // A tenant the run has no I/O of (a typo): an input problem, exit 1, naming it and the
+    // tenants there are, and no report.
+    fs_err::write(&qos, "tenants:\n  dbb:\n    p99: 20ms\n").expect("qos");
+    let o = cnsreplay(&["analyze", "qos", s(&run), "--slo-file", s(&qos)]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("tenants.dbb: the run's trace ")
+            && err.contains("has no io or io_phase events of tenant \"dbb\"")
+            && err.contains("(tenants with I/O: db)"),
+        "{err}"
+    );
+    assert_eq!(stdout(&o), "", "no report for a target that judges nothing");
 
     // Export: every record, readable by Python's csv module.
     let csv = dir.path().join("events.csv");
@@ -641,7 +664,7 @@ fn io_phase_units_show_in_the_report_timeline_and_qos_and_figures_export_as_png(
     )
     .expect("qos");
     let o = cnsreplay(&["analyze", "qos", s(&run), "--slo-file", s(&qos), "--json"]);
-    ok(&o);
+    assert_eq!(o.status.code(), Some(1), "every window violates 1ns: {o:?}");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["io_phase_units"], 2, "{v:#}");
     for (t, id) in v["targets"].as_array().expect("targets").iter().zip([5, 6]) {
@@ -875,5 +898,33 @@ fn export_csv_and_parquet_are_read_by_pandas_and_duckdb() {
             (Some(809), Some(800), Some(sum("response"))),
             "{reader}: {r}"
         );
+    }
+}
+
+/// `--png-scale` must draw something and fit in memory: 0, negative, NaN and huge factors are
+/// usage errors before any run is read.
+#[test]
+fn png_scale_outside_its_range_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let html = dir.path().join("r.html");
+    for bad in ["0", "-1", "NaN", "inf", "17", "x"] {
+        let flag = format!("--png-scale={bad}");
+        let o = cnsreplay(&[
+            "analyze",
+            "report",
+            "no-such-run",
+            "-o",
+            s(&html),
+            "--png",
+            s(dir.path()),
+            &flag,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("invalid value '{bad}' for '--png-scale <X>'")),
+            "{bad}: {err}"
+        );
+        assert!(!html.exists());
     }
 }

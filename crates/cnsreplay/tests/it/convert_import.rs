@@ -156,6 +156,39 @@ fn audit_and_pod_imports() {
     insta::assert_snapshot!("pod_csv", convert(d, "pod-csv", &["pods.csv"], &[]).0);
 }
 
+/// A real API server's log can hold no storage request at all (reads, status patches, config
+/// maps): the importer says so with the count it read, instead of blaming the format.
+#[test]
+fn an_audit_log_without_storage_requests_is_named_as_such() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // Only the noise of the generated log: the node's own requests.
+    let noise: Vec<String> = import::testgen::audit_log_with_noise(2, 30)
+        .lines()
+        .filter(|l| l.contains("system:node:node-0"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(noise.len(), 60);
+    write(d, "quiet.log", &(noise.join("\n") + "\n"));
+    for from in ["k8s-audit", "auto"] {
+        let o = run(
+            d,
+            &["convert", "--from", from, "quiet.log", "-o", "o.jsonl"],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert!(
+            err.contains(
+                "quiet.log: no storage requests (PVC/pod/snapshot) found in 60 audit events: \
+                 nothing to import"
+            ),
+            "{err}"
+        );
+        assert!(!err.contains("no k8s-audit event was found"), "{err}");
+        assert!(!d.join("o.jsonl").exists());
+    }
+}
+
 #[test]
 fn auto_sniffs_every_format_and_says_so() {
     let dir = tempfile::tempdir().expect("tempdir");

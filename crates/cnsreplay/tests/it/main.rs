@@ -237,6 +237,69 @@ fn committed_json_schemas_match_the_reports() {
     }
 }
 
+/// A Python with the `jsonschema` package: the readers' venv (scripts/install-py-readers.sh)
+/// or the system's `python3`; `None` (and a note) when neither has it, a failure with
+/// `CNSREPLAY_REQUIRE_PY=1`.
+fn python_with_jsonschema() -> Option<PathBuf> {
+    let venv = std::env::var_os("CNSREPLAY_PY_VENV").map_or_else(
+        || {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/cnsreplay/venv")
+        },
+        PathBuf::from,
+    );
+    let found = [venv.join("bin/python"), PathBuf::from("python3")]
+        .into_iter()
+        .find(|py| {
+            Command::new(py)
+                .args(["-c", "import jsonschema"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    assert!(
+        found.is_some() || std::env::var_os("CNSREPLAY_REQUIRE_PY").is_none_or(|v| v != "1"),
+        "CNSREPLAY_REQUIRE_PY=1 but no Python with jsonschema: run scripts/install-py-readers.sh"
+    );
+    found
+}
+
+/// Validates a command's JSON output against the committed `docs/schemas/NAME.schema.json`
+/// with Python's `jsonschema` (a validator that is not ours: draft 2020-12, formats off as
+/// the specification has them by default); the failure names each violation and its path.
+#[allow(clippy::print_stdout)]
+fn assert_matches_schema(json: &[u8], name: &str) {
+    let Some(py) = python_with_jsonschema() else {
+        println!("skipped: no Python with jsonschema to validate {name}");
+        return;
+    };
+    let schema = workspace().join(format!("docs/schemas/{name}.schema.json"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let doc = dir.path().join("out.json");
+    fs_err::write(&doc, json).expect("write json");
+    let o = Command::new(py)
+        .args([
+            "-c",
+            "import json, sys, jsonschema\n\
+             schema = json.load(open(sys.argv[1]))\n\
+             doc = json.load(open(sys.argv[2]))\n\
+             v = jsonschema.Draft202012Validator(schema)\n\
+             errs = [f'{list(e.absolute_path)}: {e.message}' for e in v.iter_errors(doc)]\n\
+             print('\\n'.join(errs))\n\
+             sys.exit(1 if errs else 0)",
+        ])
+        .arg(&schema)
+        .arg(&doc)
+        .output()
+        .expect("python");
+    assert!(
+        o.status.success(),
+        "{name} output does not match {}:\n{}{}",
+        schema.display(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 #[test]
 fn completions_and_man_page() {
     let o = cnsreplay(&["completions", "bash"]);
@@ -426,6 +489,48 @@ fn trace_slice_keeps_a_window_that_validates() {
     let bad = cnsreplay(&["trace", "slice", "traces/quickstart.yaml", "-o", s(&out)]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--busiest"));
+}
+
+/// `trace rewrite --speed` with a factor so small that a time overflows: refused (exit 1),
+/// naming the event, its line and the smallest speed it allows; no saturated times.
+#[test]
+fn trace_rewrite_refuses_a_speed_that_overflows_a_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("src.jsonl");
+    let o = cnsreplay(&["convert", "traces/quickstart.yaml", "-o", s(&src)]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = dir.path().join("slow.jsonl");
+    let o = cnsreplay(&[
+        "trace",
+        "rewrite",
+        s(&src),
+        "-o",
+        s(&out),
+        "--speed",
+        "1e-12",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "--speed: {}:4: events[2].at: at=2s divided by speed 0.000000000001 is 2.000e12 s, \
+             beyond the largest time offset (2^64 ns, about 584 years); this event needs a \
+             speed of at least 1.084e-10",
+            s(&src)
+        )),
+        "{err}"
+    );
+    // A slow-down that fits is fine.
+    let o = cnsreplay(&[
+        "trace",
+        "rewrite",
+        s(&src),
+        "-o",
+        s(&out),
+        "--speed",
+        "1e-6",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
 }
 
 /// `trace rewrite` (alias `scale`): times divided, names mapped, and a rewrite that changes

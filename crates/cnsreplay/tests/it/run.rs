@@ -399,6 +399,106 @@ fn the_verdict_is_in_the_table_and_require_valid_exits_4() {
     );
     let o = run(args("--allow-invalid"));
     assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{o:?}");
+
+    // The docs write compare's options after `-- NEW...`, and the refusal's advice is
+    // appended there: they are options, not run directories.
+    let o = cnsreplay(&[
+        "analyze",
+        "compare",
+        valid.to_str().expect("utf-8"),
+        "--",
+        bound.to_str().expect("utf-8"),
+        "--allow-invalid",
+        "--threshold",
+        "all=10%",
+        "--json",
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{o:?}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--json was applied");
+    assert!(v["rows"].is_array(), "{v}");
+    let o = cnsreplay(&[
+        "analyze",
+        "compare",
+        valid.to_str().expect("utf-8"),
+        "--",
+        bound.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "still refused without it: {o:?}");
+    // An unknown option there is clap's usage error, not a missing run directory.
+    let o = cnsreplay(&[
+        "analyze",
+        "compare",
+        valid.to_str().expect("utf-8"),
+        "--",
+        bound.to_str().expect("utf-8"),
+        "--allow-invalidd",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("unexpected argument '--allow-invalidd'"),
+        "{err}"
+    );
+}
+
+/// `--speed 1e-12` makes every time after the first overflow a time offset: the run stops at
+/// the first such event with a located error instead of replaying saturated times.
+#[test]
+fn a_speed_that_overflows_the_times_is_refused_naming_the_event() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = cnsreplay(&[
+        "run",
+        QUICK,
+        "--provider",
+        "sim",
+        "--speed",
+        "1e-12",
+        "-o",
+        dir.path().join("run").to_str().expect("utf-8"),
+    ]);
+    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &stdout(&o);
+    assert_ne!(o.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{QUICK}:16: events[2].at: at=2s divided by speed 0.000000000001 is 2.000e12 s, \
+             beyond the largest time offset"
+        )),
+        "{text}"
+    );
+}
+
+/// `-q` ("only errors on stderr") hides the live progress line too, on a terminal (a pty from
+/// util-linux `script`), where it is drawn without `-q`.
+#[test]
+fn quiet_hides_the_progress_line_on_a_terminal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = env!("CARGO_BIN_EXE_cnsreplay");
+    let on_tty = |quiet: bool, run: &str| -> String {
+        let cmd = format!(
+            "{bin} {} run {QUICK} --provider sim --speed 8 --sim-latency default=constant:1ms \
+             -o {} >/dev/null",
+            if quiet { "-q" } else { "" },
+            dir.path().join(run).display()
+        );
+        let o = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .current_dir(workspace())
+            .env("TERM", "xterm")
+            .output()
+            .expect("script (util-linux)");
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let loud = on_tty(false, "loud");
+    assert!(
+        loud.contains("| in flight "),
+        "no progress line on a tty: {loud:?}"
+    );
+    let quiet = on_tty(true, "quiet");
+    assert!(
+        !quiet.contains("in flight") && !quiet.contains("ops/s"),
+        "-q drew progress: {quiet:?}"
+    );
 }
 
 /// Writes `lines` as a JSON Lines trace in `dir`, replays it with `--provider local` into

@@ -134,9 +134,21 @@ fn synth_fit_csv_prints_candidates_and_writes_a_usable_model() {
     let o = cnsreplay(&["synth", s(&model), "-o", s(&trace), "--duration", "1m"]);
     ok(&o);
     let o = cnsreplay(&["synth", "fit", "--json", s(&csv)]);
+    ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["observations"], 400);
     assert_eq!(v["candidates"].as_array().map(Vec::len), Some(5));
+    // The Pareto fit has α ≈ 0.17: no finite mean, `null` (JSON has no infinity), and the
+    // output is what the committed schema says.
+    let pareto = v["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .find(|c| c["family"] == "pareto")
+        .expect("pareto");
+    assert!(pareto["params"]["shape"].as_f64() < Some(1.0), "{pareto}");
+    assert!(pareto["mean_s"].is_null(), "{pareto}");
+    crate::assert_matches_schema(&o.stdout, "synth-fit");
 }
 
 #[test]

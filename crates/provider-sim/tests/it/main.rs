@@ -3,6 +3,7 @@
 
 mod config;
 mod queue;
+mod setup;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
