@@ -13,6 +13,7 @@
 pub mod capacity;
 pub mod compare;
 pub mod frame;
+pub mod headline;
 pub mod hist;
 pub mod inference;
 pub mod load;
@@ -20,6 +21,7 @@ pub mod modify;
 pub mod phase_io;
 pub mod point;
 pub mod qos;
+mod replayed;
 pub mod report;
 pub mod summary;
 mod svg;

@@ -183,6 +183,7 @@ struct Loaded {
     /// `io_phase` response histograms per tenant and bucket of `phase_width` ns.
     phase: BTreeMap<String, BTreeMap<u64, Histogram<u64>>>,
     phase_width: u64,
+    headline: crate::headline::Headline,
 }
 
 fn load(path: &Path, allow_invalid: bool) -> Result<Loaded> {
@@ -194,8 +195,9 @@ fn load(path: &Path, allow_invalid: bool) -> Result<Loaded> {
     let width = end.div_ceil(BUCKETS).max(1);
     let timeline = run.scan(|| Timeline::new(width))?;
     let (mut phase, mut phase_width) = (BTreeMap::new(), width);
+    let mut units = Vec::new();
     if phase_io::has_units(&run.path)? {
-        let units = phase_io::units(&run, &timeline.spans)?;
+        units = phase_io::units(&run, &timeline.spans)?;
         let tenants = match run.trace_path() {
             Some(t) => phase_io::tenants(&t)?,
             None => Default::default(),
@@ -210,7 +212,9 @@ fn load(path: &Path, allow_invalid: bool) -> Result<Loaded> {
         phase_width = width.max(longest);
         phase = phase_io::by_tenant(&units, &tenants, phase_width);
     }
+    let headline = crate::headline::headline(&run, &units)?;
     Ok(Loaded {
+        headline,
         run,
         stats,
         summary,
@@ -221,22 +225,19 @@ fn load(path: &Path, allow_invalid: bool) -> Result<Loaded> {
 }
 
 fn cdf_figure(runs: &[Loaded]) -> Figure {
+    // Every line its own colour (in series order) and every run its own dash, so runs stay
+    // apart in colour and in greyscale print.
     let mut series = Vec::new();
     for (i, l) in runs.iter().enumerate() {
         for (op, a) in &l.stats.ops {
             let Some(h) = a.response.as_ref().filter(|_| op.is_control()) else {
                 continue;
             };
-            let color = COLORS[(*op as usize) % COLORS.len()].to_owned();
             series.push(Series {
                 name: format!("{}{op}", label(i, runs.len())),
                 points: cdf_points(h),
-                color,
-                dash: if i % 2 == 1 {
-                    Dash::Dashed
-                } else {
-                    Dash::Solid
-                },
+                color: COLORS[series.len() % COLORS.len()].to_owned(),
+                dash: Dash::of_run(i),
             });
         }
     }
@@ -479,12 +480,18 @@ fn pct_cells(p: &Percentiles) -> String {
         .collect()
 }
 
-fn table(s: &RunSummary) -> String {
+fn table(i: usize, n: usize, s: &RunSummary) -> String {
     let mut h = String::new();
+    let observed = s.ops.values().any(|o| o.observed.is_some());
     let _ = write!(
         h,
-        "<h3>{}</h3><p>run {} · provider {} · speed {} · state {:?} · {} events, {} failed · \
+        "<h3>{}{}</h3><p>run {} · provider {} · speed {} · state {:?} · {} events, {} failed · \
          intended {:.2}/s, achieved {:.2}/s</p>",
+        if n > 1 {
+            format!("Run {}: ", i + 1)
+        } else {
+            String::new()
+        },
         esc(&s.run),
         esc(&s.run_id),
         esc(&s.provider),
@@ -500,17 +507,22 @@ fn table(s: &RunSummary) -> String {
          <th rowspan=2>intended/s</th><th rowspan=2>achieved/s</th>\
          <th rowspan=2>peak intended/s</th><th rowspan=2>peak achieved/s</th>\
          <th colspan=5>response</th><th colspan=5>service</th><th rowspan=2>lateness p99</th>\
-         <th rowspan=2>dep wait p99</th><th colspan=5>observed</th></tr><tr>",
+         <th rowspan=2>dep wait p99</th>",
     );
-    for _ in 0..3 {
+    if observed {
+        h.push_str("<th colspan=5>observed (recorded)</th>");
+    }
+    h.push_str("</tr><tr>");
+    for _ in 0..(2 + usize::from(observed)) {
         h.push_str("<th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>");
     }
     h.push_str("</tr>");
     for (op, o) in &s.ops {
-        let observed = o
-            .observed
-            .as_ref()
-            .map_or_else(|| "<td colspan=5>–</td>".to_owned(), pct_cells);
+        let observed = match &o.observed {
+            Some(p) => pct_cells(p),
+            None if observed => "<td colspan=5>–</td>".to_owned(),
+            None => String::new(),
+        };
         let _ = write!(
             h,
             "<tr><td>{op}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td>{}{}<td>{}</td><td>{}</td>{observed}</tr>",
@@ -649,18 +661,44 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
         .iter()
         .map(|p| load(p, allow_invalid))
         .collect::<Result<Vec<_>>>()?;
-    let mut figures = vec![cdf_figure(&loaded)];
+    let mut figures = Vec::new();
+    let mut absent = Vec::new();
+    let cdf = cdf_figure(&loaded);
+    if cdf.points > 0 {
+        figures.push(cdf);
+    } else {
+        absent.push("no control operations, so no response-time CDF".to_owned());
+    }
     for (i, l) in loaded.iter().enumerate() {
         figures.extend(io_figure(i, l));
-        figures.push(rate_figure(i, l));
+        if let Some(p) = crate::replayed::plot(&l.summary) {
+            figures.push(figure(
+                format!("replayed-{}", i + 1),
+                "Recorded vs replayed latency of each streamed volume: the source recording's \
+                 (trace observed, solid) and the replay's response (dashed), at min, p50, p90, \
+                 p99, p99.9 and max."
+                    .into(),
+                &p,
+            ));
+        }
+        if l.timeline.intended.iter().any(|&n| n > 0) {
+            figures.push(rate_figure(i, l));
+        } else {
+            absent.push(format!(
+                "run {}: no per-event records, so no intended-vs-achieved event rate",
+                i + 1
+            ));
+        }
         figures.extend(stream_figures(i, l)?);
     }
     let mut html = String::from(
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>cnsreplay report</title>\
          <style>body{font-family:sans-serif;margin:24px;color:#222}figure{margin:16px 0}\
          table{border-collapse:collapse;font-size:12px;margin-bottom:16px}\
-         td,th{border:1px solid #bbb;padding:2px 6px;text-align:right}th{background:#eee}\
-         td:first-child{text-align:left}figcaption{font-size:12px;color:#444}</style></head><body>\
+         td,th{border:1px solid #bbb;padding:2px 5px;text-align:right;white-space:nowrap}\
+         th{background:#eee}td:first-child{text-align:left}\
+         .headline{font-size:16px}figcaption,.note,.absent{font-size:12px;color:#444}\
+         </style></head><body>\
          <h1>cnsreplay report</h1>",
     );
     let _ = write!(html, "<p>{} run(s): ", loaded.len());
@@ -679,7 +717,24 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
             );
         }
     }
-    html.push_str("</p><h2>Figures</h2>");
+    html.push_str("</p><h2>Results</h2>");
+    let heads: Vec<_> = loaded
+        .iter()
+        .map(|l| (&l.headline, l.run.path.display().to_string()))
+        .collect();
+    let io = crate::headline::html(&heads);
+    let any_streams = loaded.iter().any(|l| !l.summary.io_streams.is_empty());
+    if io.is_empty() && !any_streams {
+        html.push_str("<p>No I/O was measured in these runs.</p>");
+    }
+    html.push_str(&io);
+    for (i, l) in loaded.iter().enumerate() {
+        html.push_str(&crate::replayed::html(i, &l.summary));
+    }
+    html.push_str("<h2>Figures</h2>");
+    for a in &absent {
+        let _ = write!(html, "<p class=absent>Not drawn: {}.</p>", esc(a));
+    }
     for f in &figures {
         let _ = write!(
             html,
@@ -692,8 +747,8 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
         );
     }
     html.push_str("<h2>Percentiles</h2>");
-    for l in &loaded {
-        html.push_str(&table(&l.summary));
+    for (i, l) in loaded.iter().enumerate() {
+        html.push_str(&table(i, loaded.len(), &l.summary));
     }
     for (i, l) in loaded.iter().enumerate() {
         match crate::modify::effects(&l.run)? {
