@@ -118,6 +118,23 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The analysis needs per-request records, and the run's I/O has none: it was replayed
+    /// through per-volume I/O streams (a block trace), which keep per-stream percentiles and
+    /// rates only.
+    #[error(
+        "{path}: no per-request records to {what}: the run's {streamed} io request(s) were \
+         replayed through per-volume I/O streams, which keep only per-stream percentiles and \
+         rates (`analyze summary` and `analyze report` show them: recorded vs replayed \
+         latency, rate by second)"
+    )]
+    NoRecords {
+        /// The run directory.
+        path: PathBuf,
+        /// What was asked (`export`, `judge QoS windows`).
+        what: &'static str,
+        /// Requests replayed through streams.
+        streamed: u64,
+    },
     /// A configuration file (QoS) is malformed.
     #[error("{file}: {message}")]
     Config {

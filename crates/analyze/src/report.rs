@@ -429,20 +429,11 @@ fn rate_figure(i: usize, l: &Loaded) -> Figure {
 /// Per bare-I/O stream: requests per second of the trace (intended) against the replay
 /// (issued), from `io/streams/*.json`.
 fn stream_figures(i: usize, l: &Loaded) -> Result<Vec<Figure>> {
-    let dir = l.run.path.join("io").join("streams");
-    let Ok(entries) = fs_err::read_dir(&dir) else {
-        return Ok(Vec::new());
-    };
-    let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
     let mut out = Vec::new();
-    for (k, path) in paths.iter().enumerate() {
-        let bytes = fs_err::read(path)?;
-        let c: replay::streams::RateCurve =
-            serde_json::from_slice(&bytes).map_err(|e| crate::Error::RunFile {
-                file: path.clone(),
-                message: e.to_string(),
-            })?;
+    for (k, c) in crate::summary::stream_curves(&l.run.path)?
+        .iter()
+        .enumerate()
+    {
         let pts = |w: usize| -> Vec<(f64, f64)> {
             c.per_second
                 .iter()
@@ -693,7 +684,7 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
     }
     let mut html = String::from(
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>cnsreplay report</title>\
-         <style>body{font-family:sans-serif;margin:24px;color:#222}figure{margin:16px 0}\
+         <style>body{font-family:sans-serif;margin:24px;max-width:1352px;color:#222}figure{margin:16px 0}\
          table{border-collapse:collapse;font-size:12px;margin-bottom:16px}\
          td,th{border:1px solid #bbb;padding:2px 5px;text-align:right;white-space:nowrap}\
          th{background:#eee}td:first-child{text-align:left}\

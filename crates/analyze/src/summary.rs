@@ -358,7 +358,7 @@ pub struct SummaryReport {
 /// Summarises one run from its scan.
 pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
     let total = stats.total();
-    let (intended_rate, achieved_rate) = total.rates();
+    let (mut intended_rate, mut achieved_rate) = total.rates();
     let mut ops: BTreeMap<String, OpReport> = stats
         .ops
         .iter()
@@ -404,8 +404,28 @@ pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
         row.count += streamed;
         row.ok += streamed - streamed_failed;
         row.failed += streamed_failed;
-        row.intended_rate += io_streams.iter().map(|f| f.intended_rate).sum::<f64>();
-        row.achieved_rate += io_streams.iter().map(|f| f.achieved_rate).sum::<f64>();
+        let (si, sa) = (
+            io_streams.iter().map(|f| f.intended_rate).sum::<f64>(),
+            io_streams.iter().map(|f| f.achieved_rate).sum::<f64>(),
+        );
+        row.intended_rate += si;
+        row.achieved_rate += sa;
+        intended_rate += si;
+        achieved_rate += sa;
+        // Peaks: the streams' requests per second (intended, issued) summed over volumes.
+        let mut per_second: BTreeMap<u64, [u64; 2]> = BTreeMap::new();
+        for c in stream_curves(&run.path)? {
+            for (k, v) in c.per_second.iter().enumerate() {
+                let e = per_second.entry(c.first_second + k as u64).or_default();
+                e[0] += v[0];
+                e[1] += v[1];
+            }
+        }
+        let (pi, pa) = per_second
+            .values()
+            .fold((0, 0), |(i, a), v| (i.max(v[0]), a.max(v[1])));
+        row.intended_peak = row.intended_peak.max(pi);
+        row.achieved_peak = row.achieved_peak.max(pa);
         notes.push(format!(
             "{streamed} io request(s) were replayed through per-volume I/O streams: they are in \
              the io row and under I/O streams, with the run's own latency percentiles, but have \
@@ -449,6 +469,30 @@ pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
         io_streams_observed,
         cluster: run_summary.and_then(|s| s.cluster),
     })
+}
+
+/// The per-second rate curves of a run's bare I/O streams (`io/streams/*.json`), by file
+/// name (none without streams).
+pub fn stream_curves(run_dir: &Path) -> Result<Vec<replay::streams::RateCurve>> {
+    let dir = run_dir.join("io").join("streams");
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut paths: Vec<_> = fs_err::read_dir(&dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let bytes = fs_err::read(&path)?;
+            serde_json::from_slice(&bytes).map_err(|e| crate::Error::RunFile {
+                file: path.clone(),
+                message: e.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// Scans and summarises a run.

@@ -565,6 +565,7 @@ fn clock<P: Provider>(
             .map(|v| v.name.clone())
             .collect(),
         lead.clone(),
+        control.live(),
     );
     let (reader_thread, feed) =
         timing::spawn_reader(reader, deps, opts.speed, control.stop_flag(), Some(router))?;

@@ -10,6 +10,7 @@ mod modify;
 mod outage;
 mod prometheus;
 mod real_node;
+mod report;
 mod run;
 
 use std::collections::HashMap;
