@@ -66,7 +66,7 @@ impl Accumulator for Acc {
             OpType::Snapshot | OpType::GroupSnapshot => self.snaps.push((r.started, r.completed)),
             OpType::Io if r.outcome == Outcome::Ok => {
                 self.io
-                    .push((r.id, r.intended, r.completed, r.response, r.during_snapshot))
+                    .push((r.id, r.intended, r.completed, r.response, r.during_snapshot));
             }
             _ => {}
         }

@@ -39,9 +39,9 @@ pub enum Dash {
     /// Dotted.
     Dotted,
     /// Dash and dot.
-    DashDot,
+    DotDashed,
     /// Long dashes.
-    LongDash,
+    Long,
 }
 
 impl Dash {
@@ -50,8 +50,8 @@ impl Dash {
         Dash::Solid,
         Dash::Dashed,
         Dash::Dotted,
-        Dash::DashDot,
-        Dash::LongDash,
+        Dash::DotDashed,
+        Dash::Long,
     ];
 
     /// The stroke of run `i` (0-based): a different style for each of the first five runs.
@@ -65,8 +65,8 @@ impl Dash {
             Dash::Solid => "none",
             Dash::Dashed => "5 3",
             Dash::Dotted => "1.5 2.5",
-            Dash::DashDot => "7 3 1.5 3",
-            Dash::LongDash => "12 4",
+            Dash::DotDashed => "7 3 1.5 3",
+            Dash::Long => "12 4",
         }
     }
 
