@@ -493,18 +493,24 @@ fn table(i: usize, n: usize, s: &RunSummary) -> String {
         s.intended_rate,
         s.achieved_rate
     );
+    // Rates and peaks as "intended / achieved" pairs and service without p90/p99.9, so the
+    // table fits 1 400 px even with the observed columns; a column no op has is left out.
+    let dep_wait = s.ops.values().any(|o| o.dep_wait.count > 0);
     h.push_str(
-        "<table><tr><th rowspan=2>op</th><th rowspan=2>count</th><th rowspan=2>failed</th>\
-         <th rowspan=2>intended/s</th><th rowspan=2>achieved/s</th>\
-         <th rowspan=2>peak intended/s</th><th rowspan=2>peak achieved/s</th>\
-         <th colspan=5>response</th><th colspan=5>service</th><th rowspan=2>lateness p99</th>\
-         <th rowspan=2>dep wait p99</th>",
+        "<table class=ops-table><tr><th rowspan=2>op</th><th rowspan=2>count</th>\
+         <th rowspan=2>failed</th><th rowspan=2>intended / achieved per s</th>\
+         <th rowspan=2>peak intended / achieved in 1 s</th><th colspan=5>response</th>\
+         <th colspan=3>service</th><th rowspan=2>lateness p99</th>",
     );
+    if dep_wait {
+        h.push_str("<th rowspan=2>dep wait p99</th>");
+    }
     if observed {
         h.push_str("<th colspan=5>observed (recorded)</th>");
     }
-    h.push_str("</tr><tr>");
-    for _ in 0..(2 + usize::from(observed)) {
+    h.push_str("</tr><tr><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>");
+    h.push_str("<th>p50</th><th>p99</th><th>max</th>");
+    if observed {
         h.push_str("<th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>");
     }
     h.push_str("</tr>");
@@ -514,19 +520,27 @@ fn table(i: usize, n: usize, s: &RunSummary) -> String {
             None if observed => "<td colspan=5>–</td>".to_owned(),
             None => String::new(),
         };
+        let dep = if dep_wait {
+            format!("<td>{}</td>", fmt_ns(o.dep_wait.p99 as f64))
+        } else {
+            String::new()
+        };
+        let service: String = [o.service.p50, o.service.p99, o.service.max]
+            .iter()
+            .map(|&v| format!("<td>{}</td>", fmt_ns(v as f64)))
+            .collect();
         let _ = write!(
             h,
-            "<tr><td>{op}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td>{}{}<td>{}</td><td>{}</td>{observed}</tr>",
+            "<tr><td>{op}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td>{}{service}\
+             <td>{}</td>{dep}{observed}</tr>",
             o.count,
             o.failed,
-            o.intended_rate,
-            o.achieved_rate,
+            fmt_num(o.intended_rate),
+            fmt_num(o.achieved_rate),
             o.intended_peak,
             o.achieved_peak,
             pct_cells(&o.response),
-            pct_cells(&o.service),
             fmt_ns(o.lateness.p99 as f64),
-            fmt_ns(o.dep_wait.p99 as f64),
         );
     }
     h.push_str("</table>");
@@ -535,7 +549,7 @@ fn table(i: usize, n: usize, s: &RunSummary) -> String {
             "<table><tr><th>I/O stream</th><th>requests</th><th>dropped</th><th>reordered</th>\
              <th>errors</th><th>intended/s</th><th>achieved/s</th><th>worst second</th>\
              <th>lateness p50</th><th>p99</th><th>p99.9</th><th>max</th><th>response p99</th>\
-             <th>target</th></tr>",
+             </tr>",
         );
         for f in &s.io_streams {
             let worst = f.worst_window.map_or_else(
@@ -554,7 +568,7 @@ fn table(i: usize, n: usize, s: &RunSummary) -> String {
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td>\
                  <td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{}</td></tr>",
+                 </tr>",
                 esc(&f.volume),
                 f.requests,
                 f.dropped,
@@ -568,10 +582,20 @@ fn table(i: usize, n: usize, s: &RunSummary) -> String {
                 fmt_ns(f.lateness.p999 as f64),
                 fmt_ns(f.lateness.max as f64),
                 fmt_ns(f.response.p99 as f64),
-                esc(&format!("{} ({})", f.target, f.flags.join("; "))),
             );
         }
-        h.push_str("</table>");
+        h.push_str("</table><ul class=note>");
+        // The targets' descriptions are prose, not values: below the table, free to wrap.
+        for f in &s.io_streams {
+            let _ = write!(
+                h,
+                "<li>{}: <code>{}</code> ({})</li>",
+                esc(&f.volume),
+                esc(&f.target),
+                esc(&f.flags.join("; "))
+            );
+        }
+        h.push_str("</ul>");
     }
     h
 }
@@ -686,9 +710,9 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>cnsreplay report</title>\
          <style>body{font-family:sans-serif;margin:24px;max-width:1352px;color:#222}figure{margin:16px 0}\
          table{border-collapse:collapse;font-size:12px;margin-bottom:16px}\
-         td,th{border:1px solid #bbb;padding:2px 5px;text-align:right;white-space:nowrap}\
+         td,th{border:1px solid #bbb;padding:2px 5px;text-align:right}td{white-space:nowrap}\
          th{background:#eee}td:first-child{text-align:left}\
-         .headline{font-size:16px}figcaption,.note,.absent{font-size:12px;color:#444}\
+         p code,li code{overflow-wrap:anywhere}.headline{font-size:16px}figcaption,.note,.absent{font-size:12px;color:#444}\
          </style></head><body>\
          <h1>cnsreplay report</h1>",
     );

@@ -25,7 +25,7 @@ fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
 fn tags<'a>(page: &'a str, marker: &str) -> Vec<&'a str> {
     page.match_indices(marker)
         .filter_map(|(i, _)| {
-            let start = page[..i].rfind('<')?;
+            let start = page[..=i].rfind('<')?;
             let end = i + page[i..].find('>')?;
             Some(&page[start..end])
         })
@@ -343,8 +343,9 @@ fn a_block_replay_shows_recorded_vs_replayed_and_record_tools_refuse_it_by_name(
     assert!(page.contains("Not drawn: no control operations"));
     let png = dir.path().join("block-report.png");
     let (w, _, px) = screenshot_fits(&html, &png, 2000);
+    // Thin lines only (four percentile lines, four rate lines): a blank page has none.
     assert!(
-        coloured(&px) > 8000,
+        coloured(&px) > 2500,
         "figures without data: {}",
         coloured(&px)
     );
