@@ -160,6 +160,7 @@ fn atomically(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<u64>) ->
 /// when complete).
 pub fn export_csv_file(run_dir: &Path, path: &Path) -> Result<u64> {
     let run = Run::open(run_dir)?;
+    run.check_records("export")?;
     atomically(path, |w| export_csv(&run, w))
 }
 
@@ -167,5 +168,6 @@ pub fn export_csv_file(run_dir: &Path, path: &Path) -> Result<u64> {
 /// when complete).
 pub fn export_parquet_file(run_dir: &Path, path: &Path) -> Result<u64> {
     let run = Run::open(run_dir)?;
+    run.check_records("export")?;
     atomically(path, |w| export_parquet(&run, w))
 }

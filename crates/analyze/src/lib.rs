@@ -13,6 +13,7 @@
 pub mod capacity;
 pub mod compare;
 pub mod frame;
+pub mod headline;
 pub mod hist;
 pub mod inference;
 pub mod load;
@@ -20,6 +21,7 @@ pub mod modify;
 pub mod phase_io;
 pub mod point;
 pub mod qos;
+mod replayed;
 pub mod report;
 pub mod summary;
 mod svg;
@@ -115,6 +117,23 @@ pub enum Error {
         file: PathBuf,
         /// What is wrong.
         message: String,
+    },
+    /// The analysis needs per-request records, and the run's I/O has none: it was replayed
+    /// through per-volume I/O streams (a block trace), which keep per-stream percentiles and
+    /// rates only.
+    #[error(
+        "{path}: no per-request records to {what}: the run's {streamed} io request(s) were \
+         replayed through per-volume I/O streams, which keep only per-stream percentiles and \
+         rates (`analyze summary` and `analyze report` show them: recorded vs replayed \
+         latency, rate by second)"
+    )]
+    NoRecords {
+        /// The run directory.
+        path: PathBuf,
+        /// What was asked (`export`, `judge QoS windows`).
+        what: &'static str,
+        /// Requests replayed through streams.
+        streamed: u64,
     },
     /// A configuration file (QoS) is malformed.
     #[error("{file}: {message}")]

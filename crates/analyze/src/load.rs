@@ -137,6 +137,43 @@ impl Run {
         }
     }
 
+    /// Requests replayed through per-volume I/O streams (`summary.json` `io_streams`): they
+    /// have no record in `events.jsonl` (0 without a readable summary).
+    pub fn streamed_requests(&self) -> u64 {
+        RunDir::open(&self.path)
+            .summary()
+            .map_or(0, |s| s.io_streams.iter().map(|f| f.requests).sum::<u64>())
+    }
+
+    /// Whether `events.jsonl` holds no record (absent, empty or blank).
+    pub fn has_no_records(&self) -> Result<bool> {
+        use std::io::BufRead;
+        let path = self.events_path();
+        if !path.exists() {
+            return Ok(true);
+        }
+        for line in std::io::BufReader::new(fs_err::File::open(&path)?).lines() {
+            if !line?.trim().is_empty() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// `Err(Error::NoRecords)` when the run's requests went through streams and
+    /// `events.jsonl` has no record, so `what` has nothing to work on.
+    pub fn check_records(&self, what: &'static str) -> Result<()> {
+        let streamed = self.streamed_requests();
+        if streamed > 0 && self.has_no_records()? {
+            return Err(Error::NoRecords {
+                path: self.path.clone(),
+                what,
+                streamed,
+            });
+        }
+        Ok(())
+    }
+
     /// `events.jsonl`.
     pub fn events_path(&self) -> PathBuf {
         self.path.join("events.jsonl")

@@ -241,6 +241,7 @@ pub fn qos(run_dir: &Path, spec: &QosSpec, allow_invalid: bool) -> Result<QosRep
     let targets = spec.targets().map_err(Error::Invalid)?;
     let window = spec.window.map_or(1_000_000_000, |d| d.0).max(1);
     let run = Run::open_for_analysis(run_dir, allow_invalid)?;
+    run.check_records("judge QoS windows")?;
     let trace = run.trace_path().ok_or_else(|| {
         Error::Invalid(format!(
             "qos needs the run's trace for tenants and I/O kinds: {} not found with sha256 {}",

@@ -183,6 +183,7 @@ struct Loaded {
     /// `io_phase` response histograms per tenant and bucket of `phase_width` ns.
     phase: BTreeMap<String, BTreeMap<u64, Histogram<u64>>>,
     phase_width: u64,
+    headline: crate::headline::Headline,
 }
 
 fn load(path: &Path, allow_invalid: bool) -> Result<Loaded> {
@@ -194,8 +195,9 @@ fn load(path: &Path, allow_invalid: bool) -> Result<Loaded> {
     let width = end.div_ceil(BUCKETS).max(1);
     let timeline = run.scan(|| Timeline::new(width))?;
     let (mut phase, mut phase_width) = (BTreeMap::new(), width);
+    let mut units = Vec::new();
     if phase_io::has_units(&run.path)? {
-        let units = phase_io::units(&run, &timeline.spans)?;
+        units = phase_io::units(&run, &timeline.spans)?;
         let tenants = match run.trace_path() {
             Some(t) => phase_io::tenants(&t)?,
             None => Default::default(),
@@ -210,7 +212,9 @@ fn load(path: &Path, allow_invalid: bool) -> Result<Loaded> {
         phase_width = width.max(longest);
         phase = phase_io::by_tenant(&units, &tenants, phase_width);
     }
+    let headline = crate::headline::headline(&run, &units)?;
     Ok(Loaded {
+        headline,
         run,
         stats,
         summary,
@@ -221,22 +225,19 @@ fn load(path: &Path, allow_invalid: bool) -> Result<Loaded> {
 }
 
 fn cdf_figure(runs: &[Loaded]) -> Figure {
+    // Every line its own colour (in series order) and every run its own dash, so runs stay
+    // apart in colour and in greyscale print.
     let mut series = Vec::new();
     for (i, l) in runs.iter().enumerate() {
         for (op, a) in &l.stats.ops {
             let Some(h) = a.response.as_ref().filter(|_| op.is_control()) else {
                 continue;
             };
-            let color = COLORS[(*op as usize) % COLORS.len()].to_owned();
             series.push(Series {
                 name: format!("{}{op}", label(i, runs.len())),
                 points: cdf_points(h),
-                color,
-                dash: if i % 2 == 1 {
-                    Dash::Dashed
-                } else {
-                    Dash::Solid
-                },
+                color: COLORS[series.len() % COLORS.len()].to_owned(),
+                dash: Dash::of_run(i),
             });
         }
     }
@@ -428,20 +429,11 @@ fn rate_figure(i: usize, l: &Loaded) -> Figure {
 /// Per bare-I/O stream: requests per second of the trace (intended) against the replay
 /// (issued), from `io/streams/*.json`.
 fn stream_figures(i: usize, l: &Loaded) -> Result<Vec<Figure>> {
-    let dir = l.run.path.join("io").join("streams");
-    let Ok(entries) = fs_err::read_dir(&dir) else {
-        return Ok(Vec::new());
-    };
-    let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
     let mut out = Vec::new();
-    for (k, path) in paths.iter().enumerate() {
-        let bytes = fs_err::read(path)?;
-        let c: replay::streams::RateCurve =
-            serde_json::from_slice(&bytes).map_err(|e| crate::Error::RunFile {
-                file: path.clone(),
-                message: e.to_string(),
-            })?;
+    for (k, c) in crate::summary::stream_curves(&l.run.path)?
+        .iter()
+        .enumerate()
+    {
         let pts = |w: usize| -> Vec<(f64, f64)> {
             c.per_second
                 .iter()
@@ -479,12 +471,18 @@ fn pct_cells(p: &Percentiles) -> String {
         .collect()
 }
 
-fn table(s: &RunSummary) -> String {
+fn table(i: usize, n: usize, s: &RunSummary) -> String {
     let mut h = String::new();
+    let observed = s.ops.values().any(|o| o.observed.is_some());
     let _ = write!(
         h,
-        "<h3>{}</h3><p>run {} · provider {} · speed {} · state {:?} · {} events, {} failed · \
+        "<h3>{}{}</h3><p>run {} · provider {} · speed {} · state {:?} · {} events, {} failed · \
          intended {:.2}/s, achieved {:.2}/s</p>",
+        if n > 1 {
+            format!("Run {}: ", i + 1)
+        } else {
+            String::new()
+        },
         esc(&s.run),
         esc(&s.run_id),
         esc(&s.provider),
@@ -495,35 +493,54 @@ fn table(s: &RunSummary) -> String {
         s.intended_rate,
         s.achieved_rate
     );
+    // Rates and peaks as "intended / achieved" pairs and service without p90/p99.9, so the
+    // table fits 1 400 px even with the observed columns; a column no op has is left out.
+    let dep_wait = s.ops.values().any(|o| o.dep_wait.count > 0);
     h.push_str(
-        "<table><tr><th rowspan=2>op</th><th rowspan=2>count</th><th rowspan=2>failed</th>\
-         <th rowspan=2>intended/s</th><th rowspan=2>achieved/s</th>\
-         <th rowspan=2>peak intended/s</th><th rowspan=2>peak achieved/s</th>\
-         <th colspan=5>response</th><th colspan=5>service</th><th rowspan=2>lateness p99</th>\
-         <th rowspan=2>dep wait p99</th><th colspan=5>observed</th></tr><tr>",
+        "<table class=ops-table><tr><th rowspan=2>op</th><th rowspan=2>count</th>\
+         <th rowspan=2>failed</th><th rowspan=2>intended / achieved per s</th>\
+         <th rowspan=2>peak intended / achieved in 1 s</th><th colspan=5>response</th>\
+         <th colspan=3>service</th><th rowspan=2>lateness p99</th>",
     );
-    for _ in 0..3 {
+    if dep_wait {
+        h.push_str("<th rowspan=2>dep wait p99</th>");
+    }
+    if observed {
+        h.push_str("<th colspan=5>observed (recorded)</th>");
+    }
+    h.push_str("</tr><tr><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>");
+    h.push_str("<th>p50</th><th>p99</th><th>max</th>");
+    if observed {
         h.push_str("<th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>");
     }
     h.push_str("</tr>");
     for (op, o) in &s.ops {
-        let observed = o
-            .observed
-            .as_ref()
-            .map_or_else(|| "<td colspan=5>–</td>".to_owned(), pct_cells);
+        let observed = match &o.observed {
+            Some(p) => pct_cells(p),
+            None if observed => "<td colspan=5>–</td>".to_owned(),
+            None => String::new(),
+        };
+        let dep = if dep_wait {
+            format!("<td>{}</td>", fmt_ns(o.dep_wait.p99 as f64))
+        } else {
+            String::new()
+        };
+        let service: String = [o.service.p50, o.service.p99, o.service.max]
+            .iter()
+            .map(|&v| format!("<td>{}</td>", fmt_ns(v as f64)))
+            .collect();
         let _ = write!(
             h,
-            "<tr><td>{op}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td>{}{}<td>{}</td><td>{}</td>{observed}</tr>",
+            "<tr><td>{op}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td>{}{service}\
+             <td>{}</td>{dep}{observed}</tr>",
             o.count,
             o.failed,
-            o.intended_rate,
-            o.achieved_rate,
+            fmt_num(o.intended_rate),
+            fmt_num(o.achieved_rate),
             o.intended_peak,
             o.achieved_peak,
             pct_cells(&o.response),
-            pct_cells(&o.service),
             fmt_ns(o.lateness.p99 as f64),
-            fmt_ns(o.dep_wait.p99 as f64),
         );
     }
     h.push_str("</table>");
@@ -532,7 +549,7 @@ fn table(s: &RunSummary) -> String {
             "<table><tr><th>I/O stream</th><th>requests</th><th>dropped</th><th>reordered</th>\
              <th>errors</th><th>intended/s</th><th>achieved/s</th><th>worst second</th>\
              <th>lateness p50</th><th>p99</th><th>p99.9</th><th>max</th><th>response p99</th>\
-             <th>target</th></tr>",
+             </tr>",
         );
         for f in &s.io_streams {
             let worst = f.worst_window.map_or_else(
@@ -551,7 +568,7 @@ fn table(s: &RunSummary) -> String {
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td>\
                  <td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{}</td></tr>",
+                 </tr>",
                 esc(&f.volume),
                 f.requests,
                 f.dropped,
@@ -565,10 +582,20 @@ fn table(s: &RunSummary) -> String {
                 fmt_ns(f.lateness.p999 as f64),
                 fmt_ns(f.lateness.max as f64),
                 fmt_ns(f.response.p99 as f64),
-                esc(&format!("{} ({})", f.target, f.flags.join("; "))),
             );
         }
-        h.push_str("</table>");
+        h.push_str("</table><ul class=note>");
+        // The targets' descriptions are prose, not values: below the table, free to wrap.
+        for f in &s.io_streams {
+            let _ = write!(
+                h,
+                "<li>{}: <code>{}</code> ({})</li>",
+                esc(&f.volume),
+                esc(&f.target),
+                esc(&f.flags.join("; "))
+            );
+        }
+        h.push_str("</ul>");
     }
     h
 }
@@ -649,18 +676,44 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
         .iter()
         .map(|p| load(p, allow_invalid))
         .collect::<Result<Vec<_>>>()?;
-    let mut figures = vec![cdf_figure(&loaded)];
+    let mut figures = Vec::new();
+    let mut absent = Vec::new();
+    let cdf = cdf_figure(&loaded);
+    if cdf.points > 0 {
+        figures.push(cdf);
+    } else {
+        absent.push("no control operations, so no response-time CDF".to_owned());
+    }
     for (i, l) in loaded.iter().enumerate() {
         figures.extend(io_figure(i, l));
-        figures.push(rate_figure(i, l));
+        if let Some(p) = crate::replayed::plot(&l.summary) {
+            figures.push(figure(
+                format!("replayed-{}", i + 1),
+                "Recorded vs replayed latency of each streamed volume: the source recording's \
+                 (trace observed, solid) and the replay's response (dashed), at min, p50, p90, \
+                 p99, p99.9 and max."
+                    .into(),
+                &p,
+            ));
+        }
+        if l.timeline.intended.iter().any(|&n| n > 0) {
+            figures.push(rate_figure(i, l));
+        } else {
+            absent.push(format!(
+                "run {}: no per-event records, so no intended-vs-achieved event rate",
+                i + 1
+            ));
+        }
         figures.extend(stream_figures(i, l)?);
     }
     let mut html = String::from(
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>cnsreplay report</title>\
-         <style>body{font-family:sans-serif;margin:24px;color:#222}figure{margin:16px 0}\
+         <style>body{font-family:sans-serif;margin:24px;max-width:1352px;color:#222}figure{margin:16px 0}\
          table{border-collapse:collapse;font-size:12px;margin-bottom:16px}\
-         td,th{border:1px solid #bbb;padding:2px 6px;text-align:right}th{background:#eee}\
-         td:first-child{text-align:left}figcaption{font-size:12px;color:#444}</style></head><body>\
+         td,th{border:1px solid #bbb;padding:2px 5px;text-align:right}td{white-space:nowrap}\
+         th{background:#eee}td:first-child{text-align:left}\
+         p code,li code{overflow-wrap:anywhere}.headline{font-size:16px}figcaption,.note,.absent{font-size:12px;color:#444}\
+         </style></head><body>\
          <h1>cnsreplay report</h1>",
     );
     let _ = write!(html, "<p>{} run(s): ", loaded.len());
@@ -679,7 +732,24 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
             );
         }
     }
-    html.push_str("</p><h2>Figures</h2>");
+    html.push_str("</p><h2>Results</h2>");
+    let heads: Vec<_> = loaded
+        .iter()
+        .map(|l| (&l.headline, l.run.path.display().to_string()))
+        .collect();
+    let io = crate::headline::html(&heads);
+    let any_streams = loaded.iter().any(|l| !l.summary.io_streams.is_empty());
+    if io.is_empty() && !any_streams {
+        html.push_str("<p>No I/O was measured in these runs.</p>");
+    }
+    html.push_str(&io);
+    for (i, l) in loaded.iter().enumerate() {
+        html.push_str(&crate::replayed::html(i, &l.summary));
+    }
+    html.push_str("<h2>Figures</h2>");
+    for a in &absent {
+        let _ = write!(html, "<p class=absent>Not drawn: {}.</p>", esc(a));
+    }
     for f in &figures {
         let _ = write!(
             html,
@@ -692,8 +762,8 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
         );
     }
     html.push_str("<h2>Percentiles</h2>");
-    for l in &loaded {
-        html.push_str(&table(&l.summary));
+    for (i, l) in loaded.iter().enumerate() {
+        html.push_str(&table(i, loaded.len(), &l.summary));
     }
     for (i, l) in loaded.iter().enumerate() {
         match crate::modify::effects(&l.run)? {

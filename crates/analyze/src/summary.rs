@@ -336,6 +336,11 @@ pub struct RunSummary {
     /// requests are not in `events.jsonl`, so not in `ops`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub io_streams: Vec<replay::StreamFidelity>,
+    /// Latency observed in the source recording (trace `observed`) of each streamed volume's
+    /// `io` events, beside `io_streams[].response` (what the replay measured): recorded vs
+    /// replayed, by volume.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub io_streams_observed: BTreeMap<String, Percentiles>,
     /// The cluster's own timing of the run's calls (CSI sidecars, API server; from the run's
     /// summary, when its provider scraped them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -353,21 +358,94 @@ pub struct SummaryReport {
 /// Summarises one run from its scan.
 pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
     let total = stats.total();
-    let (intended_rate, achieved_rate) = total.rates();
+    let (mut intended_rate, mut achieved_rate) = total.rates();
     let mut ops: BTreeMap<String, OpReport> = stats
         .ops
         .iter()
         .map(|(op, a)| (op.name().to_owned(), OpReport::of(a)))
         .collect();
     let mut notes = Vec::new();
-    let observed = observed_latencies(run, stats.max_id, &mut notes)?;
-    let has_observed = !observed.is_empty();
-    for (op, h) in observed {
+    let run_summary = replay::RunDir::open(&run.path).summary().ok();
+    let io_streams = run_summary
+        .as_ref()
+        .map(|s| s.io_streams.clone())
+        .unwrap_or_default();
+    // Requests replayed through streams have no record in events.jsonl: their counts and
+    // latencies are the run's own (summary.json), added to the `io` row and the totals.
+    let (mut events, mut failed, mut errors) = (total.count, total.failed, total.errors.clone());
+    if let Some(rs) = run_summary.as_ref().filter(|_| !io_streams.is_empty()) {
+        let streamed: u64 = io_streams.iter().map(|f| f.requests).sum();
+        let streamed_failed: u64 = io_streams
+            .iter()
+            .map(|f| f.requests - f.completed.min(f.requests))
+            .sum();
+        events += streamed;
+        failed += streamed_failed;
+        for (class, n) in [
+            (
+                "io_failed",
+                io_streams.iter().map(|f| f.errors).sum::<u64>(),
+            ),
+            ("io_dropped", io_streams.iter().map(|f| f.dropped).sum()),
+        ] {
+            if n > 0 {
+                *errors.entry(class.to_owned()).or_default() += n;
+            }
+        }
+        let row = ops.entry(OpType::Io.name().to_owned()).or_insert_with(|| {
+            let mut r = OpReport::of(&OpAcc::default());
+            if let Some(o) = rs.ops.get(OpType::Io.name()) {
+                r.response = o.response.clone();
+                r.service = o.service.clone();
+                r.lateness = o.lateness.clone();
+            }
+            r
+        });
+        row.count += streamed;
+        row.ok += streamed - streamed_failed;
+        row.failed += streamed_failed;
+        let (si, sa) = (
+            io_streams.iter().map(|f| f.intended_rate).sum::<f64>(),
+            io_streams.iter().map(|f| f.achieved_rate).sum::<f64>(),
+        );
+        row.intended_rate += si;
+        row.achieved_rate += sa;
+        intended_rate += si;
+        achieved_rate += sa;
+        // Peaks: the streams' requests per second (intended, issued) summed over volumes.
+        let mut per_second: BTreeMap<u64, [u64; 2]> = BTreeMap::new();
+        for c in stream_curves(&run.path)? {
+            for (k, v) in c.per_second.iter().enumerate() {
+                let e = per_second.entry(c.first_second + k as u64).or_default();
+                e[0] += v[0];
+                e[1] += v[1];
+            }
+        }
+        let (pi, pa) = per_second
+            .values()
+            .fold((0, 0), |(i, a), v| (i.max(v[0]), a.max(v[1])));
+        row.intended_peak = row.intended_peak.max(pi);
+        row.achieved_peak = row.achieved_peak.max(pa);
+        notes.push(format!(
+            "{streamed} io request(s) were replayed through per-volume I/O streams: they are in \
+             the io row and under I/O streams, with the run's own latency percentiles, but have \
+             no per-request records (export, qos and the timelines do not see them)"
+        ));
+    }
+    let streamed = !io_streams.is_empty() && run.manifest.state == CompletionState::Complete;
+    let observed = observed_latencies(run, stats.max_id, streamed, &mut notes)?;
+    let has_observed = !observed.by_op.is_empty();
+    for (op, h) in observed.by_op {
         if let Some(r) = ops.get_mut(op.name()) {
             r.observed = Some(Percentiles::of(&h));
         }
     }
-    let run_summary = replay::RunDir::open(&run.path).summary().ok();
+    let io_streams_observed = observed
+        .by_volume
+        .into_iter()
+        .filter(|(v, _)| io_streams.iter().any(|f| &f.volume == v))
+        .map(|(v, h)| (v, Percentiles::of(&h)))
+        .collect();
     Ok(RunSummary {
         run: run.path.display().to_string(),
         run_id: run.manifest.run_id.clone(),
@@ -376,9 +454,9 @@ pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
         provider: run.manifest.provider.name.clone(),
         speed: run.speed(),
         state: run.manifest.state,
-        events: total.count,
-        failed: total.failed,
-        errors: total.errors.clone(),
+        events,
+        failed,
+        errors,
         intended_rate,
         achieved_rate,
         lateness: pct(total.lateness.as_ref()),
@@ -387,12 +465,34 @@ pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
         observed: has_observed,
         notes,
         validity: run.validity.clone(),
-        io_streams: run_summary
-            .as_ref()
-            .map(|s| s.io_streams.clone())
-            .unwrap_or_default(),
+        io_streams,
+        io_streams_observed,
         cluster: run_summary.and_then(|s| s.cluster),
     })
+}
+
+/// The per-second rate curves of a run's bare I/O streams (`io/streams/*.json`), by file
+/// name (none without streams).
+pub fn stream_curves(run_dir: &Path) -> Result<Vec<replay::streams::RateCurve>> {
+    let dir = run_dir.join("io").join("streams");
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut paths: Vec<_> = fs_err::read_dir(&dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let bytes = fs_err::read(&path)?;
+            serde_json::from_slice(&bytes).map_err(|e| crate::Error::RunFile {
+                file: path.clone(),
+                message: e.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// Scans and summarises a run.
@@ -402,14 +502,23 @@ pub fn summary(path: &Path) -> Result<RunSummary> {
     summarize(&run, &stats)
 }
 
-/// Observed latencies per op type of trace events with id ≤ `max_id`, read only for imported
-/// traces (`provenance.source_format` set: a synthesized trace carries none).
+/// Observed latencies of the trace: per op type, and of `io` events per volume.
+#[derive(Default)]
+struct Observed {
+    by_op: BTreeMap<OpType, Histogram<u64>>,
+    by_volume: BTreeMap<String, Histogram<u64>>,
+}
+
+/// Observed latencies of trace events with id ≤ `max_id` (of every `io` event too when
+/// `all_io`: streamed requests have no record, so `max_id` does not bound them), read only
+/// for imported traces (`provenance.source_format` set: a synthesized trace carries none).
 fn observed_latencies(
     run: &Run,
     max_id: u64,
+    all_io: bool,
     notes: &mut Vec<String>,
-) -> Result<BTreeMap<OpType, Histogram<u64>>> {
-    let mut out = BTreeMap::new();
+) -> Result<Observed> {
+    let mut out = Observed::default();
     if run.manifest.trace.header.provenance.source_format.is_none() {
         return Ok(out);
     }
@@ -422,13 +531,30 @@ fn observed_latencies(
     };
     for ev in TraceReader::open(&path)?.events() {
         let ev = ev?;
-        if ev.id > max_id {
+        let io = match &ev.op {
+            trace_format::Op::Io(io) => Some(io),
+            _ => None,
+        };
+        if ev.id > max_id && !(all_io && io.is_some()) {
+            if all_io {
+                continue;
+            }
             break;
         }
         if let Some(o) = ev.observed {
-            out.entry(ev.op.op_type())
+            out.by_op
+                .entry(ev.op.op_type())
                 .or_insert_with(hist::latency)
                 .saturating_record(o.max(1));
+            if let Some(io) = io {
+                let v = io.volume.as_str();
+                if !out.by_volume.contains_key(v) {
+                    out.by_volume.insert(v.to_owned(), hist::latency());
+                }
+                if let Some(h) = out.by_volume.get_mut(v) {
+                    h.saturating_record(o.max(1));
+                }
+            }
         }
     }
     Ok(out)

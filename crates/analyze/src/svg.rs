@@ -38,14 +38,42 @@ pub enum Dash {
     Dashed,
     /// Dotted.
     Dotted,
+    /// Dash and dot.
+    DotDashed,
+    /// Long dashes.
+    Long,
 }
 
 impl Dash {
-    fn attr(self) -> &'static str {
+    /// The styles in the order runs take them ([`Dash::of_run`]).
+    pub const ALL: [Dash; 5] = [
+        Dash::Solid,
+        Dash::Dashed,
+        Dash::Dotted,
+        Dash::DotDashed,
+        Dash::Long,
+    ];
+
+    /// The stroke of run `i` (0-based): a different style for each of the first five runs.
+    pub fn of_run(i: usize) -> Self {
+        Self::ALL[i % Self::ALL.len()]
+    }
+
+    /// The SVG `stroke-dasharray` value (`none` for solid).
+    pub fn pattern(self) -> &'static str {
         match self {
-            Dash::Solid => "",
-            Dash::Dashed => r#" stroke-dasharray="5 3""#,
-            Dash::Dotted => r#" stroke-dasharray="1.5 2.5""#,
+            Dash::Solid => "none",
+            Dash::Dashed => "5 3",
+            Dash::Dotted => "1.5 2.5",
+            Dash::DotDashed => "7 3 1.5 3",
+            Dash::Long => "12 4",
+        }
+    }
+
+    fn attr(self) -> String {
+        match self {
+            Dash::Solid => String::new(),
+            d => format!(r#" stroke-dasharray="{}""#, d.pattern()),
         }
     }
 }

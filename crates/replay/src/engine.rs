@@ -578,6 +578,7 @@ fn clock<P: Provider>(
             .map(|v| v.name.clone())
             .collect(),
         lead.clone(),
+        control.live(),
     );
     let file = p.manifest.trace.path.clone();
     let (reader_thread, feed) = timing::spawn_reader(

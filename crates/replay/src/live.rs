@@ -101,6 +101,9 @@ pub struct Live {
     pub done: AtomicU64,
     /// Events failed.
     pub failed: AtomicU64,
+    /// Bare `io` requests handed to per-volume I/O streams (`crate::streams`): they are not
+    /// in `done` (a stream reports its completions when it ends).
+    pub streamed: AtomicU64,
     /// Events dispatched more than 1 ms after their intended time.
     pub late: AtomicU64,
     /// Largest dispatch lateness so far, ns.
@@ -184,6 +187,12 @@ impl Live {
             "counter",
             "Events completed.",
             self.done.load(Relaxed),
+        );
+        metric(
+            "io_streamed_total",
+            "counter",
+            "Bare io requests handed to per-volume I/O streams (not in events_done_total).",
+            self.streamed.load(Relaxed),
         );
         metric(
             "events_failed_total",

@@ -225,6 +225,8 @@ pub(crate) struct Router {
     /// this long after the first stream is set up, so requests due at time 0 are handed over
     /// as early as later ones.
     lead: Arc<AtomicU64>,
+    /// The run's live counters: requests handed to a stream are counted in `streamed`.
+    live: Arc<crate::Live>,
 }
 
 impl Router {
@@ -236,6 +238,7 @@ impl Router {
         collected: Arc<Mutex<Collected>>,
         header: Vec<Name>,
         lead: Arc<AtomicU64>,
+        live: Arc<crate::Live>,
     ) -> Self {
         Self {
             open,
@@ -247,6 +250,7 @@ impl Router {
             closers: Vec::new(),
             header,
             lead,
+            live,
         }
     }
 
@@ -374,7 +378,10 @@ impl Router {
         open.requests += 1;
         loop {
             match open.stream.submit(io, at) {
-                Ok(Submit::Queued) => break,
+                Ok(Submit::Queued) => {
+                    self.live.streamed.fetch_add(1, Relaxed);
+                    break;
+                }
                 Ok(Submit::Full) if !self.stop.load(Relaxed) => {
                     std::thread::sleep(Duration::from_micros(50));
                 }

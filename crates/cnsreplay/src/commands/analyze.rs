@@ -217,7 +217,22 @@ fn run_export(a: &ExportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         dest.commit()?;
         writeln!(out, "{n} records → {}", path.display())?;
     }
+    streamed_notice(&a.run, "exported");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says when part of a run's I/O went through streams and so is not in what a record-based
+/// analysis produced.
+fn streamed_notice(run: &Path, what: &str) {
+    let n = analyze::Run::open(run).map_or(0, |r| r.streamed_requests());
+    if n > 0 {
+        tracing::warn!(
+            "{}: {n} io request(s) were replayed through per-volume I/O streams and have no \
+             per-request records: they are not {what} (`analyze summary` and `analyze report` \
+             show them)",
+            run.display()
+        );
+    }
 }
 
 fn run_summary(a: &SummaryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -396,6 +411,20 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
             fmt_ns(f.lateness.p999 as f64),
             fmt_ns(f.response.p99 as f64)
         )?;
+        let p = |p: &replay::Percentiles| {
+            format!(
+                "p50 {} p90 {} p99 {} p99.9 {} max {}",
+                fmt_ns(p.p50 as f64),
+                fmt_ns(p.p90 as f64),
+                fmt_ns(p.p99 as f64),
+                fmt_ns(p.p999 as f64),
+                fmt_ns(p.max as f64)
+            )
+        };
+        if let Some(o) = s.io_streams_observed.get(&f.volume) {
+            writeln!(out, "  recorded (trace observed) {}", p(o))?;
+        }
+        writeln!(out, "  replayed (response)       {}", p(&f.response))?;
     }
     if !s.errors.is_empty() {
         let errs: Vec<String> = s.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -651,6 +680,7 @@ fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Ok(r) => r,
         Err(e) => return input_problem(e),
     };
+    streamed_notice(&a.run, "judged");
     let code = if r.targets.iter().any(|t| t.violated > 0) {
         ExitCode::from(1)
     } else {

@@ -10,7 +10,7 @@ use std::process::Command;
 use super::{LENIENT, cnsreplay, ok, s, stdout, workspace};
 
 /// Writes a JSON Lines trace: header, then `(at_ns, body)` events with ids 1…
-fn trace(dir: &Path, name: &str, events: &[(u64, String)]) -> PathBuf {
+pub(super) fn trace(dir: &Path, name: &str, events: &[(u64, String)]) -> PathBuf {
     let mut text = String::from(
         r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"},"volumes":[{"name":"v"}]}"#,
     );
@@ -23,7 +23,7 @@ fn trace(dir: &Path, name: &str, events: &[(u64, String)]) -> PathBuf {
     path
 }
 
-fn sim_run(trace: &Path, out: &Path, args: &[&str]) {
+pub(super) fn sim_run(trace: &Path, out: &Path, args: &[&str]) {
     let mut all = vec![
         "-q",
         "run",
@@ -245,7 +245,7 @@ fn capacity_of_a_sim_sweep_finds_the_saturation_rate() {
 
 /// A run with db I/O at 200/s for 4 s, three snapshots of 300 ms each under a sim stall, and
 /// a few create/attach operations.
-fn mixed_run(dir: &Path) -> PathBuf {
+pub(super) fn mixed_run(dir: &Path) -> PathBuf {
     let mut events: Vec<(u64, String)> = (0..800u64)
         .map(|i| {
             let kind = if i % 4 == 0 { "write" } else { "read" };
@@ -293,7 +293,7 @@ fn mixed_run(dir: &Path) -> PathBuf {
     run
 }
 
-fn chromium() -> String {
+pub(super) fn chromium() -> String {
     let found = || {
         Command::new("sh")
             .args(["-c", "command -v chromium"])
@@ -315,7 +315,7 @@ fn chromium() -> String {
 }
 
 /// Screenshots `page` (HTML or SVG file) in headless Chromium and decodes the PNG.
-fn screenshot(page: &Path, png: &Path, size: &str) -> (u32, u32, Vec<[u8; 3]>) {
+pub(super) fn screenshot(page: &Path, png: &Path, size: &str) -> (u32, u32, Vec<[u8; 3]>) {
     let profile = tempfile::tempdir().expect("profile");
     let o = Command::new(chromium())
         .args([
@@ -343,7 +343,7 @@ fn screenshot(page: &Path, png: &Path, size: &str) -> (u32, u32, Vec<[u8; 3]>) {
 }
 
 /// Decodes an 8-bit PNG into RGB pixels (grey and alpha dropped).
-fn decode_png(png: &Path) -> (u32, u32, Vec<[u8; 3]>) {
+pub(super) fn decode_png(png: &Path) -> (u32, u32, Vec<[u8; 3]>) {
     let decoder = png::Decoder::new(std::io::BufReader::new(
         fs_err::File::open(png).expect("png"),
     ));
@@ -366,7 +366,7 @@ fn decode_png(png: &Path) -> (u32, u32, Vec<[u8; 3]>) {
 }
 
 /// Pixels that are clearly coloured (a plotted series or band, not grey text or grid).
-fn coloured(px: &[[u8; 3]]) -> usize {
+pub(super) fn coloured(px: &[[u8; 3]]) -> usize {
     px.iter()
         .filter(|p| {
             let (mx, mn) = (*p.iter().max().expect("rgb"), *p.iter().min().expect("rgb"));
@@ -547,7 +547,7 @@ fn analyze_errors_name_the_path() {
 
 /// A short `local` run: tenants db and web each run a 3 s `io_phase` unit (ids 5 and 6) on
 /// their own volume from 1.5 s, with a snapshot of db's volume at 2.5 s.
-fn local_phase_run(dir: &Path) -> PathBuf {
+pub(super) fn local_phase_run(dir: &Path) -> PathBuf {
     let t = dir.join("phase.yaml");
     fs_err::write(
         &t,
@@ -600,7 +600,7 @@ fn span(run: &Path, id: u64) -> (u64, u64) {
 }
 
 /// Non-white pixels in the rectangle `[x0, x1) × [y0, y1)` of a `w`-wide image.
-fn inked(px: &[[u8; 3]], w: u32, (x0, x1): (u32, u32), (y0, y1): (u32, u32)) -> usize {
+pub(super) fn inked(px: &[[u8; 3]], w: u32, (x0, x1): (u32, u32), (y0, y1): (u32, u32)) -> usize {
     (y0..y1)
         .flat_map(|y| (x0..x1).map(move |x| (y * w + x) as usize))
         .filter(|&i| px[i].iter().any(|&c| c < 200))

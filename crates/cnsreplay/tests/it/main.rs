@@ -13,6 +13,7 @@ mod outputs;
 mod precheck;
 mod prometheus;
 mod real_node;
+mod report;
 mod run;
 mod validity;
 
