@@ -362,7 +362,7 @@ impl Exec {
     /// Ends the event: signals what it created and used, and builds its record.
     fn finish<P: Provider>(self, sh: &Shared<P>, result: Result<(), Failure>) -> Done {
         let now = sh.now();
-        let (completed, phases, io) = match &self.ctx {
+        let (completed, phases, io, retries) = match &self.ctx {
             Some(ctx) => {
                 // A provider may know the operation completed before `execute` returned (the
                 // arrival of the watch event that showed it): use that, within [started, now].
@@ -370,10 +370,10 @@ impl Exec {
                     Some(c) if result.is_ok() => c.clamp(self.started, now),
                     _ => now,
                 };
-                let (phases, io) = ctx.take();
-                (completed, phases, io)
+                let (phases, io, retries) = ctx.take();
+                (completed, phases, io, retries)
             }
-            None => (now, Vec::new(), Vec::new()),
+            None => (now, Vec::new(), Vec::new(), Vec::new()),
         };
         if let Some(i) = self.snap_idx {
             sh.snapshots.end(i, completed);
@@ -406,6 +406,7 @@ impl Exec {
                 .then(|| self.started.saturating_sub(self.intended)),
             during_snapshot: matches!(op, OpType::Io | OpType::IoPhase)
                 && sh.snapshots.overlapped_since(self.mark),
+            retries: (!retries.is_empty()).then(|| retries.into_boxed_slice()),
         };
         record.derive();
         if outcome == Outcome::Error {
