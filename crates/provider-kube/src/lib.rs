@@ -23,6 +23,7 @@ mod modify;
 pub mod objects;
 mod ops;
 mod outage;
+mod pods;
 mod preflight;
 mod stamp;
 mod stream;
@@ -49,7 +50,10 @@ pub use crate::io::{io_pod, split_log};
 pub use crate::io_local::IoExec;
 pub use crate::limiter::{ClientStats, Limiter};
 pub use crate::objects::{PodOptions, VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
-pub use crate::ops::{pod_failure, unschedulable, warning_class};
+pub use crate::pods::{
+    PodKind, WarningVerdict, pod_failure, pod_failure_as, pod_started, unschedulable,
+    warning_class, warning_verdict,
+};
 pub use crate::preflight::TraceUses;
 use crate::watch::{Watch, keep_all};
 
@@ -97,12 +101,13 @@ pub struct KubeConfig {
     /// its own duration). Every op type has one ([`default_timeouts`]), so a run never waits
     /// forever; `--timeout OP=DUR` overrides.
     pub timeouts: BTreeMap<OpType, u64>,
-    /// How long a failure Kubernetes retries may last before the operation fails with it
-    /// (ns): a pod `Unschedulable` (class `unschedulable`, the scheduler's message) or a
-    /// Warning Event `ProvisioningFailed`, `FailedAttachVolume`, `FailedMount`,
-    /// `FailedMapVolume` on the operation's object (classes `provisioning_failed`,
-    /// `attach_failed`, `mount_failed`; the Event's message). A condition that clears within
-    /// it (the scheduler retries on cluster changes; a PV just being bound) passes.
+    /// How long a pod may stay `Unschedulable` (class `unschedulable`, the scheduler's
+    /// message) or its sandbox fail to be created (a `FailedCreatePodSandBox` Warning, class
+    /// `sandbox_failed`) before the operation fails with it (ns). A condition that clears
+    /// within it (the scheduler retries on cluster changes; a PV just being bound) passes.
+    /// Other Warnings Kubernetes retries (`FailedMount`, `FailedAttachVolume`,
+    /// `ProvisioningFailed` with a retriable gRPC code) never fail an operation: they are
+    /// counted on its record and quoted by its timeout (see `pods.rs`).
     pub failure_grace_ns: u64,
     /// How every pod runs (security context, placement, resources, pull secrets).
     pub pod: PodOptions,
@@ -775,6 +780,16 @@ impl Provider for KubeProvider {
     ) -> Result<Option<Box<dyn replay::IoStream>>, ProviderError> {
         self.rt
             .block_on(stream::open(self.inner.clone(), volume.clone()))
+    }
+
+    /// The volumes' pods start together; a stop deletes the ones still starting.
+    fn open_io_streams(
+        &self,
+        volumes: &[trace_format::Name],
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Vec<Result<Option<Box<dyn replay::IoStream>>, ProviderError>> {
+        self.rt
+            .block_on(stream::open_all(self.inner.clone(), volumes, stop))
     }
 
     fn finish_notices(&self) -> Vec<String> {
