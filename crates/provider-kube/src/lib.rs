@@ -296,6 +296,8 @@ pub(crate) struct Kube {
     pub(crate) inflight: Mutex<BTreeMap<u64, Pending>>,
     /// Woken whenever `State::claim_node` changes.
     pub(crate) claim_node_changed: tokio::sync::Notify,
+    /// True once the run was asked to stop (`Kube::stopped`).
+    pub(crate) stop: OnceLock<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// An operation in flight, as [`KubeProvider::pending`] reports it.
@@ -364,6 +366,7 @@ impl KubeProvider {
             baseline: Mutex::new(None),
             inflight: Mutex::new(BTreeMap::new()),
             claim_node_changed: tokio::sync::Notify::new(),
+            stop: OnceLock::new(),
         });
         Ok(Self { inner, rt })
     }

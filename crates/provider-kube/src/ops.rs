@@ -550,6 +550,18 @@ impl Kube {
                     ),
                 )))
             });
+            let attached_va = async {
+                tokio::select! {
+                    r = attached_va => r,
+                    () = self.stopped(ctx) => (
+                        Err(ProviderError::new(
+                            "cancelled",
+                            format!("the run was stopped while PV {pv} was being attached"),
+                        )),
+                        Instant::now(),
+                    ),
+                }
+            };
             let (r, at) =
                 Box::pin(self.or_warning(ctx, attached_va, &[(name, uid)], POD_WARNINGS)).await;
             r?;

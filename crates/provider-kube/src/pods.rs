@@ -439,10 +439,56 @@ impl Kube {
         }
     }
 
+    /// Resolves once the run was asked to stop (the operation's stop flag, watched by one
+    /// task of the provider every 50 ms); never without a flag.
+    pub(crate) async fn stopped(&self, ctx: &OpCtx) {
+        let Some(flag) = ctx.stop_flag() else {
+            return std::future::pending().await;
+        };
+        let mut rx = self
+            .stop
+            .get_or_init(|| {
+                let (tx, rx) = tokio::sync::watch::channel(false);
+                let flag = flag.clone();
+                tokio::spawn(async move {
+                    while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    let _ = tx.send(true);
+                });
+                rx
+            })
+            .clone();
+        if rx.wait_for(|s| *s).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// Waits until `done` returns `Some` for pod `name` (UID `uid`), failing as soon as the
     /// pod cannot get there ([`pod_failure_as`]), is deleted or replaced, or stays
-    /// `Unschedulable` for longer than the failure grace.
+    /// `Unschedulable` for longer than the failure grace, or the run is asked to stop (class
+    /// `cancelled`: a pod still starting is not waited for; the caller deletes it).
     pub(crate) async fn pod_wait<T>(
+        &self,
+        ctx: &OpCtx,
+        name: &str,
+        uid: &str,
+        kind: PodKind,
+        done: impl FnMut(&Pod) -> Option<T>,
+    ) -> (Result<T, ProviderError>, Instant) {
+        tokio::select! {
+            r = self.pod_wait_inner(ctx, name, uid, kind, done) => r,
+            () = self.stopped(ctx) => (
+                Err(ProviderError::new(
+                    "cancelled",
+                    format!("the run was stopped while pod {name} was starting"),
+                )),
+                Instant::now(),
+            ),
+        }
+    }
+
+    async fn pod_wait_inner<T>(
         &self,
         ctx: &OpCtx,
         name: &str,

@@ -318,7 +318,8 @@ impl Exec {
             self.snap_idx = Some(sh.snapshots.begin(self.started));
         }
         let mut ctx = OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
-            .with_origin_wall(sh.origin_wall);
+            .with_origin_wall(sh.origin_wall)
+            .with_stop(sh.control.stop_flag());
         if self.op == OpType::IoPhase {
             let tenant = ev.tenant.as_ref().map_or("", |t| t.as_str());
             ctx = ctx.with_live_io(sh.live.clone(), tenant);

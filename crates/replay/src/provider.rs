@@ -129,6 +129,9 @@ pub struct OpCtx {
     /// tenant.
     live_io: Option<(Arc<crate::Live>, String)>,
     completed: Mutex<Option<Instant>>,
+    /// The run's stop flag (set by Ctrl-C or `RunControl::request_stop`), when the engine gave
+    /// it.
+    stop: Option<Arc<AtomicBool>>,
     /// Set once the provider reported anything above, so the engine takes no lock for an
     /// operation that reported nothing (most, at high rates).
     reported: AtomicBool,
@@ -164,6 +167,7 @@ impl OpCtx {
             io: Mutex::new(Vec::new()),
             live_io: None,
             completed: Mutex::new(None),
+            stop: None,
             reported: AtomicBool::new(false),
             event_id,
         }
@@ -191,6 +195,20 @@ impl OpCtx {
     pub fn with_live_io(mut self, live: Arc<crate::Live>, tenant: &str) -> Self {
         self.live_io = Some((live, tenant.to_owned()));
         self
+    }
+
+    /// Gives the operation the run's stop flag (see [`OpCtx::stop_flag`]).
+    #[must_use]
+    pub fn with_stop(mut self, stop: Arc<AtomicBool>) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// The run's stop flag, set once the run was asked to stop (Ctrl-C): an operation that
+    /// is only waiting for the cluster to start something (a pod) may then end at once, with
+    /// class `cancelled`, rather than wait out the stop's grace. `None` outside a run.
+    pub fn stop_flag(&self) -> Option<&Arc<AtomicBool>> {
+        self.stop.as_ref()
     }
 
     /// One interval histogram (response times, ns) of the I/O of `kind` (`read`, `write`, …)

@@ -451,12 +451,98 @@ fn a_wffc_provisioning_failure_ends_the_attach_with_the_provisioners_reason() {
     rt.block_on(drop_class(&c, &class));
 }
 
-/// A block trace's stream pods start together, and a stop while they start (Ctrl-C: the
-/// run's stop request) ends the run within 2 s and leaves nothing. The pods cannot be
-/// scheduled (a node selector no node matches, the failure grace longer than the test), so
-/// they are all still starting when the stop comes.
+/// Runs `trace` with pods that cannot be scheduled (a node selector no node matches, the
+/// failure grace longer than the test) until `n` pods of the run with label `selector` exist,
+/// all Pending; then stops the run (Ctrl-C: the run's stop request) and returns how long the
+/// run took to end after that, having checked it left nothing.
+fn stop_while_pods_start(
+    env: &TestEnv,
+    rt: &tokio::runtime::Runtime,
+    c: &kube::Client,
+    trace: &Path,
+    selector: &str,
+    n: usize,
+) -> Duration {
+    let mut cfg = KubeConfig {
+        kubeconfig: Some(env.runner_kubeconfig()),
+        storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
+        failure_grace_ns: 600_000_000_000,
+        ..KubeConfig::default()
+    };
+    cfg.pod
+        .node_selector
+        .insert("cnsreplay.io/no-such-label".into(), "x".into());
+    let p = std::sync::Arc::new(KubeProvider::new(cfg).unwrap());
+    let control = RunControl::new();
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let opts = RunOptions {
+        grace_ns: 30_000_000_000,
+        ..RunOptions::default()
+    };
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let pods = Api::<Pod>::all(c.clone());
+    let lp = ListParams::default().labels(selector);
+    let run_id = || {
+        std::fs::read(run_dir.join("manifest.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|m| m["run_id"].as_str().map(str::to_owned))
+    };
+    std::thread::scope(|s| {
+        let (p2, c2, run_dir2, opts2) = (p.clone(), control.clone(), &run_dir, &opts);
+        s.spawn(move || {
+            let r = replay::run(trace, run_dir2, &p2, opts2, &c2);
+            let _ = done_tx.send(Instant::now());
+            r
+        });
+        let t0 = Instant::now();
+        let starting = loop {
+            assert!(
+                t0.elapsed() < deadline(),
+                "{n} pods ({selector}) were not created within the test deadline"
+            );
+            if let Some(id) = run_id() {
+                let mine: Vec<Pod> = rt
+                    .block_on(pods.list(&lp))
+                    .unwrap()
+                    .items
+                    .into_iter()
+                    .filter(|p| {
+                        p.metadata
+                            .labels
+                            .as_ref()
+                            .is_some_and(|l| l.get("cnsreplay.io/run") == Some(&id))
+                    })
+                    .collect();
+                if mine.len() >= n {
+                    break mine;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert!(
+            starting
+                .iter()
+                .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending")),
+            "the pods cannot start"
+        );
+        let stop = Instant::now();
+        control.request_stop("test: Ctrl-C while pods start");
+        let ended = done_rx
+            .recv_timeout(deadline())
+            .expect("the run ended after the stop");
+        let took = ended.saturating_duration_since(stop);
+        nothing_left(rt, c, &run_id().expect("run id"));
+        took
+    })
+}
+
+/// A block trace's stream pods start together, and a stop while they start (Ctrl-C) ends
+/// the run within 2 s and leaves nothing; so does a stop while an attach's and an
+/// `io_phase`'s pods start.
 #[test]
-fn stream_pods_start_together_and_a_stop_while_they_start_ends_the_run_in_2_s() {
+fn pods_start_together_and_a_stop_while_they_start_ends_the_run_in_2_s() {
     let Some(env) = testenv() else { return };
     let rt = rt();
     let c = rt.block_on(client(&env));
@@ -474,86 +560,30 @@ fn stream_pods_start_together_and_a_stop_while_they_start_ends_the_run_in_2_s() 
         );
     }
     let trace = write_trace(dir.path(), &header, &body);
-    let mut cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
-        failure_grace_ns: 600_000_000_000,
-        ..KubeConfig::default()
-    };
-    cfg.pod
-        .node_selector
-        .insert("cnsreplay.io/no-such-label".into(), "x".into());
-    let p = std::sync::Arc::new(KubeProvider::new(cfg).unwrap());
-    let control = RunControl::new();
-    let run_dir = dir.path().join("run");
-    let opts = RunOptions {
-        grace_ns: 10_000_000_000,
-        ..RunOptions::default()
-    };
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let pods = Api::<Pod>::all(c.clone());
-    let lp = ListParams::default().labels("cnsreplay.io/role=io-stream");
-    std::thread::scope(|s| {
-        let (p2, c2, run_dir2, trace2, opts2) =
-            (p.clone(), control.clone(), &run_dir, &trace, &opts);
-        s.spawn(move || {
-            let r = replay::run(trace2, run_dir2, &p2, opts2, &c2);
-            let _ = done_tx.send(Instant::now());
-            r
-        });
-        // All three pods exist while none has started: they were created together.
-        let run_id = || {
-            std::fs::read(run_dir.join("manifest.json"))
-                .ok()
-                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                .and_then(|m| m["run_id"].as_str().map(str::to_owned))
-        };
-        let t0 = Instant::now();
-        let starting = loop {
-            assert!(
-                t0.elapsed() < deadline(),
-                "the stream pods were not created within the test deadline"
-            );
-            if let Some(id) = run_id() {
-                let mine: Vec<Pod> = rt
-                    .block_on(pods.list(&lp))
-                    .unwrap()
-                    .items
-                    .into_iter()
-                    .filter(|p| {
-                        p.metadata
-                            .labels
-                            .as_ref()
-                            .is_some_and(|l| l.get("cnsreplay.io/run") == Some(&id))
-                    })
-                    .collect();
-                if mine.len() == 3 {
-                    break mine;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        assert!(
-            starting
-                .iter()
-                .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending")),
-            "the pods cannot start"
+    // All three stream pods exist while none has started: they were created together.
+    let streams = stop_while_pods_start(&env, &rt, &c, &trace, "cnsreplay.io/role=io-stream", 3);
+    let trace = write_trace(
+        dir.path(),
+        "",
+        "  - {at: 0s, create_volume: {volume: v}}\n  \
+         - {at: 0s, attach: {workload: w, volumes: [v]}}\n  \
+         - {at: 60s, detach: {workload: w}}\n  \
+         - {at: 60s, delete_volume: {volume: v}}\n",
+    );
+    let attach = stop_while_pods_start(&env, &rt, &c, &trace, "cnsreplay.io/run", 1);
+    #[allow(clippy::print_stderr)] // the numbers the docs quote
+    {
+        eprintln!(
+            "stop while 3 stream pods start: the run ended {streams:?} later; while an \
+             attach's pod starts: {attach:?}"
         );
-        let stop = Instant::now();
-        control.request_stop("test: Ctrl-C while the stream pods start");
-        let ended = done_rx
-            .recv_timeout(deadline())
-            .expect("the run ended after the stop");
-        let took = ended.saturating_duration_since(stop);
-        #[allow(clippy::print_stderr)] // the number the docs quote
-        {
-            eprintln!("stop while 3 stream pods start: the run ended {took:?} later");
-        }
-        assert!(
-            took < Duration::from_secs(2),
-            "the run took {took:?} to end after the stop"
-        );
-        let id = run_id().expect("run id");
-        nothing_left(&rt, &c, &id);
-    });
+    }
+    assert!(
+        streams < Duration::from_secs(2),
+        "the run took {streams:?} to end after a stop while its stream pods started"
+    );
+    assert!(
+        attach < Duration::from_secs(2),
+        "the run took {attach:?} to end after a stop while an attach's pod started"
+    );
 }
