@@ -594,7 +594,96 @@ impl Kube {
 
 #[cfg(test)]
 mod tests {
-    use super::{WarningVerdict, grpc_code, warning_verdict};
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use kube::runtime::{reflector, watcher};
+
+    use super::{POD_WARNINGS, WarningVerdict, grpc_code, warned, warning_verdict};
+
+    fn event(
+        name: &str,
+        pod_uid: &str,
+        reason: &str,
+        msg: &str,
+        count: i32,
+        at: &str,
+    ) -> CoreEvent {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": name},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "ns", "uid": pod_uid},
+            "reason": reason, "message": msg, "type": "Warning", "count": count,
+            "lastTimestamp": at,
+        }))
+        .expect("an Event")
+    }
+
+    /// The kubelet's Events about one pod: retried ones are summed per reason (an Event's
+    /// `count` is how often it repeated), other pods' and Multi-Attach ones are ignored, the
+    /// latest is quoted, and a final one decides.
+    #[test]
+    fn warnings_about_a_pod_are_counted_and_judged() {
+        let (store, mut writer) = reflector::store::<CoreEvent>();
+        let mut add = |e: CoreEvent| writer.apply_watcher_event(&watcher::Event::Apply(e));
+        let unavailable = "MountVolume.MountDevice failed: rpc error: code = Unavailable desc = x";
+        add(event(
+            "e1",
+            "u1",
+            "FailedMount",
+            unavailable,
+            3,
+            "2026-01-01T00:00:01Z",
+        ));
+        add(event(
+            "e2",
+            "u1",
+            "FailedMount",
+            "timed out waiting",
+            2,
+            "2026-01-01T00:00:05Z",
+        ));
+        add(event(
+            "e3",
+            "u2",
+            "FailedMount",
+            "another pod",
+            9,
+            "2026-01-01T00:00:06Z",
+        ));
+        add(event(
+            "e4",
+            "u1",
+            "FailedAttachVolume",
+            "Multi-Attach error for volume \"pvc-1\"",
+            4,
+            "2026-01-01T00:00:07Z",
+        ));
+        let w = warned(&store, &[("p", "u1")], POD_WARNINGS);
+        assert_eq!(
+            w.retried,
+            vec![("FailedMount".to_owned(), 5, "timed out waiting".to_owned())]
+        );
+        assert!(w.verdict.is_none());
+        assert!(
+            w.last
+                .as_deref()
+                .is_some_and(|l| l.contains("timed out waiting") && l.contains("(2 times)")),
+            "{:?}",
+            w.last
+        );
+        add(event(
+            "e5",
+            "u1",
+            "FailedMount",
+            "MountVolume.MountDevice failed: rpc error: code = InvalidArgument desc = bad",
+            1,
+            "2026-01-01T00:00:08Z",
+        ));
+        let w = warned(&store, &[("p", "u1")], POD_WARNINGS);
+        assert!(
+            matches!(&w.verdict, Some((WarningVerdict::Final("mount_failed"), m)) if m.contains("InvalidArgument")),
+            "{:?}",
+            w.verdict
+        );
+    }
 
     #[test]
     fn warnings_kubernetes_retries_are_told_from_final_ones() {
