@@ -296,6 +296,9 @@ pub(crate) struct Kube {
     pub(crate) inflight: Mutex<BTreeMap<u64, Pending>>,
     /// Woken whenever `State::claim_node` changes.
     pub(crate) claim_node_changed: tokio::sync::Notify,
+    /// Failures the cluster retried during the run's operations, per reason: operations, times
+    /// reported (`KubeProvider::retry_notices`).
+    pub(crate) retried: Mutex<BTreeMap<String, (u64, u64)>>,
     /// True once the run was asked to stop (`Kube::stopped`).
     pub(crate) stop: OnceLock<tokio::sync::watch::Receiver<bool>>,
 }
@@ -367,6 +370,7 @@ impl KubeProvider {
             inflight: Mutex::new(BTreeMap::new()),
             claim_node_changed: tokio::sync::Notify::new(),
             stop: OnceLock::new(),
+            retried: Mutex::new(BTreeMap::new()),
         });
         Ok(Self { inner, rt })
     }
@@ -390,6 +394,35 @@ impl KubeProvider {
     pub fn throttle_notices(&self) -> Vec<String> {
         self.client_stats()
             .notices(self.inner.config.qps, self.inner.config.burst)
+    }
+
+    /// A notice of the failures the cluster retried during the run's operations (none when
+    /// there were none): they were not failures of those operations, and their records list
+    /// them under `retries`.
+    pub fn retry_notices(&self) -> Vec<String> {
+        let r = self
+            .inner
+            .retried
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if r.is_empty() {
+            return Vec::new();
+        }
+        let each: Vec<String> = r
+            .iter()
+            .map(|(reason, (ops, n))| {
+                format!(
+                    "{reason} {n} time{} in {ops} operation{}",
+                    if *n == 1 { "" } else { "s" },
+                    if *ops == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        vec![format!(
+            "kube: the cluster reported failures it retried by itself: {}; not counted as \
+             failed operations (each record lists them under `retries`)",
+            each.join(", ")
+        )]
     }
 
     /// The namespace of the run (after `prepare`).
@@ -446,6 +479,20 @@ impl Kube {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&id)
             .map(|p| p.waiting_for.clone())
+    }
+
+    /// Adds an operation's retried failures (`OpCtx::retries`) to the run's.
+    fn count_retries(&self, ctx: &OpCtx) {
+        let retries = ctx.retries();
+        if retries.is_empty() {
+            return;
+        }
+        let mut r = self.retried.lock().unwrap_or_else(PoisonError::into_inner);
+        for x in retries {
+            let e = r.entry(x.reason).or_default();
+            e.0 += 1;
+            e.1 += u64::from(x.count);
+        }
     }
 
     pub(crate) fn environment(&self) -> serde_json::Value {
@@ -796,7 +843,8 @@ impl Provider for KubeProvider {
     }
 
     fn finish_notices(&self) -> Vec<String> {
-        let notices = self.throttle_notices();
+        let mut notices = self.throttle_notices();
+        notices.extend(self.retry_notices());
         for n in &notices {
             tracing::warn!("{n}");
         }
@@ -854,9 +902,11 @@ impl KubeProvider {
         let id = ctx.event_id;
         let timeout = this.config.timeout(&ev);
         let op = ev.op.op_type();
-        let call = ops::execute(this.clone(), ev, ctx);
+        let call = ops::execute(this.clone(), ev, ctx.clone());
         AbortOnDrop(self.rt.spawn(stamp::scope(async move {
-            match tokio::time::timeout(timeout, call).await {
+            let r = tokio::time::timeout(timeout, call).await;
+            this.count_retries(&ctx);
+            match r {
                 Ok(r) => r,
                 Err(_) => Err(ProviderError::new(
                     "timeout",

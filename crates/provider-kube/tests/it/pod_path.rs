@@ -389,6 +389,14 @@ fn nodestage_faults_are_retried_and_counted_and_final_ones_fail_in_seconds() {
         all_records(&recs)
     );
     assert_eq!(out.summary.failed, 1, "{:?}", out.summary.errors);
+    assert!(
+        out.summary
+            .notices
+            .iter()
+            .any(|n| n.contains("retried by itself") && n.contains("FailedMount")),
+        "the run's notices say so: {:?}",
+        out.summary.notices
+    );
     #[allow(clippy::print_stderr)] // the numbers the docs quote
     {
         eprintln!(
