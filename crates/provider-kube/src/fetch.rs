@@ -65,10 +65,13 @@ pub enum FetchError {
         source: kube::Error,
     },
     /// The fetch pod did not reach Running.
-    #[error("the fetch pod {pod} did not start: {why}")]
+    #[error("the fetch pod {pod} did not start ({class}): {why}")]
     NotStarted {
         /// namespace/name.
         pod: String,
+        /// The error class, as for a run's pods (`image_pull_failed`, `pod_rejected`, …;
+        /// [`crate::pod_failure`]), or `timeout`.
+        class: String,
         /// Its phase, the container's waiting reason or the scheduler's message.
         why: String,
     },
@@ -334,7 +337,9 @@ where
     ))
 }
 
-/// Waits until the pod runs; returns its node. A pod that does not start says why.
+/// Waits until the pod runs; returns its node. A pod that will not start says why as soon as
+/// its status shows it ([`crate::pod_failure`], the classes of a run's pods), else after
+/// `timeout`.
 async fn wait_running(
     api: &Api<Pod>,
     name: &str,
@@ -344,9 +349,10 @@ async fn wait_running(
     let started = tokio::time::timeout(
         timeout,
         await_condition(api.clone(), name, |p: Option<&Pod>| {
-            p.and_then(|p| p.status.as_ref())
-                .and_then(|s| s.phase.as_deref())
-                .is_some_and(|ph| ph != "Pending")
+            p.is_none_or(|p| {
+                p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    || crate::pod_failure(p, full).is_some()
+            })
         }),
     )
     .await;
@@ -354,6 +360,13 @@ async fn wait_running(
         what: format!("reading {full}"),
         source,
     })?;
+    if let Some(e) = crate::pod_failure(&pod, full) {
+        return Err(FetchError::NotStarted {
+            pod: full.to_owned(),
+            class: e.class,
+            why: e.message,
+        });
+    }
     let status = pod.status.clone().unwrap_or_default();
     if started.is_ok() && status.phase.as_deref() == Some("Running") {
         return Ok(pod.spec.and_then(|s| s.node_name).unwrap_or_default());
@@ -382,6 +395,12 @@ async fn wait_running(
         .join("; ");
     Err(FetchError::NotStarted {
         pod: full.to_owned(),
+        class: if started.is_err() {
+            "timeout"
+        } else {
+            "pod_failed"
+        }
+        .to_owned(),
         why: format!(
             "phase {}{}{}",
             status.phase.as_deref().unwrap_or("unknown"),

@@ -111,16 +111,28 @@ pub(crate) async fn io_phase(
         w.io_pods.push(name.clone());
     }
     let w = &p.watches()?.pod;
-    let ((), at) = w
-        .wait_for(&name, |s| {
-            let o = s.get(&ObjectRef::new(&name).within(ns))?;
-            if o.uid().as_deref() != Some(&uid) {
-                return None;
-            }
-            let phase = o.status.as_ref()?.phase.clone()?;
-            (phase != "Pending").then_some(())
-        })
-        .await;
+    p.waiting(
+        ctx,
+        format!(
+            "iogen pod {ns}/{name} (image {}) to start{}",
+            p.config.iogen_image,
+            wl.node
+                .as_deref()
+                .map(|n| format!(" on node {n}"))
+                .unwrap_or_default()
+        ),
+    );
+    // A pod that will not start (or whose wait is dropped: the op's timeout, a stop) must
+    // not hold its volume or keep trying: the guard deletes it.
+    let mut guard = crate::ops::PodGuard::new(p, ns, &name, &uid);
+    let started = p.wait_started(ctx, &name, &uid).await;
+    if started.is_err()
+        && let Some(w) = p.state().workloads.get_mut(&ph.workload)
+    {
+        w.io_pods.retain(|n| *n != name);
+    }
+    let at = started?;
+    guard.disarm();
     stamp::phase_at(ctx, "running", at);
     let io_dir = p.run()?.run_dir.join("io");
     std::fs::create_dir_all(&io_dir).map_err(io_err)?;

@@ -25,6 +25,7 @@ mod modify;
 pub mod objects;
 mod ops;
 mod outage;
+mod pods;
 mod preflight;
 mod stamp;
 mod stream;
@@ -53,7 +54,10 @@ pub use crate::io::{io_pod, split_log};
 pub use crate::io_local::IoExec;
 pub use crate::limiter::{ClientStats, Limiter};
 pub use crate::objects::{PodOptions, VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
-pub use crate::ops::{pod_failure, unschedulable, warning_class};
+pub use crate::pods::{
+    PodKind, WarningVerdict, pod_failure, pod_failure_as, pod_started, unschedulable,
+    warning_class, warning_verdict,
+};
 pub use crate::preflight::TraceUses;
 use crate::watch::{Watch, keep_all};
 
@@ -101,12 +105,13 @@ pub struct KubeConfig {
     /// its own duration). Every op type has one ([`default_timeouts`]), so a run never waits
     /// forever; `--timeout OP=DUR` overrides.
     pub timeouts: BTreeMap<OpType, u64>,
-    /// How long a failure Kubernetes retries may last before the operation fails with it
-    /// (ns): a pod `Unschedulable` (class `unschedulable`, the scheduler's message) or a
-    /// Warning Event `ProvisioningFailed`, `FailedAttachVolume`, `FailedMount`,
-    /// `FailedMapVolume` on the operation's object (classes `provisioning_failed`,
-    /// `attach_failed`, `mount_failed`; the Event's message). A condition that clears within
-    /// it (the scheduler retries on cluster changes; a PV just being bound) passes.
+    /// How long a pod may stay `Unschedulable` (class `unschedulable`, the scheduler's
+    /// message) or its sandbox fail to be created (a `FailedCreatePodSandBox` Warning, class
+    /// `sandbox_failed`) before the operation fails with it (ns). A condition that clears
+    /// within it (the scheduler retries on cluster changes; a PV just being bound) passes.
+    /// Other Warnings Kubernetes retries (`FailedMount`, `FailedAttachVolume`,
+    /// `ProvisioningFailed` with a retriable gRPC code) never fail an operation: they are
+    /// counted on its record and quoted by its timeout (see `pods.rs`).
     pub failure_grace_ns: u64,
     /// How every pod runs (security context, placement, resources, pull secrets).
     pub pod: PodOptions,
@@ -295,6 +300,11 @@ pub(crate) struct Kube {
     pub(crate) inflight: Mutex<BTreeMap<u64, Pending>>,
     /// Woken whenever `State::claim_node` changes.
     pub(crate) claim_node_changed: tokio::sync::Notify,
+    /// Failures the cluster retried during the run's operations, per reason: operations, times
+    /// reported (`KubeProvider::retry_notices`).
+    pub(crate) retried: Mutex<BTreeMap<String, (u64, u64)>>,
+    /// True once the run was asked to stop (`Kube::stopped`).
+    pub(crate) stop: OnceLock<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// An operation in flight, as [`KubeProvider::pending`] reports it.
@@ -363,6 +373,8 @@ impl KubeProvider {
             baseline: Mutex::new(None),
             inflight: Mutex::new(BTreeMap::new()),
             claim_node_changed: tokio::sync::Notify::new(),
+            stop: OnceLock::new(),
+            retried: Mutex::new(BTreeMap::new()),
         });
         Ok(Self { inner, rt })
     }
@@ -386,6 +398,35 @@ impl KubeProvider {
     pub fn throttle_notices(&self) -> Vec<String> {
         self.client_stats()
             .notices(self.inner.config.qps, self.inner.config.burst)
+    }
+
+    /// A notice of the failures the cluster retried during the run's operations (none when
+    /// there were none): they were not failures of those operations, and their records list
+    /// them under `retries`.
+    pub fn retry_notices(&self) -> Vec<String> {
+        let r = self
+            .inner
+            .retried
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if r.is_empty() {
+            return Vec::new();
+        }
+        let each: Vec<String> = r
+            .iter()
+            .map(|(reason, (ops, n))| {
+                format!(
+                    "{reason} {n} time{} in {ops} operation{}",
+                    if *n == 1 { "" } else { "s" },
+                    if *ops == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        vec![format!(
+            "kube: the cluster reported failures it retried by itself: {}; not counted as \
+             failed operations (each record lists them under `retries`)",
+            each.join(", ")
+        )]
     }
 
     /// The namespace of the run (after `prepare`).
@@ -442,6 +483,20 @@ impl Kube {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&id)
             .map(|p| p.waiting_for.clone())
+    }
+
+    /// Adds an operation's retried failures (`OpCtx::retries`) to the run's.
+    fn count_retries(&self, ctx: &OpCtx) {
+        let retries = ctx.retries();
+        if retries.is_empty() {
+            return;
+        }
+        let mut r = self.retried.lock().unwrap_or_else(PoisonError::into_inner);
+        for x in retries {
+            let e = r.entry(x.reason).or_default();
+            e.0 += 1;
+            e.1 += u64::from(x.count);
+        }
     }
 
     pub(crate) fn environment(&self) -> serde_json::Value {
@@ -781,8 +836,19 @@ impl Provider for KubeProvider {
             .block_on(stream::open(self.inner.clone(), volume.clone()))
     }
 
+    /// The volumes' pods start together; a stop deletes the ones still starting.
+    fn open_io_streams(
+        &self,
+        volumes: &[trace_format::Name],
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Vec<Result<Option<Box<dyn replay::IoStream>>, ProviderError>> {
+        self.rt
+            .block_on(stream::open_all(self.inner.clone(), volumes, stop))
+    }
+
     fn finish_notices(&self) -> Vec<String> {
-        let notices = self.throttle_notices();
+        let mut notices = self.throttle_notices();
+        notices.extend(self.retry_notices());
         for n in &notices {
             tracing::warn!("{n}");
         }
@@ -840,9 +906,11 @@ impl KubeProvider {
         let id = ctx.event_id;
         let timeout = this.config.timeout(&ev);
         let op = ev.op.op_type();
-        let call = ops::execute(this.clone(), ev, ctx);
+        let call = ops::execute(this.clone(), ev, ctx.clone());
         AbortOnDrop(self.rt.spawn(stamp::scope(async move {
-            match tokio::time::timeout(timeout, call).await {
+            let r = tokio::time::timeout(timeout, call).await;
+            this.count_retries(&ctx);
+            match r {
                 Ok(r) => r,
                 Err(_) => Err(ProviderError::new(
                     "timeout",

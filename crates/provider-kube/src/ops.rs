@@ -16,6 +16,7 @@ use serde_json::json;
 use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
 
 use crate::objects::{self, DataSource, PodVolume, PvcSpec, VolumeSnapshot, k8s_name};
+use crate::pods::{POD_WARNINGS, PodKind, WarningVerdict, warning_verdict};
 use crate::stamp::{done_at, phase, phase_at};
 use crate::watch::Watch;
 use crate::{Kube, VolState, WlState, blocking, delete_params, io_err, uid_detail};
@@ -160,8 +161,9 @@ impl Kube {
     }
 
     /// Whether a StorageClass (None: the cluster default) has a provisioner that creates
-    /// volumes: its `ProvisioningFailed` Events are the provisioner's errors and end a
-    /// create_volume (after the failure grace). A static class (`kubernetes.io/no-provisioner`)
+    /// volumes: its `ProvisioningFailed` Events are the provisioner's errors, judged by
+    /// [`crate::pods::warning_verdict`] (a final one ends the create or the attach that waits
+    /// for the claim, a retried one is counted). A static class (`kubernetes.io/no-provisioner`)
     /// only waits for a matching PV; the PV controller's Events about it are not failures.
     fn class_provisions(&self, class: Option<&str>) -> bool {
         let env = self.environment();
@@ -196,68 +198,6 @@ impl Kube {
             })
     }
 
-    /// Waits until a Warning Event with one of `reasons` about the object `name` (UID `uid`)
-    /// arrived; returns `(class, message)` quoting it. Never returns without an Event watch.
-    async fn warning(&self, name: &str, uid: &str, reasons: &[&str]) -> (String, String) {
-        let Some(ev) = self.watches.get().and_then(|w| w.events.clone()) else {
-            return std::future::pending().await;
-        };
-        let (r, _) = ev
-            .wait_for(name, |s| {
-                s.state().iter().find_map(|e| {
-                    let reason = e.reason.as_deref()?;
-                    // The volume is still attached elsewhere for a pod being deleted (a
-                    // volume handed from one workload to the next): the attach-detach
-                    // controller retries until that detach is done. A wait, not a failure;
-                    // the op's timeout bounds it.
-                    if e.message
-                        .as_deref()
-                        .is_some_and(|m| m.contains("Multi-Attach error"))
-                    {
-                        return None;
-                    }
-                    (e.involved_object.uid.as_deref() == Some(uid) && reasons.contains(&reason))
-                        .then(|| {
-                            (
-                                warning_class(reason).to_owned(),
-                                format!(
-                                    "Warning {reason} on {} {}: {}",
-                                    e.involved_object.kind.as_deref().unwrap_or("object"),
-                                    name,
-                                    e.message.as_deref().unwrap_or("(no message)")
-                                ),
-                            )
-                        })
-                })
-            })
-            .await;
-        r
-    }
-
-    /// Runs `cond` until it completes; when a Warning Event with one of `reasons` about the
-    /// object arrives first, `cond` gets the failure grace to complete anyway, else the
-    /// operation fails with the Event's class and message.
-    async fn or_warning<T>(
-        &self,
-        ctx: &OpCtx,
-        cond: impl Future<Output = (Result<T, ProviderError>, Instant)>,
-        name: &str,
-        uid: &str,
-        reasons: &[&str],
-    ) -> (Result<T, ProviderError>, Instant) {
-        let mut cond = std::pin::pin!(cond);
-        let (class, msg) = tokio::select! {
-            r = &mut cond => return r,
-            w = self.warning(name, uid, reasons) => w,
-        };
-        self.waiting(ctx, format!("{name} despite {msg}"));
-        let grace = std::time::Duration::from_nanos(self.config.failure_grace_ns);
-        match tokio::time::timeout(grace, &mut cond).await {
-            Ok(r) => r,
-            Err(_) => (Err(ProviderError::new(&class, msg)), Instant::now()),
-        }
-    }
-
     async fn wait_pvc_bound(
         &self,
         ctx: &OpCtx,
@@ -278,7 +218,7 @@ impl Kube {
                 _ => None,
             }
         });
-        let (r, at) = self.or_warning(ctx, bound, name, uid, warnings).await;
+        let (r, at) = self.or_warning(ctx, bound, &[(name, uid)], warnings).await;
         Ok((r?, at))
     }
 
@@ -483,15 +423,9 @@ impl Kube {
             let created = Box::pin(self.create(ctx, "pod", &pod, Some(&w.pod))).await?;
             created.uid().unwrap_or_default()
         };
-        let mut guard = PodGuard {
-            api: Api::namespaced(self.client.clone(), ns),
-            limiter: self.limiter.clone(),
-            name: name.clone(),
-            uid: uid.clone(),
-            armed: true,
-        };
+        let mut guard = PodGuard::new(self, ns, &name, &uid);
         let node_name = self.run_pod(ctx, &name, &uid, volumes, &vols, node).await?;
-        guard.armed = false;
+        guard.disarm();
         Ok(WlState {
             pod: name,
             volumes: volumes.to_vec(),
@@ -503,8 +437,10 @@ impl Kube {
     }
 
     /// Waits until pod `name` (UID `uid`) is scheduled, its volumes bound and attached, and it
-    /// runs and is ready; fails as soon as it cannot get there (see [`pod_failure`], and
-    /// `Unschedulable` for longer than the configured grace). Returns its node.
+    /// runs and is ready; fails as soon as it cannot get there (see [`Kube::pod_wait`]: the
+    /// pod's status, `Unschedulable` for longer than the failure grace; and
+    /// [`Kube::or_warning`]: a final Warning about the pod, or a final `ProvisioningFailed`
+    /// on a WaitForFirstConsumer claim it waits for). Returns its node.
     async fn run_pod(
         &self,
         ctx: &OpCtx,
@@ -516,7 +452,6 @@ impl Kube {
     ) -> Result<String, ProviderError> {
         let ns = self.ns()?;
         let w = self.watches()?;
-        let failed = |o: &Pod| pod_failure(o, name);
         self.waiting(
             ctx,
             format!(
@@ -524,67 +459,42 @@ impl Kube {
                 pinned.map(|n| format!(" on node {n}")).unwrap_or_default()
             ),
         );
-        let mut unschedulable_since: Option<Instant> = None;
-        let grace = std::time::Duration::from_nanos(self.config.failure_grace_ns);
         // WaitForFirstConsumer claims: their node is selected (provisioning starts) before
         // the pod is bound to it (see wffc.rs).
         let selected = self.watch_node_selected(vols);
-        let (node_name, at) = loop {
-            let wait = w.pod.wait_for(name, |s| {
-                let o = get(s, ns, name, uid)?;
-                if let Some(f) = failed(&o) {
-                    return Some(Err(f));
-                }
-                if let Some(n) = o.spec.as_ref()?.node_name.clone() {
-                    return Some(Ok(Ok(n)));
-                }
-                // Unschedulable: report it once, then keep waiting (with the grace).
-                unschedulable(&o)
-                    .filter(|_| unschedulable_since.is_none())
-                    .map(|m| Ok(Err(m)))
-            });
-            let r = match unschedulable_since {
-                None => Some(Box::pin(wait).await),
-                Some(t0) => tokio::time::timeout(
-                    (t0 + grace).saturating_duration_since(Instant::now()),
-                    Box::pin(wait),
-                )
-                .await
-                .ok(),
-            };
-            match r {
-                Some((Ok(Ok(n)), at)) => break (n, at),
-                Some((Ok(Err(msg)), _)) => {
-                    self.waiting(
-                        ctx,
-                        format!("pod {ns}/{name} to be scheduled (Unschedulable: {msg})"),
-                    );
-                    unschedulable_since = Some(Instant::now());
-                }
-                Some((Err(e), _)) => return Err(e),
-                None => {
-                    let msg = w
-                        .pod
-                        .store()
-                        .get(&ObjectRef::new(name).within(ns))
-                        .and_then(|o| unschedulable(&o))
-                        .unwrap_or_else(|| "no node was found".into());
-                    return Err(ProviderError::new(
-                        "unschedulable",
-                        format!(
-                            "pod {ns}/{name} stayed unschedulable for {grace:?}: PodScheduled=False \
-                             reason Unschedulable: {msg}"
-                        ),
-                    ));
-                }
-            }
-        };
         let wffc: Vec<(Name, VolState)> = volumes
             .iter()
             .zip(vols)
             .filter(|(_, v)| v.wffc)
             .map(|(n, v)| (n.clone(), v.clone()))
             .collect();
+        // Under WaitForFirstConsumer the scheduler binds the pod to its node only once its
+        // claims are provisioned: while it is Pending, the provisioner's `ProvisioningFailed`
+        // Warnings on those claims are why.
+        let provisioned: Vec<(String, String)> = wffc
+            .iter()
+            .filter_map(|(_, v)| {
+                let pvc = w.pvc.store().get(&ObjectRef::new(&v.pvc).within(ns))?;
+                let class = pvc.spec.as_ref()?.storage_class_name.clone();
+                self.class_provisions(class.as_deref())
+                    .then(|| (v.pvc.clone(), pvc.uid().unwrap_or_default()))
+            })
+            .collect();
+        let mut objs: Vec<(&str, &str)> = vec![(name, uid)];
+        objs.extend(provisioned.iter().map(|(n, u)| (n.as_str(), u.as_str())));
+        let scheduled = self.pod_wait(ctx, name, uid, PodKind::Workload, |o| {
+            o.spec.as_ref()?.node_name.clone()
+        });
+        let (r, at) = Box::pin(self.or_warning(ctx, scheduled, &objs, SCHEDULING_WARNINGS)).await;
+        let node_name = r?;
+        {
+            let mut st = self.state();
+            for v in vols {
+                st.claim_node
+                    .insert((v.pvc.clone(), node_name.clone()), (uid.to_owned(), at));
+            }
+        }
+        self.claim_node_changed.notify_waiters();
         if wffc.is_empty() {
             phase_at(ctx, "scheduled", at);
         } else {
@@ -629,14 +539,6 @@ impl Kube {
                 phase_at(ctx, "bound", bound);
             }
         }
-        {
-            let mut st = self.state();
-            for v in vols {
-                st.claim_node
-                    .insert((v.pvc.clone(), node_name.clone()), (uid.to_owned(), at));
-            }
-        }
-        self.claim_node_changed.notify_waiters();
         let claims: Vec<String> = vols.iter().map(|v| v.pvc.clone()).collect();
         let pvs = self.attachable_pvs(&claims)?;
         let mut attached = None;
@@ -652,18 +554,36 @@ impl Kube {
                 if st.attached {
                     return Some(Ok(()));
                 }
-                let e = st.attach_error.as_ref()?;
+                // The external-attacher retries a failed ControllerPublishVolume: only a
+                // final one ends the attach (the retried ones show as FailedAttachVolume
+                // Warnings, counted below).
+                let msg = st.attach_error.as_ref()?.message.as_deref()?;
+                let WarningVerdict::Final(class) = warning_verdict("FailedAttachVolume", msg)
+                else {
+                    return None;
+                };
                 Some(Err(ProviderError::new(
-                    "attach_failed",
+                    class,
                     format!(
-                        "VolumeAttachment {} of PV {pv} on node {node_name}: attachError: {}",
+                        "VolumeAttachment {} of PV {pv} on node {node_name}: attachError: {msg}",
                         va.name_any(),
-                        e.message.as_deref().unwrap_or("(no message)")
                     ),
                 )))
             });
+            let attached_va = async {
+                tokio::select! {
+                    r = attached_va => r,
+                    () = self.stopped(ctx) => (
+                        Err(ProviderError::new(
+                            "cancelled",
+                            format!("the run was stopped while PV {pv} was being attached"),
+                        )),
+                        Instant::now(),
+                    ),
+                }
+            };
             let (r, at) =
-                Box::pin(self.or_warning(ctx, attached_va, name, uid, POD_VOLUME_WARNINGS)).await;
+                Box::pin(self.or_warning(ctx, attached_va, &[(name, uid)], POD_WARNINGS)).await;
             r?;
             attached = attached.max(Some(at));
         }
@@ -671,29 +591,21 @@ impl Kube {
             phase_at(ctx, "attached", at);
         }
         self.waiting(ctx, format!("pod {ns}/{name} Running on node {node_name}"));
-        let running = w.pod.wait_for(name, |s| {
-            let o = get(s, ns, name, uid)?;
-            if let Some(f) = failed(&o) {
-                return Some(Err(f));
-            }
-            (o.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(Ok(()))
+        let running = self.pod_wait(ctx, name, uid, PodKind::Workload, |o| {
+            (o.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(())
         });
-        let (r, at) = Box::pin(self.or_warning(ctx, running, name, uid, POD_VOLUME_WARNINGS)).await;
+        let (r, at) = Box::pin(self.or_warning(ctx, running, &[(name, uid)], POD_WARNINGS)).await;
         r?;
         phase_at(ctx, "running", at);
         self.waiting(ctx, format!("pod {ns}/{name} Ready"));
-        let (r, at) = Box::pin(w.pod.wait_for(name, |s| {
-            let o = get(s, ns, name, uid)?;
-            if let Some(f) = failed(&o) {
-                return Some(Err(f));
-            }
+        let (r, at) = Box::pin(self.pod_wait(ctx, name, uid, PodKind::Workload, |o| {
             o.status
                 .as_ref()?
                 .conditions
                 .as_ref()?
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True")
-                .then_some(Ok(()))
+                .then_some(())
         }))
         .await;
         r?;
@@ -993,20 +905,45 @@ impl Kube {
     }
 }
 
-/// Warning Events on a pod that fail its start (after the failure grace).
-const POD_VOLUME_WARNINGS: &[&str] = &["FailedAttachVolume", "FailedMount", "FailedMapVolume"];
+/// Warnings judged while a workload pod waits for its node: the pod's own, and the
+/// provisioner's on the WaitForFirstConsumer claims it waits for.
+const SCHEDULING_WARNINGS: &[&str] = &[
+    "FailedAttachVolume",
+    "FailedMount",
+    "FailedMapVolume",
+    "FailedCreatePodSandBox",
+    "ProvisioningFailed",
+];
 
 /// The pod of an attach that did not finish: it failed, or its future was dropped (the op's
 /// timeout, a stop). A pod that will not run must not keep its volumes from being deleted
 /// (the trace's later delete waits for the PVC, which the pod protects) nor keep trying to
 /// start: dropping the guard armed deletes it by UID, without waiting, on the runtime the
 /// attach ran on; cleanup checks it is gone.
-struct PodGuard {
+pub(crate) struct PodGuard {
     api: Api<Pod>,
     limiter: Arc<crate::Limiter>,
     name: String,
     uid: String,
     armed: bool,
+}
+
+impl PodGuard {
+    /// An armed guard of pod `name` (UID `uid`) in `ns`.
+    pub(crate) fn new(p: &Kube, ns: &str, name: &str, uid: &str) -> Self {
+        Self {
+            api: Api::namespaced(p.client.clone(), ns),
+            limiter: p.limiter.clone(),
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+            armed: true,
+        }
+    }
+
+    /// The pod started: keep it.
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
 }
 
 impl Drop for PodGuard {
@@ -1029,116 +966,6 @@ impl Drop for PodGuard {
             }
         });
     }
-}
-
-/// The error class of a Warning Event reason.
-pub fn warning_class(reason: &str) -> &'static str {
-    match reason {
-        "ProvisioningFailed" => "provisioning_failed",
-        "FailedAttachVolume" => "attach_failed",
-        "FailedMount" | "FailedMapVolume" => "mount_failed",
-        _ => "warning",
-    }
-}
-
-/// The scheduler's message when the pod is `PodScheduled=False` with reason `Unschedulable`.
-pub fn unschedulable(o: &Pod) -> Option<String> {
-    o.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| {
-            c.type_ == "PodScheduled"
-                && c.status == "False"
-                && c.reason.as_deref() == Some("Unschedulable")
-        })
-        .map(|c| c.message.clone().unwrap_or_default())
-}
-
-/// Container waiting reasons that mean the image cannot be pulled (class `image_pull_failed`).
-const IMAGE_PULL_REASONS: [&str; 4] = [
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "ErrImageNeverPull",
-];
-/// Container waiting reasons that mean the container cannot start or keeps failing (class
-/// `container_failed`).
-const CONTAINER_FAIL_REASONS: [&str; 4] = [
-    "CrashLoopBackOff",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-];
-
-/// Why a pod will never become ready, if it is known already: it ended (`pod_failed`), a
-/// container's image cannot be pulled (`image_pull_failed`), a container cannot start, keeps
-/// crashing or exited non-zero (`container_failed`). The message quotes the kubelet's reason
-/// and message.
-pub fn pod_failure(o: &Pod, name: &str) -> Option<ProviderError> {
-    let st = o.status.as_ref()?;
-    let statuses = st
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(st.container_statuses.iter().flatten());
-    for c in statuses {
-        let state = c.state.as_ref();
-        if let Some(wt) = state.and_then(|s| s.waiting.as_ref())
-            && let Some(reason) = wt.reason.as_deref()
-        {
-            let class = if IMAGE_PULL_REASONS.contains(&reason) {
-                "image_pull_failed"
-            } else if CONTAINER_FAIL_REASONS.contains(&reason) {
-                "container_failed"
-            } else {
-                continue;
-            };
-            return Some(ProviderError::new(
-                class,
-                format!(
-                    "pod {name} container {} ({}): {reason}: {}",
-                    c.name,
-                    c.image,
-                    wt.message.as_deref().unwrap_or("(no message)")
-                ),
-            ));
-        }
-        if let Some(t) = state.and_then(|s| s.terminated.as_ref())
-            && t.exit_code != 0
-        {
-            return Some(ProviderError::new(
-                "container_failed",
-                format!(
-                    "pod {name} container {} exited with code {}{}{}",
-                    c.name,
-                    t.exit_code,
-                    t.reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default(),
-                    t.message
-                        .as_deref()
-                        .map(|m| format!(": {m}"))
-                        .unwrap_or_default()
-                ),
-            ));
-        }
-    }
-    matches!(st.phase.as_deref(), Some("Failed" | "Succeeded")).then(|| {
-        ProviderError::new(
-            "pod_failed",
-            format!(
-                "pod {name} ended ({}) before it was ready{}",
-                st.phase.as_deref().unwrap_or_default(),
-                st.message
-                    .as_deref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            ),
-        )
-    })
 }
 
 fn storage_of(

@@ -102,36 +102,35 @@ pub(crate) async fn open(
         volume: volume.clone(),
         node,
     };
-    let running = tokio::time::timeout(
-        p.config.op_timeout(trace_format::OpType::Attach),
-        w.wait_for(&name, |s| {
-            let o = s.get(&ObjectRef::new(&name).within(&ns))?;
-            if o.uid().as_deref() != Some(&uid) {
-                return Some(Err("replaced".to_owned()));
+    // Until the pod runs, dropping this (a stop) deletes it.
+    let mut guard = crate::ops::PodGuard::new(&p, &ns, &name, &uid);
+    let timeout = p.config.op_timeout(trace_format::OpType::Attach);
+    let t0 = Instant::now();
+    let started =
+        match tokio::time::timeout(timeout, p.wait_started(&stream.ctx, &name, &uid)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(mut e)) => {
+                e.message = format!(
+                    "the I/O stream pod {ns}/{name} did not start after {:.1} s: {}",
+                    t0.elapsed().as_secs_f64(),
+                    e.message
+                );
+                Err(e)
             }
-            match o.status.as_ref()?.phase.as_deref()? {
-                "Running" => Some(Ok(())),
-                "Pending" => None,
-                other => Some(Err(format!("pod phase {other}"))),
-            }
-        }),
-    )
-    .await;
-    let fail = |why: String| {
-        ProviderError::new(
-            "io_failed",
-            format!("the I/O stream pod {ns}/{name} did not start: {why}"),
-        )
-    };
-    let started = match running {
-        Ok((Ok(()), _)) => Ok(()),
-        Ok((Err(why), _)) => Err(fail(why)),
-        Err(_) => Err(fail("timed out".to_owned())),
-    };
+            Err(_) => Err(ProviderError::new(
+                "timeout",
+                format!(
+                    "the I/O stream pod {ns}/{name} did not start within {timeout:?} (--timeout \
+                 attach=DUR)"
+                ),
+            )),
+        };
     if let Err(e) = started {
         stream.remove().await;
+        guard.disarm();
         return Err(e);
     }
+    guard.disarm();
     let dir = run.run_dir.join("io").join("stream-pods");
     fs_err::create_dir_all(&dir).map_err(io_err)?;
     let api: Api<Pod> = Api::namespaced(p.client.clone(), &ns);
@@ -205,6 +204,29 @@ pub(crate) async fn open(
         stream,
         rt: tokio::runtime::Handle::current(),
     })))
+}
+
+/// Opens the streams of `volumes` together (see [`open`]); once `stop` is set, returns at
+/// once with class `cancelled` for every volume, the pods that were starting deleted (and
+/// the streams already open ended, their pods removed by the run's cleanup).
+pub(crate) async fn open_all(
+    p: Arc<Kube>,
+    volumes: &[Name],
+    stop: &AtomicBool,
+) -> Vec<Result<Option<Box<dyn IoStream>>, ProviderError>> {
+    let opens = futures::future::join_all(volumes.iter().map(|v| open(p.clone(), v.clone())));
+    let stopped = async {
+        while !stop.load(Relaxed) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::select! {
+        r = opens => r,
+        () = stopped => volumes
+            .iter()
+            .map(|_| Err(ProviderError::new("cancelled", "the run was stopped while its I/O stream pods started")))
+            .collect(),
+    }
 }
 
 /// The pod of a volume's stream (exposed for rendering and review).

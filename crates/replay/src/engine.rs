@@ -567,7 +567,7 @@ fn clock<P: Provider>(
     let lead = Arc::new(AtomicU64::new(0));
     let opener = provider.clone();
     let router = streams::Router::new(
-        Box::new(move |v: &Name| opener.open_io_stream(v)),
+        Box::new(move |v: &[Name], stop: &AtomicBool| opener.open_io_streams(v, stop)),
         origin_cell.clone(),
         control.stop_flag(),
         p.streams.clone(),

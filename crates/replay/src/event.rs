@@ -366,7 +366,8 @@ impl Exec {
             self.snap_idx = Some(sh.snapshots.begin(self.started));
         }
         let mut ctx = OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
-            .with_origin_wall(sh.origin_wall);
+            .with_origin_wall(sh.origin_wall)
+            .with_stop(sh.control.stop_flag());
         if self.op == OpType::IoPhase {
             let tenant = ev.tenant.as_ref().map_or("", |t| t.as_str());
             ctx = ctx.with_live_io(sh.live.clone(), tenant);
@@ -410,7 +411,7 @@ impl Exec {
     /// Ends the event: signals what it created and used, and builds its record.
     fn finish<P: Provider>(self, sh: &Shared<P>, result: Result<(), Failure>) -> Done {
         let now = sh.now();
-        let (completed, phases, io) = match &self.ctx {
+        let (completed, phases, io, retries) = match &self.ctx {
             Some(ctx) => {
                 // A provider may know the operation completed before `execute` returned (the
                 // arrival of the watch event that showed it): use that, within [started, now].
@@ -418,10 +419,10 @@ impl Exec {
                     Some(c) if result.is_ok() => c.clamp(self.started, now),
                     _ => now,
                 };
-                let (phases, io) = ctx.take();
-                (completed, phases, io)
+                let (phases, io, retries) = ctx.take();
+                (completed, phases, io, retries)
             }
-            None => (now, Vec::new(), Vec::new()),
+            None => (now, Vec::new(), Vec::new(), Vec::new()),
         };
         if let Some(i) = self.snap_idx {
             sh.snapshots.end(i, completed);
@@ -454,6 +455,7 @@ impl Exec {
                 .then(|| self.started.saturating_sub(self.intended)),
             during_snapshot: matches!(op, OpType::Io | OpType::IoPhase)
                 && sh.snapshots.overlapped_since(self.mark),
+            retries: (!retries.is_empty()).then(|| retries.into_boxed_slice()),
         };
         record.derive();
         if outcome == Outcome::Error {

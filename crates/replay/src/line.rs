@@ -70,6 +70,22 @@ pub(crate) fn write_record(out: &mut Vec<u8>, r: &EventRecord) {
     if r.during_snapshot {
         out.extend_from_slice(b",\"during_snapshot\":true");
     }
+    if let Some(retries) = &r.retries {
+        out.extend_from_slice(b",\"retries\":[");
+        for (i, x) in retries.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"reason\":");
+            string(out, &x.reason);
+            out.extend_from_slice(b",\"count\":");
+            out.extend_from_slice(n.format(x.count).as_bytes());
+            out.extend_from_slice(b",\"message\":");
+            string(out, &x.message);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
     out.push(b'}');
 }
 
@@ -85,7 +101,7 @@ mod tests {
     use trace_format::OpType;
 
     use super::write_record;
-    use crate::record::{EventRecord, Outcome, Phase};
+    use crate::record::{EventRecord, Outcome, Phase, Retry};
 
     fn text() -> impl Strategy<Value = String> {
         // Quotes, backslashes, control characters, non-ASCII and plain text.
@@ -124,31 +140,46 @@ mod tests {
             any::<bool>(),
             proptest::option::of(any::<u64>()),
             any::<bool>(),
+            proptest::option::of(proptest::collection::vec(
+                (text(), any::<u32>(), text()),
+                0..3,
+            )),
         )
             .prop_map(
-                |(i, op, outcome, error_class, error, phases, waited, start, during)| EventRecord {
-                    id: i[0],
-                    op,
-                    intended: i[1],
-                    dispatched: i[2],
-                    started: i[3],
-                    completed: i[4],
-                    outcome,
-                    error_class,
-                    error,
-                    phases: phases
-                        .into_iter()
-                        .map(|(name, at)| Phase { name, at })
-                        .collect(),
-                    dep_wait: i[5],
-                    queue: i[6],
-                    response: i[7],
-                    service: i[8],
-                    lateness: i[9],
-                    pickup: i[10],
-                    waited,
-                    start_lateness: start,
-                    during_snapshot: during,
+                |(i, op, outcome, error_class, error, phases, waited, start, during, retries)| {
+                    EventRecord {
+                        id: i[0],
+                        op,
+                        intended: i[1],
+                        dispatched: i[2],
+                        started: i[3],
+                        completed: i[4],
+                        outcome,
+                        error_class,
+                        error,
+                        phases: phases
+                            .into_iter()
+                            .map(|(name, at)| Phase { name, at })
+                            .collect(),
+                        dep_wait: i[5],
+                        queue: i[6],
+                        response: i[7],
+                        service: i[8],
+                        lateness: i[9],
+                        pickup: i[10],
+                        waited,
+                        start_lateness: start,
+                        during_snapshot: during,
+                        retries: retries.map(|v| {
+                            v.into_iter()
+                                .map(|(reason, count, message)| Retry {
+                                    reason,
+                                    count,
+                                    message,
+                                })
+                                .collect()
+                        }),
+                    }
                 },
             )
     }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use trace_format::{Event, Header};
 
 use crate::ledger::{Ledger, LedgerEntry};
-use crate::record::Phase;
+use crate::record::{Phase, Retry};
 
 /// A failed provider operation: a stable class (counted in the summary) and a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -121,6 +121,7 @@ pub struct OpCtx {
     /// Set by the engine; `None`: mapped from `origin` when asked (no clock reads per event).
     origin_wall: Option<SystemTime>,
     phases: Mutex<Vec<Phase>>,
+    retries: Mutex<Vec<Retry>>,
     ledger: Arc<Ledger>,
     snapshots: Arc<SnapshotTimeline>,
     io: Mutex<Vec<IoReport>>,
@@ -128,6 +129,9 @@ pub struct OpCtx {
     /// tenant.
     live_io: Option<(Arc<crate::Live>, String)>,
     completed: Mutex<Option<Instant>>,
+    /// The run's stop flag (set by Ctrl-C or `RunControl::request_stop`), when the engine gave
+    /// it.
+    stop: Option<Arc<AtomicBool>>,
     /// Set once the provider reported anything above, so the engine takes no lock for an
     /// operation that reported nothing (most, at high rates).
     reported: AtomicBool,
@@ -170,11 +174,13 @@ impl OpCtx {
             origin,
             origin_wall: None,
             phases: Mutex::new(Vec::new()),
+            retries: Mutex::new(Vec::new()),
             ledger,
             snapshots,
             io: Mutex::new(Vec::new()),
             live_io: None,
             completed: Mutex::new(None),
+            stop: None,
             reported: AtomicBool::new(false),
             event_id,
         }
@@ -202,6 +208,20 @@ impl OpCtx {
     pub fn with_live_io(mut self, live: Arc<crate::Live>, tenant: &str) -> Self {
         self.live_io = Some((live, tenant.to_owned()));
         self
+    }
+
+    /// Gives the operation the run's stop flag (see [`OpCtx::stop_flag`]).
+    #[must_use]
+    pub fn with_stop(mut self, stop: Arc<AtomicBool>) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// The run's stop flag, set once the run was asked to stop (Ctrl-C): an operation that
+    /// is only waiting for the cluster to start something (a pod) may then end at once, with
+    /// class `cancelled`, rather than wait out the stop's grace. `None` outside a run.
+    pub fn stop_flag(&self) -> Option<&Arc<AtomicBool>> {
+        self.stop.as_ref()
     }
 
     /// One interval histogram (response times, ns) of the I/O of `kind` (`read`, `write`, …)
@@ -236,6 +256,34 @@ impl OpCtx {
                 name: name.to_owned(),
                 at,
             });
+    }
+
+    /// Reports a failure the cluster retried by itself while the operation ran (e.g. the
+    /// kubelet's `FailedMount` Warnings): `count` is how many times `reason` was reported so
+    /// far (the latest report per reason wins, so it may be reported again as it grows) and
+    /// `message` its last message. They go to the record's `retries`.
+    pub fn retried(&self, reason: &str, count: u32, message: &str) {
+        self.reported.store(true, SeqCst);
+        let mut r = self.retries.lock().unwrap_or_else(PoisonError::into_inner);
+        match r.iter_mut().find(|x| x.reason == reason) {
+            Some(x) => {
+                x.count = x.count.max(count);
+                message.clone_into(&mut x.message);
+            }
+            None => r.push(Retry {
+                reason: reason.to_owned(),
+                count,
+                message: message.to_owned(),
+            }),
+        }
+    }
+
+    /// The retried failures reported so far (see [`OpCtx::retried`]).
+    pub fn retries(&self) -> Vec<Retry> {
+        self.retries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Reports the instant the operation completed (e.g. when the watch event that showed
@@ -280,13 +328,14 @@ impl OpCtx {
             .push(r);
     }
 
-    pub(crate) fn take(&self) -> (Vec<Phase>, Vec<IoReport>) {
+    pub(crate) fn take(&self) -> (Vec<Phase>, Vec<IoReport>, Vec<Retry>) {
         if !self.reported.load(SeqCst) {
-            return (Vec::new(), Vec::new());
+            return (Vec::new(), Vec::new(), Vec::new());
         }
         (
             std::mem::take(&mut *self.phases.lock().unwrap_or_else(PoisonError::into_inner)),
             std::mem::take(&mut *self.io.lock().unwrap_or_else(PoisonError::into_inner)),
+            std::mem::take(&mut *self.retries.lock().unwrap_or_else(PoisonError::into_inner)),
         )
     }
 }
@@ -442,6 +491,28 @@ pub trait Provider: Send + Sync + 'static {
     ) -> Result<Option<Box<dyn crate::streams::IoStream>>, ProviderError> {
         let _ = volume;
         Ok(None)
+    }
+
+    /// Opens the streams of several volumes (see [`Provider::open_io_stream`]), one answer
+    /// per volume in their order. A provider whose streams take long to set up (a pod each)
+    /// opens them together; once `stop` is set (the run was stopped) it returns promptly,
+    /// leaving nothing behind, with class `cancelled` for what it did not open. The default
+    /// opens them one after another.
+    fn open_io_streams(
+        &self,
+        volumes: &[trace_format::Name],
+        stop: &AtomicBool,
+    ) -> Vec<Result<Option<Box<dyn crate::streams::IoStream>>, ProviderError>> {
+        volumes
+            .iter()
+            .map(|v| {
+                if stop.load(SeqCst) {
+                    Err(ProviderError::new("cancelled", "the run was stopped"))
+                } else {
+                    self.open_io_stream(v)
+                }
+            })
+            .collect()
     }
 
     /// Performs one event's operation. Markers are never passed here.

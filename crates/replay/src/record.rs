@@ -21,6 +21,19 @@ pub struct Phase {
     pub at: u64,
 }
 
+/// A failure the cluster reported about an operation and retried by itself (e.g. the kubelet's
+/// `FailedMount` Warnings before a mount succeeded): counted, not an error of the operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Retry {
+    /// The cluster's reason, e.g. `FailedMount`.
+    pub reason: String,
+    /// How many times it was reported.
+    pub count: u32,
+    /// Its last message.
+    pub message: String,
+}
+
 /// How an event ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -86,6 +99,11 @@ pub struct EventRecord {
     /// A snapshot operation was in flight at some point while this operation ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub during_snapshot: bool,
+    /// Failures the cluster retried while the operation ran (per reason: how many, the last
+    /// message), whether it then succeeded or not; absent when there were none (boxed: most
+    /// records have none, and the sink moves millions of records a second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<Box<[Retry]>>,
 }
 
 impl EventRecord {
@@ -112,6 +130,7 @@ impl EventRecord {
             waited: false,
             start_lateness: Some(dispatched.saturating_sub(intended)),
             during_snapshot: false,
+            retries: None,
         };
         r.derive();
         r

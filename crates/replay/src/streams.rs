@@ -190,9 +190,11 @@ pub(crate) struct Ended {
     report: Result<IoStreamReport, ProviderError>,
 }
 
-/// Opens a provider's stream for a volume (`None`: the provider has none).
-pub(crate) type Opener =
-    Box<dyn FnMut(&Name) -> Result<Option<Box<dyn IoStream>>, ProviderError> + Send>;
+/// Opens a provider's streams for volumes (`None`: the provider has none), one answer per
+/// volume; returns promptly once the stop flag is set.
+pub(crate) type Opener = Box<
+    dyn FnMut(&[Name], &AtomicBool) -> Vec<Result<Option<Box<dyn IoStream>>, ProviderError>> + Send,
+>;
 
 /// What the reader hands over at the end: every stream's end, notices.
 #[derive(Debug, Default)]
@@ -254,35 +256,39 @@ impl Router {
         }
     }
 
-    /// Opens `volume`'s stream; false when it takes the per-event path.
-    fn open_one(&mut self, volume: &Name) -> bool {
-        match (self.open)(volume) {
-            Ok(Some(stream)) => {
-                let ahead = u64::try_from(stream.lookahead().as_nanos()).unwrap_or(u64::MAX);
-                self.lead.fetch_max(ahead, Relaxed);
-                self.streams.insert(
-                    volume.clone(),
-                    Open {
-                        stream,
-                        hold: None,
-                        requests: 0,
-                        not_accepted: 0,
-                    },
-                );
-                true
-            }
-            Ok(None) => {
-                self.per_event.insert(volume.clone());
-                false
-            }
-            Err(e) => {
-                self.notice(format!(
-                    "volume {:?}: its I/O stream could not be opened ({e}); its io events go \
-                     one call at a time",
-                    volume.as_str()
-                ));
-                self.per_event.insert(volume.clone());
-                false
+    /// Opens the streams of `volumes` together; the ones that do not open take the per-event
+    /// path.
+    fn open_all(&mut self, volumes: &[Name]) {
+        let answers = (self.open)(volumes, &self.stop);
+        for (volume, answer) in volumes.iter().zip(answers) {
+            match answer {
+                Ok(Some(stream)) => {
+                    let ahead = u64::try_from(stream.lookahead().as_nanos()).unwrap_or(u64::MAX);
+                    self.lead.fetch_max(ahead, Relaxed);
+                    self.streams.insert(
+                        volume.clone(),
+                        Open {
+                            stream,
+                            hold: None,
+                            requests: 0,
+                            not_accepted: 0,
+                        },
+                    );
+                }
+                Ok(None) => {
+                    self.per_event.insert(volume.clone());
+                }
+                Err(e) if e.class == "cancelled" && self.stop.load(Relaxed) => {
+                    self.per_event.insert(volume.clone());
+                }
+                Err(e) => {
+                    self.notice(format!(
+                        "volume {:?}: its I/O stream could not be opened ({e}); its io events \
+                         go one call at a time",
+                        volume.as_str()
+                    ));
+                    self.per_event.insert(volume.clone());
+                }
             }
         }
     }
@@ -326,20 +332,23 @@ impl Router {
             return Err(due);
         }
         if !self.streams.contains_key(&io.volume) {
-            if !self.open_one(&io.volume) {
-                return Err(due);
-            }
-            // The first stream: a block trace's shape. Its other volumes (the header's, held
-            // by no workload) are opened now too, before the clock starts, rather than when
-            // their first request is already due; one that never sees a request is not
-            // reported.
+            // The first stream of a block trace's shape: its other volumes (the header's,
+            // held by no workload) are opened with it, together and before the clock starts,
+            // rather than when their first request is already due; one that never sees a
+            // request is not reported.
+            let mut volumes = vec![io.volume.clone()];
             for v in std::mem::take(&mut self.header) {
-                if !self.streams.contains_key(&v)
+                if !volumes.contains(&v)
+                    && !self.streams.contains_key(&v)
                     && !self.per_event.contains(&v)
                     && !deps.attached(&v)
                 {
-                    self.open_one(&v);
+                    volumes.push(v);
                 }
+            }
+            self.open_all(&volumes);
+            if !self.streams.contains_key(&io.volume) {
+                return Err(due);
             }
         }
         Ok(due)

@@ -225,10 +225,12 @@ pub struct ProviderArgs {
     /// kube: client-side burst.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub kube_burst: u32,
-    /// kube: how long a failure Kubernetes keeps retrying may last before the operation fails
-    /// with it: a pod the scheduler finds no node for (`unschedulable`), a Warning Event
-    /// ProvisioningFailed, FailedAttachVolume, FailedMount or FailedMapVolume on its object.
-    /// Raise it where nodes come later (a cluster autoscaler); the op's --timeout still ends it.
+    /// kube: how long a pod may stay unschedulable (`unschedulable`) or its sandbox fail to be
+    /// created (a FailedCreatePodSandBox Warning: `sandbox_failed`) before the operation fails
+    /// with it. Raise it where nodes come later (a cluster autoscaler); the op's --timeout still
+    /// ends it. Other Warnings Kubernetes retries (FailedMount, FailedAttachVolume,
+    /// ProvisioningFailed with a retriable gRPC code) never fail an operation: they are counted
+    /// on its record (`retries`) and quoted by its timeout.
     #[arg(long, value_name = "DUR", default_value = "3s")]
     pub kube_failure_grace: String,
     /// kube: seccomp profile of the iogen pods, a `Localhost` profile's path under the

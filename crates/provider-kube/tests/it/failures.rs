@@ -193,7 +193,8 @@ fn io_exec_local_is_refused_for_other_drivers() {
     rt.block_on(drop_static(&c, &class));
 }
 
-/// A StorageClass of the project's CSI driver whose parameters inject `failRate.<Op>: 1`.
+/// A StorageClass of the project's CSI driver whose parameters inject `failRate.<Op>: 1`
+/// with a final gRPC code (a retriable one is the cluster retrying, not a failure).
 async fn faulty_class(c: &kube::Client, name: &str, op: &str) {
     let sc: StorageClass = serde_json::from_value(serde_json::json!({
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
@@ -201,7 +202,11 @@ async fn faulty_class(c: &kube::Client, name: &str, op: &str) {
         "provisioner": "csi.cnsreplay.dev",
         "volumeBindingMode": "Immediate",
         "reclaimPolicy": "Delete",
-        "parameters": {"nodeExpansion": "false", format!("failRate.{op}"): "1"},
+        "parameters": {
+            "nodeExpansion": "false",
+            format!("failRate.{op}"): "1",
+            format!("failCode.{op}"): "INVALID_ARGUMENT",
+        },
     }))
     .unwrap();
     Api::<StorageClass>::all(c.clone())

@@ -13,6 +13,7 @@ mod experiment2;
 mod failures;
 mod fidelity;
 mod ownership;
+mod pod_path;
 mod rbac;
 mod render;
 mod workloads;

@@ -244,7 +244,9 @@ fn pod_failures_are_classified_with_the_kubelets_reason() {
         ("ImagePullBackOff", "image_pull_failed"),
         ("InvalidImageName", "image_pull_failed"),
         ("CrashLoopBackOff", "container_failed"),
-        ("CreateContainerConfigError", "container_failed"),
+        ("CreateContainerConfigError", "container_config_failed"),
+        ("CreateContainerError", "container_failed"),
+        ("RunContainerError", "container_failed"),
     ] {
         let e = provider_kube::pod_failure(&waiting(reason, "pull access denied"), "p")
             .unwrap_or_else(|| panic!("{reason} not classified"));
@@ -255,8 +257,46 @@ fn pod_failures_are_classified_with_the_kubelets_reason() {
             e.message
         );
     }
+    // The image is named: a new user's first mistake is an image no registry has.
+    let e = provider_kube::pod_failure(&waiting("ErrImagePull", "not found"), "p").unwrap();
+    assert!(e.message.contains("image reg/iogen:1"), "{}", e.message);
+    // A Localhost seccomp profile that is not on the node: its own class, whichever of the
+    // kubelet's reasons carries it.
+    let seccomp = "failed to create containerd container: cannot load seccomp profile \
+                   \"/var/lib/kubelet/seccomp/cnsreplay/iogen.json\": open \
+                   /var/lib/kubelet/seccomp/cnsreplay/iogen.json: no such file or directory";
+    for reason in ["CreateContainerError", "CreateContainerConfigError"] {
+        let e = provider_kube::pod_failure(&waiting(reason, seccomp), "p").unwrap();
+        assert_eq!(e.class, "seccomp_profile_missing", "{reason}");
+        assert!(e.message.contains("iogen.json"), "{}", e.message);
+    }
     // Still creating: not a failure.
     assert!(provider_kube::pod_failure(&waiting("ContainerCreating", ""), "p").is_none());
+    // Refused by the node's admission, evicted: the pod ends Failed with a reason, for every
+    // kind of pod (none of its containers ran).
+    for (reason, class) in [
+        ("OutOfcpu", "pod_rejected"),
+        ("OutOfmemory", "pod_rejected"),
+        ("UnexpectedAdmissionError", "pod_rejected"),
+        ("Evicted", "evicted"),
+        ("Shutdown", "pod_failed"),
+    ] {
+        let failed = pod_with_status(&serde_json::json!({"phase": "Failed", "reason": reason,
+            "message": "Pod was rejected: Node didn't have enough resource: cpu"}));
+        for kind in [
+            provider_kube::PodKind::Workload,
+            provider_kube::PodKind::Job,
+        ] {
+            let e = provider_kube::pod_failure_as(&failed, "p", kind)
+                .unwrap_or_else(|| panic!("{reason} not classified for {kind:?}"));
+            assert_eq!(e.class, class, "{reason} {kind:?}");
+            assert!(
+                e.message.contains(reason) && e.message.contains("enough resource"),
+                "{}",
+                e.message
+            );
+        }
+    }
     let exited = pod_with_status(
         &serde_json::json!({"phase": "Running", "containerStatuses": [{
         "name": "iogen", "image": "reg/iogen:1", "imageID": "", "ready": false,
@@ -276,6 +316,13 @@ fn pod_failures_are_classified_with_the_kubelets_reason() {
         "pod_failed",
         "a workload pod that ended is not ready"
     );
+    // An `io_phase` or stream pod that ran has started, however it ended: its own result
+    // (log, exit code) says how the I/O went.
+    for done in [&ok, &exited] {
+        assert!(provider_kube::pod_started(done));
+        assert!(provider_kube::pod_failure_as(done, "p", provider_kube::PodKind::Job).is_none());
+    }
+    assert!(!provider_kube::pod_started(&waiting("ErrImagePull", "")));
     let unsched = pod_with_status(&serde_json::json!({"phase": "Pending", "conditions": [{
         "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
         "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}]}));
@@ -289,6 +336,7 @@ fn pod_failures_are_classified_with_the_kubelets_reason() {
         ("ProvisioningFailed", "provisioning_failed"),
         ("FailedAttachVolume", "attach_failed"),
         ("FailedMount", "mount_failed"),
+        ("FailedCreatePodSandBox", "sandbox_failed"),
     ] {
         assert_eq!(provider_kube::warning_class(reason), class);
     }
