@@ -9,12 +9,14 @@
 //! host's scheduling jitter and the engine (see `scripts/calibrate-compare.sh` for real runs).
 //! Every trial draws fresh runs (no pool is reused).
 //!
-//!   cargo run --release -p analyze --example calibrate_compare -- [TRIALS] [SEED] [EVENTS]
+//!   cargo run --release -p analyze --example calibrate_compare -- [TRIALS] [SEED] [EVENTS] [CASES]
 //!
 //! Per case: A/A false regressions (exit 1) at 5 runs a side with the one-sided 95 %
 //! Clopper–Pearson upper bound; inconclusive and no-change shares; the runs a side the tool
 //! recommends for attach p99 in pilot comparisons with a +20 % attach p99 (σ 0.3784, p50
 //! unchanged), then false regressions and power (attach p99 a regression) at that count.
+
+use std::io::Write;
 
 use analyze::compare::{CompareOptions, Metric, RunValue, Sample, Verdict, design, judge};
 use analyze::hist::{Rng, at, latency};
@@ -190,12 +192,18 @@ fn p99_row(r: &analyze::CompareReport) -> Option<&analyze::compare::Row> {
         .find(|x| x.op == "attach" && x.metric == Metric::P99)
 }
 
-fn main() {
+fn main() -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
     let args: Vec<String> = std::env::args().collect();
     let trials: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(300);
     let seed: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
     let events: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(600);
     EVENTS.with(|e| *e.borrow_mut() = events);
+    // Cases to run (1-based, comma-separated; all by default).
+    let only: Vec<usize> = args
+        .get(4)
+        .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default();
     let opts = CompareOptions {
         // 600 events a run: p99.9 needs 5000, so the user leaves it out.
         skip: vec![Metric::P999],
@@ -239,14 +247,19 @@ fn main() {
         },
     ];
     let mut rng = Rng::new(seed);
-    println!(
+    writeln!(
+        out,
         "{trials} fresh trials per figure, {events} attaches + {events} create_volumes per run, seed {seed}"
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "| case | design | A/A false regressions at 5 runs (95 % upper) | inconclusive / no change | runs recommended (+20 % p99, median over inconclusive pilots) | A/A false regressions at that count (95 % upper) | power +20 % p99 at that count |"
-    );
-    println!("|---|---|---|---|---|---|---|");
-    for case in &cases {
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|")?;
+    for (ci, case) in cases.iter().enumerate() {
+        if !only.is_empty() && !only.contains(&(ci + 1)) {
+            continue;
+        }
         let mut fr = 0;
         let mut inc = 0;
         let mut nc = 0;
@@ -317,13 +330,15 @@ fn main() {
                 "-".into(),
             ),
         };
-        println!(
+        writeln!(
+            out,
             "| {} | {design} | {fr} of {trials} = {} ({:.1} %) | {} / {} | {recs} | {fr_rec} | {power} |",
             case.name,
             pct(fr),
             100.0 * upper(fr, trials),
             pct(inc),
             pct(nc),
-        );
+        )?;
     }
+    Ok(())
 }

@@ -27,6 +27,7 @@ use crate::summary::RunStats;
 use crate::{Error, Result};
 
 pub mod design;
+pub mod example;
 mod judge;
 
 pub use design::{Design, DesignKind};
@@ -326,8 +327,9 @@ pub struct Row {
     /// Verdict.
     pub verdict: Verdict,
     /// When inconclusive: runs per side that would decide the row at the observed noise (80 %
-    /// power); none when more runs of this design cannot (the allowance or the batch variance
-    /// is as large as the threshold).
+    /// power; in the `batch_baseline` design, as batches of the runs' batch size); none when
+    /// more runs of this design cannot (the batch-shift allowance is as large as the
+    /// threshold).
     pub runs_needed: Option<u64>,
     /// Per-run values, base then new.
     pub base_runs: Vec<RunValue>,
@@ -628,10 +630,7 @@ pub fn judge(samples: &[Sample], design: &Design, opts: &CompareOptions) -> Comp
             "more runs of this design cannot decide {}: {}",
             undecidable.join(", "),
             match design.kind {
-                DesignKind::BatchBaseline => {
-                    "the variance between batches dominates; add batches (of the base: A/A \
-                     batches) or interleave the sides"
-                }
+                DesignKind::BatchBaseline => "the change sits at the threshold",
                 DesignKind::SeparateBatches => {
                     "the batch-shift allowance leaves no room within the threshold; interleave \
                      the sides, or collect A/A batches of the base (docs/analyze.md)"

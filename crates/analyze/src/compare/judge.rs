@@ -20,7 +20,9 @@
 //! only when the whole interval lies within ±threshold (equivalence); otherwise
 //! **inconclusive**, with the runs per side that would decide it at the observed noise
 //! ([`runs_needed`]): 80 % power to find the observed change significant at α / (tested
-//! rows), or to put the interval inside the threshold when the change is within it.
+//! rows), or to put the interval inside the threshold when the change is within it. In the
+//! batch baseline the units are batches: the figure is the batches needed times the runs per
+//! batch, to be collected as batches.
 
 use super::design::{Design, DesignKind};
 use super::{CompareOptions, Row, Sample, Verdict};
@@ -44,10 +46,10 @@ pub(crate) struct Est {
     df: f64,
     margin: f64,
     drift: Option<f64>,
-    /// Variance of one run's value (for the runs-needed figure), and the part of `se²` that
-    /// more runs do not shrink (none: runs cannot decide).
+    /// Variance of one unit's value (a run's, or a batch mean's), for the runs-needed figure.
     run_var: f64,
-    batches_only: bool,
+    /// Runs per unit when batch means are the units (batch baseline).
+    batch_size: Option<f64>,
 }
 
 /// Sum of squares around the mean, and the mean.
@@ -73,7 +75,7 @@ fn latency_est(xb: &[f64], xn: &[f64], design: &Design) -> Est {
         margin: 0.0,
         drift: None,
         run_var: pooled,
-        batches_only: false,
+        batch_size: None,
     };
     if design.kind == DesignKind::BatchBaseline {
         let side = |x: &[f64], batch: &[usize], nb: usize| {
@@ -101,7 +103,8 @@ fn latency_est(xb: &[f64], xn: &[f64], design: &Design) -> Est {
         if batch_se2 >= run_se2 {
             e.se = batch_se2.sqrt();
             e.df = df;
-            e.batches_only = true;
+            e.run_var = var_b;
+            e.batch_size = Some((m + k) as f64 / (bb + bn) as f64);
         } else {
             e.se = run_se2.sqrt();
             e.df = (m + k - 2) as f64;
@@ -172,7 +175,7 @@ fn test(e: &Est, alpha: f64) -> (f64, Option<(f64, f64)>) {
 
 /// Runs per side that would decide a latency row at the observed noise (see module docs).
 fn runs_needed(e: &Est, limit: f64, alpha_detect: f64, alpha: f64, design: &Design) -> Option<u64> {
-    if e.batches_only || e.run_var <= 0.0 {
+    if e.run_var <= 0.0 {
         return None;
     }
     let detect = e.d.abs() > limit;
@@ -186,22 +189,28 @@ fn runs_needed(e: &Est, limit: f64, alpha_detect: f64, alpha: f64, design: &Desi
     }
     let a = if detect { alpha_detect } else { alpha };
     let zp = z_quantile(POWER);
-    (2..=MAX_RUNS).find(|&n| {
-        let nf = n as f64;
-        let mut c = 2.0 / nf;
-        let mut df = 2.0 * nf - 2.0;
-        if e.drift.is_some() {
-            // Gap and within-side spread of ranks at n runs a side in this design.
-            let gap = if design.kind == DesignKind::Interleaved {
-                1.0
-            } else {
-                nf
-            };
-            c += gap * gap / (2.0 * nf * (nf * nf - 1.0) / 12.0);
-            df -= 1.0;
-        }
-        (t_quantile(a, df) + zp) * (e.run_var * c).sqrt() <= room
-    })
+    (2..=MAX_RUNS)
+        .find(|&n| {
+            let nf = n as f64;
+            let mut c = 2.0 / nf;
+            let mut df = 2.0 * nf - 2.0;
+            if e.drift.is_some() {
+                // Gap and within-side spread of ranks at n runs a side in this design.
+                let gap = if design.kind == DesignKind::Interleaved {
+                    1.0
+                } else {
+                    nf
+                };
+                c += gap * gap / (2.0 * nf * (nf * nf - 1.0) / 12.0);
+                df -= 1.0;
+            }
+            (t_quantile(a, df) + zp) * (e.run_var * c).sqrt() <= room
+        })
+        // Batch means as units: that many batches a side, in runs.
+        .map(|n| match e.batch_size {
+            Some(size) => (n as f64 * size).ceil() as u64,
+            None => n,
+        })
 }
 
 /// Judges one row (before Holm): its row with `p`, interval and a provisional verdict.
