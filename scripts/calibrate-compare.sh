@@ -10,10 +10,26 @@
 # its runs from the pools without replacement inside the trial (seeded), so trials overlap in
 # runs but no trial compares a run with itself.
 #
+# Real-provider noise (each run's latencies multiplied by its own `--sim-slowdown`): CV=0.1
+# draws every run's factor e^(CV·Z); SHIFT=0.03 makes every shifted run (p50, p99 pools) that
+# much slower on top, as a separate batch would be; DRIFT=0.01 multiplies run number i (in
+# collection order) by (1 + DRIFT)^i. All 0 by default (the seed-only noise of the history).
+#
 # Usage: scripts/calibrate-compare.sh [WORKDIR]   (env: TRIALS=100 POWER=50 RUNS=5
-#        POOL_A=40 POOL_B=20 EVENTS=600 RATE=500 JOBS=4 CNSREPLAY=path/to/cnsreplay)
+#        POOL_A=40 POOL_B=20 EVENTS=600 RATE=500 JOBS=4 CV=0 SHIFT=0 DRIFT=0
+#        CNSREPLAY=path/to/cnsreplay)
+#        scripts/calibrate-compare.sh --simulated [TRIALS] [SEED]
+#   The statistics alone under real-provider noise, ≥ 300 fresh A/A trials per case and the
+#   power at the runs the tool recommends: crates/analyze/examples/calibrate_compare.rs (runs'
+#   per-row values drawn from the sim's distributions, judged by the exact compare code).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ ${1:-} == --simulated ]]; then
+  exec cargo run --release -q -p analyze --example calibrate_compare -- "${2:-300}" "${3:-1}"
+fi
+CV=${CV:-0}
+SHIFT=${SHIFT:-0}
+DRIFT=${DRIFT:-0}
 TRIALS=${TRIALS:-100}
 POWER=${POWER:-50}
 RUNS=${RUNS:-5}
@@ -50,10 +66,20 @@ p50_lat=(--sim-latency attach=lognormal:240ms:0.3 --sim-latency create_volume=lo
 # p99 = m·e^(2.3263σ): σ' = 0.3 + ln(1.2)/2.3263 = 0.3784 raises p99 by 20%, keeps p50.
 p99_lat=(--sim-latency attach=lognormal:200ms:0.3784 --sim-latency create_volume=lognormal:500ms:0.4)
 
+runs_made=0
+slowdown() { # NAME SEED: this run's factor (seeded, so a rerun of the script makes the same)
+  awk -v cv="$CV" -v shift="$SHIFT" -v drift="$DRIFT" -v i="$runs_made" -v name="$1" -v s="$2" \
+    'BEGIN { srand(s * 7 + length(name)); u = rand(); v = rand(); if (u < 1e-12) u = 1e-12;
+      z = sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+      f = exp(cv * z) * (name == "a" ? 1 : 1 + shift) * (1 + drift) ^ i; printf "%.6f", f }'
+}
+
 one_run() { # NAME SEED LATENCY-ARGS...
   local name=$1 seed=$2
   shift 2
   local dir=$work/$name/$seed try
+  set -- "$@" --sim-slowdown "$(slowdown "$name" "$seed")"
+  runs_made=$((runs_made + 1))
   [[ -f $dir/summary.json ]] && [[ $(jq -r .validity.verdict "$dir/summary.json") == valid ]] \
     && return
   mkdir -p "$work/$name"

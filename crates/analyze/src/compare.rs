@@ -3,17 +3,16 @@
 //! Each run contributes one value per row (op type × metric: p50, p99, p99.9, mean response
 //! time, error rate; and `io KIND` rows from `io_phase` units' I/O histograms), so the spread
 //! between runs — what a re-run with another seed changes — is what the test weighs, not the
-//! spread of events inside one run. Latencies are compared on the log scale: Welch's t test
-//! on the per-run `ln(value)`, giving the ratio NEW/BASE (geometric means) with a confidence
-//! interval; the error rate on the per-run failed fraction (absolute difference). Swapping the
-//! sides negates the log ratio and its interval exactly and keeps the p-value, so verdicts
-//! mirror (regression ↔ improvement). p-values are adjusted over all tested rows with Holm's
-//! step-down method (family-wise error rate ≤ α). A row is a **regression** when its adjusted
-//! p-value is below α *and* the change exceeds the practical threshold; **inconclusive** when
-//! the change exceeds the threshold without significance, or with one run per side (no
-//! between-run variance to weigh it against); **insufficient data** when a run has too few
-//! events for the metric (a percentile p needs `min_tail` events beyond it: p99 500, p99.9
-//! 5000 by default). The method and its calibration: `docs/analyze.md`.
+//! spread of events inside one run. How the runs were collected (interleaved, or separate
+//! batches, from each run's start time) decides what the test may assume (`design.rs`); the
+//! per-row statistics are in `judge.rs`. Latencies are compared on the log scale, the error
+//! rate as counts (Fisher's exact test). p-values are adjusted over all tested rows with
+//! Holm's step-down method (family-wise error rate ≤ α). Swapping the sides negates every
+//! difference and interval exactly and keeps the p-values, so verdicts mirror. A row is a
+//! **regression** when Holm-significant and beyond its threshold; **no change** only when
+//! its whole interval lies within ±threshold; otherwise **inconclusive**, with the runs per
+//! side that would decide it; **insufficient data** when a run has too few events for the
+//! metric (left out with `skip`). The method and its calibration: `docs/analyze.md`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -21,11 +20,18 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::hist::{at, mean};
-use crate::inference::{TTest, holm};
+use crate::inference::holm;
 use crate::load::Run;
 use crate::phase_io::{RunIo, io_kind_name};
 use crate::summary::RunStats;
 use crate::{Error, Result};
+
+pub mod design;
+pub mod example;
+mod judge;
+
+pub use design::{Design, DesignKind};
+pub use judge::{DRIFT_ALPHA, MAX_RUNS, POWER};
 
 /// The compared metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -82,8 +88,8 @@ impl Metric {
     }
 }
 
-/// Thresholds: the smallest change that counts, per metric (relative for latencies, absolute
-/// fraction for the error rate).
+/// Thresholds: the smallest change that counts, per metric (relative for latencies; for the
+/// error rate an absolute fraction and a relative part, the larger applying).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Thresholds {
@@ -95,8 +101,11 @@ pub struct Thresholds {
     pub p99_9: f64,
     /// Mean, relative.
     pub mean: f64,
-    /// Error rate, absolute (0.01 = one percentage point).
+    /// Error rate, absolute (0.005 = half a percentage point).
     pub error_rate: f64,
+    /// Error rate, relative to the smaller side's rate (0.2 = 20 %); the tolerance is the
+    /// larger of this and `error_rate`.
+    pub error_rate_rel: f64,
 }
 
 impl Default for Thresholds {
@@ -106,7 +115,8 @@ impl Default for Thresholds {
             p99: 0.10,
             p99_9: 0.10,
             mean: 0.05,
-            error_rate: 0.01,
+            error_rate: 0.005,
+            error_rate_rel: 0.2,
         }
     }
 }
@@ -123,8 +133,8 @@ impl Thresholds {
         }
     }
 
-    /// Applies `METRIC=VALUE` (`p99=10%`, `mean=0.05`, `error_rate=1%`; `all=…` sets every
-    /// metric).
+    /// Applies `METRIC=VALUE` (`p99=10%`, `mean=0.05`, `error_rate=0.5%`,
+    /// `error_rate_rel=20%`; `all=…` sets every latency metric and the absolute error rate).
     pub fn set(&mut self, spec: &str) -> Result<()> {
         let bad = |m: &str| Error::Invalid(format!("--threshold {spec:?}: {m}"));
         let (k, v) = spec
@@ -144,6 +154,7 @@ impl Thresholds {
             "p99.9" => self.p99_9 = v,
             "mean" => self.mean = v,
             "error_rate" | "errors" => self.error_rate = v,
+            "error_rate_rel" => self.error_rate_rel = v,
             "all" => {
                 *self = Self {
                     p50: v,
@@ -151,11 +162,13 @@ impl Thresholds {
                     p99_9: v,
                     mean: v,
                     error_rate: v,
+                    error_rate_rel: self.error_rate_rel,
                 }
             }
             other => {
                 return Err(bad(&format!(
-                    "unknown metric {other:?}; expected p50, p99, p99.9, mean, error_rate or all"
+                    "unknown metric {other:?}; expected p50, p99, p99.9, mean, error_rate, \
+                     error_rate_rel or all"
                 )));
             }
         }
@@ -181,6 +194,17 @@ pub struct CompareOptions {
     /// Admit runs that did not finish or whose verdict is not `valid` ([`Run::check_valid`]).
     #[serde(default)]
     pub allow_invalid: bool,
+    /// Metrics left out (no rows): e.g. p99.9 when runs are too short for it.
+    #[serde(default)]
+    pub skip: Vec<Metric>,
+    /// The batch-shift allowance (relative) of the `separate_batches` design: the largest
+    /// shift between two batches of identical runs assumed (measure it with A/A batches).
+    #[serde(default = "default_batch_shift")]
+    pub batch_shift: f64,
+}
+
+fn default_batch_shift() -> f64 {
+    0.05
 }
 
 impl Default for CompareOptions {
@@ -192,6 +216,8 @@ impl Default for CompareOptions {
             min_events: 10,
             min_tail: 5,
             allow_invalid: false,
+            skip: Vec::new(),
+            batch_shift: default_batch_shift(),
         }
     }
 }
@@ -215,10 +241,10 @@ pub enum Verdict {
     Regression,
     /// Better beyond the threshold, significant after Holm's adjustment.
     Improvement,
-    /// Not significant and within the threshold, or significant but within the threshold.
+    /// The whole interval within ±threshold (equivalence).
     NoChange,
-    /// Beyond the threshold without significance, or no between-run variance (one run per
-    /// side): more runs needed.
+    /// Neither: the interval reaches beyond the threshold without a significant change beyond
+    /// it, or no between-run variance (one run per side): more runs (or batches) needed.
     Inconclusive,
     /// A run has fewer events than the metric needs.
     InsufficientData,
@@ -275,26 +301,47 @@ pub struct Row {
     /// Latencies: ln(new / base), the tested difference (exactly negated when the sides swap).
     /// Error rate: the absolute difference (same as `change`).
     pub diff: f64,
-    /// Confidence interval (1 − α) of `change`, low end (none with one run per side).
+    /// Interval (1 − α) of `change`, low end, widened by `margin` in the `separate_batches`
+    /// design (none with one run per side).
     pub ci_low: Option<f64>,
     /// High end.
     pub ci_high: Option<f64>,
-    /// Welch's degrees of freedom (0: one run per side).
+    /// Degrees of freedom of the test (0: one run per side untested); for the error rate, the
+    /// events compared (Fisher's exact test has none).
     pub df: f64,
-    /// Two-sided p-value of "no difference".
+    /// Two-sided p-value of "no difference" (beyond `margin`); Fisher's for the error rate.
     pub p: f64,
     /// p-value after Holm's adjustment over the tested rows.
     pub p_holm: f64,
-    /// Threshold applied.
+    /// Threshold given.
     pub threshold: f64,
+    /// Tolerance applied: the threshold; for the error rate the larger of the absolute and
+    /// the relative threshold.
+    pub tolerance: f64,
+    /// Batch-shift allowance the change was tested against (relative; 0 unless
+    /// `separate_batches`).
+    pub margin: f64,
+    /// Drift over the run order the difference was adjusted for (relative change per run),
+    /// when significant.
+    pub drift_per_run: Option<f64>,
     /// Verdict.
     pub verdict: Verdict,
+    /// When inconclusive: runs per side that would decide the row at the observed noise (80 %
+    /// power; in the `batch_baseline` design, as batches of the runs' batch size); none when
+    /// more runs of this design cannot (the batch-shift allowance is as large as the
+    /// threshold).
+    pub runs_needed: Option<u64>,
     /// Per-run values, base then new.
     pub base_runs: Vec<RunValue>,
     /// Per-run values of the new side.
     pub new_runs: Vec<RunValue>,
     /// Events each run needed for this metric.
     pub required_events: u64,
+    #[serde(skip)]
+    pub(crate) est: Option<judge::Est>,
+    /// Error rate: failed and events, base then new, pooled over the runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<(u64, u64, u64, u64)>,
 }
 
 /// `analyze compare --json`.
@@ -311,6 +358,14 @@ pub struct CompareReport {
     pub options: CompareOptions,
     /// Whether between-run variance could be estimated (at least two runs on one side).
     pub between_run_variance: bool,
+    /// How the runs were collected and what the test assumes.
+    pub design: Design,
+    /// Fields in which the runs' manifests differ besides the seed and the start time
+    /// (`options.speed: 1 vs 2`): anything but the system under test makes the comparison
+    /// suspect.
+    pub manifest_differences: Vec<String>,
+    /// Largest `runs_needed` of the inconclusive rows.
+    pub runs_needed: Option<u64>,
     /// Rows, by op type then metric.
     pub rows: Vec<Row>,
     /// Rows (`op metric`) missing from some run, so not compared.
@@ -330,12 +385,12 @@ pub struct CompareReport {
 }
 
 impl CompareReport {
-    /// The exit code a gate uses: 1 regression, 3 inconclusive (or nothing could be judged),
-    /// 0 otherwise.
+    /// The exit code a gate uses: 1 regression, 3 inconclusive, insufficient data or
+    /// nothing judged, 0 otherwise (every row no change or improvement).
     pub fn exit_code(&self) -> u8 {
         if self.regressions > 0 {
             1
-        } else if self.inconclusive > 0 || self.tested == 0 {
+        } else if self.inconclusive > 0 || self.insufficient > 0 || self.tested == 0 {
             3
         } else {
             0
@@ -400,12 +455,87 @@ pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Resu
         }
     }
     let paths = |v: &[PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
-    let mut r = judge(&samples, opts);
+    let started = |runs: &[Run]| -> Vec<f64> {
+        runs.iter()
+            .map(|r| r.manifest.started.as_nanosecond() as f64 / 1e9)
+            .collect()
+    };
+    let design = design::detect(&started(&b), &started(&n), opts.batch_shift);
+    let mut r = judge(&samples, &design, opts);
     r.base = paths(base);
     r.new = paths(new);
     r.same_trace = same_trace;
     r.unmatched = unmatched;
+    r.manifest_differences = manifest_differences(&b, &n);
     Ok(r)
+}
+
+/// Manifest fields (flattened, `options.speed`) whose values differ between runs, other than
+/// what differs between any two runs (seed, start time, run id, pid, the host's state), with
+/// the base side's and the new side's values.
+fn manifest_differences(base: &[Run], new: &[Run]) -> Vec<String> {
+    fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    flatten(&key, x, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_owned(), other.to_string());
+            }
+        }
+    }
+    const SAME_FOR_NO_RUN: [&str; 12] = [
+        "run_id",
+        "seed",
+        "options.seed",
+        "options.start_at",
+        "started",
+        "origin",
+        "finished",
+        "pid",
+        "state",
+        "reason",
+        "trace.path",
+        "provider.environment",
+    ];
+    let fields = |r: &Run| {
+        let mut out = BTreeMap::new();
+        if let Ok(v) = serde_json::to_value(&r.manifest) {
+            flatten("", &v, &mut out);
+        }
+        out.retain(|k, _| {
+            !SAME_FOR_NO_RUN
+                .iter()
+                .any(|s| k == s || k.starts_with(&format!("{s}.")))
+                && !k.starts_with("host.")
+        });
+        out
+    };
+    let (fb, fnew): (Vec<_>, Vec<_>) = (
+        base.iter().map(fields).collect(),
+        new.iter().map(fields).collect(),
+    );
+    let keys: BTreeSet<&String> = fb.iter().chain(&fnew).flat_map(|m| m.keys()).collect();
+    let values = |side: &[BTreeMap<String, String>], k: &String| -> BTreeSet<String> {
+        side.iter()
+            .map(|m| m.get(k).cloned().unwrap_or_else(|| "(absent)".to_owned()))
+            .collect()
+    };
+    let join = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(" | ");
+    keys.into_iter()
+        .filter_map(|k| {
+            let (vb, vn) = (values(&fb, k), values(&fnew, k));
+            (vb.len() > 1 || vn.len() > 1 || vb != vn)
+                .then(|| format!("{k}: {} vs {}", join(&vb), join(&vn)))
+        })
+        .collect()
 }
 
 /// Every row value of one run: per op type p50/p99/p99.9/mean response time and error rate;
@@ -457,11 +587,19 @@ pub fn run_values(run: &Run) -> Result<BTreeMap<(String, Metric), RunValue>> {
     Ok(out)
 }
 
-/// Judges rows of per-run values (the statistics alone; see the module docs). Run paths,
-/// trace and unmatched rows of the report are left empty.
-pub fn judge(samples: &[Sample], opts: &CompareOptions) -> CompareReport {
+/// Judges rows of per-run values collected in `design` (the statistics alone; see the
+/// module docs). Run paths, trace, manifest differences and unmatched rows of the report are
+/// left empty.
+pub fn judge(samples: &[Sample], design: &Design, opts: &CompareOptions) -> CompareReport {
+    let samples: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| !opts.skip.contains(&s.metric))
+        .collect();
     let between = samples.iter().any(|s| s.base.len().max(s.new.len()) >= 2);
-    let mut rows: Vec<Row> = samples.iter().map(|s| test_row(s, opts)).collect();
+    let mut rows: Vec<Row> = samples
+        .iter()
+        .map(|s| judge::test_row(s, design, opts))
+        .collect();
     // Holm over the rows that got a test.
     let tested: Vec<usize> = (0..rows.len())
         .filter(|&i| rows[i].verdict != Verdict::InsufficientData && rows[i].df > 0.0)
@@ -471,44 +609,70 @@ pub fn judge(samples: &[Sample], opts: &CompareOptions) -> CompareReport {
         rows[i].p_holm = a;
     }
     for row in &mut rows {
-        if row.verdict == Verdict::InsufficientData {
-            continue;
-        }
-        let limit = if row.metric.is_latency() {
-            row.threshold.ln_1p()
-        } else {
-            row.threshold
-        };
-        let material = row.diff.abs() > limit;
-        row.verdict = if row.df <= 0.0 {
-            Verdict::Inconclusive
-        } else if row.p_holm < opts.alpha && material {
-            if row.diff > 0.0 {
-                Verdict::Regression
-            } else {
-                Verdict::Improvement
-            }
-        } else if material {
-            Verdict::Inconclusive
-        } else {
-            Verdict::NoChange
-        };
+        judge::verdict(row, design, opts, tested.len());
     }
     let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
     let mut notes = Vec::new();
     if !between && !samples.is_empty() {
         notes.push(
-            "one run per side: the variance between runs cannot be estimated, so no row gets \
-             a verdict (inconclusive); give at least 2 runs per side (5 recommended)"
+            "one run per side: the variance between runs cannot be estimated, so no latency row \
+             gets a verdict (inconclusive); give at least 2 runs per side (5 recommended)"
                 .to_owned(),
         );
     }
+    let undecidable: Vec<String> = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Inconclusive && r.runs_needed.is_none() && r.df > 0.0)
+        .map(|r| format!("{} {}", r.op, r.metric.name()))
+        .collect();
+    if !undecidable.is_empty() {
+        notes.push(format!(
+            "more runs of this design cannot decide {}: {}",
+            undecidable.join(", "),
+            match design.kind {
+                DesignKind::BatchBaseline => "the change sits at the threshold",
+                DesignKind::SeparateBatches => {
+                    "the batch-shift allowance leaves no room within the threshold; interleave \
+                     the sides, or collect A/A batches of the base (docs/analyze.md)"
+                }
+                DesignKind::Interleaved => "the change sits at the threshold",
+            }
+        ));
+    }
+    let drifting: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            r.drift_per_run
+                .map(|d| format!("{} {} {:+.2}%/run", r.op, r.metric.name(), d * 100.0))
+        })
+        .collect();
+    if !drifting.is_empty() {
+        notes.push(format!(
+            "drift over the run order (adjusted for): {}",
+            drifting.join(", ")
+        ));
+    }
+    if rows.iter().any(|r| r.verdict == Verdict::InsufficientData) {
+        notes.push(
+            "rows with insufficient data keep the exit code at 3: give longer runs, or leave \
+             the percentile out (--skip p99.9)"
+                .to_owned(),
+        );
+    }
+    let runs_needed = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Inconclusive)
+        .filter_map(|r| r.runs_needed)
+        .max();
     CompareReport {
         base: Vec::new(),
         new: Vec::new(),
         same_trace: true,
         options: opts.clone(),
         between_run_variance: between,
+        design: design.clone(),
+        manifest_differences: Vec::new(),
+        runs_needed,
         tested: tested.len(),
         regressions: count(Verdict::Regression),
         improvements: count(Verdict::Improvement),
@@ -517,64 +681,5 @@ pub fn judge(samples: &[Sample], opts: &CompareOptions) -> CompareReport {
         rows,
         unmatched: Vec::new(),
         notes,
-    }
-}
-
-/// The test of one row, before Holm's adjustment (verdict InsufficientData or a placeholder).
-fn test_row(s: &Sample, opts: &CompareOptions) -> Row {
-    let required = opts.required_events(s.metric);
-    let enough = s.base.iter().chain(&s.new).all(|v| v.events >= required);
-    let latency = s.metric.is_latency();
-    let xs = |v: &[RunValue]| -> Vec<f64> {
-        v.iter()
-            .map(|r| {
-                if latency {
-                    r.value.max(1e-300).ln()
-                } else {
-                    r.value
-                }
-            })
-            .collect()
-    };
-    let (xb, xn) = (xs(&s.base), xs(&s.new));
-    // The error rate's per-side variance is at least the binomial variance of a run's failed
-    // fraction, so runs that agree by chance (all zero failures) are not taken as noiseless.
-    let floor = |v: &[RunValue], x: &[f64]| {
-        if latency || v.is_empty() {
-            return 0.0;
-        }
-        let f = x.iter().sum::<f64>() / x.len() as f64;
-        let n = v.iter().map(|r| r.events as f64).sum::<f64>() / v.len() as f64;
-        f * (1.0 - f) / n.max(1.0)
-    };
-    let t = TTest::welch(&xb, &xn, floor(&s.base, &xb), floor(&s.new, &xn));
-    let ci = (t.df > 0.0).then(|| t.ci(opts.alpha));
-    let centre = |x: &[f64]| {
-        let m = x.iter().sum::<f64>() / x.len().max(1) as f64;
-        if latency { m.exp() } else { m }
-    };
-    let (base, new) = (centre(&xb), centre(&xn));
-    let to_change = |d: f64| if latency { d.exp() - 1.0 } else { d };
-    Row {
-        op: s.op.clone(),
-        metric: s.metric,
-        base,
-        new,
-        change: to_change(t.diff),
-        diff: t.diff,
-        ci_low: ci.map(|c| to_change(c.0)),
-        ci_high: ci.map(|c| to_change(c.1)),
-        df: t.df,
-        p: t.p,
-        p_holm: 1.0,
-        threshold: opts.thresholds.of(s.metric),
-        verdict: if enough {
-            Verdict::NoChange
-        } else {
-            Verdict::InsufficientData
-        },
-        base_runs: s.base.clone(),
-        new_runs: s.new.clone(),
-        required_events: required,
     }
 }

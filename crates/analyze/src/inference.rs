@@ -1,5 +1,7 @@
 //! The statistics of `compare`: Welch's unequal-variance t test on per-run values, its
-//! confidence interval, and Holm's step-down adjustment over many rows.
+//! confidence interval, and Holm's step-down adjustment over many rows; for counts (failed
+//! operations) Fisher's exact test and Newcombe's score interval of a difference of
+//! proportions.
 //!
 //! Everything is a function of the two samples that is exactly antisymmetric when they swap:
 //! the difference of means is negated (IEEE subtraction is), and the standard error, degrees
@@ -132,6 +134,72 @@ pub fn t_quantile(alpha: f64, df: f64) -> f64 {
     0.5 * (lo + hi)
 }
 
+/// The standard normal quantile `z` with P(Z ≤ z) = `p` (0 < p < 1), from the t quantile at
+/// a very large df.
+pub fn z_quantile(p: f64) -> f64 {
+    let two = 2.0 * p.min(1.0 - p);
+    let z = t_quantile(two, 1e9);
+    if p < 0.5 { -z } else { z }
+}
+
+/// Fisher's exact test of a 2×2 table (`fail_a` of `n_a` against `fail_b` of `n_b`): the
+/// two-sided p-value, summing the hypergeometric probabilities of every table with the same
+/// margins no more likely than the observed one. The sides are put in a canonical order first,
+/// so swapping them gives a bit-identical p.
+pub fn fisher_exact(fail_a: u64, n_a: u64, fail_b: u64, n_b: u64) -> f64 {
+    let ((x, n1), (y, n2)) = if (fail_a, n_a) <= (fail_b, n_b) {
+        ((fail_a, n_a), (fail_b, n_b))
+    } else {
+        ((fail_b, n_b), (fail_a, n_a))
+    };
+    let (k, n) = (x + y, n1 + n2);
+    if n1 == 0 || n2 == 0 || k == 0 || k == n {
+        return 1.0;
+    }
+    let ln_choose = |a: u64, b: u64| {
+        ln_gamma(a as f64 + 1.0) - ln_gamma(b as f64 + 1.0) - ln_gamma((a - b) as f64 + 1.0)
+    };
+    let total = ln_choose(n, k);
+    let ln_p = |i: u64| ln_choose(n1, i) + ln_choose(n2, k - i) - total;
+    let observed = ln_p(x);
+    let (lo, hi) = (k.saturating_sub(n2), k.min(n1));
+    let mut p = 0.0;
+    for i in lo..=hi {
+        let l = ln_p(i);
+        // Relative tolerance for tables as likely as the observed one (rounding).
+        if l <= observed + 1e-7 {
+            p += l.exp();
+        }
+    }
+    p.min(1.0)
+}
+
+/// Wilson's score interval of a proportion `x / n` at normal quantile `z` (0/0: `[0, 1]`).
+pub fn wilson(x: u64, n: u64, z: f64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (n, p) = (n as f64, x as f64 / n as f64);
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// Newcombe's hybrid score interval (method 10, Newcombe 1998) of `p_new − p_base` at
+/// confidence `1 − alpha`: `(difference, low, high)`. Exactly mirrored when the sides swap.
+pub fn newcombe(fail_b: u64, n_b: u64, fail_n: u64, n_n: u64, alpha: f64) -> (f64, f64, f64) {
+    let z = z_quantile(1.0 - alpha / 2.0);
+    let frac = |x: u64, n: u64| if n == 0 { 0.0 } else { x as f64 / n as f64 };
+    let (pb, pn) = (frac(fail_b, n_b), frac(fail_n, n_n));
+    let (lb, ub) = wilson(fail_b, n_b, z);
+    let (ln, un) = wilson(fail_n, n_n, z);
+    let d = pn - pb;
+    let down = ((pn - ln) * (pn - ln) + (ub - pb) * (ub - pb)).sqrt();
+    let up = ((un - pn) * (un - pn) + (pb - lb) * (pb - lb)).sqrt();
+    (d, d - down, d + up)
+}
+
 /// ln Γ(x), x > 0 (Lanczos, g = 7, n = 9; relative error ~1e-15).
 fn ln_gamma(x: f64) -> f64 {
     const C: [f64; 9] = [
@@ -260,5 +328,27 @@ mod tests {
         // Holm: 0.01·3, max(0.02·2, ·), max(0.04·1, ·).
         let adj = holm(&[0.04, 0.01, 0.02]);
         assert_eq!(adj, vec![0.04, 0.03, 0.04]);
+    }
+
+    #[test]
+    fn counts_tests_match_references() {
+        // Fisher's tea tasting table [[3, 1], [1, 3]]: two-sided p = 0.4857.
+        assert!((fisher_exact(3, 4, 1, 4) - 0.485_714).abs() < 1e-5);
+        // 0 of 3000 against 27 of 3000 (0 % → 0.9 %): far below 0.001.
+        assert!(fisher_exact(0, 3000, 27, 3000) < 1e-6);
+        assert_eq!(
+            fisher_exact(0, 3000, 27, 3000),
+            fisher_exact(27, 3000, 0, 3000)
+        );
+        assert_eq!(fisher_exact(0, 100, 0, 100), 1.0);
+        // Wilson 0/10 at 95 %: [0, 0.2775]; Newcombe's example 56/70 − 48/80: [0.0524, 0.3339].
+        let (lo, hi) = wilson(0, 10, 1.959_964);
+        assert!(lo == 0.0 && (hi - 0.2775).abs() < 1e-4);
+        let (d, l, h) = newcombe(48, 80, 56, 70, 0.05);
+        assert!((d - 0.2).abs() < 1e-12 && (l - 0.0524).abs() < 1e-4 && (h - 0.3339).abs() < 1e-4);
+        let (e, m, k) = newcombe(56, 70, 48, 80, 0.05);
+        assert_eq!((e, m, k), (-d, -h, -l));
+        assert!((z_quantile(0.975) - 1.959_964).abs() < 1e-5);
+        assert!((z_quantile(0.2) + 0.841_621).abs() < 1e-5);
     }
 }

@@ -221,6 +221,15 @@ pub struct SimConfig {
     /// `servers` (absent: unlimited servers).
     #[serde(default)]
     pub shared_servers: Option<u32>,
+    /// Every drawn service time multiplied by this (1: as drawn): a run-wide slowdown, the
+    /// run-to-run and batch-to-batch variation a real provider has (the cluster's state, the
+    /// host), for calibrating `analyze compare` (`scripts/calibrate-compare.sh`).
+    #[serde(default = "default_slowdown")]
+    pub slowdown: f64,
+}
+
+fn default_slowdown() -> f64 {
+    1.0
 }
 
 impl Default for SimConfig {
@@ -233,6 +242,7 @@ impl Default for SimConfig {
             stalls: Vec::new(),
             servers: BTreeMap::new(),
             shared_servers: None,
+            slowdown: default_slowdown(),
         }
     }
 }
@@ -274,6 +284,12 @@ impl SimConfig {
         if self.shared_servers == Some(0) {
             return Err(bad("shared_servers: needs at least 1 server".into()));
         }
+        if !(self.slowdown.is_finite() && self.slowdown > 0.0) {
+            return Err(bad(format!(
+                "slowdown: {} is not a positive factor",
+                self.slowdown
+            )));
+        }
         for (op, p) in &self.errors {
             if !(0.0..=1.0).contains(p) {
                 return Err(bad(format!(
@@ -293,7 +309,7 @@ impl SimConfig {
     /// (None without a dedicated pool, or with a zero mean service).
     pub fn saturation_rate(&self, op: OpType) -> Option<f64> {
         let n = *self.servers.get(&op)?;
-        let mean = self.latency(op).mean();
+        let mean = self.latency(op).mean() * self.slowdown;
         (mean > 0.0).then(|| f64::from(n) * 1e9 / mean)
     }
 
@@ -487,7 +503,13 @@ impl SimProvider {
         let h3 = splitmix(h2);
         let lat = self.config.latency(op);
         let fails = self.config.errors.get(&op).is_some_and(|&p| unit(h3) < p);
-        (lat.sample(unit(h1), unit(h2)), fails)
+        let v = lat.sample(unit(h1), unit(h2));
+        let v = if self.config.slowdown == 1.0 {
+            v
+        } else {
+            (v as f64 * self.config.slowdown).round() as u64
+        };
+        (v, fails)
     }
 }
 

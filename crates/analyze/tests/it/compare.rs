@@ -3,11 +3,18 @@
 
 use std::path::PathBuf;
 
-use analyze::compare::{CompareOptions, Metric, RunValue, Sample, Verdict, compare, judge};
+use analyze::compare::{
+    CompareOptions, Design, DesignKind, Metric, RunValue, Sample, Verdict, compare, design, judge,
+};
 use analyze::hist::Rng;
 use trace_format::OpType;
 
-use crate::{lognormal, rec, write_run, write_trace};
+use crate::{lognormal, rec, write_run, write_run_at, write_trace};
+
+/// Runs that all started together (interleaved).
+fn together(m: usize, k: usize) -> Design {
+    design::detect(&vec![0.0; m], &vec![0.0; k], 0.05)
+}
 
 fn attach_run(
     dir: &std::path::Path,
@@ -96,28 +103,242 @@ fn same_distribution_other_seeds_is_not_a_regression_and_one_run_is_inconclusive
     let base = runs(dir.path(), "base", &t, 1..5, 1.0, 4);
     let new = runs(dir.path(), "new", &t, 11..15, 1.0, 5);
     let r = compare(&base, &new, &CompareOptions::default()).expect("compare");
-    assert!(
-        r.rows
-            .iter()
-            .all(|x| matches!(x.verdict, Verdict::NoChange | Verdict::InsufficientData)),
-        "{:#?}",
-        r.rows
-    );
-    assert_eq!(r.exit_code(), 0);
+    assert_eq!(r.design.kind, DesignKind::Interleaved);
+    assert_eq!(r.regressions, 0, "{:#?}", r.rows);
+    // 400 events a run: p99 and p99.9 cannot be judged, and that keeps the exit code at 3.
+    assert_eq!(r.insufficient, 2);
+    assert_eq!(r.exit_code(), 3);
+    // Every inconclusive row says how many runs would decide it.
+    for x in r.rows.iter().filter(|x| x.verdict == Verdict::Inconclusive) {
+        assert!(x.runs_needed.is_some_and(|n| n > 4), "{x:?}");
+    }
     assert_eq!(
         r,
         compare(&base, &new, &CompareOptions::default()).expect("again")
     );
-    // One run per side: no between-run variance, so no verdict either way.
+    // Left out, the percentiles no longer hold the exit code.
+    let skip = CompareOptions {
+        skip: vec![Metric::P99, Metric::P999],
+        ..CompareOptions::default()
+    };
+    let s = compare(&base, &new, &skip).expect("compare");
+    assert_eq!((s.insufficient, s.rows.len()), (0, 3));
+    assert!(s.exit_code() != 1);
+    // One run per side: no between-run variance, so no latency verdict either way.
     let one = compare(&base[..1], &new[..1], &CompareOptions::default()).expect("compare");
     assert!(!one.between_run_variance);
     assert!(one.notes.iter().any(|n| n.contains("one run per side")));
-    assert!(
-        one.rows
-            .iter()
-            .all(|x| matches!(x.verdict, Verdict::Inconclusive | Verdict::InsufficientData))
-    );
+    assert!(one.rows.iter().all(|x| x.metric == Metric::ErrorRate
+        || matches!(x.verdict, Verdict::Inconclusive | Verdict::InsufficientData)));
     assert_eq!(one.exit_code(), 3);
+}
+
+#[test]
+fn no_change_needs_the_whole_interval_within_the_threshold() {
+    let mut rng = Rng::new(5);
+    let opts = CompareOptions::default();
+    // Per-run noise 8 %, threshold 5 %: with 3 runs a side the interval is wider than ±5 %,
+    // so even a small change is inconclusive, with the runs that would decide it.
+    let rows = vec![sample(
+        "attach",
+        Metric::P50,
+        side(&mut rng, 3, 1e8, 0.08, 1000),
+        side(&mut rng, 3, 1e8, 0.08, 1000),
+    )];
+    let r = judge(&rows, &together(3, 3), &opts);
+    let row = &r.rows[0];
+    assert_eq!(row.verdict, Verdict::Inconclusive, "{row:?}");
+    let n = row.runs_needed.expect("runs needed") as usize;
+    assert!(n > 3 && n < 200, "{n}");
+    assert_eq!((r.runs_needed, r.exit_code()), (Some(n as u64), 3));
+    // With that many runs a side, no change is decided in most comparisons (80 % power aimed
+    // at the observed change).
+    let decided = (0..100)
+        .filter(|_| {
+            let rows = vec![sample(
+                "attach",
+                Metric::P50,
+                side(&mut rng, n, 1e8, 0.08, 1000),
+                side(&mut rng, n, 1e8, 0.08, 1000),
+            )];
+            judge(&rows, &together(n, n), &opts).exit_code() == 0
+        })
+        .count();
+    assert!(decided >= 60, "{decided} of 100 with {n} runs a side");
+}
+
+#[test]
+fn error_rates_are_compared_as_counts() {
+    let opts = CompareOptions::default();
+    let rate = |failed: u64, events: u64| RunValue {
+        value: failed as f64 / events as f64,
+        events,
+    };
+    // 0 % → 0.9 % failed attaches over 5 runs of 600: a regression, never no change.
+    let rows = vec![sample(
+        "attach",
+        Metric::ErrorRate,
+        vec![rate(0, 600); 5],
+        vec![
+            rate(5, 600),
+            rate(6, 600),
+            rate(5, 600),
+            rate(5, 600),
+            rate(6, 600),
+        ],
+    )];
+    let r = judge(&rows, &together(5, 5), &opts);
+    assert_eq!(r.rows[0].verdict, Verdict::Regression, "{:?}", r.rows[0]);
+    assert_eq!(r.rows[0].counts, Some((0, 3000, 27, 3000)));
+    // The same rates from one run of 200 a side: too few events to tell, so inconclusive
+    // (0 of 200 against 2 of 200), with the runs that would decide it.
+    let rows = vec![sample(
+        "attach",
+        Metric::ErrorRate,
+        vec![rate(0, 200)],
+        vec![rate(2, 200)],
+    )];
+    let r = judge(&rows, &together(1, 1), &opts);
+    assert_eq!(r.rows[0].verdict, Verdict::Inconclusive, "{:?}", r.rows[0]);
+    assert!(r.rows[0].runs_needed.is_some());
+    // No failures on either side over 3000 events: the interval is within ±0.5 points.
+    let rows = vec![sample(
+        "attach",
+        Metric::ErrorRate,
+        vec![rate(0, 600); 5],
+        vec![rate(0, 600); 5],
+    )];
+    assert_eq!(
+        judge(&rows, &together(5, 5), &opts).rows[0].verdict,
+        Verdict::NoChange
+    );
+    // The relative threshold: 10 % → 10.3 % is within 20 % of 10 % (tolerance 2 points).
+    let rows = vec![sample(
+        "attach",
+        Metric::ErrorRate,
+        vec![rate(600, 6000); 5],
+        vec![rate(618, 6000); 5],
+    )];
+    let r = judge(&rows, &together(5, 5), &opts);
+    assert!((r.rows[0].tolerance - 0.02).abs() < 1e-12);
+    assert_eq!(r.rows[0].verdict, Verdict::NoChange, "{:?}", r.rows[0]);
+}
+
+#[test]
+fn separate_batches_need_a_change_beyond_the_batch_shift() {
+    let mut rng = Rng::new(17);
+    let opts = CompareOptions::default();
+    // Base then new, one batch each; the new batch 4 % slower for no reason but its batch,
+    // runs quiet (1 %): Welch alone would call this p50 +4 % significant; beyond 5 % p50
+    // threshold it is not either way, so use a 3 % threshold to see the allowance at work.
+    let opts = CompareOptions {
+        thresholds: analyze::Thresholds {
+            p50: 0.03,
+            ..analyze::Thresholds::default()
+        },
+        ..opts
+    };
+    let t = |i: usize| i as f64 * 60.0;
+    let separate = design::detect(
+        &(0..5).map(t).collect::<Vec<_>>(),
+        &(5..10).map(t).collect::<Vec<_>>(),
+        0.05,
+    );
+    assert_eq!(separate.kind, DesignKind::SeparateBatches);
+    let interleaved = design::detect(
+        &(0..5).map(|i| t(2 * i)).collect::<Vec<_>>(),
+        &(0..5).map(|i| t(2 * i + 1)).collect::<Vec<_>>(),
+        0.05,
+    );
+    let rows = vec![sample(
+        "attach",
+        Metric::P50,
+        side(&mut rng, 5, 1e8, 0.01, 1000),
+        side(&mut rng, 5, 1.04e8, 0.01, 1000),
+    )];
+    assert_eq!(
+        judge(&rows, &interleaved, &opts).rows[0].verdict,
+        Verdict::Regression
+    );
+    let r = judge(&rows, &separate, &opts);
+    let row = &r.rows[0];
+    assert_eq!(row.verdict, Verdict::Inconclusive, "{row:?}");
+    assert!((row.margin - 0.05).abs() < 1e-12);
+    // The interval is widened by the allowance, and more runs cannot shrink that.
+    assert!(
+        row.ci_low.expect("ci") < -0.0 && row.ci_high.expect("ci") > 0.09,
+        "{row:?}"
+    );
+    assert_eq!(row.runs_needed, None);
+    assert!(
+        r.notes.iter().any(|n| n.contains("cannot decide")),
+        "{:?}",
+        r.notes
+    );
+    // A +30 % change is beyond any batch shift: a regression in this design too.
+    let rows = vec![sample(
+        "attach",
+        Metric::P50,
+        side(&mut rng, 5, 1e8, 0.01, 1000),
+        side(&mut rng, 5, 1.3e8, 0.01, 1000),
+    )];
+    assert_eq!(
+        judge(&rows, &separate, &opts).rows[0].verdict,
+        Verdict::Regression
+    );
+}
+
+#[test]
+fn design_and_manifest_differences_come_from_the_manifests() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = trace(dir.path());
+    let mut rng = Rng::new(23);
+    let mut run = |name: &str, started: &str, speed: f64| {
+        let recs: Vec<_> = (1..=100u64)
+            .map(|i| {
+                rec(
+                    i,
+                    OpType::Attach,
+                    i * 10_000_000,
+                    lognormal(&mut rng, 20e6, 0.1),
+                )
+            })
+            .collect();
+        write_run_at(&dir.path().join(name), &t, speed, &recs, started)
+    };
+    // Two A/A batches of the base a day apart, then the new batch: batch baseline.
+    let base: Vec<PathBuf> = (0..6)
+        .map(|i| {
+            let day = 1 + i / 3;
+            run(
+                &format!("b{i}"),
+                &format!("2026-01-0{day}T10:0{}:00Z", i % 3),
+                1.0,
+            )
+        })
+        .collect();
+    let new: Vec<PathBuf> = (0..3)
+        .map(|i| run(&format!("n{i}"), &format!("2026-01-05T10:0{i}:00Z"), 1.0))
+        .collect();
+    let r = compare(&base, &new, &CompareOptions::default()).expect("compare");
+    assert_eq!(r.design.kind, DesignKind::BatchBaseline);
+    assert_eq!((r.design.base_batches, r.design.new_batches), (2, 1));
+    assert!(
+        r.manifest_differences.is_empty(),
+        "{:?}",
+        r.manifest_differences
+    );
+    // Another speed on the new side is named.
+    let faster = vec![
+        run("f0", "2026-01-05T11:00:00Z", 2.0),
+        run("f1", "2026-01-05T11:01:00Z", 2.0),
+    ];
+    let r = compare(&base[..3], &faster, &CompareOptions::default()).expect("compare");
+    assert_eq!(r.design.kind, DesignKind::SeparateBatches);
+    assert_eq!(
+        r.manifest_differences,
+        vec!["options.speed: 1.0 vs 2.0".to_owned()]
+    );
 }
 
 #[test]
@@ -198,7 +419,25 @@ fn verdicts_are_exact_mirrors_when_the_sides_swap() {
             .iter()
             .map(|s| sample(&s.op, s.metric, s.new.clone(), s.base.clone()))
             .collect();
-        let (a, b) = (judge(&rows, &opts), judge(&swapped, &opts));
+        // Interleaved, separate batches (with a drift to adjust for), batch baseline.
+        let times = |n: usize, off: f64, step: f64| -> Vec<f64> {
+            (0..n).map(|i| off + i as f64 * step).collect()
+        };
+        let (tb, tn) = match trial % 3 {
+            0 => (times(runs.0, 0.0, 120.0), times(runs.1, 60.0, 120.0)),
+            1 => (times(runs.0, 0.0, 60.0), times(runs.1, 1e4, 60.0)),
+            _ => {
+                let mut b = times(runs.0 / 2 + 1, 0.0, 60.0);
+                b.extend(times(runs.0 - b.len(), 86_400.0, 60.0));
+                (b, times(runs.1, 2.0 * 86_400.0, 60.0))
+            }
+        };
+        let (da, db) = (
+            design::detect(&tb, &tn, 0.05),
+            design::detect(&tn, &tb, 0.05),
+        );
+        assert_eq!(da.kind, db.kind);
+        let (a, b) = (judge(&rows, &da, &opts), judge(&swapped, &db, &opts));
         assert_eq!(a.exit_code() == 1, b.improvements > 0, "{a:#?} {b:#?}");
         for (x, y) in a.rows.iter().zip(&b.rows) {
             assert_eq!(x.diff, -y.diff, "{x:?} {y:?}");
@@ -238,7 +477,7 @@ fn identical_distributions_rarely_regress_and_a_shift_is_detected() {
                 )
             })
             .collect();
-        judge(&rows, &opts)
+        judge(&rows, &together(5, 5), &opts)
     };
     let n = 400;
     let false_alarms = (0..n)
@@ -274,7 +513,7 @@ fn tail_percentiles_need_events_beyond_them() {
         side(&mut rng, 5, 1e8, 0.05, 10),
         side(&mut rng, 5, 3e8, 0.05, 10),
     )];
-    let r = judge(&rows, &opts);
+    let r = judge(&rows, &together(5, 5), &opts);
     assert_eq!(r.rows[0].verdict, Verdict::InsufficientData);
     assert_eq!((r.tested, r.exit_code()), (0, 3));
     // One run short on the new side is enough to withhold the verdict.
@@ -287,7 +526,7 @@ fn tail_percentiles_need_events_beyond_them() {
         new.clone(),
     )];
     assert_eq!(
-        judge(&rows, &opts).rows[0].verdict,
+        judge(&rows, &together(5, 5), &opts).rows[0].verdict,
         Verdict::InsufficientData
     );
     new[2].events = 500;
@@ -297,7 +536,10 @@ fn tail_percentiles_need_events_beyond_them() {
         side(&mut rng, 5, 1e8, 0.05, 600),
         new,
     )];
-    assert_eq!(judge(&rows, &opts).rows[0].verdict, Verdict::Regression);
+    assert_eq!(
+        judge(&rows, &together(5, 5), &opts).rows[0].verdict,
+        Verdict::Regression
+    );
 }
 
 #[test]
@@ -305,6 +547,8 @@ fn thresholds_parse_and_reject() {
     let mut t = analyze::Thresholds::default();
     t.set("p99=20%").expect("p99");
     t.set("error_rate=0.02").expect("errors");
+    t.set("error_rate_rel=50%").expect("relative");
+    assert_eq!(t.error_rate_rel, 0.5);
     assert_eq!((t.p99, t.error_rate), (0.2, 0.02));
     t.set("p99.9=25%").expect("p99.9");
     assert_eq!(t.p99_9, 0.25);

@@ -40,6 +40,17 @@ pub fn rec(id: u64, op: OpType, intended: u64, service: u64) -> EventRecord {
 
 /// Writes a run directory for `trace` holding `records`, replayed at `speed`.
 pub fn write_run(dir: &Path, trace: &Path, speed: f64, records: &[EventRecord]) -> PathBuf {
+    write_run_at(dir, trace, speed, records, "2026-01-01T00:00:00Z")
+}
+
+/// [`write_run`] of a run that started at `started` (RFC 3339).
+pub fn write_run_at(
+    dir: &Path,
+    trace: &Path,
+    speed: f64,
+    records: &[EventRecord],
+    started: &str,
+) -> PathBuf {
     fs_err::create_dir_all(dir).expect("run dir");
     let t = trace_format::TraceReader::open(trace).expect("trace");
     let manifest = serde_json::json!({
@@ -54,7 +65,7 @@ pub fn write_run(dir: &Path, trace: &Path, speed: f64, records: &[EventRecord]) 
         "seed": 0,
         "host": {"hostname": "h", "kernel": "k", "cpus": 2},
         "provider": {"name": "sim", "config": {}},
-        "started": "2026-01-01T00:00:00Z",
+        "started": started,
         "state": "complete",
         "pid": 1,
     });

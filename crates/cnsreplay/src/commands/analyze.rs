@@ -86,6 +86,14 @@ pub struct CompareArgs {
     /// Analyze runs that did not finish or whose verdict is not `valid` (refused otherwise).
     #[arg(long)]
     pub allow_invalid: bool,
+    /// Leave a metric out (p50, p99, p99.9, mean, error_rate): no rows, so it cannot hold the
+    /// exit code at 3 for insufficient data. Repeatable.
+    #[arg(long, value_name = "METRIC")]
+    pub skip: Vec<String>,
+    /// The largest shift between two batches of identical runs assumed when each side is one
+    /// separate batch (relative, `5%` or `0.05`): such changes are not counted.
+    #[arg(long, value_name = "FRACTION", default_value = "5%")]
+    pub batch_shift: String,
     /// Print JSON (schema: docs/schemas/analyze-compare.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -480,6 +488,27 @@ fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
     for t in &a.threshold {
         opts.thresholds.set(t)?;
     }
+    for m in &a.skip {
+        let metric = Metric::ALL
+            .into_iter()
+            .find(|x| x.name() == m.trim())
+            .with_context(|| {
+                format!("--skip {m:?}: expected p50, p99, p99.9, mean or error_rate")
+            })?;
+        opts.skip.push(metric);
+    }
+    opts.batch_shift = match a.batch_shift.trim().strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
+        None => a.batch_shift.trim().parse::<f64>(),
+    }
+    .ok()
+    .filter(|x| x.is_finite() && *x >= 0.0)
+    .with_context(|| {
+        format!(
+            "--batch-shift {:?}: expected a fraction ≥ 0, e.g. 5% or 0.05",
+            a.batch_shift
+        )
+    })?;
     let (base, new) = match (a.base.as_slice(), a.new.is_empty()) {
         (_, false) => (a.base.clone(), a.new.clone()),
         ([b, n], true) => (vec![b.clone()], vec![n.clone()]),
@@ -528,10 +557,22 @@ fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> 
             "\n(different traces: by op type)"
         },
     )?;
+    if !r.manifest_differences.is_empty() {
+        writeln!(
+            out,
+            "WARNING: the runs' manifests differ in more than the seed; unless this is the \
+             system under test, the comparison measures it too:"
+        )?;
+        for d in &r.manifest_differences {
+            writeln!(out, "WARNING:   {d}")?;
+        }
+    }
+    writeln!(out, "design: {}", r.design.summary)?;
     writeln!(
         out,
-        "Welch's t on per-run values (log scale for latencies); {:.0}% CIs; Holm over {} tested \
-         row(s) at α = {}",
+        "latencies: per-run values on the log scale; error rate: counts (Fisher's exact test); \
+         {:.0}% intervals; Holm over {} tested row(s) at α = {}; no change = interval within \
+         ±threshold",
         (1.0 - r.options.alpha) * 100.0,
         r.tested,
         r.options.alpha
@@ -539,14 +580,21 @@ fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> 
     writeln!(
         out,
         "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>8} {:>9}  verdict",
-        "operation", "metric", "base", "new", "change", "CI", "p(Holm)", "threshold"
+        "operation", "metric", "base", "new", "change", "interval", "p(Holm)", "threshold"
     )?;
     for row in &r.rows {
         let verdict = match row.verdict {
             Verdict::Regression => "REGRESSION".to_owned(),
             Verdict::Improvement => "improvement".to_owned(),
             Verdict::NoChange => "no change".to_owned(),
-            Verdict::Inconclusive => "inconclusive".to_owned(),
+            Verdict::Inconclusive => match row.runs_needed {
+                Some(n) if r.design.kind == analyze::compare::DesignKind::BatchBaseline => {
+                    format!("inconclusive ({n} runs a side, in batches, would decide it)")
+                }
+                Some(n) => format!("inconclusive ({n} runs a side would decide it)"),
+                None if row.df > 0.0 => "inconclusive (more runs cannot decide it)".to_owned(),
+                None => "inconclusive".to_owned(),
+            },
             Verdict::InsufficientData => format!(
                 "insufficient data (< {} events in a run)",
                 row.required_events
@@ -571,7 +619,7 @@ fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> 
             change(row, row.change),
             ci,
             p,
-            change(row, row.threshold).trim_start_matches('+'),
+            change(row, row.tolerance).trim_start_matches('+'),
         )?;
     }
     if !r.unmatched.is_empty() {
@@ -584,7 +632,15 @@ fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> 
         out,
         "{} regression(s), {} improvement(s), {} inconclusive, {} with insufficient data",
         r.regressions, r.improvements, r.inconclusive, r.insufficient
-    )
+    )?;
+    if let Some(n) = r.runs_needed {
+        writeln!(
+            out,
+            "runs needed: {n} a side would decide every inconclusive row that more runs can \
+             decide (80% power at the observed noise)"
+        )?;
+    }
+    Ok(())
 }
 
 fn run_capacity(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

@@ -145,6 +145,9 @@ pub struct ProviderArgs {
     /// service S saturates at N / S per second.
     #[arg(long, value_name = "OP=N")]
     pub sim_servers: Vec<String>,
+    /// sim: multiply every service time by this factor (a run-wide slowdown, e.g. `1.1`).
+    #[arg(long, value_name = "FACTOR")]
+    pub sim_slowdown: Option<f64>,
     /// local: `auto` (loop devices when root), `loop` or `dir`.
     #[arg(long, value_name = "MODE", default_value = "auto")]
     pub local_mode: String,
@@ -365,6 +368,10 @@ pub(crate) fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
     for s in &a.sim_servers {
         c.set_servers(s)
             .map_err(|e| anyhow::anyhow!("--sim-servers: {e}"))?;
+    }
+    if let Some(f) = a.sim_slowdown {
+        c.slowdown = f;
+        c.check("--sim-slowdown")?;
     }
     Ok(c)
 }

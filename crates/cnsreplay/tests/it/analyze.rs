@@ -928,3 +928,50 @@ fn png_scale_outside_its_range_is_refused() {
         assert!(!html.exists());
     }
 }
+
+/// The repo's A/A batches example (`analyze::compare::example`): the text names the design,
+/// shows each row's interval and, when inconclusive, the runs that would decide it.
+#[test]
+fn compare_on_the_aa_batches_example_names_the_design() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (base, new) =
+        analyze::compare::example::write_aa_batches(dir.path()).expect("example runs");
+    let root = format!("{}/", dir.path().display());
+    let run = |extra: &[&str], base: &[PathBuf]| {
+        let mut v: Vec<&str> = vec!["analyze", "compare"];
+        v.extend(extra);
+        v.extend(base.iter().map(|p| s(p)));
+        v.push("--");
+        v.extend(new.iter().map(|p| s(p)));
+        let o = cnsreplay(&v);
+        (o.status.code(), stdout(&o).replace(&root, ""))
+    };
+    // Three base batches: the batch baseline design; p99.9 left out (600 events a run).
+    let (code, text) = run(&["--skip", "p99.9"], &base);
+    assert!(text.contains("design: batch baseline"), "{text}");
+    assert_ne!(code, Some(1), "identical builds: {text}");
+    // Every judged row shows its interval; every inconclusive one what would decide it.
+    for line in text.lines().filter(|l| l.starts_with("attach ")) {
+        assert!(line.contains('['), "no interval: {line}");
+        if line.contains("inconclusive") {
+            assert!(
+                line.contains("would decide it") || line.contains("cannot decide"),
+                "{line}"
+            );
+        }
+    }
+    // Only the last base batch: separate batches, the batch-shift allowance applies.
+    let (code, text) = run(&["--skip", "p99.9"], &base[base.len() - 4..]);
+    assert!(text.contains("design: separate batches"), "{text}");
+    assert_ne!(code, Some(1), "identical builds: {text}");
+    assert!(text.contains("allowance ±5.0%"), "{text}");
+    // p99.9 not left out: insufficient data keeps the exit code at 3.
+    let (code, text) = run(&[], &base);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(text.contains("insufficient data"), "{text}");
+    // JSON names the design too.
+    let (_, json) = run(&["--json", "--skip", "p99.9"], &base);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(v["design"]["kind"], "batch_baseline");
+    assert_eq!(v["design"]["base_batches"], 3);
+}

@@ -50,3 +50,19 @@ fn bad_server_counts_are_errors_naming_the_field() {
         assert!(c.set_servers(bad).is_err(), "{bad} accepted");
     }
 }
+
+#[test]
+fn a_run_wide_slowdown_scales_service_and_must_be_positive() {
+    let c = SimConfig::from_yaml(
+        "ops: {attach: {dist: constant, value: 250ms}}\nservers: {attach: 4}\nslowdown: 2\n",
+        "sim.yaml",
+    )
+    .expect("valid");
+    // Every service time doubled: 4 servers / 0.5 s.
+    assert_eq!(c.saturation_rate(OpType::Attach), Some(8.0));
+    assert_eq!(SimConfig::default().slowdown, 1.0);
+    for bad in ["slowdown: 0\n", "slowdown: -1\n", "slowdown: .nan\n"] {
+        let e = SimConfig::from_yaml(bad, "sim.yaml").expect_err(bad);
+        assert!(e.to_string().contains("sim.yaml: slowdown"), "{e}");
+    }
+}

@@ -154,3 +154,16 @@ fn a_shared_pool_serves_the_other_op_types() {
     let last = by_arrival.last().expect("records");
     assert!(wait(last) > 800 * MS, "last waited {} ns", wait(last));
 }
+
+/// A run-wide slowdown multiplies every drawn service time: constant 4 ms × 1.5 = 6 ms.
+#[test]
+fn a_slowdown_multiplies_every_service_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = even_trace(dir.path(), 50, 10 * MS);
+    let yaml = "default: {dist: constant, value: 4ms}\nservers: {cordon_node: 1}\nslowdown: 1.5\n";
+    let (_, recs) = run(dir.path(), &t, yaml);
+    assert_eq!(recs.len(), 50);
+    for r in &recs {
+        assert_eq!(service(r), 6 * MS, "event {}", r.id);
+    }
+}

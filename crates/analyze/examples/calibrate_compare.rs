@@ -1,0 +1,344 @@
+//! Calibration of `analyze compare`'s statistics under the noise real providers have,
+//! simulated directly: each run's per-row values are computed from latencies drawn from the
+//! sim provider's distributions (attach lognormal 200 ms σ 0.3, create_volume 500 ms σ 0.4,
+//! EVENTS of each per run, recorded into the engine's HdrHistograms and read with the same
+//! percentile function as `compare::run_values`), every latency of a run multiplied by that
+//! run's slowdown: `e^(CV·Z)` (per-run noise) × the batch's shift × `(1 + drift)^(position in
+//! time)`. Start times follow the case's collection design and go through the same
+//! `design::detect` and `compare::judge` as `analyze compare`. What it does not simulate: the
+//! host's scheduling jitter and the engine (see `scripts/calibrate-compare.sh` for real runs).
+//! Every trial draws fresh runs (no pool is reused).
+//!
+//!   cargo run --release -p analyze --example calibrate_compare -- [TRIALS] [SEED] [EVENTS] [CASES]
+//!
+//! Per case: A/A false regressions (exit 1) at 5 runs a side with the one-sided 95 %
+//! Clopper–Pearson upper bound; inconclusive and no-change shares; the runs a side the tool
+//! recommends for attach p99 in pilot comparisons with a +20 % attach p99 (σ 0.3784, p50
+//! unchanged), then false regressions and power (attach p99 a regression) at that count.
+
+use std::io::Write;
+
+use analyze::compare::{CompareOptions, Metric, RunValue, Sample, Verdict, design, judge};
+use analyze::hist::{Rng, at, latency};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    /// A, B, A, B, … in one session.
+    Interleaved,
+    /// All A, then all B (before/after).
+    Separate,
+    /// `n` A/A batches of the base (a day apart), then the B batch.
+    Baseline(usize),
+}
+
+#[derive(Clone, Copy)]
+struct Case {
+    name: &'static str,
+    layout: Layout,
+    cv: f64,
+    /// The new batch's shift (separate), or the sd of every batch's shift (baseline).
+    shift: f64,
+    drift: f64,
+}
+
+fn normal(rng: &mut Rng) -> f64 {
+    (-2.0 * rng.unit().ln()).sqrt() * (std::f64::consts::TAU * rng.unit()).cos()
+}
+
+/// One run's values of its rows (attach and create_volume × p50, p99, p99.9, mean, error).
+fn run_rows(
+    rng: &mut Rng,
+    events: u64,
+    slowdown: f64,
+    attach_sigma: f64,
+) -> Vec<(String, Metric, RunValue)> {
+    let mut out = Vec::new();
+    for (op, median, sigma) in [
+        ("attach", 200e6, attach_sigma),
+        ("create_volume", 500e6, 0.4),
+    ] {
+        let mut h = latency();
+        let mut sum = 0.0;
+        for _ in 0..events {
+            let v = (median * slowdown * (sigma * normal(rng)).exp()).max(1.0);
+            sum += v;
+            h.saturating_record(v as u64);
+        }
+        for m in Metric::ALL {
+            let value = match m {
+                Metric::Mean => sum / events as f64,
+                Metric::ErrorRate => 0.0,
+                _ => at(&h, m.percentile().unwrap_or(50.0)) as f64,
+            };
+            out.push((op.to_owned(), m, RunValue { value, events }));
+        }
+    }
+    out
+}
+
+/// One comparison of `runs` a side; returns the report.
+fn trial(
+    rng: &mut Rng,
+    case: &Case,
+    runs: usize,
+    p99_up: bool,
+    opts: &CompareOptions,
+) -> analyze::CompareReport {
+    // Start times (s) and slowdown per run, base then new.
+    let mut times = (Vec::new(), Vec::new());
+    let mut slow = (Vec::new(), Vec::new());
+    let mut add = |side: bool, t: f64, pos: usize, batch: f64, rng: &mut Rng| {
+        let f = (case.cv * normal(rng)).exp() * batch * (1.0 + case.drift).powi(pos as i32);
+        if side {
+            times.1.push(t);
+            slow.1.push(f);
+        } else {
+            times.0.push(t);
+            slow.0.push(f);
+        }
+    };
+    match case.layout {
+        Layout::Interleaved => {
+            for i in 0..2 * runs {
+                add(i % 2 == 1, i as f64 * 60.0, i, 1.0, rng);
+            }
+        }
+        Layout::Separate => {
+            for i in 0..2 * runs {
+                let new = i >= runs;
+                add(
+                    new,
+                    i as f64 * 60.0,
+                    i,
+                    if new { 1.0 + case.shift } else { 1.0 },
+                    rng,
+                );
+            }
+        }
+        Layout::Baseline(b) => {
+            let mut pos = 0;
+            for batch in 0..=b {
+                let shift = (case.shift * normal(rng)).exp();
+                for i in 0..runs {
+                    add(
+                        batch == b,
+                        batch as f64 * 86_400.0 + i as f64 * 60.0,
+                        pos,
+                        shift,
+                        rng,
+                    );
+                    pos += 1;
+                }
+            }
+        }
+    }
+    let events = EVENTS.with(|e| *e.borrow());
+    let base: Vec<_> = slow
+        .0
+        .iter()
+        .map(|&f| run_rows(rng, events, f, 0.3))
+        .collect();
+    let sigma = if p99_up { 0.3784 } else { 0.3 };
+    let new: Vec<_> = slow
+        .1
+        .iter()
+        .map(|&f| run_rows(rng, events, f, sigma))
+        .collect();
+    let samples: Vec<Sample> = (0..base[0].len())
+        .map(|i| Sample {
+            op: base[0][i].0.clone(),
+            metric: base[0][i].1,
+            base: base.iter().map(|r| r[i].2).collect(),
+            new: new.iter().map(|r| r[i].2).collect(),
+        })
+        .collect();
+    let d = design::detect(&times.0, &times.1, opts.batch_shift);
+    judge(&samples, &d, opts)
+}
+
+thread_local! {
+    static EVENTS: std::cell::RefCell<u64> = const { std::cell::RefCell::new(600) };
+}
+
+/// One-sided 95 % Clopper–Pearson upper bound of a rate, `x` of `n`.
+fn upper(x: usize, n: usize) -> f64 {
+    let cdf = |p: f64| {
+        let mut s = 0.0;
+        let ln = |k: usize| -> f64 { (1..=k).map(|i| (i as f64).ln()).sum() };
+        for k in 0..=x {
+            let l = ln(n) - ln(k) - ln(n - k) + k as f64 * p.ln() + (n - k) as f64 * (1.0 - p).ln();
+            s += l.exp();
+        }
+        s
+    };
+    if x >= n {
+        return 1.0;
+    }
+    let (mut lo, mut hi) = (x as f64 / n as f64, 1.0);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if cdf(mid) > 0.05 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
+fn p99_row(r: &analyze::CompareReport) -> Option<&analyze::compare::Row> {
+    r.rows
+        .iter()
+        .find(|x| x.op == "attach" && x.metric == Metric::P99)
+}
+
+fn main() -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let args: Vec<String> = std::env::args().collect();
+    let trials: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(300);
+    let seed: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let events: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(600);
+    EVENTS.with(|e| *e.borrow_mut() = events);
+    // Cases to run (1-based, comma-separated; all by default).
+    let only: Vec<usize> = args
+        .get(4)
+        .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default();
+    let opts = CompareOptions {
+        // 600 events a run: p99.9 needs 5000, so the user leaves it out.
+        skip: vec![Metric::P999],
+        ..CompareOptions::default()
+    };
+    let cases = [
+        Case {
+            name: "interleaved, run CV 10 %",
+            layout: Layout::Interleaved,
+            cv: 0.10,
+            shift: 0.0,
+            drift: 0.0,
+        },
+        Case {
+            name: "interleaved, CV 10 % + drift 1 %/run",
+            layout: Layout::Interleaved,
+            cv: 0.10,
+            shift: 0.0,
+            drift: 0.01,
+        },
+        Case {
+            name: "separate batches, CV 10 % + batch shift 3 %",
+            layout: Layout::Separate,
+            cv: 0.10,
+            shift: 0.03,
+            drift: 0.0,
+        },
+        Case {
+            name: "separate batches, CV 10 % + drift 1 %/run",
+            layout: Layout::Separate,
+            cv: 0.10,
+            shift: 0.0,
+            drift: 0.01,
+        },
+        Case {
+            name: "batch baseline (3 A/A batches), CV 10 % + batch shifts sd 3 %",
+            layout: Layout::Baseline(3),
+            cv: 0.10,
+            shift: 0.03,
+            drift: 0.0,
+        },
+    ];
+    let mut rng = Rng::new(seed);
+    writeln!(
+        out,
+        "{trials} fresh trials per figure, {events} attaches + {events} create_volumes per run, seed {seed}"
+    )?;
+    writeln!(
+        out,
+        "| case | design | A/A false regressions at 5 runs (95 % upper) | inconclusive / no change | runs recommended (+20 % p99, median over inconclusive pilots) | A/A false regressions at that count (95 % upper) | power +20 % p99 at that count |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|")?;
+    for (ci, case) in cases.iter().enumerate() {
+        if !only.is_empty() && !only.contains(&(ci + 1)) {
+            continue;
+        }
+        let mut fr = 0;
+        let mut inc = 0;
+        let mut nc = 0;
+        let mut design = String::new();
+        for _ in 0..trials {
+            let r = trial(&mut rng, case, 5, false, &opts);
+            design = r.design.kind.name().to_owned();
+            match r.exit_code() {
+                1 => fr += 1,
+                3 => inc += 1,
+                _ => nc += 1,
+            }
+        }
+        // Pilots: +20 % p99 at 5 runs a side; the tool's recommendation for that row.
+        let mut recs: Vec<u64> = Vec::new();
+        let mut undecided = 0;
+        let mut found = 0;
+        for _ in 0..trials.min(100) {
+            let r = trial(&mut rng, case, 5, true, &opts);
+            match p99_row(&r) {
+                Some(row) if row.verdict == Verdict::Regression => found += 1,
+                Some(row) => match row.runs_needed {
+                    Some(n) => recs.push(n),
+                    None => undecided += 1,
+                },
+                None => undecided += 1,
+            }
+        }
+        recs.sort_unstable();
+        let rec =
+            (!recs.is_empty() && undecided < recs.len()).then(|| recs[recs.len() / 2] as usize);
+        let at_rec = rec.map(|n| {
+            let n = n.max(5);
+            let mut fr = 0;
+            let mut hit = 0;
+            for _ in 0..trials {
+                if trial(&mut rng, case, n, false, &opts).exit_code() == 1 {
+                    fr += 1;
+                }
+                if p99_row(&trial(&mut rng, case, n, true, &opts))
+                    .is_some_and(|x| x.verdict == Verdict::Regression)
+                {
+                    hit += 1;
+                }
+            }
+            (n, fr, hit)
+        });
+        let pct = |x: usize| format!("{:.1} %", 100.0 * x as f64 / trials as f64);
+        let (recs, fr_rec, power) = match at_rec {
+            Some((n, f, h)) => (
+                format!(
+                    "{n} ({found} of {} pilots already a regression at 5, {undecided} undecidable)",
+                    trials.min(100)
+                ),
+                format!(
+                    "{f} of {trials} = {} ({:.1} %)",
+                    pct(f),
+                    100.0 * upper(f, trials)
+                ),
+                format!("{h} of {trials} = {}", pct(h)),
+            ),
+            None => (
+                format!(
+                    "none ({undecided} of {} pilots: more runs cannot decide)",
+                    trials.min(100)
+                ),
+                "-".into(),
+                "-".into(),
+            ),
+        };
+        writeln!(
+            out,
+            "| {} | {design} | {fr} of {trials} = {} ({:.1} %) | {} / {} | {recs} | {fr_rec} | {power} |",
+            case.name,
+            pct(fr),
+            100.0 * upper(fr, trials),
+            pct(inc),
+            pct(nc),
+        )?;
+    }
+    Ok(())
+}
