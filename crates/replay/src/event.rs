@@ -65,7 +65,7 @@ impl<P> Shared<P> {
 
     /// Hands one finished event to the sink.
     fn send_one(&self, d: Done) {
-        let _ = self.done.send(ToSink::One(d));
+        let _ = self.done.send(ToSink::One(Box::new(d)));
         self.live.done.fetch_add(1, SeqCst);
     }
 }

@@ -41,7 +41,7 @@ pub(crate) struct Done {
 /// A message to the sink: one event (an operation that finished on its own task), or the
 /// events a dispatch batch finished inline (one channel message for many events).
 pub(crate) enum ToSink {
-    One(Done),
+    One(Box<Done>),
     Batch(Vec<Done>),
 }
 
@@ -185,7 +185,7 @@ impl Sink {
 
     fn take(&mut self, m: ToSink) -> std::io::Result<()> {
         match m {
-            ToSink::One(d) => self.add(d),
+            ToSink::One(d) => self.add(*d),
             ToSink::Batch(v) => v.into_iter().for_each(|d| self.add(d)),
         }
         if self.pending.len() >= WRITE_CHUNK {
