@@ -41,7 +41,9 @@ pub const EXIT_FAILED: u8 = 2;
 
 fn is_input_problem(e: &(dyn std::error::Error + 'static)) -> bool {
     use trace_format::Error as T;
-    let trace = |t: &T| matches!(t, T::Invalid(_));
+    // A merge refused because the inputs, merged as asked, would make an invalid trace (or
+    // collide) is a problem of those inputs.
+    let trace = |t: &T| matches!(t, T::Invalid(_) | T::Merge { .. });
     if let Some(t) = e.downcast_ref::<T>() {
         return trace(t);
     }

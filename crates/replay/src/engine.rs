@@ -604,7 +604,11 @@ fn clock<P: Provider>(
     // and if the write still ends less than START_LEAD before it, again, so the write is never
     // lateness of the first events.
     let base_lead = START_LEAD.max(Duration::from_nanos(lead.load(Relaxed)));
-    let mut last_write = p.manifest_write;
+    // A small manifest's earlier write time says little (a loaded machine's hiccup would
+    // push the origin past `--start-at`): it starts at the plain lead and is retried if late.
+    let mut last_write = Some(p.manifest_write)
+        .filter(|w| *w > Duration::from_millis(50))
+        .unwrap_or_default();
     let (origin, origin_wall) = loop {
         let lead = base_lead.max(last_write * 2);
         let (origin, origin_wall) = (Instant::now() + lead, SystemTime::now() + lead);

@@ -211,8 +211,11 @@ fn run_export(a: &ExportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     for (path, csv) in [(&a.csv, true), (&a.parquet, false)] {
         let Some(path) = path else { continue };
         let context = || format!("export of {} to {}", a.run.display(), path.display());
-        let dest = Output::create(path, &inputs)?;
         let run = analyze::Run::open(&a.run).with_context(context)?;
+        // A block replay's streamed requests have no records: nothing to export is an error,
+        // not an empty file (checked before the output exists).
+        run.check_records("export").with_context(context)?;
+        let dest = Output::create(path, &inputs)?;
         let mut w = std::io::BufWriter::new(dest.file()?);
         let n = if csv {
             analyze::frame::export_csv(&run, &mut w)
