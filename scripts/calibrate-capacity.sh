@@ -57,7 +57,7 @@ one() {
   if [[ $case == saturation ]]; then slo='attach p99<=2s' start=1.8; else slo='attach p99<=100ms' start=1.0; fi
   "$bin" -q capacity "$dir/trace.jsonl" --provider sim -o "$dir/search" --json \
     --sim-servers attach=4 --sim-latency attach=exponential:10ms --slo "$slo" \
-    --start "$start" --factor 1.25 --resolution 0.04 --repeats 1 --refine "$REFINE" \
+    --start "$start" --factor 1.25 --resolution 0.04 --repeats 2 --refine "$REFINE" \
     --allow-invalid --seed "$((seed * 1000))" > "$dir/out.json" 2> "$dir/err.txt" || true
 }
 export -f one trace
