@@ -280,8 +280,37 @@ fn limits(points: &[&SearchPoint], slos: &[Slo], o: &PointOptions) -> Vec<String
     count("throughput fell behind the offered rate".into(), &|e| {
         e.throughput.iter().any(|t| !t.kept_up)
     });
-    count("not stationary".into(), &|e| !e.stationary);
-    count("run not valid".into(), &|e| e.validity != "valid");
+    // The evidence: the backlog's growth against its counting noise, and the run verdicts.
+    let growth: Vec<(i64, f64)> = points
+        .iter()
+        .filter(|p| !p.eval.stationary)
+        .filter_map(|p| p.eval.total())
+        .map(|t| (t.backlog_growth, t.backlog_sigma))
+        .collect();
+    let stationary = if growth.is_empty() {
+        "not stationary".to_owned()
+    } else {
+        format!(
+            "not stationary: the system's backlog grew by {}–{} events (counting noise σ ≈ {:.0})",
+            growth.iter().map(|g| g.0).min().unwrap_or(0),
+            growth.iter().map(|g| g.0).max().unwrap_or(0),
+            growth.iter().map(|g| g.1).sum::<f64>() / growth.len() as f64
+        )
+    };
+    count(stationary, &|e| !e.stationary);
+    let mut verdicts: Vec<&str> = points
+        .iter()
+        .filter(|p| p.eval.validity != "valid")
+        .map(|p| p.eval.validity.as_str())
+        .collect();
+    verdicts.sort_unstable();
+    verdicts.dedup();
+    if !o.allow_invalid {
+        count(
+            format!("the tool: run not valid ({})", verdicts.join(", ")),
+            &|e| e.validity != "valid",
+        );
+    }
     count("failed operations".into(), &|e| {
         e.total()
             .is_some_and(|t| t.failed as f64 > o.max_error_rate * t.count as f64)

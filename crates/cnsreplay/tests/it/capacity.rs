@@ -33,10 +33,11 @@ const SIM: [&str; 6] = [
     "attach=exponential:10ms",
 ];
 
-/// One search of [`SIM`] at seed `seed` (short: a 1500-attach trace, bracket to 4 % with one
-/// run a point, then 8 runs around the boundary): its JSON report.
+/// One search of [`SIM`] at seed `seed` (short: a 2000-attach trace, bracket to 4 % with up to
+/// two runs a point — a run failed by a hiccup of a loaded machine is run again — then 12 runs
+/// around the boundary): its JSON report.
 fn search(dir: &Path, seed: u64) -> serde_json::Value {
-    let t = attach_trace(dir, 1500, 5_000_000);
+    let t = attach_trace(dir, 2000, 5_000_000);
     let out = dir.join("cap");
     let seed = seed.to_string();
     let mut args = vec!["-q", "capacity", s(&t), "-o", s(&out)];
@@ -49,7 +50,7 @@ fn search(dir: &Path, seed: u64) -> serde_json::Value {
         "--allow-invalid",
     ]);
     args.extend(["--start", "1.8", "--factor", "1.25", "--resolution", "0.04"]);
-    args.extend(["--repeats", "1", "--refine", "8", "--seed", &seed]);
+    args.extend(["--repeats", "2", "--refine", "12", "--seed", &seed]);
     let o = cnsreplay(&args);
     ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
