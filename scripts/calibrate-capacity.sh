@@ -78,8 +78,8 @@ work, case, truth = sys.argv[1], sys.argv[2], float(sys.argv[3])
 rows = []
 for f in sorted(glob.glob(f"{work}/{case}-*/search/capacity.json")):
     r = json.load(open(f))
-    if r.get("stopped") == "running":
-        continue  # a search still going (or stopped mid-run): not counted
+    if not r.get("complete"):
+        continue  # a search still going or stopped early: not counted
     e, ci = r.get("estimate"), r.get("capacity_interval")
     if not e or not ci:
         rows.append((f, None, None, None, r.get("fit_runs"), None)); continue
