@@ -13,8 +13,10 @@
 //! Each run is judged as a point ([`crate::point`]): SLOs met, throughput kept up with the
 //! offered rate (within 2 %), stationary, valid. The *maximum* is the highest offered rate of
 //! a passing point such that every slower point passes too; the *limit* is the next point
-//! above it, which failed, with its reasons. The true maximum lies between them: the report
-//! states that bracket and its width (the *resolution*), since a grid can say no more.
+//! above it, which failed, with its reasons. The report states that bracket and its width
+//! (the *resolution*), and, where runs both passed and failed, the rate passing 90 % of runs
+//! with its 95 % interval from a logistic fit over every run ([`crate::passprob`], as
+//! `cnsreplay capacity` reports it).
 
 use std::path::{Path, PathBuf};
 
@@ -173,9 +175,18 @@ pub struct CapacityReport {
     pub resolution: Option<f64>,
     /// What failed at the limit point.
     pub limited_by: Vec<String>,
+    /// The offered rate passing [`PASS_PROBABILITY`] of runs, with its 95 % interval
+    /// (logistic fit over every run; None unless runs both passed and failed).
+    pub estimate: Option<crate::passprob::RateEstimate>,
+    /// 95 % interval for the sustainable rate: `estimate`'s lower end to the upper end of
+    /// the half-pass rate's interval.
+    pub capacity_interval: Option<(Option<f64>, Option<f64>)>,
     /// The answer in one sentence.
     pub answer: String,
 }
+
+/// The pass probability of the reported sustained rate.
+pub const PASS_PROBABILITY: f64 = 0.9;
 
 /// The run directories of a sweep: subdirectories with a `manifest.json`.
 pub fn sweep_runs(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -251,7 +262,31 @@ pub fn capacity(dir: &Path, slos: &[Slo], opts: &PointOptions) -> Result<Capacit
             " at every rate swept: the maximum is above the sweep, which gives only a lower bound.",
         ),
     }
+    let fit: Vec<(f64, bool)> = points
+        .iter()
+        .map(|p| (offered(p), p.pass))
+        .filter(|r| r.0 > 0.0)
+        .collect();
+    let estimate = crate::passprob::estimate(&fit, PASS_PROBABILITY);
+    let half = crate::passprob::estimate(&fit, 0.5);
+    let capacity_interval = estimate
+        .as_ref()
+        .map(|e| (e.low, half.as_ref().and_then(|h| h.high)));
+    if let (Some(e), Some((l, h))) = (&estimate, capacity_interval) {
+        let f = |x: Option<f64>| x.map_or("unbounded".to_owned(), |x| format!("{x:.2}"));
+        answer.push_str(&format!(
+            " Fitted over the {} runs: {:.2} ops/s passes {:.0} % of runs; the limit lies in \
+             [{}, {}] ops/s (95 %).",
+            fit.len(),
+            e.rate,
+            PASS_PROBABILITY * 100.0,
+            f(l),
+            f(h)
+        ));
+    }
     Ok(CapacityReport {
+        estimate,
+        capacity_interval,
         sweep: dir.display().to_string(),
         slos: slos.to_vec(),
         max_speed: best.map(|p| p.speed),

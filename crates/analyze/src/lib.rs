@@ -18,6 +18,7 @@ pub mod hist;
 pub mod inference;
 pub mod load;
 pub mod modify;
+pub mod passprob;
 pub mod phase_io;
 pub mod point;
 pub mod qos;

@@ -10,6 +10,15 @@
 //! against the smallest SLO: `--validity reference=`, unless given). `DIR/capacity.json`
 //! is rewritten after every point, so Ctrl-C (which stops the current run; the engine cleans
 //! it up) leaves the partial curve. `cnsreplay analyze capacity DIR` re-reads the points.
+//!
+//! The answer is not the search's bracket: after it, `--refine` more runs are placed around
+//! the pass/fail boundary (cycling through the current estimates of the rate passing with
+//! `--pass-probability` and of the rate passing half the time, and 1.5 % beyond each), and a
+//! logistic curve of pass probability over `ln(rate)` is fitted to every run
+//! ([`analyze::passprob`]). The sustained rate is the rate passing with `--pass-probability`
+//! (0.9); its 95 % profile-likelihood interval is reported, and the capacity interval runs from
+//! that interval's lower end to the upper end of the half-pass rate's interval (a run of finite
+//! length at exactly the limit passes about half the time, see [`analyze::point`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -63,8 +72,18 @@ pub struct CapacityArgs {
     /// Runs at each of the two final bracketing points (each with its own seed).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub repeats: u32,
+    /// Runs added around the pass/fail boundary after the bracket, for the fit.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub refine: usize,
+    /// The sustained rate is the rate that passes with this probability.
+    #[arg(long, value_name = "P", default_value_t = 0.9)]
+    pub pass_probability: f64,
+    /// Judge runs that are not `valid` (e.g. engine-bound on a loaded machine) like any other
+    /// instead of failing them.
+    #[arg(long)]
+    pub allow_invalid: bool,
     /// Most runs in all.
-    #[arg(long, value_name = "N", default_value_t = 40)]
+    #[arg(long, value_name = "N", default_value_t = 60)]
     pub max_runs: usize,
     /// Most steps up (or down) before the first bracket.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -79,7 +98,7 @@ pub struct CapacityArgs {
     #[arg(long)]
     pub json: bool,
     /// Engine and provider settings, as for `run` (`--seed` is the first run's seed; each
-    /// repeat adds one).
+    /// later run adds one).
     #[command(flatten)]
     pub settings: ProviderArgs,
 }
@@ -99,6 +118,10 @@ pub struct SearchSettings {
     pub tolerance: f64,
     /// Largest failed fraction.
     pub max_error_rate: f64,
+    /// Runs added around the boundary after the bracket.
+    pub refine: usize,
+    /// The sustained rate passes with this probability.
+    pub pass_probability: f64,
 }
 
 /// One run of the search.
@@ -123,6 +146,10 @@ pub struct OpRate {
     pub failed: Option<f64>,
     /// Lowest and highest achieved rate over the sustained intensity's runs.
     pub achieved_range: (f64, f64),
+    /// The rate passing with the pass probability (the fitted answer).
+    pub at_probability: Option<f64>,
+    /// The 95 % capacity interval (see [`CapacitySearchReport::capacity_interval`]).
+    pub interval: Option<(Option<f64>, Option<f64>)>,
 }
 
 /// `capacity --json`.
@@ -148,8 +175,20 @@ pub struct CapacitySearchReport {
     pub failed_intensity: Option<f64>,
     /// `failed / sustained − 1`: the width of the bracket holding the maximum.
     pub resolution: Option<f64>,
-    /// Per op type (and `all`): the bracket in operations per second.
+    /// Per op type (and `all`): the bracket in operations per second, and the fitted answer.
     pub rates: Vec<OpRate>,
+    /// The offered rate (all events) passing with the pass probability, with its 95 %
+    /// profile-likelihood interval, from a logistic fit over every run.
+    pub estimate: Option<analyze::passprob::RateEstimate>,
+    /// The same for the rate passing half the time.
+    pub half: Option<analyze::passprob::RateEstimate>,
+    /// 95 % interval for the sustainable rate (all events): from the lower end of
+    /// `estimate`'s interval to the upper end of `half`'s (None where unbounded).
+    pub capacity_interval: Option<(Option<f64>, Option<f64>)>,
+    /// Runs behind the fit.
+    pub fit_runs: usize,
+    /// Fewest events of a run within 5 % of the answer (≥ 10 000 decides a few %).
+    pub min_events_near: Option<u64>,
     /// What failed at the failing intensity, with in how many of its runs.
     pub limited_by: Vec<String>,
     /// Whether the search bracketed the maximum to the resolution with its repeats.
@@ -242,7 +281,24 @@ fn limits(points: &[&SearchPoint], slos: &[Slo], o: &PointOptions) -> Vec<String
     count("throughput fell behind the offered rate".into(), &|e| {
         e.throughput.iter().any(|t| !t.kept_up)
     });
-    count("not stationary".into(), &|e| !e.stationary);
+    // The evidence: the backlog's growth against its counting noise, and the run verdicts.
+    let growth: Vec<(i64, f64)> = points
+        .iter()
+        .filter(|p| !p.eval.stationary)
+        .filter_map(|p| p.eval.total())
+        .map(|t| (t.backlog_growth, t.backlog_sigma))
+        .collect();
+    let stationary = if growth.is_empty() {
+        "not stationary".to_owned()
+    } else {
+        format!(
+            "not stationary: the system's backlog grew by {}–{} events (counting noise σ ≈ {:.0})",
+            growth.iter().map(|g| g.0).min().unwrap_or(0),
+            growth.iter().map(|g| g.0).max().unwrap_or(0),
+            growth.iter().map(|g| g.1).sum::<f64>() / growth.len() as f64
+        )
+    };
+    count(stationary, &|e| !e.stationary);
     // The run's own verdict: the engine (the tool, not the system) named as such, with the
     // first such run's evidence.
     for verdict in ["engine-bound", "incomplete", "failed"] {
@@ -303,8 +359,46 @@ fn report(
                     l.iter().map(|x| x.1).fold(f64::INFINITY, f64::min),
                     l.iter().map(|x| x.1).fold(0.0, f64::max),
                 ),
+                at_probability: None,
+                interval: None,
             });
         }
+    }
+    let fit: Vec<(f64, bool)> = points
+        .iter()
+        .filter_map(|p| p.eval.total().map(|t| (t.offered_rate, p.eval.pass)))
+        .filter(|r| r.0 > 0.0)
+        .collect();
+    let estimate = analyze::passprob::estimate(&fit, a.pass_probability);
+    let half = analyze::passprob::estimate(&fit, 0.5);
+    let capacity_interval = estimate
+        .as_ref()
+        .map(|e| (e.low, half.as_ref().and_then(|h| h.high)));
+    let min_events_near = estimate.as_ref().and_then(|e| {
+        points
+            .iter()
+            .filter_map(|p| p.eval.total())
+            .filter(|t| (t.offered_rate / e.rate - 1.0).abs() <= 0.05)
+            .map(|t| t.count)
+            .min()
+    });
+    // Each op type's share of all events is the same at every intensity: scale the answer.
+    for r in &mut rates {
+        let share = lo_runs
+            .first()
+            .and_then(|p| {
+                let all = p.eval.total()?.offered_rate;
+                let op = p
+                    .eval
+                    .throughput
+                    .iter()
+                    .find(|t| t.op == r.op)?
+                    .offered_rate;
+                (all > 0.0).then_some(op / all)
+            })
+            .unwrap_or(1.0);
+        r.at_probability = estimate.as_ref().map(|e| e.rate * share);
+        r.interval = capacity_interval.map(|(l, h)| (l.map(|x| x * share), h.map(|x| x * share)));
     }
     let limited_by = limits(&hi_runs, slos, o);
     let resolution = lo.zip(hi).map(|(l, h)| h / l - 1.0);
@@ -338,7 +432,31 @@ fn report(
             None => format!("{} ≥ {:.2}/s", r.op, r.sustained),
         })
         .collect();
+    let fmt_opt = |x: Option<f64>| x.map_or("unbounded".to_owned(), |x| format!("{x:.2}"));
+    let fitted: Vec<String> = rates
+        .iter()
+        .filter(|r| r.op != "all")
+        .filter_map(|r| {
+            let (l, h) = r.interval?;
+            Some(format!(
+                "{} {:.2}/s (95 % interval [{}, {}]/s)",
+                r.op,
+                r.at_probability?,
+                fmt_opt(l),
+                fmt_opt(h)
+            ))
+        })
+        .collect();
     let mut answer = match (lo, hi) {
+        _ if !fitted.is_empty() => format!(
+            "Sustainable rate ({slo_text}), passing {:.0} % of runs: {} — logistic fit over {} \
+             runs; bracket between intensity {} and {}",
+            a.pass_probability * 100.0,
+            fitted.join(", "),
+            fit.len(),
+            lo.map_or("-".into(), |l| format!("{l:.4}")),
+            hi.map_or("-".into(), |h| format!("{h:.4}")),
+        ),
         (Some(l), Some(h)) => format!(
             "Maximum sustainable rate ({slo_text}): {} — between intensity {l:.4} ({} of {} \
              runs passed) and {h:.4}, resolution {:.1} %",
@@ -374,17 +492,50 @@ fn report(
             repeats: a.repeats,
             tolerance: o.tolerance,
             max_error_rate: o.max_error_rate,
+            refine: a.refine,
+            pass_probability: a.pass_probability,
         },
         points: points.to_vec(),
         sustained_intensity: lo,
         failed_intensity: hi,
         resolution,
         rates,
+        estimate,
+        half,
+        capacity_interval,
+        fit_runs: fit.len(),
+        min_events_near,
         limited_by,
         complete,
         stopped,
         answer,
     }
+}
+
+/// The next refinement intensity (module docs): cycling through the current estimates of the
+/// rate passing with `q`, 1.5 % below it, the half-pass rate and 1.5 % above it, converted
+/// from offered rate to intensity by the runs' rate per unit of intensity.
+fn refine_next(points: &[SearchPoint], q: f64, k: usize) -> Option<f64> {
+    let fit: Vec<(f64, bool)> = points
+        .iter()
+        .filter_map(|p| p.eval.total().map(|t| (t.offered_rate, p.eval.pass)))
+        .filter(|r| r.0 > 0.0)
+        .collect();
+    let per_unit = points
+        .iter()
+        .filter_map(|p| p.eval.total().map(|t| t.offered_rate / p.intensity))
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .sum::<f64>()
+        / points.len().max(1) as f64;
+    let rate = match k % 4 {
+        0 => analyze::passprob::estimate(&fit, q)?.rate,
+        1 => analyze::passprob::estimate(&fit, q)?.rate / 1.015,
+        2 => analyze::passprob::estimate(&fit, 0.5)?.rate,
+        _ => analyze::passprob::estimate(&fit, 0.5)?.rate * 1.015,
+    };
+    // Rounded to 6 digits: the run directory's name holds the intensity.
+    let x = rate / per_unit;
+    (x > 0.0 && x.is_finite()).then(|| (x * 1e6).round() / 1e6)
 }
 
 fn search_start(a: &CapacityArgs, input: &Input) -> f64 {
@@ -408,6 +559,12 @@ pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitC
         .collect::<Result<Vec<_>, _>>()?;
     if !(a.factor > 1.0 && a.factor.is_finite()) {
         bail!("--factor {}: expected a number above 1", a.factor);
+    }
+    if !(a.pass_probability > 0.0 && a.pass_probability < 1.0) {
+        bail!(
+            "--pass-probability {}: expected a probability in (0, 1)",
+            a.pass_probability
+        );
     }
     if !(a.resolution > 0.0 && a.resolution < 1.0) {
         bail!(
@@ -439,6 +596,7 @@ pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitC
     let po = PointOptions {
         tolerance: a.tolerance,
         max_error_rate: a.max_error_rate,
+        allow_invalid: a.allow_invalid,
         ..PointOptions::default()
     };
     let mut search = Search::new(SearchOptions {
@@ -503,12 +661,21 @@ fn search_loop(
     out: &mut dyn Write,
 ) -> anyhow::Result<Points> {
     let mut points: Vec<SearchPoint> = Vec::new();
+    let mut refined = 0;
     loop {
         if stop.load(SeqCst) {
             return Ok((points, Some("interrupted".into())));
         }
         let (x, repeat) = match search.next() {
             Next::Run { intensity, repeat } => (intensity, repeat),
+            Next::Done if refined < a.refine && points.len() < a.max_runs => {
+                let Some(x) = refine_next(&points, a.pass_probability, refined) else {
+                    return Ok((points, None));
+                };
+                refined += 1;
+                let repeat = points.iter().filter(|p| p.intensity == x).count() as u32;
+                (x, repeat)
+            }
             Next::Done => return Ok((points, None)),
             Next::Stopped(why) => return Ok((points, Some(why.into()))),
         };
@@ -520,7 +687,8 @@ fn search_loop(
             .output
             .join(format!("{:03}-x{:.6}-r{repeat}", points.len() + 1, x));
         let mut settings = a.settings.clone();
-        settings.seed = a.settings.seed.wrapping_add(u64::from(repeat));
+        // Every run its own seed: the runs behind the fit are independent.
+        settings.seed = a.settings.seed.wrapping_add(points.len() as u64);
         // The engine's lateness is judged against the smallest SLO (docs/replay.md, Run
         // validity), unless the user gave a reference or fixed limits.
         if let Some(r) = slos.iter().map(|s| s.limit_ns).min()
@@ -571,7 +739,9 @@ fn search_loop(
                 }
             )?;
         }
-        search.record(x, eval.pass);
+        if refined == 0 {
+            search.record(x, eval.pass);
+        }
         points.push(SearchPoint {
             intensity: x,
             repeat,

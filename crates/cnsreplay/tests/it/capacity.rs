@@ -1,6 +1,6 @@
 //! `cnsreplay capacity` end to end on the sim's queueing model, where the truth is known:
 //! 4 attach servers with exponential service of mean 10 ms saturate at 4 / 0.01 s = 400
-//! attaches/s, and the search must report that within 5 %.
+//! attaches/s.
 
 use std::path::{Path, PathBuf};
 
@@ -33,52 +33,118 @@ const SIM: [&str; 6] = [
     "attach=exponential:10ms",
 ];
 
-#[test]
-fn the_search_finds_the_analytic_saturation_rate_within_5_percent() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    // 1500 attaches at 200/s (speed 1): the search steps 1 → 2 → 4, then bisects.
-    let t = attach_trace(dir.path(), 1500, 5_000_000);
-    let out = dir.path().join("cap");
+/// One search of [`SIM`] at seed `seed` (short: a 2000-attach trace, bracket to 4 % with up to
+/// two runs a point — a run failed by a hiccup of a loaded machine is run again — then 12 runs
+/// around the boundary): its JSON report.
+fn search(dir: &Path, seed: u64) -> serde_json::Value {
+    let t = attach_trace(dir, 2000, 5_000_000);
+    let out = dir.join("cap");
+    let seed = seed.to_string();
     let mut args = vec!["-q", "capacity", s(&t), "-o", s(&out)];
     args.extend(SIM);
-    args.extend(["--slo", "attach p99<=2s", "--json", LENIENT]);
+    args.extend([
+        "--slo",
+        "attach p99<=2s",
+        "--json",
+        LENIENT,
+        "--allow-invalid",
+    ]);
+    args.extend(["--start", "1.8", "--factor", "1.25", "--resolution", "0.04"]);
+    args.extend(["--repeats", "2", "--refine", "12", "--seed", &seed]);
     let o = cnsreplay(&args);
     ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(v["complete"], true, "{v:#}");
-    let attach = v["rates"]
-        .as_array()
-        .expect("rates")
-        .iter()
-        .find(|r| r["op"] == "attach")
-        .expect("attach rate");
-    let (lo, hi) = (
-        attach["sustained"].as_f64().expect("sustained"),
-        attach["failed"].as_f64().expect("failed"),
-    );
-    assert!(
-        (lo / 400.0 - 1.0).abs() <= 0.05,
-        "sustained {lo}/s is not within 5 % of the analytic 400/s: {}",
-        v["answer"]
-    );
-    assert!(lo < hi && hi / lo - 1.0 <= 0.03, "bracket [{lo}, {hi})");
-    // The bracketing intensities were run 3 times each, with different seeds.
-    let points = v["points"].as_array().expect("points");
-    for x in [&v["sustained_intensity"], &v["failed_intensity"]] {
-        let runs = points.iter().filter(|p| &p["intensity"] == x).count();
-        assert!(runs >= 3, "{runs} runs at {x}");
-    }
-    // What failed above the limit is named, and the partial/final file matches stdout.
-    assert!(
-        !v["limited_by"].as_array().expect("limited_by").is_empty(),
-        "{v:#}"
-    );
     let file: serde_json::Value =
         serde_json::from_slice(&fs_err::read(out.join("capacity.json")).expect("capacity.json"))
             .expect("json");
     assert_eq!(file, v);
-    // analyze capacity re-reads the points and agrees (and states the resolution).
-    let o = cnsreplay(&["analyze", "capacity", s(&out), "--slo", "attach p99<=2s"]);
+    v
+}
+
+/// Three seeds (the full calibration, 20 seeds of 10 000 events, is
+/// `scripts/calibrate-capacity.sh`): the rate passing 90 % of runs is reported below the
+/// saturation rate (at most one seed of three at or above it), within 10 % of it (short runs:
+/// the pass curve is wider than with 10 000 events), and the 95 % capacity interval covers 400/s
+/// in at least two of three.
+#[test]
+fn the_search_reports_a_rate_below_saturation_with_an_interval_covering_it() {
+    let reports: Vec<serde_json::Value> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (1..=3_u64)
+            .map(|seed| {
+                sc.spawn(move || {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    search(dir.path(), seed * 1000)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("search thread"))
+            .collect()
+    });
+    let (mut above, mut covers) = (0, 0);
+    for v in &reports {
+        assert_eq!(v["complete"], true, "{v:#}");
+        let attach = v["rates"]
+            .as_array()
+            .expect("rates")
+            .iter()
+            .find(|r| r["op"] == "attach")
+            .expect("attach rate");
+        let x = attach["at_probability"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no fitted rate: {}", v["answer"]));
+        assert!(
+            (x / 400.0 - 1.0).abs() <= 0.10,
+            "sustained {x}/s is not within 10 % of the analytic 400/s: {}",
+            v["answer"]
+        );
+        above += usize::from(x >= 400.0);
+        let (lo, hi) = (
+            attach["interval"][0].as_f64(),
+            attach["interval"][1].as_f64(),
+        );
+        covers += usize::from(lo.is_some_and(|l| l <= 400.0) && hi.is_some_and(|h| h >= 400.0));
+        // The fit used every run, and what failed above the limit is named.
+        assert_eq!(
+            v["fit_runs"].as_u64(),
+            Some(v["points"].as_array().expect("points").len() as u64)
+        );
+        assert!(
+            !v["limited_by"].as_array().expect("limited_by").is_empty(),
+            "{v:#}"
+        );
+    }
+    let answers: Vec<&serde_json::Value> = reports.iter().map(|v| &v["answer"]).collect();
+    assert!(
+        above <= 1,
+        "{above} of 3 seeds at or above saturation: {answers:#?}"
+    );
+    assert!(
+        covers >= 2,
+        "the interval covered 400/s in {covers} of 3: {answers:#?}"
+    );
+}
+
+#[test]
+fn analyze_capacity_rereads_a_search() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = attach_trace(dir.path(), 600, 5_000_000);
+    let out = dir.path().join("cap");
+    let mut args = vec!["-q", "capacity", s(&t), "-o", s(&out)];
+    args.extend(SIM);
+    args.extend(["--slo", "attach p99<=2s", LENIENT, "--allow-invalid"]);
+    args.extend(["--start", "2", "--factor", "2", "--resolution", "0.2"]);
+    args.extend(["--repeats", "1", "--refine", "2"]);
+    ok(&cnsreplay(&args));
+    let o = cnsreplay(&[
+        "analyze",
+        "capacity",
+        s(&out),
+        "--slo",
+        "attach p99<=2s",
+        "--allow-invalid",
+    ]);
     ok(&o);
     let text = stdout(&o);
     assert!(text.contains("resolution"), "{text}");
