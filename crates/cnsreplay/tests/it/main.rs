@@ -687,7 +687,7 @@ events:
             "--prefix",
             "x-",
         ]);
-        assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+        assert_eq!(bad.status.code(), Some(1), "{bad:?}");
         assert!(
             String::from_utf8_lossy(&bad.stderr).contains("have the same prefix \"x-\""),
             "{bad:?}"
@@ -714,7 +714,7 @@ events:
         "--prefix",
         "x",
     ]);
-    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(
         err.contains("would be invalid at event id 2 (event id 7 of") && err.contains("\"xy-v\""),
