@@ -601,7 +601,7 @@ fn clock<P: Provider>(
     // Recorded before the first event, so a crashed run's records can be placed too. The
     // manifest holds the trace header (a steady-state header of 554 k objects is ~125 MB of
     // JSON, about a second to write): the origin is chosen twice the last write's time ahead,
-    // and if the write still ends less than START_LEAD before it, again, so the write is never
+    // and if the write still ends after it, again, so the write is never
     // lateness of the first events.
     let base_lead = START_LEAD.max(Duration::from_nanos(lead.load(Relaxed)));
     // A small manifest's earlier write time says little (a loaded machine's hiccup would
@@ -616,7 +616,7 @@ fn clock<P: Provider>(
         let t = Instant::now();
         p.rd.write_manifest(&p.manifest)?;
         last_write = t.elapsed();
-        if Instant::now() + START_LEAD <= origin {
+        if Instant::now() <= origin {
             break (origin, origin_wall);
         }
         tracing::debug!("the manifest took {last_write:?} to write, past the origin: again");
