@@ -911,6 +911,19 @@ pub fn check_trace(
     reader: TraceReader,
     file: &str,
     max_diagnostics: usize,
+    progress: impl FnMut(u64),
+) -> Result<Report, Error> {
+    check_trace_until(reader, file, max_diagnostics, u64::MAX, progress)
+}
+
+/// [`check_trace`] that stops reading once `stop_after` problems were found (`run`'s check
+/// before the clock: a bound on the work, not a full listing). The report's `events` and
+/// `stats` then cover what was read.
+pub fn check_trace_until(
+    reader: TraceReader,
+    file: &str,
+    max_diagnostics: usize,
+    stop_after: u64,
     mut progress: impl FnMut(u64),
 ) -> Result<Report, Error> {
     let mut report = Report {
@@ -973,6 +986,9 @@ pub fn check_trace(
         index += 1;
         if index.is_multiple_of(65_536) {
             progress(index);
+        }
+        if report.problems >= stop_after {
+            break;
         }
     }
     report.stats = checker.stats();

@@ -28,7 +28,7 @@ pub mod units;
 mod yaml;
 
 pub use binary::{DICT_SLOTS, MAGIC};
-pub use check::{Checker, OpStats, Report, Stats, check_trace};
+pub use check::{Checker, OpStats, Report, Stats, check_trace, check_trace_until};
 pub use error::{Diagnostic, Error, Location, Problem};
 pub use io::{Encoding, Trace, TraceReader, TraceWriter};
 pub use model::*;

@@ -10,8 +10,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use trace_format::check::Checker;
-use trace_format::{Diagnostic, Encoding, Error, Location, TraceReader};
+use trace_format::{Error, TraceReader, check_trace_until};
 
 /// Located problems after which the check stops reading.
 pub(crate) const STOP_AFTER: u64 = 20;
@@ -32,65 +31,25 @@ pub(crate) fn check(trace: &Path) -> anyhow::Result<bool> {
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {file}")),
     };
-    let binary = reader.encoding() == Encoding::Binary;
-    let (mut checker, header) = Checker::new(reader.header());
-    let mut problems = 0u64;
-    let report = |d: &Diagnostic| -> u64 {
-        tracing::error!("{d}");
-        1
-    };
-    for f in header {
-        problems += report(&Diagnostic {
-            file: file.clone(),
-            location: Location::default(),
-            path: f.path,
-            problem: f.problem,
-        });
-    }
     let pb = super::spinner("checking the trace");
-    let (mut events, mut undecodable) = (0u64, false);
-    let mut findings = Vec::new();
-    for item in reader {
-        match item {
-            Ok((ev, location)) => {
-                checker.check(&ev, events, &mut findings);
-                for f in findings.drain(..) {
-                    problems += report(&Diagnostic {
-                        file: file.clone(),
-                        location,
-                        path: f.path,
-                        problem: f.problem,
-                    });
-                }
-            }
-            Err(Error::Invalid(d)) => {
-                problems += report(&d);
-                // Binary framing and YAML syntax errors end the stream (as in `validate`);
-                // a bad text event is skipped.
-                if binary || d.location.record.is_none() {
-                    undecodable = true;
-                    break;
-                }
-            }
-            Err(e) => return Err(e).with_context(|| format!("cannot read {file}")),
-        }
-        events += 1;
-        if events.is_multiple_of(65_536) {
-            pb.set_position(events);
-        }
-        if problems >= STOP_AFTER {
-            break;
-        }
-    }
+    let r = check_trace_until(reader, &file, STOP_AFTER as usize, STOP_AFTER, |n| {
+        pb.set_position(n);
+    })
+    .with_context(|| format!("cannot read {file}"))?;
     pb.finish_and_clear();
-    if problems == 0 {
+    let events = r.events;
+    if r.is_valid() {
         tracing::info!(
             "{file}: checked, {events} events in {:.1} s",
             t0.elapsed().as_secs_f64()
         );
         return Ok(true);
     }
-    let stopped = if undecodable {
+    for d in &r.diagnostics {
+        tracing::error!("{d}");
+    }
+    let problems = r.problems;
+    let stopped = if r.aborted {
         " (reading stopped: the rest cannot be decoded)".to_owned()
     } else if problems >= STOP_AFTER {
         format!(" (reading stopped at {STOP_AFTER} problems)")
