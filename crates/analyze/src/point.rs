@@ -14,8 +14,9 @@
 //!   every op type with `min_events` (and all events when there is one op type). A system below
 //!   saturation has a bounded queue (growth ≈ 0 ± the queue's own fluctuation); one above it
 //!   grows by `(λ − μ)·T`, which the 2 % rate tolerance lets through up to 2 % above saturation.
-//!   0.5 σ puts a run at exactly saturation at about even odds of passing (a simulation of
-//!   M/M/4, 10 000 arrivals: 53 % pass at ρ = 1, 93 % at 0.97, 5 % at 1.03), so the rate that
+//!   0.5 σ puts a run at exactly saturation at about even odds of passing
+//!   (`scripts/sim-backlog-threshold.py`, M/M/4, 10 000 arrivals: 50.5 % pass at ρ = 1, 92 % at
+//!   0.97, 5 % at 1.03), so the rate that
 //!   passes 90 % of runs lies below saturation. (Medians or percentiles of the two halves, the
 //!   earlier check, moved by 50 % at ρ = 0.9 in short runs as the queue filled from empty.)
 //! - **SLOs** over the whole run ([`crate::capacity::Slo`]). `io` SLOs read the CO-safe
