@@ -11,7 +11,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, Config};
 use provider_kube::{KubeConfig, KubeProvider};
-use replay::{EventRecord, RunControl, RunOptions, RunOutcome};
+use replay::{EventRecord, Outcome, RunControl, RunOptions, RunOutcome};
+use trace_format::OpType;
 
 /// The local test cluster from `CNSREPLAY_TESTENV` (a `testenv.env` file).
 pub struct TestEnv {
@@ -240,7 +241,7 @@ pub fn events(dir: &Path) -> Vec<EventRecord> {
 pub fn ordered_phases(r: &EventRecord) -> Vec<&str> {
     assert_eq!(
         r.outcome,
-        replay::Outcome::Ok,
+        Outcome::Ok,
         "event {} ({}) failed: {:?}",
         r.id,
         r.op,
@@ -262,7 +263,7 @@ pub fn ordered_phases(r: &EventRecord) -> Vec<&str> {
     // The provider reports its completion: the instant its last phase was seen (a snapshot
     // delete completes at the arrival of the deletion, after its only phase `deleted`).
     if let Some(p) = r.phases.last()
-        && r.op != trace_format::OpType::DeleteSnapshot
+        && r.op != OpType::DeleteSnapshot
     {
         assert_eq!(
             r.completed, p.at,
@@ -391,4 +392,45 @@ impl TestEnv {
             })
             .clone()
     }
+}
+
+/// Every record, one line each (for a failing test's message).
+pub fn all_records(recs: &[EventRecord]) -> String {
+    recs.iter()
+        .map(|r| {
+            format!(
+                "{} {} {:?} {:?} {:?} retries {:?}",
+                r.id, r.op, r.outcome, r.error_class, r.error, r.retries
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first record of `op`.
+pub fn record(recs: &[EventRecord], op: OpType) -> &EventRecord {
+    recs.iter()
+        .find(|r| r.op == op)
+        .unwrap_or_else(|| panic!("no {op} record among\n{}", all_records(recs)))
+}
+
+/// Asserts `r` failed with `class` in less than `secs` seconds; returns its message.
+pub fn failed_within<'a>(r: &'a EventRecord, class: &str, secs: u64) -> &'a str {
+    assert_eq!(
+        (r.outcome, r.error_class.as_deref()),
+        (Outcome::Error, Some(class)),
+        "event {} ({}): {:?}",
+        r.id,
+        r.op,
+        r.error
+    );
+    let took = Duration::from_nanos(r.completed - r.started);
+    assert!(
+        took < Duration::from_secs(secs),
+        "event {} ({}) failed after {took:?}, not within {secs} s: {:?}",
+        r.id,
+        r.op,
+        r.error
+    );
+    r.error.as_deref().unwrap_or_default()
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams};
 use provider_kube::{KubeConfig, KubeProvider};
-use replay::{EventRecord, Outcome};
+use replay::Outcome;
 use trace_format::OpType;
 
 use crate::common::*;
@@ -39,37 +39,6 @@ fn unschedulable_setup(
         .node_selector
         .insert("cnsreplay.io/no-such-label".into(), "x".into());
     (c, class, cfg)
-}
-
-fn record(recs: &[EventRecord], op: OpType) -> &EventRecord {
-    recs.iter().find(|r| r.op == op).unwrap_or_else(|| {
-        let all: Vec<String> = recs
-            .iter()
-            .map(|r| format!("{} {} {:?} {:?}", r.id, r.op, r.outcome, r.error))
-            .collect();
-        panic!("no {op} record among {all:#?}")
-    })
-}
-
-fn failed_within<'a>(r: &'a EventRecord, class: &str, secs: u64) -> &'a str {
-    assert_eq!(r.outcome, Outcome::Error, "{} {}", r.id, r.op);
-    assert_eq!(
-        r.error_class.as_deref(),
-        Some(class),
-        "event {} ({}): {:?}",
-        r.id,
-        r.op,
-        r.error
-    );
-    let took = Duration::from_nanos(r.completed - r.started);
-    assert!(
-        took < Duration::from_secs(secs),
-        "event {} ({}) failed after {took:?}: {:?}",
-        r.id,
-        r.op,
-        r.error
-    );
-    r.error.as_deref().unwrap_or_default()
 }
 
 /// The cold-CI hang, made deterministic: the attach's pod can never be scheduled (a node

@@ -83,45 +83,6 @@ fn missing_image(env: &TestEnv, tag: &str) -> String {
     format!("{reg}/cnsreplay/no-such-image:{tag}")
 }
 
-fn all_records(recs: &[EventRecord]) -> String {
-    recs.iter()
-        .map(|r| {
-            format!(
-                "{} {} {:?} {:?} {:?} retries {:?}",
-                r.id, r.op, r.outcome, r.error_class, r.error, r.retries
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn record(recs: &[EventRecord], op: OpType) -> &EventRecord {
-    recs.iter()
-        .find(|r| r.op == op)
-        .unwrap_or_else(|| panic!("no {op} record among\n{}", all_records(recs)))
-}
-
-/// Asserts `r` failed with `class` in less than `secs` seconds; returns its message.
-fn failed_within<'a>(r: &'a EventRecord, class: &str, secs: u64) -> &'a str {
-    assert_eq!(
-        (r.outcome, r.error_class.as_deref()),
-        (Outcome::Error, Some(class)),
-        "event {} ({}): {:?}",
-        r.id,
-        r.op,
-        r.error
-    );
-    let took = Duration::from_nanos(r.completed - r.started);
-    assert!(
-        took < Duration::from_secs(secs),
-        "event {} ({}) failed after {took:?}, not within {secs} s: {:?}",
-        r.id,
-        r.op,
-        r.error
-    );
-    r.error.as_deref().unwrap_or_default()
-}
-
 fn nothing_left(rt: &tokio::runtime::Runtime, c: &kube::Client, run_id: &str) {
     let left = rt.block_on(run_objects(c, run_id));
     assert!(left.is_empty(), "left behind: {left:?}");
