@@ -46,7 +46,11 @@ const CLEANUP_WAIT: Duration = Duration::from_secs(120);
 const CLEANUP_CONCURRENCY: usize = 64;
 
 /// Removes one ledger entry. Ok(true): deleted; Ok(false): already gone or not ours.
-async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String> {
+/// With `stopped` (the cleanup of a run stopped by Ctrl-C) a namespace is deleted but its
+/// finalization is not waited for: everything the run made in it was removed (and waited
+/// for) before, by [`rank`], and the namespace controller's own sweep of an empty namespace
+/// takes ~5 s on testenv, more than the 2 s a stopped run has to exit.
+async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry, stopped: bool) -> Result<bool, String> {
     let uid = e
         .detail
         .get("uid")
@@ -58,7 +62,10 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String>
     };
     let c = p.client.clone();
     macro_rules! delete_owned {
-        ($api:expr) => {{
+        ($api:expr) => {
+            delete_owned!($api, true)
+        };
+        ($api:expr, $wait:expr) => {{
             let api = $api;
             p.limiter.acquire().await;
             let cur = api.get_opt(name).await.map_err(|e| e.to_string())?;
@@ -81,6 +88,14 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String>
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(false),
                 Err(e) => return Err(e.to_string()),
+            }
+            if !$wait {
+                tracing::info!(
+                    "{} {}: deleted; not waiting for its finalization after the stop",
+                    e.kind,
+                    e.id
+                );
+                return Ok(true);
             }
             tokio::time::timeout(
                 CLEANUP_WAIT,
@@ -116,7 +131,10 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry) -> Result<bool, String>
         ("volumegroupsnapshot", Some(ns)) => {
             delete_owned!(Api::<crate::group::VolumeGroupSnapshot>::namespaced(c, ns))
         }
-        ("namespace", None) => delete_owned!(Api::<k8s_openapi::api::core::v1::Namespace>::all(c)),
+        ("namespace", None) => delete_owned!(
+            Api::<k8s_openapi::api::core::v1::Namespace>::all(c),
+            !stopped
+        ),
         ("volumeattributesclass", None) => {
             delete_owned!(Api::<k8s_openapi::api::storage::v1::VolumeAttributesClass>::all(c))
         }
@@ -221,7 +239,7 @@ async fn wait_pv_deleted(p: &Kube, c: &kube::Client, name: &str) -> Result<(), S
 /// namespace, then uncordons; each group in parallel, each object with a UID precondition.
 pub(crate) async fn cleanup(p: &Kube, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
     let ledger = replay::Ledger::open(&run.run_dir).ok();
-    remove_all(p, &run.run_id, ledger.as_ref(), leftovers).await
+    remove_all(p, &run.run_id, ledger.as_ref(), leftovers, run.stopped).await
 }
 
 /// Finds run `run_id`'s objects on the cluster, without its ledger: pods, VolumeSnapshots,
@@ -339,12 +357,14 @@ pub(crate) async fn find_run_objects(
 
 /// Removes `leftovers` in [`rank`] order, each group in parallel (at most
 /// [`CLEANUP_CONCURRENCY`] at once), releasing each from the
-/// ledger (when there is one) once gone.
+/// ledger (when there is one) once gone (a namespace, after a stop, once deleted: see
+/// [`remove`]).
 pub(crate) async fn remove_all(
     p: &Kube,
     run_id: &str,
     ledger: Option<&replay::Ledger>,
     leftovers: &[LedgerEntry],
+    stopped: bool,
 ) -> CleanupReport {
     let mut report = CleanupReport::default();
     let mut sorted: Vec<&LedgerEntry> = leftovers.iter().collect();
@@ -358,7 +378,7 @@ pub(crate) async fn remove_all(
         // Bounded: each removal holds a watch of its object until it is gone, and a run's
         // leftovers may be thousands.
         let results: Vec<(&LedgerEntry, Result<bool, String>)> = futures::stream::iter(group)
-            .map(|e| async move { (e, remove(p, run_id, e).await) })
+            .map(|e| async move { (e, remove(p, run_id, e, stopped).await) })
             .buffer_unordered(CLEANUP_CONCURRENCY)
             .collect()
             .await;

@@ -888,7 +888,7 @@ impl KubeProvider {
             let found = cleanup::find_run_objects(&self.inner, run_id, ns)
                 .await
                 .map_err(KubeError::Cleanup)?;
-            let report = cleanup::remove_all(&self.inner, run_id, None, &found).await;
+            let report = cleanup::remove_all(&self.inner, run_id, None, &found, false).await;
             Ok((found, report))
         })
     }

@@ -263,6 +263,7 @@ fn prepare<P: Provider>(
             )
         },
         header: header.clone(),
+        stopped: false,
     };
     let mut manifest = Manifest {
         tool: opts.tool.clone(),
@@ -756,7 +757,11 @@ fn clean_up<P: Provider>(
     let report = if leftovers.is_empty() {
         CleanupReport::default()
     } else {
-        provider.cleanup(info, &leftovers)
+        let info = RunInfo {
+            stopped,
+            ..info.clone()
+        };
+        provider.cleanup(&info, &leftovers)
     };
     Ok((stopped, report))
 }

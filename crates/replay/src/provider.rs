@@ -48,6 +48,11 @@ pub struct RunInfo {
     pub run_id: String,
     /// Trace header (defaults for sizes, classes, …).
     pub header: Header,
+    /// Set for the cleanup of a run that was asked to stop (Ctrl-C): the user is waiting for
+    /// the prompt, so a provider may skip waits that only confirm what is already certain
+    /// (e.g. an empty namespace's finalization), never the removal of what the run made.
+    #[serde(default)]
+    pub stopped: bool,
 }
 
 impl RunInfo {

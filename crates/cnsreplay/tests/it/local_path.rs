@@ -264,19 +264,28 @@ fn experiment2_without_snapshots_on_local_path_all_ok_nothing_left() {
     let mut t = String::from(
         "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 64Mi}\nevents:\n",
     );
+    // Events in time order (run refuses a trace that is not): each step for all five.
     for i in 0..5 {
         let _ = writeln!(t, "  - {{at: 0s, create_volume: {{volume: db-{i}}}}}");
+    }
+    for i in 0..5 {
         let _ = writeln!(
             t,
             "  - {{at: 1s, tenant: db, attach: {{workload: db-pod-{i}, volumes: [db-{i}]}}}}"
         );
+    }
+    for i in 0..5 {
         let _ = writeln!(
             t,
             "  - {{at: 2s, tenant: db, io_phase: {{workload: db-pod-{i}, volume: db-{i}, \
              pattern: random, read_pct: 70, block_size: 8Ki, \
              load: {{rate: {{iops: 100, arrival: poisson}}}}, duration: 8s, region: 16Mi}}}}"
         );
+    }
+    for i in 0..5 {
         let _ = writeln!(t, "  - {{at: 12s, detach: {{workload: db-pod-{i}}}}}");
+    }
+    for i in 0..5 {
         let _ = writeln!(t, "  - {{at: 13s, delete_volume: {{volume: db-{i}}}}}");
     }
     let trace = tmp.path().join("exp2.yaml");

@@ -146,6 +146,38 @@ pub async fn run_objects(c: &Client, run_id: &str) -> Vec<String> {
     out
 }
 
+/// After a stopped run (which deletes its namespace without waiting for the namespace
+/// controller): nothing of run `run_id` is left but its namespace, which is already
+/// terminating and is gone within 60 s.
+pub async fn nothing_left_after_stop(c: &Client, run_id: &str) {
+    let left: Vec<String> = run_objects(c, run_id)
+        .await
+        .into_iter()
+        .filter(|o| !o.starts_with("namespace "))
+        .collect();
+    assert!(left.is_empty(), "left behind after the stop: {left:?}");
+    let lp = ListParams::default().labels(&format!("cnsreplay.io/run={run_id}"));
+    let api = Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone());
+    let t0 = std::time::Instant::now();
+    loop {
+        let ns = api.list(&lp).await.unwrap().items;
+        let Some(n) = ns.first() else { return };
+        assert!(
+            n.metadata.deletion_timestamp.is_some(),
+            "the run's namespace {:?} was not deleted: {:?}",
+            n.metadata.name,
+            n.status
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the run's namespace {:?} still terminating after 60 s: {:?}",
+            n.metadata.name,
+            n.status
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 pub fn provider(env: &TestEnv, class: &str) -> KubeProvider {
     KubeProvider::new(KubeConfig {
         kubeconfig: Some(env.runner_kubeconfig()),

@@ -503,7 +503,7 @@ fn stop_while_pods_start(
             .recv_timeout(deadline())
             .expect("the run ended after the stop");
         let took = ended.saturating_duration_since(stop);
-        nothing_left(rt, c, &run_id().expect("run id"));
+        rt.block_on(nothing_left_after_stop(c, &run_id().expect("run id")));
         took
     })
 }
