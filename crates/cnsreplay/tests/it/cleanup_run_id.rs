@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{cnsreplay, kubectl, s, stdout};
+use crate::{cnsreplay_within, kubectl, s, stdout};
 
 /// The cluster's variables and a shared turn on its real node (pods may land there).
 fn cluster() -> Option<(HashMap<String, String>, crate::real_node::Turn)> {
@@ -110,13 +110,16 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
     child.wait().expect("wait");
     std::fs::remove_dir_all(&run).expect("remove the run directory");
 
-    let o = cnsreplay(&[
-        "cleanup",
-        "--run-id",
-        &run_id,
-        "--kubeconfig",
-        &v["KUBECONFIG"],
-    ]);
+    let o = cnsreplay_within(
+        &[
+            "cleanup",
+            "--run-id",
+            &run_id,
+            "--kubeconfig",
+            &v["KUBECONFIG"],
+        ],
+        600,
+    );
     let out = stdout(&o);
     assert!(
         o.status.success(),
@@ -155,13 +158,16 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
     );
     assert_eq!(other, "true");
     // A second cleanup finds nothing and succeeds.
-    let again = cnsreplay(&[
-        "cleanup",
-        "--run-id",
-        &run_id,
-        "--kubeconfig",
-        &v["KUBECONFIG"],
-    ]);
+    let again = cnsreplay_within(
+        &[
+            "cleanup",
+            "--run-id",
+            &run_id,
+            "--kubeconfig",
+            &v["KUBECONFIG"],
+        ],
+        600,
+    );
     assert!(again.status.success());
     assert!(
         stdout(&again).contains("found 0 object(s)"),

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::real_node::{kube_run_args, nothing_left, real_node_cluster, run_id};
-use crate::{LENIENT, cnsreplay, ok, s};
+use crate::{LENIENT, cnsreplay_within, ok, s};
 
 /// The restored members' verification, from their iogen logs (`intact`, `MISMATCHES`).
 fn verified(run: &Path, ids: std::ops::RangeInclusive<u64>) -> Vec<(u64, u64, u64)> {
@@ -87,15 +87,18 @@ fn a_group_snapshot_of_five_volumes_under_io_restores_consistent_members_locally
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let run = dir.path().join("run");
-    ok(&cnsreplay(&[
-        "run",
-        "traces/group-snapshot.yaml",
-        "--provider",
-        "local",
-        LENIENT,
-        "-o",
-        s(&run),
-    ]));
+    ok(&cnsreplay_within(
+        &[
+            "run",
+            "traces/group-snapshot.yaml",
+            "--provider",
+            "local",
+            LENIENT,
+            "-o",
+            s(&run),
+        ],
+        600,
+    ));
     check_run(&run);
     let ev = std::fs::read_to_string(run.join("events.jsonl")).expect("events");
     let group = ev
@@ -119,7 +122,7 @@ fn a_group_snapshot_of_five_volumes_under_io_restores_consistent_members_on_the_
     let run = tmp.path().join("run");
     let args = kube_run_args(&c, &kc, "traces/group-snapshot.yaml", &run, true, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    ok(&cnsreplay(&args));
+    ok(&cnsreplay_within(&args, 600));
     check_run(&run);
     // The driver took the group in one call, freezing all five mounted members together.
     let ops = std::fs::read_to_string(c.get("TESTENV_CSI_OPS_LOG")).expect("driver ops log");

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::real_node::{Cluster, EXP2_OPS, nothing_left, real_node_cluster, run_objects_left};
-use crate::{cnsreplay, ok, s, stdout};
+use crate::{cnsreplay_within, ok, s, stdout};
 
 const NS: &str = "cnsreplay";
 
@@ -119,15 +119,18 @@ fn start_job(c: &Cluster) {
 /// `cnsreplay fetch` onto the real node as the runner `kc`, into `dest`.
 fn fetch(c: &Cluster, kc: &Path, dest: &Path) -> String {
     let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
-    let out = cnsreplay(&[
-        "fetch",
-        "--kubeconfig",
-        s(kc),
-        "--node-selector",
-        &selector,
-        "-o",
-        s(dest),
-    ]);
+    let out = cnsreplay_within(
+        &[
+            "fetch",
+            "--kubeconfig",
+            s(kc),
+            "--node-selector",
+            &selector,
+            "-o",
+            s(dest),
+        ],
+        600,
+    );
     ok(&out);
     stdout(&out)
 }
@@ -156,7 +159,7 @@ fn an_in_cluster_job_runs_experiment2_and_fetch_brings_its_run_directory_back() 
         .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
     let run = &runs[0];
-    let out = cnsreplay(&["analyze", "summary", "--json", s(run)]);
+    let out = cnsreplay_within(&["analyze", "summary", "--json", s(run)], 600);
     ok(&out);
     let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("summary json");
     let r = &summary["runs"][0];
@@ -248,15 +251,18 @@ fn an_in_cluster_job_runs_experiment2_and_fetch_brings_its_run_directory_back() 
         "job/cnsreplay-run",
         "--ignore-not-found",
     ]);
-    let out = cnsreplay(&[
-        "cleanup",
-        "--run-id",
-        &run_id,
-        "--namespace",
-        NS,
-        "--kubeconfig",
-        s(&kc),
-    ]);
+    let out = cnsreplay_within(
+        &[
+            "cleanup",
+            "--run-id",
+            &run_id,
+            "--namespace",
+            NS,
+            "--kubeconfig",
+            s(&kc),
+        ],
+        600,
+    );
     ok(&out);
     let left = run_objects_left(&c, &run_id);
     assert!(left.trim().is_empty(), "left behind: {left}");
@@ -300,7 +306,10 @@ fn a_split_trace_runs_as_parallel_jobs_from_one_instant_and_merges_back() {
     let trace = tmp.path().join("two-tenants.yaml");
     std::fs::write(&trace, SPLIT_TRACE).expect("trace");
     let parts = tmp.path().join("parts");
-    ok(&cnsreplay(&["trace", "split", s(&trace), "-o", s(&parts)]));
+    ok(&cnsreplay_within(
+        &["trace", "split", s(&trace), "-o", s(&parts)],
+        600,
+    ));
     let mut files: Vec<_> = std::fs::read_dir(&parts)
         .expect("parts")
         .map(|e| e.expect("entry").path())
@@ -367,8 +376,8 @@ fn a_split_trace_runs_as_parallel_jobs_from_one_instant_and_merges_back() {
     let mut args = vec!["merge-runs"];
     args.extend(runs.iter().map(|r| s(r)));
     args.extend(["-o", s(&merged)]);
-    ok(&cnsreplay(&args));
-    let out = cnsreplay(&["analyze", "summary", "--json", s(&merged)]);
+    ok(&cnsreplay_within(&args, 600));
+    let out = cnsreplay_within(&["analyze", "summary", "--json", s(&merged)], 600);
     ok(&out);
     let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("summary json");
     let r = &summary["runs"][0];

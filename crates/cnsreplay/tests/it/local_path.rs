@@ -10,11 +10,10 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 use crate::real_node::{Cluster, kube_run_args, nothing_left, real_node_cluster};
-use crate::{s, stdout};
+use crate::{cnsreplay_within, s, stdout};
 
 /// The real node with local-path, or None after the skip line.
 fn local_path() -> Option<Cluster> {
@@ -31,51 +30,6 @@ fn local_path() -> Option<Cluster> {
         return None;
     }
     Some(c)
-}
-
-/// `cnsreplay ARGS` to its end within `secs` seconds; past it the process is killed and the
-/// test fails saying so (a run must never hang a test).
-fn cnsreplay_within(args: &[String], secs: u64) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
-        .args(args)
-        .current_dir(crate::workspace())
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn cnsreplay");
-    // Drain the pipes while waiting, so a chatty run cannot block on a full pipe.
-    let out = child.stdout.take().expect("stdout");
-    let err = child.stderr.take().expect("stderr");
-    let read = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
-    let (o, e) = (read(Box::new(out)), read(Box::new(err)));
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(secs) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "cnsreplay {args:?} did not end within {secs} s; stderr:\n{}",
-                String::from_utf8_lossy(&e.join().unwrap_or_default())
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    Output {
-        status,
-        stdout: o.join().unwrap_or_default(),
-        stderr: e.join().unwrap_or_default(),
-    }
 }
 
 fn args(c: &Cluster, kc: &Path, trace: &Path, run: &Path) -> Vec<String> {

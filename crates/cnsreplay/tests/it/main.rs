@@ -19,7 +19,8 @@ mod validity;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// `kubectl` of testenv `vars` as the cluster admin; panics with its stderr on failure.
 fn kubectl(vars: &HashMap<String, String>, args: &[&str]) -> String {
@@ -76,6 +77,96 @@ fn cnsreplay_env(args: &[&str], env: &[(&str, &str)]) -> Output {
         .envs(env.iter().copied())
         .output()
         .expect("run cnsreplay")
+}
+
+/// How long one cluster command of a test may take: `CNSREPLAY_TEST_DEADLINE` seconds,
+/// default `secs` (each test names what its run needs).
+fn deadline(secs: u64) -> Duration {
+    Duration::from_secs(
+        std::env::var("CNSREPLAY_TEST_DEADLINE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(secs),
+    )
+}
+
+/// `cnsreplay ARGS` to its end within [`deadline`]`(secs)`; past it the run is stopped
+/// (SIGINT, so it removes what it made), killed 60 s later if still there, and the test
+/// fails with its stderr (a cluster test must never hang CI).
+fn cnsreplay_within<S: AsRef<std::ffi::OsStr>>(args: &[S], secs: u64) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
+        .args(args)
+        .current_dir(workspace())
+        .env_remove("RUST_LOG")
+        .env_remove("CNSREPLAY_TEST_ENGINE_DELAY")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cnsreplay");
+    let what = format!(
+        "cnsreplay {:?}",
+        args.iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+    );
+    wait_within(child, &what, deadline(secs))
+}
+
+/// Waits for `child` (stdout and stderr piped) at most `limit`, draining its pipes meanwhile
+/// (a chatty run cannot block on a full pipe). Past `limit`: SIGINT, 60 s to end, SIGKILL,
+/// and the test fails naming `what` with its stderr.
+fn wait_within(mut child: Child, what: &str, limit: Duration) -> Output {
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let o = drain(child.stdout.take().map(|r| Box::new(r) as _));
+    let e = drain(child.stderr.take().map(|r| Box::new(r) as _));
+    let t0 = Instant::now();
+    let mut interrupted = None;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        match interrupted {
+            None if t0.elapsed() > limit => {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_child(&child),
+                    rustix::process::Signal::INT,
+                );
+                interrupted = Some(Instant::now());
+            }
+            Some(t) if t.elapsed() > Duration::from_secs(60) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{what} did not end within {limit:?}, nor 60 s after SIGINT (killed); \
+                     stderr:\n{}",
+                    String::from_utf8_lossy(&e.join().unwrap_or_default())
+                );
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (stdout, stderr) = (o.join().unwrap_or_default(), e.join().unwrap_or_default());
+    assert!(
+        interrupted.is_none(),
+        "{what} did not end within {limit:?} and was stopped (SIGINT); stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    );
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
 }
 
 fn stdout(o: &Output) -> String {
@@ -849,8 +940,8 @@ fn a_split_trace_replays_on_parallel_drivers_from_one_instant() {
                 .args(["-q", "run", s(&part), "--provider", "sim", "--start-at"])
                 .arg(start.to_string())
                 .args(["-o", s(&d.join(format!("run-{n}")))])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
                 .spawn()
                 .expect("start a driver")
         })

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use crate::real_node::{kube_run_args, nothing_left, real_node_cluster, run_id};
-use crate::{LENIENT, cnsreplay, ok, s};
+use crate::{LENIENT, cnsreplay_within, ok, s};
 
 fn events(run: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(run.join("events.jsonl"))
@@ -42,7 +42,7 @@ fn modify_and_recover_on_the_real_node() {
     let trace = crate::workspace().join("traces/modify-and-recover.yaml");
     let args = kube_run_args(&c, &kc, s(&trace), &run, true, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = cnsreplay(&args);
+    let out = cnsreplay_within(&args, 600);
     ok(&out);
 
     let evs = events(&run);
@@ -158,14 +158,17 @@ fn modify_and_recover_on_the_real_node() {
     assert!(b > 0.0 && (a - b).abs() <= 0.2 * b, "{same:?}");
     // The report shows them.
     let html = tmp.path().join("report.html");
-    ok(&cnsreplay(&[
-        "analyze",
-        "report",
-        s(&run),
-        "--allow-invalid",
-        "-o",
-        s(&html),
-    ]));
+    ok(&cnsreplay_within(
+        &[
+            "analyze",
+            "report",
+            s(&run),
+            "--allow-invalid",
+            "-o",
+            s(&html),
+        ],
+        600,
+    ));
     let page = std::fs::read_to_string(&html).expect("report");
     assert!(
         page.contains("Attributes-class changes under I/O") && page.contains("bronze"),
@@ -205,15 +208,18 @@ fn a_class_change_throttles_local_io_mid_flight() {
     )
     .expect("trace");
     let run = dir.path().join("run");
-    let out = cnsreplay(&[
-        "run",
-        s(&trace),
-        "--provider",
-        "local",
-        LENIENT,
-        "-o",
-        s(&run),
-    ]);
+    let out = cnsreplay_within(
+        &[
+            "run",
+            s(&trace),
+            "--provider",
+            "local",
+            LENIENT,
+            "-o",
+            s(&run),
+        ],
+        600,
+    );
     ok(&out);
     let evs = events(&run);
     let blkio = provider_local::throttle::blkio_root();

@@ -133,7 +133,7 @@ fn force_detach_of_the_shut_down_real_node_brings_the_workload_up_elsewhere() {
     let mut kubelet = StoppedKubelet::stop(Path::new(c.get("TESTENV_DIR")));
     let fd = wait_record(&run, 3, Duration::from_secs(300));
     kubelet.start();
-    let out = child.wait_with_output().expect("wait");
+    let out = crate::wait_within(child, "cnsreplay run", crate::deadline(600));
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{LENIENT, cnsreplay, ok, s, stdout};
+use crate::{LENIENT, cnsreplay_within, ok, s, stdout};
 
 pub(crate) struct Cluster {
     vars: HashMap<String, String>,
@@ -259,7 +259,7 @@ fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
             break text;
         }
     };
-    let out = child.wait_with_output().expect("wait");
+    let out = crate::wait_within(child, "cnsreplay run", crate::deadline(600));
     ok(&out);
     assert!(
         crate::prometheus::sample(
@@ -538,7 +538,7 @@ fn ctrl_c_on_the_real_node_leaves_nothing_of_the_run() {
         rustix::process::Signal::INT,
     )
     .expect("SIGINT");
-    let o = child.wait_with_output().expect("wait");
+    let o = crate::wait_within(child, "cnsreplay run", crate::deadline(600));
     assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("manifest.json")).expect("manifest"))
@@ -574,7 +574,7 @@ fn a_block_trace_replays_in_io_stream_pods_on_the_real_node() {
     let run = tmp.path().join("run");
     let args = run_args(&c, &kc, s(&trace), &run);
     let seccomp = c.seccomp();
-    let out = cnsreplay(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = cnsreplay_within(&args.iter().map(String::as_str).collect::<Vec<_>>(), 600);
     let text = stdout(&out);
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("summary.json")).expect("summary"))
@@ -629,14 +629,17 @@ fn a_block_trace_replays_in_io_stream_pods_on_the_real_node() {
         "one rate curve per stream"
     );
     let html = tmp.path().join("report.html");
-    let o = cnsreplay(&[
-        "analyze",
-        "report",
-        "--allow-invalid",
-        s(&run),
-        "-o",
-        s(&html),
-    ]);
+    let o = cnsreplay_within(
+        &[
+            "analyze",
+            "report",
+            "--allow-invalid",
+            s(&run),
+            "-o",
+            s(&html),
+        ],
+        600,
+    );
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let page = std::fs::read_to_string(&html).expect("report");
     assert!(page.contains("<th>I/O stream</th>"), "no stream table");

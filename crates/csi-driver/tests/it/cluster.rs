@@ -103,6 +103,34 @@ impl TestEnv {
             .unwrap_or_default()
     }
 
+    /// Why pod `pod` is where it is, for a failing test's message: its phase, reason and
+    /// message, each container's state, and the pod's events.
+    pub(crate) fn pod_story(&self, ns: &str, pod: &str) -> String {
+        let status = self.get_path(
+            ns,
+            &format!("pod/{pod}"),
+            "phase={.status.phase} reason={.status.reason} message={.status.message} \
+             containers={.status.containerStatuses[*].state} \
+             init={.status.initContainerStatuses[*].state}",
+        );
+        let events = self
+            .kubectl(
+                &[
+                    "-n",
+                    ns,
+                    "get",
+                    "events",
+                    "--field-selector",
+                    &format!("involvedObject.name={pod}"),
+                    "-o",
+                    "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message",
+                ],
+                None,
+            )
+            .unwrap_or_else(|e| e);
+        format!("pod {ns}/{pod}: {status}\nevents:\n{events}")
+    }
+
     /// Polls until `f` gives `Some`, or panics naming `what` after the timeout.
     pub(crate) fn wait<T>(&self, what: &str, f: impl FnMut() -> Option<T>) -> T {
         self.wait_for(what, TIMEOUT, f)
@@ -125,10 +153,20 @@ impl TestEnv {
         }
     }
 
+    /// Polls until `obj`'s `path` is `want`; a pod that never gets there fails the test
+    /// with its [`TestEnv::pod_story`].
     pub(crate) fn wait_path(&self, ns: &str, obj: &str, path: &str, want: &str) {
-        self.wait(&format!("{obj} {path} = {want}"), || {
-            (self.get_path(ns, obj, path) == want).then_some(())
-        });
+        let deadline = Instant::now() + TIMEOUT;
+        while self.get_path(ns, obj, path) != want {
+            if Instant::now() >= deadline {
+                let story = match obj.strip_prefix("pod/") {
+                    Some(pod) => self.pod_story(ns, pod),
+                    None => self.k(&["-n", ns, "describe", obj]),
+                };
+                panic!("timed out waiting for {obj} {path} = {want}\n{story}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     pub(crate) fn wait_gone(&self, ns: &str, obj: &str) {

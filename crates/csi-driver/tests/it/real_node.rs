@@ -67,6 +67,24 @@ fn phase_or_failure(env: &TestEnv, ns: &str, pod: &str) -> Option<String> {
     (phase == "Succeeded" || phase == "Failed").then_some(phase)
 }
 
+/// Waits for pod `pod` to end; returns its phase (`Succeeded` or `Failed`). One that does not
+/// end in time fails the test with its phase, reason, container states and events.
+fn pod_end(env: &TestEnv, ns: &str, pod: &str) -> String {
+    let deadline = std::time::Instant::now() + crate::cluster::TIMEOUT;
+    loop {
+        if let Some(phase) = phase_or_failure(env, ns, pod) {
+            return phase;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pod {pod} did not end within {:?}\n{}",
+            crate::cluster::TIMEOUT,
+            env.pod_story(ns, pod)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn iogen_pods_write_then_verify_on_a_csi_volume_mounted_by_the_kubelet() {
     let Some((env, node)) = real_node() else {
@@ -82,10 +100,12 @@ fn iogen_pods_write_then_verify_on_a_csi_volume_mounted_by_the_kubelet() {
     let mut write = IOGEN_ARGS.to_vec();
     write.extend(["/data/state.json", "--rw", "write"]);
     env.apply(&ns, &iogen_pod("writer", &label, &image, "data", &write));
-    let phase = env.wait("writer finished", || phase_or_failure(&env, &ns, "writer"));
+    let phase = pod_end(&env, &ns, "writer");
     let log = env
         .kubectl(&["-n", &ns, "logs", "writer"], None)
-        .unwrap_or_default();
+        .unwrap_or_default()
+        + "\n"
+        + &env.pod_story(&ns, "writer");
     assert_eq!(phase, "Succeeded", "writer pod: {log}");
     assert_eq!(env.get_path(&ns, "pod/writer", "{.spec.nodeName}"), node);
     assert_eq!(loops_of(&image_file).len(), 1, "attached: one loop device");
@@ -94,10 +114,12 @@ fn iogen_pods_write_then_verify_on_a_csi_volume_mounted_by_the_kubelet() {
     let mut read = IOGEN_ARGS.to_vec();
     read.extend(["/data/state.json", "--rw", "read"]);
     env.apply(&ns, &iogen_pod("reader", &label, &image, "data", &read));
-    let phase = env.wait("reader finished", || phase_or_failure(&env, &ns, "reader"));
+    let phase = pod_end(&env, &ns, "reader");
     let log = env
         .kubectl(&["-n", &ns, "logs", "reader"], None)
-        .unwrap_or_default();
+        .unwrap_or_default()
+        + "\n"
+        + &env.pod_story(&ns, "reader");
     assert_eq!(phase, "Succeeded", "reader pod (verify): {log}");
 
     // The kubelet called our node service: NodeStage, NodePublish and their undo.
@@ -153,12 +175,12 @@ fn run_pod(env: &TestEnv, ns: &str, name: &str, pvc: &str, args: &[&str]) -> (St
     let label = env.get("TESTENV_REAL_NODE_LABEL").to_owned();
     let image = env.get("TESTENV_IOGEN_IMAGE").to_owned();
     env.apply(ns, &iogen_pod(name, &label, &image, pvc, args));
-    let phase = env.wait(&format!("{name} finished"), || {
-        phase_or_failure(env, ns, name)
-    });
+    let phase = pod_end(env, ns, name);
     let log = env
         .kubectl(&["-n", ns, "logs", name], None)
-        .unwrap_or_else(|e| panic!("logs of {name}: {e}"));
+        .unwrap_or_else(|e| panic!("logs of {name}: {e}\n{}", env.pod_story(ns, name)))
+        + "\n"
+        + &env.pod_story(ns, name);
     env.k(&["-n", ns, "delete", "pod", name, "--wait=true"]);
     (phase, log)
 }
@@ -431,7 +453,12 @@ fn resize_in_running_pod(env: &TestEnv, node: &str, r: &Resize) -> Result<(), St
             let log = env
                 .kubectl(&["-n", &ns, "logs", "watcher"], None)
                 .unwrap_or_default();
-            assert_eq!(phase, "Succeeded", "the pod saw the new size: {log}");
+            assert_eq!(
+                phase,
+                "Succeeded",
+                "the pod saw the new size: {log}\n{}",
+                env.pod_story(&ns, "watcher")
+            );
             let seen = sizes(&log);
             let (kind, after) = seen.last().cloned().expect("sizes");
             assert_eq!(kind, r.fs, "the pod's mount is {}: {log}", r.fs);
