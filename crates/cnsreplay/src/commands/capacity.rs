@@ -715,6 +715,7 @@ fn search_loop(
             require_valid: false,
             // Checked once before the first point.
             no_check: true,
+            preflight_only: false,
         };
         let mut sink = Vec::new();
         crate::commands::run::run(&args, &mut sink)

@@ -88,6 +88,11 @@ pub struct RunArgs {
     /// for a trace that was checked already.
     #[arg(long)]
     pub no_check: bool,
+    /// Check the trace and, on kube, the cluster as a run does before its clock starts
+    /// (classes, nodes, namespace, credentials, what each class can do), then exit without
+    /// creating anything: 0 when a run could start, 2 (with every problem named) when not
+    #[arg(long, conflicts_with_all = ["json", "no_check"])]
+    pub preflight_only: bool,
 }
 
 /// Exit code of `run --require-valid` when the verdict is not `valid`.
@@ -612,6 +617,16 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         Some(o) => o.clone(),
         None => default_run_dir(&a.trace),
     };
+    if a.preflight_only && !matches!(a.provider, ProviderKind::Kube) {
+        writeln!(
+            out,
+            "pre-flight passed: {} is a valid trace; the {} provider checks nothing else \
+             before its clock",
+            a.trace.display(),
+            format!("{:?}", a.provider).to_lowercase()
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let summary = match a.provider {
         ProviderKind::Sim => execute(
             a,
@@ -626,7 +641,11 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         )?,
         ProviderKind::Kube => {
             let p = KubeProvider::new(kube_config(&a.settings)?)?;
-            p.preflight(&a.trace)?;
+            let uses = p.preflight(&a.trace)?;
+            if a.preflight_only {
+                write_preflight(&a.trace, &uses, out)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             execute(a, &output, &Arc::new(p))?
         }
     };
@@ -638,6 +657,47 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         writeln!(out, "run directory: {}", output.display())?;
     }
     Ok(exit_code(&summary, a.require_valid))
+}
+
+/// What `--preflight-only` found usable: each class and node the trace will use, with where
+/// it is first used, and the capabilities its classes were checked for.
+fn write_preflight(
+    trace: &Path,
+    uses: &provider_kube::TraceUses,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let name = |c: &Option<String>| c.clone().unwrap_or_else(|| "(the cluster default)".into());
+    writeln!(
+        out,
+        "pre-flight passed for {} on kube (nothing was created):",
+        trace.display()
+    )?;
+    for (c, at) in &uses.storage_classes {
+        writeln!(out, "  StorageClass {}: first used by {at}", name(c))?;
+    }
+    for (c, at) in &uses.snapshot_classes {
+        writeln!(out, "  VolumeSnapshotClass {}: first used by {at}", name(c))?;
+    }
+    for (n, (at, pods)) in &uses.nodes {
+        let how = if *pods { ", schedulable" } else { "" };
+        writeln!(out, "  node {n}{how}: first used by {at}")?;
+    }
+    for (need, u) in &uses.needs {
+        writeln!(
+            out,
+            "  {} on StorageClass {}: supported ({} event(s), first {})",
+            need.capability.op(),
+            name(&need.storage_class),
+            u.events.len().max(1),
+            u.first
+        )?;
+    }
+    let ops: Vec<&str> = uses.ops.iter().map(|o| o.name()).collect();
+    writeln!(
+        out,
+        "  credentials: may make the requests of {}",
+        ops.join(", ")
+    )
 }
 
 /// 0 complete; 1 interrupted or every operation failed; 4 (`--require-valid`) any verdict

@@ -94,6 +94,7 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
             require_valid: false,
             // Checked once before the first point.
             no_check: true,
+            preflight_only: false,
         };
         let mut sink = Vec::new();
         let c = crate::commands::run::run(&args, &mut sink)

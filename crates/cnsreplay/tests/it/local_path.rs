@@ -319,3 +319,67 @@ fn a_snapshot_on_local_path_is_refused_at_preflight() {
     // Pre-flight runs before the run directory (and then the run's namespace) is made.
     assert!(!run.exists(), "the run started: {}", run.display());
 }
+
+/// `run --preflight-only` on a foreign cluster's class: on local-path a snapshot trace is
+/// refused naming the capability (exit 2), on the CSI class the same trace passes listing
+/// what it checked (exit 0); neither creates a run directory or anything on the cluster.
+#[test]
+fn preflight_only_checks_a_trace_against_each_class_and_creates_nothing() {
+    let Some(c) = local_path() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kc = c.runner_kubeconfig(tmp.path());
+    let trace = tmp.path().join("snap.yaml");
+    std::fs::write(
+        &trace,
+        "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 64Mi}\nevents:\n  \
+         - {at: 0s, create_volume: {volume: v}}\n  \
+         - {at: 0s, attach: {workload: w, volumes: [v]}}\n  \
+         - {at: 2s, snapshot: {volume: v, snapshot: s}}\n  \
+         - {at: 3s, delete_snapshot: {snapshot: s}}\n  \
+         - {at: 4s, detach: {workload: w}}\n  \
+         - {at: 4s, delete_volume: {volume: v}}\n",
+    )
+    .expect("write trace");
+    let run = tmp.path().join("run");
+    let mut a = args(&c, &kc, &trace, &run);
+    a.extend([
+        "--snapshot-class".to_owned(),
+        c.get("TESTENV_SNAPSHOT_CLASS").to_owned(),
+        "--preflight-only".to_owned(),
+    ]);
+    let out = cnsreplay_within(&a, 60);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("snapshot") && err.contains("is not supported by StorageClass"),
+        "{err}"
+    );
+    assert!(!run.exists());
+    // The same trace on the CSI class.
+    let csi = c.get("TESTENV_STORAGE_CLASS").to_owned();
+    let a: Vec<String> = a
+        .iter()
+        .map(|x| {
+            if x == c.get("TESTENV_LOCAL_PATH_CLASS") {
+                csi.clone()
+            } else {
+                x.clone()
+            }
+        })
+        .collect();
+    let out = cnsreplay_within(&a, 60);
+    let text = stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("pre-flight passed")
+            && text.contains(&format!("StorageClass {csi}"))
+            && text.contains("snapshot on StorageClass"),
+        "{text}"
+    );
+    assert!(!run.exists());
+}

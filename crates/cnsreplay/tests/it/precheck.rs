@@ -128,3 +128,43 @@ fn the_check_stops_after_twenty_problems() {
     );
     assert!(!Path::new(&run).exists());
 }
+
+/// `--preflight-only` checks and exits: 0 with nothing run for a good trace (no run
+/// directory), 1 with the located problems for a bad one, like a run.
+#[test]
+fn preflight_only_checks_and_runs_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run");
+    let o = cnsreplay(&[
+        "run",
+        "traces/quickstart.yaml",
+        "--provider",
+        "local",
+        "--preflight-only",
+        "-o",
+        s(&run),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("pre-flight passed: traces/quickstart.yaml is a valid trace"),
+        "{out}"
+    );
+    assert!(!run.exists(), "--preflight-only wrote a run directory");
+    let bad = dir.path().join("late.jsonl");
+    fs_err::write(
+        &bad,
+        "{\"format\":\"cnsreplay-trace\",\"version\":1}\n\
+         {\"at\":5000000,\"id\":0,\"marker\":{\"name\":\"a\"}}\n\
+         {\"at\":1000000,\"id\":1,\"marker\":{\"name\":\"b\"}}\n",
+    )
+    .expect("write");
+    let o = cnsreplay(&["run", s(&bad), "--preflight-only", "-o", s(&run)]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("events out of time order"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!run.exists());
+}
