@@ -16,10 +16,12 @@
 //! The queueing model (`servers`, `shared_servers`) turns the sim into a G/G/N FIFO system
 //! per pool: an op type with `servers: {attach: 4}` has 4 servers of its own, every other
 //! op type shares `shared_servers` (none: unlimited servers, the plain latency model). An
-//! operation arriving at `a` (the provider call) takes the server that frees first, starts at
+//! operation arriving at `a` (the instant it was due, [`OpCtx::due_ns`]: its scheduled time,
+//! or when its dependency wait ended; not the provider call, so the engine's lateness on a
+//! busy machine does not change the modelled system) takes the server that frees first, starts at
 //! `s = max(a, free)` and completes at `s + service` (stalls applied): the wait is part of
-//! the response time; phases `arrived` (the sim took the call) and `queue` (service began)
-//! show it. Because the drawn service does not depend
+//! the response time; phases `arrived` (the operation was due), `queue` (service began)
+//! and `served` (the modelled completion) show it. Because the drawn service does not depend
 //! on timing and a server's next start is computed from the previous completion as modelled
 //! (not as the timer delivered it), a dedicated pool saturates at exactly
 //! `N / E[service]` operations per second ([`SimConfig::saturation_rate`]); a shared pool
@@ -719,7 +721,11 @@ impl Provider for SimProvider {
 
     async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
         let (service, fails) = self.draw(&ev);
-        let arrive = ctx.now_ns();
+        // Arrival at the instant the operation was due, not at the call: the modelled system
+        // sees the trace's schedule, so its latencies (and a capacity search's truth) do not
+        // depend on how late this machine ran the engine; that lateness is the tool's, judged
+        // by the run's validity. Setup operations (no due instant) arrive at the call.
+        let arrive = ctx.due_ns().unwrap_or_else(|| ctx.now_ns());
         let pool = self.pool(ev.op.op_type());
         let (start, end) = match pool {
             Some(p) => p.admit(
@@ -739,6 +745,9 @@ impl Provider for SimProvider {
             // The modelled instants, not the timer's delivery: the queue is exact.
             ctx.phase_at("arrived", ctx.origin() + Duration::from_nanos(arrive));
             ctx.phase_at("queue", ctx.origin() + Duration::from_nanos(start));
+            // The modelled completion; the record's `completed` is this unless the engine
+            // called the operation only after it (on a loaded machine), then the call.
+            ctx.phase_at("served", ctx.origin() + Duration::from_nanos(end));
             ctx.completed_at(ctx.origin() + Duration::from_nanos(end));
         }
         if fails {

@@ -195,6 +195,7 @@ fn start<P: Provider>(sh: &Shared<P>, d: Due, dispatched: u64) -> Started {
         op: ev.op.op_type(),
         plan,
         intended,
+        due: intended,
         dispatched,
         t0,
         dep_wait: 0,
@@ -313,6 +314,7 @@ async fn run_waiting<P: Provider>(
             let origin = deps::mono_ns().saturating_sub(sh.now());
             let from = released.saturating_sub(origin).max(x.intended);
             x.resume = Some(started.saturating_sub(from));
+            x.due = from;
         }
         match x.call(&sh, ev, started) {
             Ok(r) => r,
@@ -331,6 +333,8 @@ struct Exec {
     /// What its end signals (the waits taken out).
     plan: Plan,
     intended: u64,
+    /// When it was due: `intended`, or when its dependency or slot wait was released.
+    due: u64,
     dispatched: u64,
     /// When the runtime reached it.
     t0: u64,
@@ -367,7 +371,8 @@ impl Exec {
         }
         let mut ctx = OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
             .with_origin_wall(sh.origin_wall)
-            .with_stop(sh.control.stop_flag());
+            .with_stop(sh.control.stop_flag())
+            .with_due(self.due);
         if self.op == OpType::IoPhase {
             let tenant = ev.tenant.as_ref().map_or("", |t| t.as_str());
             ctx = ctx.with_live_io(sh.live.clone(), tenant);

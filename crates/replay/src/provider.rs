@@ -140,6 +140,9 @@ pub struct OpCtx {
     /// Set once the provider reported anything above, so the engine takes no lock for an
     /// operation that reported nothing (most, at high rates).
     reported: AtomicBool,
+    /// When the operation was due (ns since the origin), set by the engine: see
+    /// [`OpCtx::due_ns`].
+    due: Option<u64>,
     /// Trace id of the event.
     pub event_id: u64,
 }
@@ -187,8 +190,24 @@ impl OpCtx {
             completed: Mutex::new(None),
             stop: None,
             reported: AtomicBool::new(false),
+            due: None,
             event_id,
         }
+    }
+
+    /// Sets when the operation was due (ns since the origin; see [`OpCtx::due_ns`]).
+    #[must_use]
+    pub fn with_due(mut self, ns: u64) -> Self {
+        self.due = Some(ns);
+        self
+    }
+
+    /// When the operation was due, ns since the origin: its scheduled instant in the trace,
+    /// or, for one that waited for a dependency or a concurrency slot, the later instant that
+    /// wait was released. The engine's own lateness is the call's time ([`OpCtx::now_ns`])
+    /// minus this. `None` outside a run's clock (the header's setup operations).
+    pub fn due_ns(&self) -> Option<u64> {
+        self.due
     }
 
     /// Nanoseconds since the run origin.

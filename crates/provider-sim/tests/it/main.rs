@@ -55,7 +55,7 @@ pub fn run(dir: &Path, trace: &Path, yaml: &str) -> (RunOutcome, Vec<EventRecord
 /// Offered and achieved rate (per s) over the middle 80 % of intended and completion instants.
 pub fn rates(recs: &[EventRecord]) -> (f64, f64) {
     let mut i: Vec<u64> = recs.iter().map(|r| r.intended).collect();
-    let mut c: Vec<u64> = recs.iter().map(|r| r.completed).collect();
+    let mut c: Vec<u64> = recs.iter().map(|r| phase(r, "served")).collect();
     i.sort_unstable();
     c.sort_unstable();
     let (lo, hi) = (i.len() / 10, i.len() - 1 - i.len() / 10);
@@ -79,7 +79,7 @@ pub fn wait(r: &EventRecord) -> u64 {
 
 /// Its service: completion − service start.
 pub fn service(r: &EventRecord) -> u64 {
-    r.completed - phase(r, "queue")
+    phase(r, "served") - phase(r, "queue")
 }
 
 /// One millisecond in ns.
