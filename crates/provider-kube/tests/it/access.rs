@@ -2,8 +2,11 @@
 //! and names the missing ones before anything is created. The least-privilege mode — the
 //! Role `cnsreplay` in one existing namespace and the read ClusterRole, `--namespace` — passes
 //! it (the namespace itself, which neither grants `get` on, is not refused); a trace with a
-//! node operation, or a run without `--namespace`, is refused naming the verb, the operation
-//! needing it and the RBAC piece that grants it.
+//! node operation, one declaring an attributes class the cluster lacks, or a run without
+//! `--namespace`, is refused naming the verb, the operation needing it and the piece of
+//! `deploy/rbac/` that grants it; `--image-pull-secret` without `--namespace` is refused with
+//! the reason. And the account the in-cluster Job's base binds may not delete `kube-system`
+//! nor patch nodes, and may do what a run in its namespace does.
 
 use provider_kube::{KubeConfig, KubeProvider};
 
@@ -12,7 +15,7 @@ use crate::common::*;
 #[test]
 fn preflight_names_each_request_the_credentials_may_not_make() {
     let Some(env) = testenv() else { return };
-    // deploy/rbac/rbac.yaml applied (the namespace, the Role, the read ClusterRole).
+    // deploy/rbac/ applied (the namespace, the Role, the read ClusterRole).
     let _ = env.runner_kubeconfig();
     let rt = rt();
     let c = rt.block_on(client(&env));
@@ -63,6 +66,19 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
         "cordon.yaml",
         &format!("  - {{at: 2s, cordon_node: {{node: {node}}}}}\n"),
     );
+    // A header declaring an attributes class no cluster has: the run would create it.
+    let vac = dir.path().join("vac.yaml");
+    let missing_class = uniq("nope");
+    std::fs::write(
+        &vac,
+        format!(
+            "format: cnsreplay-trace\nversion: 2\ndefaults: {{volume_size: 64Mi}}\n\
+             attributes_classes:\n  {missing_class}: {{read_iops: 200}}\nevents:\n  \
+             - {{at: 0s, create_volume: {{volume: v}}}}\n  \
+             - {{at: 1s, delete_volume: {{volume: v}}}}\n"
+        ),
+    )
+    .unwrap();
     let cfg = KubeConfig {
         kubeconfig: Some(kc.clone()),
         namespace: Some("cnsreplay".into()),
@@ -99,11 +115,47 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
     assert!(
         e.contains(
             "patch nodes (cluster-wide) (needed by cordon_node; granted by ClusterRole \
-             cnsreplay-nodes)"
+             cnsreplay-nodes, deploy/rbac/nodes)"
         ),
         "{e}"
     );
     assert!(e.contains("nothing was created"), "{e}");
+    // An attributes class to create needs the attributes-classes piece.
+    let e = preflight(&cfg, &vac).unwrap_err();
+    assert!(
+        e.contains(&format!(
+            "create volumeattributesclasses.storage.k8s.io (cluster-wide) (needed by the trace \
+             header's attributes classes the cluster lacks: {missing_class}; granted by \
+             ClusterRole cnsreplay-attributes-classes, deploy/rbac/attributes-classes)"
+        )),
+        "{e}"
+    );
+    // An image pull secret cannot reach a run-owned namespace: refused with the reason; in an
+    // existing namespace it is the user's Secret there, not refused.
+    let with_secret = |namespace: Option<&str>| KubeConfig {
+        kubeconfig: Some(env.runner_kubeconfig()),
+        namespace: namespace.map(str::to_owned),
+        pod: provider_kube::PodOptions {
+            image_pull_secrets: vec!["regcred".into()],
+            ..provider_kube::PodOptions::default()
+        },
+        ..cfg.clone()
+    };
+    let e = preflight(&with_secret(None), &plain).unwrap_err();
+    assert!(
+        e.contains(
+            "--image-pull-secret regcred names a Secret in the run's namespace, and a \
+             run-owned namespace (no --namespace) is created without Secrets"
+        ) && e.contains("nothing was created"),
+        "{e}"
+    );
+    let r = preflight(&with_secret(Some("cnsreplay")), &plain);
+    assert!(
+        r.as_ref()
+            .err()
+            .is_none_or(|e| !e.contains("image-pull-secret")),
+        "{r:?}"
+    );
     // A run-owned namespace needs the namespaces piece, and the Role's rules everywhere.
     let e = preflight(
         &KubeConfig {
@@ -115,16 +167,16 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
     .unwrap_err();
     for needle in [
         "create namespaces (cluster-wide) (needed by the run-owned namespace (no --namespace); \
-         granted by ClusterRole cnsreplay-run-namespaces)",
+         granted by ClusterRole cnsreplay-run-namespaces, deploy/rbac/run-namespaces)",
         "create pods in namespace cnsreplay-<run id> (needed by attach, io_phase; granted by \
-         ClusterRole cnsreplay-run-namespaces)",
+         ClusterRole cnsreplay-run-namespaces, deploy/rbac/run-namespaces)",
         "get pods/log in namespace cnsreplay-<run id> (needed by io_phase;",
         "create volumesnapshots.snapshot.storage.k8s.io in namespace cnsreplay-<run id>",
     ] {
         assert!(e.contains(needle), "{needle:?} not in: {e}");
     }
-    // The full set (the runner's) passes both.
-    for trace in [&plain, &cordon] {
+    // The full set (the runner's) passes all three.
+    for trace in [&plain, &cordon, &vac] {
         let r = preflight(
             &KubeConfig {
                 kubeconfig: Some(env.runner_kubeconfig()),
@@ -151,4 +203,168 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
         ])
         .output();
     rt.block_on(drop_static(&c, &class));
+}
+
+/// The bindings a rendered kustomization makes for the service account `ns/name`: (kind, name)
+/// of each roleRef.
+fn bound_to(rendered: &str, ns: &str, name: &str) -> std::collections::BTreeSet<(String, String)> {
+    let mut out = std::collections::BTreeSet::new();
+    for doc in rendered.split("\n---\n") {
+        let v: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
+        if !matches!(
+            v["kind"].as_str(),
+            Some("RoleBinding" | "ClusterRoleBinding")
+        ) {
+            continue;
+        }
+        let ours =
+            v["subjects"].as_array().into_iter().flatten().any(|s| {
+                s["kind"] == "ServiceAccount" && s["name"] == name && s["namespace"] == ns
+            });
+        if ours {
+            out.insert((
+                v["roleRef"]["kind"].as_str().unwrap().to_owned(),
+                v["roleRef"]["name"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_job_account_may_not_delete_kube_system_nor_patch_nodes() {
+    let Some(env) = testenv() else { return };
+    // deploy/rbac/ applied (its Roles and ClusterRoles exist).
+    let _ = env.runner_kubeconfig();
+    let base = env.kubectl_ok(&[
+        "kustomize",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/kustomize/base"),
+    ]);
+    assert!(
+        base.contains("serviceAccountName: cnsreplay\n"),
+        "the Job runs as cnsreplay/cnsreplay: {base}"
+    );
+    // The Job base binds its account to the namespaced Role and the cluster-wide reads only.
+    let bound = bound_to(&base, "cnsreplay", "cnsreplay");
+    let want: std::collections::BTreeSet<(String, String)> = [
+        ("ClusterRole".to_owned(), "cnsreplay-read".to_owned()),
+        ("Role".to_owned(), "cnsreplay".to_owned()),
+    ]
+    .into();
+    assert_eq!(
+        bound, want,
+        "what deploy/kustomize/base binds to the Job's account"
+    );
+    // The shared test cluster's `cnsreplay/cnsreplay` may carry other bindings (older test
+    // harnesses bound every piece to it): an account bound exactly as the Job base binds
+    // stands for it. It lives in the Job's namespace, so the RoleBinding reaches it alike.
+    let sa = uniq("job-account");
+    env.kubectl_ok(&["create", "serviceaccount", &sa, "-n", "cnsreplay"]);
+    let subject = format!("--serviceaccount=cnsreplay:{sa}");
+    env.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        &sa,
+        "-n",
+        "cnsreplay",
+        "--role=cnsreplay",
+        &subject,
+    ]);
+    env.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        &sa,
+        "--clusterrole=cnsreplay-read",
+        &subject,
+    ]);
+    let user = format!("--as=system:serviceaccount:cnsreplay:{sa}");
+    let can_i = |args: &[&str]| -> String {
+        let out = env
+            .kubectl()
+            .args(["auth", "can-i"])
+            .args(args)
+            .arg(&user)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let mut wrong = Vec::new();
+    for (args, want) in [
+        // What it must not do.
+        (&["delete", "namespace/kube-system"][..], "no"),
+        (&["delete", "namespaces"], "no"),
+        (&["create", "namespaces"], "no"),
+        (&["patch", "nodes"], "no"),
+        (&["create", "pods", "-n", "kube-system"], "no"),
+        (&["delete", "pods", "-n", "kube-system"], "no"),
+        (&["create", "persistentvolumeclaims", "-n", "default"], "no"),
+        (&["get", "secrets", "-n", "cnsreplay"], "no"),
+        (
+            &["create", "pods", "--subresource=exec", "-n", "cnsreplay"],
+            "no",
+        ),
+        (&["create", "volumeattributesclasses.storage.k8s.io"], "no"),
+        (&["create", "rolebindings", "-n", "cnsreplay"], "no"),
+        // What a run in its namespace does.
+        (
+            &["create", "persistentvolumeclaims", "-n", "cnsreplay"],
+            "yes",
+        ),
+        (
+            &["patch", "persistentvolumeclaims", "-n", "cnsreplay"],
+            "yes",
+        ),
+        (
+            &["delete", "persistentvolumeclaims", "-n", "cnsreplay"],
+            "yes",
+        ),
+        (&["create", "pods", "-n", "cnsreplay"], "yes"),
+        (&["delete", "pods", "-n", "cnsreplay"], "yes"),
+        (
+            &["get", "pods", "--subresource=log", "-n", "cnsreplay"],
+            "yes",
+        ),
+        (
+            &["create", "pods", "--subresource=attach", "-n", "cnsreplay"],
+            "yes",
+        ),
+        (&["watch", "events", "-n", "cnsreplay"], "yes"),
+        (
+            &[
+                "create",
+                "volumesnapshots.snapshot.storage.k8s.io",
+                "-n",
+                "cnsreplay",
+            ],
+            "yes",
+        ),
+        (&["watch", "persistentvolumes"], "yes"),
+        (&["watch", "volumeattachments.storage.k8s.io"], "yes"),
+        (&["list", "storageclasses.storage.k8s.io"], "yes"),
+        (&["list", "nodes"], "yes"),
+    ] {
+        let got = can_i(args);
+        if got != want {
+            wrong.push(format!("can-i {args:?}: {got:?}, want {want:?}"));
+        }
+    }
+    let _ = env
+        .kubectl()
+        .args(["delete", "clusterrolebinding", &sa])
+        .output();
+    let _ = env
+        .kubectl()
+        .args([
+            "delete",
+            "rolebinding,serviceaccount",
+            &sa,
+            "-n",
+            "cnsreplay",
+        ])
+        .output();
+    assert!(
+        wrong.is_empty(),
+        "as the Job base's account:\n{}",
+        wrong.join("\n")
+    );
 }
