@@ -244,6 +244,13 @@ fn the_job_account_may_not_delete_kube_system_nor_patch_nodes() {
         base.contains("serviceAccountName: cnsreplay\n"),
         "the Job runs as cnsreplay/cnsreplay: {base}"
     );
+    // Its namespace enforces the `restricted` Pod Security level, and the Job's pod is the
+    // one that mounts a token.
+    assert!(
+        base.contains("pod-security.kubernetes.io/enforce: restricted\n")
+            && base.contains("automountServiceAccountToken: true\n"),
+        "{base}"
+    );
     // The Job base binds its account to the namespaced Role and the cluster-wide reads only.
     let bound = bound_to(&base, "cnsreplay", "cnsreplay");
     let want: std::collections::BTreeSet<(String, String)> = [
