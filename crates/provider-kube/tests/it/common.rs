@@ -512,10 +512,35 @@ impl TestEnv {
         static RUNNER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
         RUNNER
             .get_or_init(|| {
+                remove_stale_kubeconfigs();
                 self.apply_rbac();
                 self.service_account_kubeconfig(RUNNER_ACCOUNT)
             })
             .clone()
+    }
+}
+
+/// The runner's kubeconfig lives as long as its test process (providers and the binaries the
+/// tests start read it at any time), and a test process ends without running destructors of
+/// statics: each process removes those of processes that have ended (and their tokens expire
+/// within the hour anyway).
+fn remove_stale_kubeconfigs() {
+    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("cnsreplay-")
+            .and_then(|n| n.strip_suffix(".kubeconfig"))
+            .and_then(|n| n.rsplit('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 
