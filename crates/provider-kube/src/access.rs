@@ -6,10 +6,9 @@
 //!
 //! The pieces ([`Access::piece`]) follow the files: `base/role.yaml` (the Role for a run in
 //! one existing namespace), `base/read.yaml` (cluster-wide reads every run needs), and the
-//! opt-in `run-namespaces/`, `nodes/`, `attributes-classes/`. A rule added to one of them, or
-//! a request the provider starts making, belongs in both places; the access tests on testenv
-//! check them against each other (the least-privilege account passes a trace without node
-//! or namespace operations, and each piece's absence is named).
+//! opt-in `run-namespaces/`, `nodes/`, `attributes-classes/`, `apiserver-metrics/`. A request
+//! the provider starts making belongs in both places: [`grants`] lists every request with its
+//! piece, and a test reads the pieces' files and checks each is granted where it is named.
 //!
 //! Event watching is not required (without it failures only show as timeouts, and `prepare`
 //! says so). A review the API server does not answer checks nothing.
@@ -163,6 +162,46 @@ impl Access {
             (true, _, _) => "Role cnsreplay bound in that namespace, deploy/rbac/base/role.yaml",
         }
     }
+}
+
+/// One request kind the provider may make and the piece of `deploy/rbac/` that grants it (for
+/// the test that checks the pieces' rules against this list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// `create`, `list`, …
+    pub verb: &'static str,
+    /// API group (empty: core).
+    pub group: &'static str,
+    /// Resource, with `/subresource` when it has one.
+    pub resource: String,
+    /// The piece, e.g. `Role cnsreplay bound in that namespace, deploy/rbac/base/role.yaml`.
+    pub piece: &'static str,
+}
+
+/// Every request kind pre-flight may ask for — a run in an existing namespace
+/// (`own_namespace` false) or in its own — with the piece that grants it.
+pub fn grants(own_namespace: bool) -> Vec<Grant> {
+    let mut all: BTreeSet<Access> = EVERY_RUN.into_iter().collect();
+    for op in OpType::ALL {
+        all.extend(needs(op).iter().copied());
+    }
+    for v in ["create", "delete"] {
+        all.insert(cluster(v, STORAGE, "volumeattributesclasses"));
+        if own_namespace {
+            all.insert(cluster(v, "", "namespaces"));
+        }
+    }
+    all.into_iter()
+        .map(|a| Grant {
+            verb: a.verb,
+            group: a.group,
+            resource: match a.subresource {
+                Some(s) => format!("{}/{s}", a.resource),
+                None => a.resource.to_owned(),
+            },
+            piece: a.piece(own_namespace),
+        })
+        .collect()
 }
 
 impl Kube {
