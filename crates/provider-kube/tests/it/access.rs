@@ -40,6 +40,13 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
         &format!("--serviceaccount=cnsreplay:{sa}"),
     ]);
     let kc = env.service_account_kubeconfig(&sa);
+    // Where the API server's audit log ends now: every request this account makes from here on
+    // is appended after it.
+    let audit = env.vars.get("TESTENV_AUDIT_LOG").cloned();
+    let audit_from = audit
+        .as_ref()
+        .and_then(|a| std::fs::metadata(a).ok())
+        .map_or(0, |m| m.len());
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, extra: &str| {
         let p = dir.path().join(name);
@@ -174,6 +181,35 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
         "create volumesnapshots.snapshot.storage.k8s.io in namespace cnsreplay-<run id>",
     ] {
         assert!(e.contains(needle), "{needle:?} not in: {e}");
+    }
+    // Nothing was created by the refused pre-flights: the audit log holds no write of this
+    // account but its SelfSubjectAccessReviews.
+    if let Some(audit) = &audit {
+        std::thread::sleep(std::time::Duration::from_secs(1)); // the log's writer lags
+        let bytes = std::fs::read(audit).unwrap();
+        let from = usize::try_from(audit_from).unwrap();
+        // A rotated log starts over.
+        let text = String::from_utf8_lossy(bytes.get(from..).unwrap_or(&bytes));
+        let user = format!("system:serviceaccount:cnsreplay:{sa}");
+        let mut reviews = 0;
+        let writes: Vec<String> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["user"]["username"] == user.as_str())
+            .filter(|v| v["stage"] == "ResponseComplete")
+            .filter(|v| !matches!(v["verb"].as_str(), Some("get" | "list" | "watch")))
+            .filter(|v| {
+                let review = v["objectRef"]["resource"] == "selfsubjectaccessreviews";
+                reviews += usize::from(review);
+                !review
+            })
+            .map(|v| format!("{} {}", v["verb"], v["requestURI"]))
+            .collect();
+        assert!(writes.is_empty(), "pre-flight wrote: {writes:#?}");
+        assert!(
+            reviews > 0,
+            "no SelfSubjectAccessReview of {user} in {audit}"
+        );
     }
     // The full set (the runner's) passes all three.
     for trace in [&plain, &cordon, &vac] {
