@@ -3,7 +3,8 @@
 //! that enforces the `restricted` Pod Security level — and the read ClusterRole of
 //! `deploy/rbac/base/read.yaml` runs the README's Experiment 2 there with `--namespace`: every
 //! operation ok, and nothing of the run left (objects, mounts, loop devices). Its kubeconfig
-//! holds a token: it is 0600 and removed. Skipped (one line) without a real node unless
+//! holds a token: it is 0600 and removed. And `--image-pull-secret` without `--namespace` is
+//! refused at pre-flight with the reason. Skipped (one line) without a real node unless
 //! `CNSREPLAY_REQUIRE_REAL_NODE=1`.
 
 use std::os::unix::fs::PermissionsExt as _;
@@ -139,4 +140,32 @@ fn the_least_privilege_account_runs_experiment2_in_one_restricted_namespace() {
     let phase = c.kubectl(&["get", "namespace", &ns, "-o", "jsonpath={.status.phase}"]);
     assert_eq!(phase, "Active", "--namespace is never deleted by the run");
     drop(tenant);
+}
+
+/// `--image-pull-secret` names a Secret of the run's namespace, and a run-owned namespace is
+/// created without one: `run` refuses the combination at pre-flight, saying why and what to do,
+/// before a run directory or any object exists.
+#[test]
+fn an_image_pull_secret_without_namespace_is_refused_at_preflight() {
+    let Some(c) = real_node_cluster() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kc = c.runner_kubeconfig(tmp.path());
+    let run = tmp.path().join("run");
+    let mut args = run_args(&c, &kc, "traces/experiment2-short.yaml", &run);
+    args.extend(["--image-pull-secret".to_owned(), "regcred".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = cnsreplay(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    for needle in [
+        "--image-pull-secret regcred names a Secret in the run's namespace, and a run-owned \
+         namespace (no --namespace) is created without Secrets",
+        "run with --namespace NS, a namespace where the Secret exists",
+        "nothing was created",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in:\n{err}");
+    }
+    assert!(!run.exists(), "the run started: {}", run.display());
 }
