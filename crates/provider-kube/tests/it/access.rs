@@ -511,3 +511,73 @@ fn each_request_preflight_asks_for_is_granted_by_the_piece_it_names() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The Job base's pod passes the `restricted` Pod Security level its namespace enforces (a
+/// server-side dry run of a pod with the Job's template in a namespace enforcing it), and the
+/// testenv overlay's host-network pod would not: that overlay alone lowers the level.
+#[test]
+fn the_job_base_pod_is_admitted_where_its_namespace_enforces_restricted() {
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use kube::api::{Api, DeleteParams, PostParams};
+    let Some(env) = testenv() else { return };
+    let rt = rt();
+    let c = rt.block_on(client(&env));
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/kustomize");
+    let job_pod = |kustomization: &str, ns: &str| -> (Pod, serde_json::Value) {
+        let rendered = env.kubectl_ok(&["kustomize", &format!("{dir}/{kustomization}")]);
+        let docs: Vec<serde_json::Value> = rendered
+            .split("\n---\n")
+            .map(|d| serde_saphyr::from_str(d).unwrap())
+            .collect();
+        let job = docs.iter().find(|d| d["kind"] == "Job").unwrap();
+        let namespace = docs
+            .iter()
+            .find(|d| d["kind"] == "Namespace")
+            .unwrap()
+            .clone();
+        let pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "job-pod", "namespace": ns},
+            "spec": job["spec"]["template"]["spec"],
+        }))
+        .unwrap();
+        (pod, namespace)
+    };
+    let ns = uniq("psa-job");
+    let (base, base_ns) = job_pod("base", &ns);
+    let labels = &base_ns["metadata"]["labels"];
+    assert_eq!(
+        labels["pod-security.kubernetes.io/enforce"], "restricted",
+        "{base_ns}"
+    );
+    let obj: Namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": ns, "labels": labels},
+    }))
+    .unwrap();
+    rt.block_on(Api::<Namespace>::all(c.clone()).create(&PostParams::default(), &obj))
+        .unwrap();
+    let sa: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "cnsreplay"}})).unwrap();
+    rt.block_on(
+        Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(c.clone(), &ns)
+            .create(&PostParams::default(), &sa),
+    )
+    .unwrap();
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let pods: Api<Pod> = Api::namespaced(c.clone(), &ns);
+    let admitted = rt.block_on(pods.create(&dry, &base));
+    let (testenv_pod, testenv_ns) = job_pod("overlays/testenv", &ns);
+    let refused = rt.block_on(pods.create(&dry, &testenv_pod));
+    let _ = rt.block_on(Api::<Namespace>::all(c.clone()).delete(&ns, &DeleteParams::default()));
+    admitted.expect("the Job base's pod under `restricted`");
+    let e = refused.expect_err("a host-network pod is not `restricted`");
+    assert!(e.to_string().contains("hostNetwork"), "{e}");
+    assert_eq!(
+        testenv_ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged",
+        "{testenv_ns}"
+    );
+}
