@@ -572,7 +572,7 @@ fn the_job_base_pod_is_admitted_where_its_namespace_enforces_restricted() {
     let admitted = rt.block_on(pods.create(&dry, &base));
     let (testenv_pod, testenv_ns) = job_pod("overlays/testenv", &ns);
     let refused = rt.block_on(pods.create(&dry, &testenv_pod));
-    let _ = rt.block_on(Api::<Namespace>::all(c.clone()).delete(&ns, &DeleteParams::default()));
+    let _ = rt.block_on(Api::<Namespace>::all(c).delete(&ns, &DeleteParams::default()));
     admitted.expect("the Job base's pod under `restricted`");
     let e = refused.expect_err("a host-network pod is not `restricted`");
     assert!(e.to_string().contains("hostNetwork"), "{e}");
