@@ -1,8 +1,14 @@
 //! Pre-flight asks the API server, with one SelfSubjectAccessReview each, whether the run's
 //! credentials may make every request the trace's operations need (and the watches and
 //! cleanup every run makes), and names each one they may not — with the operations needing it
-//! and the piece of `deploy/rbac/rbac.yaml` that grants it — before anything is created,
-//! instead of operations failing `forbidden` one by one in the run.
+//! and the piece of `deploy/rbac/` that grants it — before anything is created, instead of
+//! operations failing `forbidden` one by one in the run.
+//!
+//! The pieces ([`Access::piece`]) follow the files: `base/role.yaml` (the Role for a run in
+//! one existing namespace), `base/read.yaml` (cluster-wide reads every run needs), and the
+//! opt-in `run-namespaces/`, `nodes/`, `attributes-classes/`, `apiserver-metrics/`. A request
+//! the provider starts making belongs in both places: [`grants`] lists every request with its
+//! piece, and a test reads the pieces' files and checks each is granted where it is named.
 //!
 //! Event watching is not required (without it failures only show as timeouts, and `prepare`
 //! says so). A review the API server does not answer checks nothing.
@@ -10,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
 use trace_format::OpType;
@@ -57,7 +63,7 @@ const STORAGE: &str = "storage.k8s.io";
 
 /// What every run needs: its watches (PVCs, pods in its namespace; PVs and VolumeAttachments
 /// cluster-wide) and the reads of the checks before the clock.
-const EVERY_RUN: [Access; 8] = [
+const EVERY_RUN: [Access; 9] = [
     ns("list", "", "persistentvolumeclaims"),
     ns("watch", "", "persistentvolumeclaims"),
     ns("list", "", "pods"),
@@ -66,6 +72,7 @@ const EVERY_RUN: [Access; 8] = [
     cluster("watch", "", "persistentvolumes"),
     cluster("list", STORAGE, "volumeattachments"),
     cluster("watch", STORAGE, "volumeattachments"),
+    cluster("list", STORAGE, "storageclasses"),
 ];
 
 /// What operations of type `op` need (cleanup deletes what they create).
@@ -138,21 +145,74 @@ impl Access {
         }
     }
 
-    /// The piece of `deploy/rbac/rbac.yaml` that grants it.
+    /// The piece of `deploy/rbac/` that grants it.
     fn piece(&self, own_namespace: bool) -> &'static str {
-        match (self.namespaced, self.resource) {
-            (false, "nodes") => "ClusterRole cnsreplay-nodes",
-            (false, "namespaces") => "ClusterRole cnsreplay-run-namespaces",
-            (false, _) => "ClusterRole cnsreplay-read",
-            (true, _) if own_namespace => "ClusterRole cnsreplay-run-namespaces",
-            (true, _) => "the Role cnsreplay, bound in that namespace",
+        match (self.namespaced, self.resource, self.verb) {
+            (false, "nodes", "patch") => "ClusterRole cnsreplay-nodes, deploy/rbac/nodes",
+            (false, "namespaces", _) => {
+                "ClusterRole cnsreplay-run-namespaces, deploy/rbac/run-namespaces"
+            }
+            (false, "volumeattributesclasses", "create" | "delete") => {
+                "ClusterRole cnsreplay-attributes-classes, deploy/rbac/attributes-classes"
+            }
+            (false, _, _) => "ClusterRole cnsreplay-read, deploy/rbac/base/read.yaml",
+            (true, _, _) if own_namespace => {
+                "ClusterRole cnsreplay-run-namespaces, deploy/rbac/run-namespaces"
+            }
+            (true, _, _) => "Role cnsreplay bound in that namespace, deploy/rbac/base/role.yaml",
         }
     }
 }
 
+/// One request kind the provider may make and the piece of `deploy/rbac/` that grants it (for
+/// the test that checks the pieces' rules against this list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// `create`, `list`, …
+    pub verb: &'static str,
+    /// API group (empty: core).
+    pub group: &'static str,
+    /// Resource, with `/subresource` when it has one.
+    pub resource: String,
+    /// The piece, e.g. `Role cnsreplay bound in that namespace, deploy/rbac/base/role.yaml`.
+    pub piece: &'static str,
+}
+
+/// Every request kind pre-flight may ask for — a run in an existing namespace
+/// (`own_namespace` false) or in its own — with the piece that grants it.
+pub fn grants(own_namespace: bool) -> Vec<Grant> {
+    let mut all: BTreeSet<Access> = EVERY_RUN.into_iter().collect();
+    for op in OpType::ALL {
+        all.extend(needs(op).iter().copied());
+    }
+    for v in ["create", "delete"] {
+        all.insert(cluster(v, STORAGE, "volumeattributesclasses"));
+        if own_namespace {
+            all.insert(cluster(v, "", "namespaces"));
+        }
+    }
+    all.into_iter()
+        .map(|a| Grant {
+            verb: a.verb,
+            group: a.group,
+            resource: match a.subresource {
+                Some(s) => format!("{}/{s}", a.resource),
+                None => a.resource.to_owned(),
+            },
+            piece: a.piece(own_namespace),
+        })
+        .collect()
+}
+
 impl Kube {
-    /// Asks for every request `ops` need; calls `fail` once with every missing one.
-    pub(crate) async fn check_access(&self, ops: &BTreeSet<OpType>, fail: &mut impl FnMut(String)) {
+    /// Asks for every request `ops` need (and, for `create_classes`, the attributes classes
+    /// the run will create); calls `fail` once with every missing one.
+    pub(crate) async fn check_access(
+        &self,
+        ops: &BTreeSet<OpType>,
+        create_classes: &BTreeSet<String>,
+        fail: &mut impl FnMut(String),
+    ) {
         // The run-owned namespace does not exist yet: RBAC answers for a name in it alike.
         let own = self.config.namespace.is_none();
         let namespace = self
@@ -179,6 +239,21 @@ impl Kube {
         for op in ops {
             for a in needs(*op) {
                 want.entry(*a).or_default().insert(op.to_string());
+            }
+        }
+        if !create_classes.is_empty() {
+            let by = format!(
+                "the trace header's attributes classes the cluster lacks: {}",
+                create_classes
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            for v in ["create", "delete"] {
+                want.entry(cluster(v, STORAGE, "volumeattributesclasses"))
+                    .or_default()
+                    .insert(by.clone());
             }
         }
         let api: Api<SelfSubjectAccessReview> = Api::all(self.client.clone());
@@ -213,9 +288,32 @@ impl Kube {
                 }
             }
         }
+        // `--apiserver-metrics`: the non-resource URL /metrics.
+        if self.config.apiserver_metrics {
+            let review = SelfSubjectAccessReview {
+                spec: SelfSubjectAccessReviewSpec {
+                    non_resource_attributes: Some(NonResourceAttributes {
+                        path: Some("/metrics".to_owned()),
+                        verb: Some("get".to_owned()),
+                    }),
+                    ..SelfSubjectAccessReviewSpec::default()
+                },
+                ..SelfSubjectAccessReview::default()
+            };
+            self.limiter.acquire().await;
+            match api.create(&PostParams::default(), &review).await {
+                Ok(r) if r.status.as_ref().is_some_and(|s| !s.allowed) => missing.push(
+                    "get /metrics (the API server's; needed by --apiserver-metrics; granted by \
+                     ClusterRole cnsreplay-apiserver-metrics, deploy/rbac/apiserver-metrics)"
+                        .to_owned(),
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::debug!("SelfSubjectAccessReview: {e}; /metrics not checked"),
+            }
+        }
         if !missing.is_empty() {
             fail(format!(
-                "the credentials may not (SelfSubjectAccessReview; deploy/rbac/rbac.yaml, \
+                "the credentials may not (SelfSubjectAccessReview; deploy/rbac/, \
                  docs/kubernetes.md \"RBAC\"):\n      {}",
                 missing.join("\n      ")
             ));

@@ -383,6 +383,8 @@ pub fn pod(
         spec: Some(PodSpec {
             affinity,
             restart_policy: Some(if is_io { "Never" } else { "Always" }.into()),
+            // Neither workload nor iogen pods call the API server: no token in them.
+            automount_service_account_token: Some(false),
             termination_grace_period_seconds: Some(if is_io { 5 } else { 30 }),
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Namespace, Node};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttributesClass};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use trace_format::{Op, TraceReader};
 
@@ -62,6 +62,9 @@ pub struct TraceUses {
     pub needs: BTreeMap<Need, NeedUses>,
     /// The op types the trace has (what its credentials must allow: [`crate::access`]).
     pub ops: std::collections::BTreeSet<trace_format::OpType>,
+    /// The VolumeAttributesClasses the trace's header declares (Kubernetes names): those the
+    /// cluster lacks are created by the run (what its credentials must allow).
+    pub attributes_classes: std::collections::BTreeSet<String>,
 }
 
 impl TraceUses {
@@ -77,6 +80,12 @@ impl TraceUses {
         // Volume → its StorageClass (None: the cluster default), as the trace's header or a
         // create_volume makes it; a volume the trace does not make is not checked.
         let mut class_of: BTreeMap<String, Option<String>> = BTreeMap::new();
+        u.attributes_classes = r
+            .header()
+            .attributes_classes
+            .keys()
+            .map(|n| crate::objects::k8s_name(n))
+            .collect();
         for v in &r.header().volumes {
             let at = format!("{t}: header volume {}", v.name);
             let (src, name) = origin(&at, v.storage_class.as_ref(), d.storage_class.as_ref());
@@ -308,7 +317,33 @@ impl Kube {
                 )),
             }
         }
-        self.check_access(&uses.ops, &mut fail).await;
+        // A pod's imagePullSecrets name Secrets of its own namespace, and a run-owned
+        // namespace is created empty: its pods could never pull with them.
+        if self.config.namespace.is_none() && !self.config.pod.image_pull_secrets.is_empty() {
+            fail(format!(
+                "--image-pull-secret {} names a Secret in the run's namespace, and a run-owned \
+                 namespace (no --namespace) is created without Secrets (copying one into it \
+                 would need Secret create in every namespace, docs/kubernetes.md \"RBAC\"): \
+                 run with --namespace NS, a namespace where the Secret exists",
+                self.config.pod.image_pull_secrets.join(", ")
+            ));
+        }
+        let mut create_classes = std::collections::BTreeSet::new();
+        for name in &uses.attributes_classes {
+            self.limiter.acquire().await;
+            match Api::<VolumeAttributesClass>::all(c.clone())
+                .get_opt(name)
+                .await
+            {
+                Ok(Some(_)) => {}
+                // Absent, or not readable: the run would create it.
+                Ok(None) | Err(_) => {
+                    create_classes.insert(name.clone());
+                }
+            }
+        }
+        self.check_access(&uses.ops, &create_classes, &mut fail)
+            .await;
         self.check_capabilities(
             &uses.needs,
             &classes,

@@ -221,7 +221,8 @@ pub struct ProviderArgs {
     /// kube: resource limit of every container, e.g. `memory=256Mi` (repeatable).
     #[arg(long, value_name = "RES=QTY")]
     pub pod_limit: Vec<String>,
-    /// kube: imagePullSecret of every pod (a Secret in the run's namespace; repeatable).
+    /// kube: imagePullSecret of every pod (a Secret in the run's namespace, so it needs
+    /// --namespace: a run-owned namespace has none; repeatable).
     #[arg(long, value_name = "NAME")]
     pub image_pull_secret: Vec<String>,
     /// kube: pin workloads whose event names no node to this node.

@@ -1,6 +1,6 @@
 //! cnsreplay inside the cluster it measures, on testenv's real node: the kustomize base with
 //! its testenv overlay (deploy/kustomize) runs the README's Experiment 2 as a Job of the
-//! static cnsreplay image; `cnsreplay fetch`, as the service account of deploy/rbac, copies the
+//! static cnsreplay image; `cnsreplay fetch`, as the tests' account (deploy/rbac/all), copies the
 //! run directory off the claim and `analyze summary` reads it; nothing of the run is left.
 //! Then a second Job is killed with its pod force-deleted, and `cleanup --run-id` removes
 //! what it left. And a split trace replayed by parallel drivers, an Indexed Job from one
@@ -149,7 +149,7 @@ fn an_in_cluster_job_runs_experiment2_and_fetch_brings_its_run_directory_back() 
     assert!(log.contains("complete: 44 events on kube"), "{log}");
     assert!(log.contains("run directory: runs/trace-"), "{log}");
 
-    // Back on this machine, as the service account (deploy/rbac piece 5).
+    // Back on this machine, as the tests' account (bound by deploy/rbac/fetch among all).
     let dest = tmp.path().join("fetched");
     let said = fetch(&c, &kc, &dest);
     assert!(said.contains("new:"), "{said}");

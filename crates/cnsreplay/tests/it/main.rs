@@ -6,6 +6,7 @@ mod capacity;
 mod cleanup_run_id;
 mod group;
 mod in_cluster;
+mod least_privilege;
 mod local_path;
 mod modify;
 mod outage;

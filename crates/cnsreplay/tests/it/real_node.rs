@@ -1,7 +1,7 @@
 //! The README's main job on the kube provider against testenv's real kubelet node: the
 //! Experiment 2 trace as shipped (5 PVCs, a pod on each, iogen pods doing I/O on the mounted
 //! ext4 volumes, snapshots round-robin), with only the cluster's classes, the node and the
-//! image given on the command line, as the service account of `deploy/rbac/rbac.yaml`. It must print
+//! image given on the command line, as the tests' service account (every piece of `deploy/rbac/`). It must print
 //! the same table as the local run, with I/O on both sides of the snapshot split, and leave
 //! nothing behind. Skipped (one line) without a real node unless
 //! `CNSREPLAY_REQUIRE_REAL_NODE=1`.
@@ -46,42 +46,126 @@ impl Cluster {
         crate::kubectl(&self.vars, args)
     }
 
-    /// A kubeconfig for the service account `cnsreplay` bound by exactly `deploy/rbac/rbac.yaml`.
+    /// A kubeconfig for the tests' account `cnsreplay/cnsreplay-tests`, bound by every piece of
+    /// `deploy/rbac/` ([`Cluster::apply_rbac`]), written 0600 in `dir` (a temporary directory
+    /// the test removes).
     pub(crate) fn runner_kubeconfig(&self, dir: &Path) -> PathBuf {
         // Once per test process: tests applying it at the same moment on a fresh cluster
         // race to create the same objects, and all but one fail with AlreadyExists.
         static RBAC: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-        RBAC.get_or_init(|| {
-            let rbac = crate::workspace().join("deploy/rbac/rbac.yaml");
-            self.kubectl(&["apply", "-f", s(&rbac)]);
-        });
-        let token = self.kubectl(&["create", "token", "cnsreplay", "-n", "cnsreplay"]);
-        let kc = dir.join("runner.kubeconfig");
-        let raw = self.kubectl(&["config", "view", "--raw", "--minify"]);
-        std::fs::write(&kc, raw).expect("write kubeconfig");
-        let user = self.kubectl(&[
-            "config",
-            "view",
-            "--minify",
-            "-o",
-            "jsonpath={.users[0].name}",
-        ]);
+        RBAC.get_or_init(|| self.apply_rbac());
+        self.account_kubeconfig("cnsreplay", RUNNER_ACCOUNT, &dir.join("runner.kubeconfig"))
+    }
+
+    /// Applies `deploy/rbac/`: its base (the namespace, the Job's account `cnsreplay` with the
+    /// Role and the read ClusterRole) and the definitions of every opt-in piece without their
+    /// bindings; every Role and ClusterRole is bound to the tests' own account
+    /// [`RUNNER_ACCOUNT`], so the Job's account keeps only what the Job base binds.
+    pub(crate) fn apply_rbac(&self) {
+        let dir = crate::workspace().join("deploy/rbac");
+        self.kubectl(&["apply", "-k", s(&dir)]);
+        let all = self.kubectl(&["kustomize", s(&dir.join("all"))]);
+        let mut defs = String::new();
+        let mut roles = Vec::new();
+        for doc in all.split("\n---\n") {
+            let kind = doc.lines().find_map(|l| l.strip_prefix("kind: "));
+            let name = doc.lines().find_map(|l| l.strip_prefix("  name: "));
+            match (kind, name) {
+                (Some("ClusterRoleBinding" | "RoleBinding"), _) => continue,
+                (Some(k @ ("ClusterRole" | "Role")), Some(n)) => roles.push((k, n.to_owned())),
+                _ => {}
+            }
+            defs.push_str(doc);
+            defs.push_str("\n---\n");
+        }
+        self.kubectl_stdin(&["apply", "-f", "-"], &defs);
+        self.create_ok(&["serviceaccount", RUNNER_ACCOUNT, "-n", "cnsreplay"]);
+        let subject = format!("--serviceaccount=cnsreplay:{RUNNER_ACCOUNT}");
+        for (kind, role) in roles {
+            let binding = format!("{RUNNER_ACCOUNT}-{role}");
+            if kind == "ClusterRole" {
+                let r = format!("--clusterrole={role}");
+                self.create_ok(&["clusterrolebinding", &binding, &r, &subject]);
+            } else {
+                let r = format!("--role={role}");
+                self.create_ok(&["rolebinding", &binding, "-n", "cnsreplay", &r, &subject]);
+            }
+        }
+    }
+
+    /// `kubectl create ARGS` as the admin; an object already there is fine.
+    pub(crate) fn create_ok(&self, args: &[&str]) {
         let out = Command::new(Path::new(self.get("TESTENV_BIN")).join("kubectl"))
-            .arg(format!("--kubeconfig={}", s(&kc)))
-            .args(["config", "set-credentials", &user, "--token", token.trim()])
+            .arg(format!("--kubeconfig={}", self.get("KUBECONFIG")))
+            .arg("create")
+            .args(args)
             .output()
             .expect("run kubectl");
-        assert!(out.status.success(), "{out:?}");
-        // The admin's client certificate must not stay beside the token.
-        let text = std::fs::read_to_string(&kc).expect("read kubeconfig");
-        let kept: Vec<&str> = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("client-certificate-data:"))
-            .filter(|l| !l.trim_start().starts_with("client-key-data:"))
-            .collect();
-        std::fs::write(&kc, kept.join("\n") + "\n").expect("write kubeconfig");
-        kc
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || err.contains("already exists"),
+            "kubectl create {args:?}: {err}"
+        );
     }
+
+    /// `kubectl ARGS` as the admin with `input` on its stdin; panics with its stderr on failure.
+    pub(crate) fn kubectl_stdin(&self, args: &[&str], input: &str) -> String {
+        use std::io::Write as _;
+        let mut child = Command::new(Path::new(self.get("TESTENV_BIN")).join("kubectl"))
+            .arg(format!("--kubeconfig={}", self.get("KUBECONFIG")))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write kubectl's stdin");
+        let out = child.wait_with_output().expect("kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    /// A kubeconfig at `path` (0600: it holds a credential) for the service account `ns/sa`,
+    /// with a token valid for an hour and without the admin's client certificate.
+    pub(crate) fn account_kubeconfig(&self, ns: &str, sa: &str, path: &Path) -> PathBuf {
+        let token = self.kubectl(&["create", "token", sa, "-n", ns, "--duration=1h"]);
+        let mut kc: serde_json::Value = serde_json::from_str(
+            &self.kubectl(&["config", "view", "--raw", "--minify", "-o", "json"]),
+        )
+        .expect("kubeconfig json");
+        for u in kc["users"].as_array_mut().expect("users") {
+            u["user"] = serde_json::json!({ "token": token.trim() });
+        }
+        write_secret(path, &serde_json::to_vec(&kc).expect("json"));
+        path.to_owned()
+    }
+}
+
+/// The tests' runner account (namespace `cnsreplay`): every piece of `deploy/rbac/`.
+pub(crate) const RUNNER_ACCOUNT: &str = "cnsreplay-tests";
+
+/// Writes a credential readable by its owner only (0600 from its creation).
+pub(crate) fn write_secret(path: &Path, bytes: &[u8]) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    f.write_all(bytes)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
 pub(crate) fn real_node_cluster() -> Option<Cluster> {
@@ -169,7 +253,7 @@ pub(crate) fn kube_run_args(
 
 /// `cnsreplay run TRACE` on the real node as the runner `kc`, into `run`, with the cluster's
 /// classes for every class the trace names.
-fn run_args(c: &Cluster, kc: &Path, trace: &str, run: &Path) -> Vec<String> {
+pub(crate) fn run_args(c: &Cluster, kc: &Path, trace: &str, run: &Path) -> Vec<String> {
     kube_run_args(
         c,
         kc,

@@ -396,9 +396,15 @@ impl TestEnv {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// A kubeconfig of the service account `cnsreplay/<sa>`, with a fresh token.
+    /// A kubeconfig of the service account `<sa>` in namespace `cnsreplay`, with a fresh token.
     pub fn service_account_kubeconfig(&self, sa: &str) -> PathBuf {
-        let token = self.kubectl_ok(&["create", "token", sa, "-n", "cnsreplay", "--duration=3h"]);
+        self.namespaced_account_kubeconfig("cnsreplay", sa)
+    }
+
+    /// A kubeconfig of the service account `ns/sa` with a token valid for an hour, written
+    /// 0600 (it is a credential): the caller removes it when done.
+    pub fn namespaced_account_kubeconfig(&self, ns: &str, sa: &str) -> PathBuf {
+        let token = self.kubectl_ok(&["create", "token", sa, "-n", ns, "--duration=1h"]);
         let mut kc = kube::config::Kubeconfig::read_from(self.kubeconfig()).unwrap();
         for a in &mut kc.auth_infos {
             a.auth_info = Some(kube::config::AuthInfo {
@@ -406,24 +412,163 @@ impl TestEnv {
                 ..kube::config::AuthInfo::default()
             });
         }
-        let path =
-            std::env::temp_dir().join(format!("cnsreplay-{sa}-{}.kubeconfig", std::process::id()));
-        std::fs::write(&path, serde_json::to_vec(&kc).unwrap()).unwrap();
+        let path = std::env::temp_dir().join(format!(
+            "cnsreplay-{ns}-{sa}-{}.kubeconfig",
+            std::process::id()
+        ));
+        write_secret(&path, &serde_json::to_vec(&kc).unwrap());
         path
     }
 
-    /// The kubeconfig the tests run the provider with: the service account `cnsreplay`
-    /// bound by exactly `deploy/rbac/rbac.yaml` (applied once per test process), not the admin.
+    /// Applies `deploy/rbac/`: its base (the namespace, the Job's account `cnsreplay` with the
+    /// Role and the read ClusterRole) and the definitions of every opt-in piece, whose
+    /// bindings are not applied: the opt-in pieces go to the tests' own account
+    /// [`RUNNER_ACCOUNT`], so the Job's account keeps only what the Job base binds.
+    pub fn apply_rbac(&self) {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac");
+        self.kubectl_ok(&["apply", "-k", dir]);
+        let all = self.kubectl_ok(&["kustomize", &format!("{dir}/all")]);
+        let mut roles = Vec::new();
+        let mut defs = String::new();
+        for doc in all.split("\n---\n") {
+            let kind = doc.lines().find_map(|l| l.strip_prefix("kind: "));
+            let name = doc.lines().find_map(|l| l.strip_prefix("  name: "));
+            match (kind, name) {
+                (Some("ClusterRoleBinding" | "RoleBinding"), _) => continue,
+                (Some(k @ ("ClusterRole" | "Role")), Some(n)) => roles.push((k, n.to_owned())),
+                _ => {}
+            }
+            defs.push_str(doc);
+            defs.push_str("\n---\n");
+        }
+        self.kubectl_stdin(&["apply", "-f", "-"], &defs);
+        let _ = self
+            .kubectl()
+            .args([
+                "create",
+                "serviceaccount",
+                RUNNER_ACCOUNT,
+                "-n",
+                "cnsreplay",
+            ])
+            .output();
+        let subject = format!("--serviceaccount=cnsreplay:{RUNNER_ACCOUNT}");
+        for (kind, role) in roles {
+            let binding = format!("{RUNNER_ACCOUNT}-{role}");
+            let out = if kind == "ClusterRole" {
+                let r = format!("--clusterrole={role}");
+                self.kubectl()
+                    .args(["create", "clusterrolebinding", &binding, &r, &subject])
+                    .output()
+            } else {
+                let r = format!("--role={role}");
+                self.kubectl()
+                    .args([
+                        "create",
+                        "rolebinding",
+                        &binding,
+                        "-n",
+                        "cnsreplay",
+                        &r,
+                        &subject,
+                    ])
+                    .output()
+            };
+            check_created(&out.unwrap(), &binding);
+        }
+    }
+
+    /// Runs kubectl as the admin with `input` on its stdin; panics with its output on failure.
+    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> String {
+        use std::io::Write as _;
+        let mut child = self
+            .kubectl()
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The kubeconfig the tests run the provider with: the service account
+    /// `cnsreplay/cnsreplay-tests` bound by every piece of `deploy/rbac/` ([`TestEnv::apply_rbac`],
+    /// once per test process), not the admin.
     pub fn runner_kubeconfig(&self) -> PathBuf {
         static RUNNER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
         RUNNER
             .get_or_init(|| {
-                let rbac = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac/rbac.yaml");
-                self.kubectl_ok(&["apply", "-f", rbac]);
-                self.service_account_kubeconfig("cnsreplay")
+                remove_stale_kubeconfigs();
+                self.apply_rbac();
+                self.service_account_kubeconfig(RUNNER_ACCOUNT)
             })
             .clone()
     }
+}
+
+/// The runner's kubeconfig lives as long as its test process (providers and the binaries the
+/// tests start read it at any time), and a test process ends without running destructors of
+/// statics: each process removes those of processes that have ended (and their tokens expire
+/// within the hour anyway).
+fn remove_stale_kubeconfigs() {
+    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("cnsreplay-")
+            .and_then(|n| n.strip_suffix(".kubeconfig"))
+            .and_then(|n| n.rsplit('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// The tests' runner account (namespace `cnsreplay`): every piece of `deploy/rbac/`.
+pub const RUNNER_ACCOUNT: &str = "cnsreplay-tests";
+
+/// A `kubectl create` that made the object or found it made (tests apply it concurrently).
+fn check_created(out: &std::process::Output, what: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() || err.contains("already exists"),
+        "kubectl create {what}: {err}"
+    );
+}
+
+/// Writes a credential readable by its owner only (0600 from its creation).
+pub fn write_secret(path: &Path, bytes: &[u8]) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    f.write_all(bytes)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
 /// Every record, one line each (for a failing test's message).

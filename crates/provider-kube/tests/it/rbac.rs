@@ -1,5 +1,5 @@
-//! The provider runs with the least privilege of `deploy/rbac/rbac.yaml`: every cluster test runs it
-//! as the service account that file binds (`TestEnv::runner_kubeconfig`); here, an account
+//! The provider runs with the privileges of `deploy/rbac/`: every cluster test runs it as the
+//! tests' service account (`TestEnv::runner_kubeconfig`); here, an account
 //! with only the namespaced Role and the read ClusterRole (the least-privilege mode) runs a
 //! trace in its namespace, and the node operation those do not grant fails with class
 //! `forbidden` naming the verb and resource.
@@ -12,7 +12,7 @@ use crate::common::*;
 #[test]
 fn an_operation_the_role_does_not_grant_is_refused_as_forbidden() {
     let Some(env) = testenv() else { return };
-    // deploy/rbac/rbac.yaml applied (the namespace, the Role, the read ClusterRole).
+    // deploy/rbac/ applied (the namespace, the Role, the read ClusterRole).
     let _ = env.runner_kubeconfig();
     let rt = rt();
     let c = rt.block_on(client(&env));
@@ -71,7 +71,7 @@ fn an_operation_the_role_does_not_grant_is_refused_as_forbidden() {
     )
     .unwrap();
     let p = provider_kube::KubeProvider::new(provider_kube::KubeConfig {
-        kubeconfig: Some(kc),
+        kubeconfig: Some(kc.clone()),
         namespace: Some("cnsreplay".into()),
         storage_class: Some(class.clone()),
         ..provider_kube::KubeConfig::default()
@@ -92,6 +92,7 @@ fn an_operation_the_role_does_not_grant_is_refused_as_forbidden() {
             assert_eq!(r.outcome, Outcome::Ok, "{} {}: {:?}", r.id, r.op, r.error);
         }
     }
+    let _ = std::fs::remove_file(&kc);
     assert_eq!(out.summary.errors.get("forbidden"), Some(&1));
     let _ = env
         .kubectl()

@@ -361,6 +361,10 @@ fn pods_are_restricted_and_block_pods_get_the_device_group() {
         assert_eq!(sc["fsGroup"], 65532);
         assert_eq!(sc["fsGroupChangePolicy"], "OnRootMismatch");
         assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+        assert_eq!(
+            v["spec"]["automountServiceAccountToken"], false,
+            "an iogen pod calls no API: it mounts no token"
+        );
         let c = &v["spec"]["containers"][0]["securityContext"];
         assert_eq!(c["allowPrivilegeEscalation"], false);
         assert_eq!(c["capabilities"]["drop"][0], "ALL");
