@@ -132,6 +132,10 @@ pub struct PointEval {
     /// Where the validity came from: `summary.validity`, `manifest.state`, or `manifest (no
     /// verdict: …)`.
     pub validity_source: String,
+    /// The verdict's evidence when it is not `valid` (e.g. `run verdict engine-bound: start
+    /// lateness p99 …`), also when `allow_invalid` judged the run anyway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity_evidence: Option<String>,
     /// Whether the point passes every check.
     pub pass: bool,
     /// Why it does not (empty when it passes).
@@ -384,7 +388,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
 
     let (validity, validity_source, why) = validity(&run);
     if !o.allow_invalid {
-        reasons.extend(why);
+        reasons.extend(why.clone());
     }
     Ok(PointEval {
         run: run_dir.display().to_string(),
@@ -394,6 +398,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
         stationary,
         validity,
         validity_source,
+        validity_evidence: why,
         pass: reasons.is_empty(),
         reasons,
     })

@@ -301,17 +301,22 @@ fn limits(points: &[&SearchPoint], slos: &[Slo], o: &PointOptions) -> Vec<String
     count(stationary, &|e| !e.stationary);
     // The run's own verdict: the engine (the tool, not the system) named as such, with the
     // first such run's evidence.
+    // Under --allow-invalid such a run was judged by its SLOs anyway: said so, since the
+    // engine then did not decide the point.
     for verdict in ["engine-bound", "incomplete", "failed"] {
         let evidence = points
             .iter()
             .filter(|p| p.eval.validity == verdict)
-            .find_map(|p| p.eval.reasons.iter().find(|r| r.starts_with("run ")))
-            .cloned()
-            .unwrap_or_default();
-        let what = if verdict == "engine-bound" {
-            format!("the engine, not the system ({evidence})")
+            .find_map(|p| p.eval.validity_evidence.clone());
+        let judged = if o.allow_invalid {
+            "; judged by its SLOs anyway (--allow-invalid)"
         } else {
-            format!("run {verdict}")
+            ""
+        };
+        let what = match (verdict, evidence) {
+            ("engine-bound", Some(e)) => format!("the engine, not the system ({e}{judged})"),
+            ("engine-bound", None) => format!("the engine, not the system{judged}"),
+            (_, _) => format!("run {verdict}{judged}"),
         };
         count(what, &|e| e.validity == verdict);
     }
