@@ -812,6 +812,8 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
     let io_streams = stream_results(rd, &streams.ended, origin, opts, &mut sunk)?;
     let wall = sunk.last_completed as f64 / 1e9;
     notices.extend(provider.finish_notices());
+    let io_phases = sunk.ops.get(OpType::IoPhase.name()).map_or(0, |o| o.count);
+    notices.extend(sunk.io.backend_notice(io_phases));
     let client_throttling = provider.client_throttling();
     let dispatch_rate = validity::dispatch_rate(&sunk.windows, &opts.validity);
     let state = if stopped {

@@ -156,6 +156,9 @@ pub struct IoReport {
     /// when the provider has them (iogen's per-kind histograms): judged as
     /// `io_phase.lateness` against the service times' median.
     pub issue: Option<IssueLateness>,
+    /// The I/O engine the event ran on, when the provider knows it (the run's summary lists
+    /// it per event: [`crate::IoSplit::backends`]).
+    pub backend: Option<crate::record::IoBackend>,
 }
 
 /// An I/O engine's issue lateness and service times of one `io`/`io_phase` event (ns).
