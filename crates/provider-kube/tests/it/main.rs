@@ -16,4 +16,5 @@ mod ownership;
 mod pod_path;
 mod rbac;
 mod render;
+mod seccomp;
 mod workloads;

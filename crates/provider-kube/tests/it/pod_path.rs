@@ -17,7 +17,7 @@ use trace_format::OpType;
 
 use crate::common::*;
 
-fn write_trace(dir: &Path, header: &str, body: &str) -> PathBuf {
+pub(crate) fn write_trace(dir: &Path, header: &str, body: &str) -> PathBuf {
     let t = format!(
         "format: cnsreplay-trace\nversion: 1\ndefaults: {{volume_size: 64Mi}}\n{header}events:\n{body}"
     );
@@ -28,7 +28,7 @@ fn write_trace(dir: &Path, header: &str, body: &str) -> PathBuf {
 
 /// The real node's label selector (`KEY=true`), or None after the skip notice (a failure with
 /// `CNSREPLAY_REQUIRE_REAL_NODE=1`).
-fn real_node(env: &TestEnv) -> Option<(String, String)> {
+pub(crate) fn real_node(env: &TestEnv) -> Option<(String, String)> {
     let label = env.vars.get("TESTENV_REAL_NODE_LABEL").filter(|l| {
         !l.is_empty()
             && env
@@ -54,7 +54,7 @@ fn real_node(env: &TestEnv) -> Option<(String, String)> {
 }
 
 /// A provider whose pods all go to the real node, with testenv's iogen image and profile.
-fn on_real_node(env: &TestEnv, (key, value): &(String, String)) -> KubeConfig {
+pub(crate) fn on_real_node(env: &TestEnv, (key, value): &(String, String)) -> KubeConfig {
     let mut cfg = KubeConfig {
         kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
