@@ -393,3 +393,50 @@ pub struct Summary {
     /// Notices from the provider (e.g. a fallback it took).
     pub notices: Vec<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{IoPhaseBackend, IoSplit};
+
+    fn b(event: u64, backend: &str, reason: Option<&str>) -> IoPhaseBackend {
+        IoPhaseBackend {
+            event,
+            backend: backend.to_owned(),
+            reason: reason.map(str::to_owned),
+        }
+    }
+
+    /// Any io_phase on threads gives a notice naming how many, which events and why (each
+    /// reason once); all io_uring gives none; the counts are per backend.
+    #[test]
+    fn a_fallback_to_threads_is_never_silent() {
+        let refused = "io_uring setup failed (EPERM); fell back to the thread-pool engine";
+        let mut io = IoSplit {
+            backends: vec![
+                b(3, "io_uring", None),
+                b(5, "threads", Some(refused)),
+                b(9, "threads", Some(refused)),
+            ],
+            ..IoSplit::default()
+        };
+        assert_eq!(
+            io.backend_notice(5).as_deref(),
+            Some(
+                "iogen used threads in 2 of 5 io_phases (events 5, 9): io_uring setup failed \
+                 (EPERM); fell back to the thread-pool engine"
+            )
+        );
+        assert_eq!(
+            io.backend_counts().into_iter().collect::<Vec<_>>(),
+            vec![("io_uring", 1), ("threads", 2)]
+        );
+        io.backends.retain(|x| x.backend == "io_uring");
+        assert_eq!(io.backend_notice(1), None);
+        // Serialized only when there are any: older summaries and snapshots stay as they were.
+        assert!(
+            !serde_json::to_string(&IoSplit::default())
+                .unwrap()
+                .contains("backends")
+        );
+    }
+}
