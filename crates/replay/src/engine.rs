@@ -814,6 +814,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
     notices.extend(provider.finish_notices());
     let io_phases = sunk.ops.get(OpType::IoPhase.name()).map_or(0, |o| o.count);
     notices.extend(sunk.io.backend_notice(io_phases));
+    notices.extend(streams::threads_notice(&io_streams));
     let client_throttling = provider.client_throttling();
     let dispatch_rate = validity::dispatch_rate(&sunk.windows, &opts.validity);
     let state = if stopped {

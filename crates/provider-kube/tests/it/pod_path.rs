@@ -340,8 +340,27 @@ fn the_pull_check_fails_before_the_clock_and_the_summary_names_each_io_phases_ba
         rt.block_on(nothing_left_after_stop(&c, &run_id_of(&run_dir)));
     }
 
-    // What exists: the check passes; the backend per io_phase, with and without iogen's
-    // profile.
+    // What exists: the check passes; the backend per io_phase (and of a bare-io stream's pod),
+    // with and without iogen's profile.
+    let mut body = String::from(
+        "  - {at: 0s, create_volume: {volume: v}}\n  \
+         - {at: 0s, attach: {workload: w, volumes: [v]}}\n  \
+         - {at: 0s, io_phase: {workload: w, volume: v, pattern: random, read_pct: 50, block_size: 4Ki, load: {depth: 1}, duration: 1s, region: 16Mi}}\n  \
+         - {at: 12s, detach: {workload: w}}\n  \
+         - {at: 12s, delete_volume: {volume: v}}\n",
+    );
+    for i in 0..5 {
+        let _ = writeln!(
+            body,
+            "  - {{at: {}ms, io: {{volume: b, kind: read, offset: 0, len: 4096}}}}",
+            100 * i
+        );
+    }
+    let trace = write_trace(
+        dir.path(),
+        "volumes:\n  - {name: b, size: 64Mi, volume_mode: block}\n",
+        &body,
+    );
     let with_profile = on_real_node(&env, &node);
     assert!(
         with_profile.pod.iogen_seccomp_profile.is_some(),
@@ -382,6 +401,36 @@ fn the_pull_check_fails_before_the_clock_and_the_summary_names_each_io_phases_ba
         } else {
             assert_eq!(b[0].reason, None);
             assert_eq!(notice, None, "{:?}", out.summary.notices);
+        }
+        // The stream's engine is its first flag; threads give their own notice.
+        let stream = out
+            .summary
+            .io_streams
+            .first()
+            .unwrap_or_else(|| panic!("{what}: no stream: {:?}", out.summary.notices));
+        let engine = if backend == "threads" {
+            "sync"
+        } else {
+            "io_uring"
+        };
+        assert_eq!(
+            stream.flags.first().map(String::as_str),
+            Some(engine),
+            "{stream:?}"
+        );
+        let streams = out
+            .summary
+            .notices
+            .iter()
+            .find(|n| n.starts_with("iogen streams used threads"));
+        if backend == "threads" {
+            let n = streams.unwrap_or_else(|| panic!("no notice: {:?}", out.summary.notices));
+            assert!(
+                n.contains("1 of 1 volumes (b)") && n.contains("RuntimeDefault"),
+                "{n}"
+            );
+        } else {
+            assert_eq!(streams, None, "{:?}", out.summary.notices);
         }
         nothing_left(&rt, &c, &out.manifest.run_id);
     }
