@@ -10,7 +10,8 @@
 //! reason (class `image_pull_failed`), a missing profile with `seccomp_profile_missing`
 //! (the classes of [`crate::pods`]), a node that has no room with `unschedulable` after the
 //! failure grace — before the trace's first operation, instead of in its first attach or
-//! `io_phase`. The run's namespace, when the run made one, is removed again. It runs only
+//! `io_phase`. A stop (Ctrl-C) meanwhile ends it at once (`cancelled`). The run's namespace,
+//! when the run made one, is removed again. It runs only
 //! for a run whose trace was scanned by [`crate::KubeProvider::preflight`] (the CLI's runs),
 //! and `--no-pull-check` skips it. What it costs is one pod start per target
 //! (docs/kubernetes.md, "Pre-flight").
@@ -210,12 +211,16 @@ impl Kube {
     ) -> Result<(), ProviderError> {
         let ns = self.ns()?;
         let w = self.watches()?;
-        let ctx = OpCtx::new(
+        let mut ctx = OpCtx::new(
             Instant::now(),
             0,
             ledger.clone(),
             Arc::new(SnapshotTimeline::default()),
         );
+        // A stop (Ctrl-C) ends the wait at once (class `cancelled`); the pod is deleted below.
+        if let Some(stop) = &run.stop {
+            ctx = ctx.with_stop(stop.clone());
+        }
         let pod = pull_check_pod(&self.config, check, &run.run_id, ns, i, node);
         let name = pod.name_any();
         let created = self.create(&ctx, "pod", &pod, Some(&w.pod)).await?;

@@ -171,7 +171,7 @@ pub fn run<P: Provider>(
     opts: &RunOptions,
     control: &RunControl,
 ) -> Result<RunOutcome, Error> {
-    let mut prepared = prepare(trace, run_dir, provider, opts)?;
+    let mut prepared = prepare(trace, run_dir, provider, opts, control)?;
     if let Some(at) = opts.start_at {
         wait_for_start(at, &mut prepared.notices);
     }
@@ -242,6 +242,7 @@ fn prepare<P: Provider>(
     run_dir: &Path,
     provider: &Arc<P>,
     opts: &RunOptions,
+    control: &RunControl,
 ) -> Result<Prepared, Error> {
     check_options(opts)?;
     let sha256 = sha256_file(trace)?;
@@ -264,6 +265,7 @@ fn prepare<P: Provider>(
         },
         header: header.clone(),
         stopped: false,
+        stop: Some(control.stop_flag()),
     };
     let mut manifest = Manifest {
         tool: opts.tool.clone(),
@@ -759,6 +761,7 @@ fn clean_up<P: Provider>(
     } else {
         let info = RunInfo {
             stopped,
+            stop: None,
             ..info.clone()
         };
         provider.cleanup(&info, &leftovers)

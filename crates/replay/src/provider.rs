@@ -53,6 +53,11 @@ pub struct RunInfo {
     /// (e.g. an empty namespace's finalization), never the removal of what the run made.
     #[serde(default)]
     pub stopped: bool,
+    /// The run's stop flag (Ctrl-C) while [`Provider::prepare`] runs, before the clock: a
+    /// provider waiting for the cluster there (a pre-flight pod) may then end at once with
+    /// class `cancelled`. None outside a run.
+    #[serde(skip)]
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 impl RunInfo {

@@ -892,6 +892,7 @@ pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<Ex
         run_id: m.run_id.clone(),
         header: m.trace.header.clone(),
         stopped: false,
+        stop: None,
     };
     let leftovers = replay::ledger::read_live(&replay::Ledger::path_in(run_dir))?;
     let report = match m.provider.name.as_str() {

@@ -436,6 +436,94 @@ fn the_pull_check_fails_before_the_clock_and_the_summary_names_each_io_phases_ba
     }
 }
 
+/// A stop (Ctrl-C) while the pull check's pod starts (it cannot be scheduled: a node selector
+/// no node matches, the failure grace longer than the test) ends the run within 2 s with
+/// `cancelled`, before its clock, leaving nothing.
+#[test]
+fn a_stop_during_the_pull_check_ends_the_run_in_2_s() {
+    let Some(env) = testenv() else { return };
+    let rt = rt();
+    let c = rt.block_on(client(&env));
+    if csi_driver(&env, &rt, &c, false).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(
+        dir.path(),
+        "",
+        "  - {at: 0s, create_volume: {volume: v}}\n  \
+         - {at: 0s, attach: {workload: w, volumes: [v]}}\n  \
+         - {at: 1s, delete_volume: {volume: v}}\n",
+    );
+    let mut cfg = KubeConfig {
+        kubeconfig: Some(env.runner_kubeconfig()),
+        storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
+        failure_grace_ns: 600_000_000_000,
+        ..KubeConfig::default()
+    };
+    cfg.pod
+        .node_selector
+        .insert("cnsreplay.io/no-such-label".into(), "x".into());
+    let p = KubeProvider::new(cfg).unwrap();
+    p.preflight(&trace).expect("pre-flight passes");
+    let p = std::sync::Arc::new(p);
+    let control = RunControl::new();
+    let run_dir = dir.path().join("run");
+    let opts = RunOptions::default();
+    let pods = Api::<Pod>::all(c.clone());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (took, r) = std::thread::scope(|s| {
+        let (p2, c2, run_dir2, opts2) = (p.clone(), control.clone(), &run_dir, &opts);
+        s.spawn(move || {
+            let r = replay::run(&trace, run_dir2, &p2, opts2, &c2);
+            let _ = tx.send((Instant::now(), r));
+        });
+        let t0 = Instant::now();
+        loop {
+            assert!(
+                t0.elapsed() < deadline(),
+                "no pull check pod within the test deadline"
+            );
+            let checking = std::fs::read(run_dir.join("manifest.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .and_then(|m| m["run_id"].as_str().map(str::to_owned))
+                .is_some_and(|id| {
+                    let lp = ListParams::default().labels(&format!(
+                        "cnsreplay.io/role=pull-check,cnsreplay.io/run={id}"
+                    ));
+                    !rt.block_on(pods.list(&lp)).unwrap().items.is_empty()
+                });
+            if checking {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let stop = Instant::now();
+        control.request_stop("test: Ctrl-C during the pull check");
+        let (ended, r) = rx
+            .recv_timeout(deadline())
+            .expect("the run ended after the stop");
+        (ended.saturating_duration_since(stop), r)
+    });
+    match r {
+        Err(replay::Error::Provider { source, .. }) => {
+            assert_eq!(source.class, "cancelled", "{source}");
+        }
+        Err(e) => panic!("not the provider's error: {e}"),
+        Ok(o) => panic!("the run went on: {:?}", o.summary),
+    }
+    assert!(
+        took < Duration::from_secs(2),
+        "the run took {took:?} to end after a stop during the pull check"
+    );
+    assert!(
+        !run_dir.join("events.jsonl").exists(),
+        "the clock never started"
+    );
+    rt.block_on(nothing_left_after_stop(&c, &run_id_of(&run_dir)));
+}
+
 /// A StorageClass of the project's CSI driver whose `op` fails `rate` of its calls with
 /// `code` (the driver's fault injection, docs/csi-driver.md).
 async fn faulty_class(
