@@ -45,7 +45,7 @@ pub use replay::{
     ReplayOptions, ReplayResult, VolumeReplay, parse_phase_snippet, parse_size, replay_from,
     replay_trace,
 };
-pub use report::{render_phase, render_stream, render_suite};
+pub use report::{engine_in_table, render_phase, render_stream, render_suite};
 pub use stats::BUCKET_NS;
 pub use stats::{
     CpuTime, EngineInfo, Histograms, IntervalFeed, KindHistograms, KindSummary, Percentiles,

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::stats::{KindSummary, Summary};
+use crate::stats::{EngineInfo, KindSummary, Summary};
 use crate::{StreamResult, SuiteEntry};
 
 fn header(out: &mut String, s: &Summary) {
@@ -32,6 +32,42 @@ fn header(out: &mut String, s: &Summary) {
         let _ = write!(out, "  (PARTIAL: stopped early)");
     }
     out.push('\n');
+}
+
+/// The engine of a phase's table ([`render_phase`]) read back from text that holds it (an
+/// iogen pod's log, where the table follows the interval log): its name (`io_uring`,
+/// `sync`), flags and notes (a fallback's reason). The last table's, when there are several;
+/// `None` without one (iogen stopped before it printed it).
+pub fn engine_in_table(text: &str) -> Option<EngineInfo> {
+    let mut found = None;
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(rest) = line
+            .strip_prefix("target ")
+            .and_then(|l| l.rfind("  engine ").map(|i| &l[i + "  engine ".len()..]))
+        else {
+            continue;
+        };
+        let (engine, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+        let flags = rest
+            .strip_prefix('[')
+            .and_then(|r| r.split_once(']'))
+            .map(|(f, _)| f.split(',').filter(|f| !f.is_empty()).map(str::to_owned))
+            .into_iter()
+            .flatten()
+            .collect();
+        let notes = lines
+            .clone()
+            .map_while(|l| l.strip_prefix("  note: "))
+            .map(str::to_owned)
+            .collect();
+        found = Some(EngineInfo {
+            engine: engine.to_owned(),
+            flags,
+            notes,
+        });
+    }
+    found
 }
 
 fn kinds(out: &mut String, s: &Summary) {
@@ -121,4 +157,45 @@ pub fn render_suite(entries: &[SuiteEntry]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{engine_in_table, render_phase};
+    use crate::stats::{EngineInfo, Summary};
+
+    /// The engine, its flags and a fallback's note come back out of a rendered table, also
+    /// amid an interval log; text without a table has none.
+    #[test]
+    fn the_engine_is_read_back_from_a_rendered_table() {
+        let mut s = Summary {
+            target: "/mnt/v0/data".into(),
+            engine: EngineInfo {
+                engine: "sync".into(),
+                flags: vec!["threads=4".into()],
+                notes: vec![
+                    "io_uring setup failed (Operation not permitted (os error 1)); fell back to \
+                     the thread-pool engine"
+                        .into(),
+                ],
+            },
+            kernel: "6.1.0".into(),
+            ..Summary::default()
+        };
+        let log = format!(
+            "#[StartTime: 1.0 (seconds since epoch)]\nTag=read,0.0,0.2,0.1,HISTFAKE\n{}",
+            render_phase(&s)
+        );
+        assert_eq!(engine_in_table(&log), Some(s.engine.clone()));
+        s.engine = EngineInfo {
+            engine: "io_uring".into(),
+            flags: vec!["single_issuer".into(), "fixed_buffers".into()],
+            notes: Vec::new(),
+        };
+        assert_eq!(engine_in_table(&render_phase(&s)), Some(s.engine.clone()));
+        assert_eq!(
+            engine_in_table("#[StartTime: 1.0]\nTag=read,0.0,0.2,0.1,HISTFAKE\n"),
+            None
+        );
+    }
 }

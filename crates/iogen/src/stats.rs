@@ -232,6 +232,27 @@ pub struct EngineInfo {
     pub notes: Vec<String>,
 }
 
+impl EngineInfo {
+    /// The engine as a run's summary names it: `io_uring`, or `threads` (the thread-pool
+    /// engine, iogen's `sync`).
+    pub fn backend_name(&self) -> &'static str {
+        if self.engine == "io_uring" {
+            "io_uring"
+        } else {
+            "threads"
+        }
+    }
+
+    /// Why the thread pool ran when io_uring was wanted: the fallback's note (`io_uring
+    /// setup failed (…)`); `None` for io_uring or a thread pool asked for.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.notes
+            .iter()
+            .find(|n| n.contains("fell back"))
+            .map(String::as_str)
+    }
+}
+
 /// The JSON summary of a run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {

@@ -186,7 +186,10 @@ pub(crate) async fn io_phase(
         stamp::phase_at(ctx, "io-stopped", at);
         if !log.is_empty() {
             let span = (call_ns, ctx.now_ns());
-            let report = split_log(&log, span, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
+            let mut report = split_log(&log, span, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
+            // iogen prints its engine with its table at the end: a pod stopped before that
+            // has none (`io.backends` then lacks this event).
+            report.backend = pod_backend(&log, p.config.pod.iogen_seccomp_profile.as_deref());
             ctx.report_io(report);
         }
         return Ok(());
@@ -199,7 +202,8 @@ pub(crate) async fn io_phase(
         ));
     }
     let span = (call_ns, ctx.now_ns());
-    let report = split_log(&log, span, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
+    let mut report = split_log(&log, span, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
+    report.backend = pod_backend(&log, p.config.pod.iogen_seccomp_profile.as_deref());
     ctx.report_io(report);
     p.stop_pod(ctx, &name, &[], None, Some(0))
         .await
@@ -214,6 +218,32 @@ pub(crate) async fn io_phase(
         w.io_pods.retain(|n| *n != name);
     }
     Ok(())
+}
+
+/// The I/O engine an iogen pod's log says it ran on (its table's `engine` line; `None`
+/// before iogen printed it), with the reason of a fallback to the thread pool and the seccomp
+/// profile the pod ran under (`seccomp`: the `Localhost` profile, None: `RuntimeDefault`,
+/// whose containerd and CRI-O profiles refuse io_uring).
+pub fn pod_backend(log: &str, seccomp: Option<&str>) -> Option<replay::IoBackend> {
+    let engine = iogen::engine_in_table(log)?;
+    let backend = engine.backend_name();
+    let reason = (backend != "io_uring").then(|| {
+        let why = engine
+            .fallback_reason()
+            .unwrap_or("iogen ran its thread-pool engine");
+        match seccomp {
+            None => format!(
+                "{why}; the pod ran under the RuntimeDefault seccomp profile, which refuses \
+                 io_uring: install iogen's profile on the nodes (kubectl apply -k \
+                 deploy/seccomp) and pass --iogen-seccomp-profile cnsreplay/iogen.json"
+            ),
+            Some(p) => format!("{why}; the pod ran under the Localhost seccomp profile {p}"),
+        }
+    });
+    Some(replay::IoBackend {
+        backend: backend.to_owned(),
+        reason,
+    })
 }
 
 /// Keeps the HdrHistogram log lines of a pod log (iogen also prints its table there), writes
@@ -254,5 +284,6 @@ pub fn split_log(
         without_snapshot,
         // The pod's interval log carries response times only.
         issue: None,
+        backend: None,
     })
 }

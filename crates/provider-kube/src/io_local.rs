@@ -182,6 +182,7 @@ pub(crate) async fn io_phase(
             .retain(|l| !Arc::ptr_eq(&l.stop.flag(), &stop.flag()));
     }
     let summary = serde_json::to_vec_pretty(&res.summary).map_err(|e| io_err(e.into()))?;
+    let engine = res.summary.engine;
     let span = (
         replay::provider::ns_since(ctx.origin(), start),
         ctx.now_ns(),
@@ -189,7 +190,12 @@ pub(crate) async fn io_phase(
     crate::blocking(|| -> Result<(), ProviderError> {
         std::fs::write(io_dir.join(format!("{}.json", ev.id)), summary).map_err(io_err)?;
         let log = std::fs::read_to_string(&hlog).map_err(io_err)?;
-        ctx.report_io(crate::io::split_log(&log, span, ctx, &hlog)?);
+        let mut report = crate::io::split_log(&log, span, ctx, &hlog)?;
+        report.backend = Some(replay::IoBackend {
+            backend: engine.backend_name().to_owned(),
+            reason: engine.fallback_reason().map(str::to_owned),
+        });
+        ctx.report_io(report);
         Ok(())
     })
 }

@@ -27,6 +27,7 @@ mod ops;
 mod outage;
 mod pods;
 mod preflight;
+mod pullcheck;
 mod stamp;
 mod stream;
 mod watch;
@@ -51,7 +52,7 @@ use trace_format::{Event, OpType};
 
 pub use crate::access::{Grant, grants};
 pub use crate::capability::{Capability, Need, NeedUses};
-pub use crate::io::{io_pod, split_log};
+pub use crate::io::{io_pod, pod_backend, split_log};
 pub use crate::io_local::IoExec;
 pub use crate::limiter::{ClientStats, Limiter};
 pub use crate::objects::{PodOptions, VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
@@ -60,6 +61,7 @@ pub use crate::pods::{
     warning_class, warning_verdict,
 };
 pub use crate::preflight::TraceUses;
+pub use crate::pullcheck::{PullCheck, pull_check_pod};
 use crate::watch::{Watch, keep_all};
 
 /// The kube provider's configuration (recorded in the manifest; rebuilds it for cleanup).
@@ -121,6 +123,10 @@ pub struct KubeConfig {
     pub csi_metrics: Vec<String>,
     /// Scrape the API server's `/metrics` the same way (needs `get` on `/metrics`).
     pub apiserver_metrics: bool,
+    /// Before the clock starts, start one short-lived pod per target node with the images
+    /// the run's pods use and iogen's seccomp profile (`pullcheck.rs`); false:
+    /// `--no-pull-check`.
+    pub pull_check: bool,
 }
 
 /// The default timeout of each op type (ns): generous for a real cloud's provisioning and
@@ -170,6 +176,7 @@ impl Default for KubeConfig {
             pod: PodOptions::default(),
             csi_metrics: Vec::new(),
             apiserver_metrics: false,
+            pull_check: true,
         }
     }
 }
@@ -306,6 +313,8 @@ pub(crate) struct Kube {
     pub(crate) retried: Mutex<BTreeMap<String, (u64, u64)>>,
     /// True once the run was asked to stop (`Kube::stopped`).
     pub(crate) stop: OnceLock<tokio::sync::watch::Receiver<bool>>,
+    /// The pull check `prepare` runs, set by `KubeProvider::preflight` (`pullcheck.rs`).
+    pub(crate) pull_check: OnceLock<PullCheck>,
 }
 
 /// An operation in flight, as [`KubeProvider::pending`] reports it.
@@ -376,6 +385,7 @@ impl KubeProvider {
             claim_node_changed: tokio::sync::Notify::new(),
             stop: OnceLock::new(),
             retried: Mutex::new(BTreeMap::new()),
+            pull_check: OnceLock::new(),
         });
         Ok(Self { inner, rt })
     }
@@ -443,12 +453,18 @@ impl KubeProvider {
     /// Checks before the clock starts that every StorageClass, VolumeSnapshotClass, node and
     /// namespace `trace` will use (after the header's defaults and this configuration)
     /// exists and is usable; the error names each missing one, where the trace uses it and
-    /// what the cluster has.
+    /// what the cluster has. Also plans the pull check `prepare` runs once the run's
+    /// namespace exists (unless `pull_check` is off; `pullcheck.rs`).
     pub fn preflight(&self, trace: &std::path::Path) -> Result<TraceUses, KubeError> {
         let uses = TraceUses::scan(&self.inner.config, trace).map_err(KubeError::Trace)?;
         self.rt
             .block_on(self.inner.preflight(&uses))
             .map_err(KubeError::Preflight)?;
+        if self.inner.config.pull_check
+            && let Some(c) = PullCheck::plan(&self.inner.config, &uses)
+        {
+            let _ = self.inner.pull_check.set(c);
+        }
         Ok(uses)
     }
 
@@ -694,6 +710,23 @@ impl Kube {
             groups_missing,
             events,
         });
+        if let Some(check) = self.pull_check.get() {
+            let t0 = std::time::Instant::now();
+            if let Err(e) = self.pull_check(run, check).await {
+                // The run ends before its clock: nothing it made stays (its namespace).
+                if let Ok(l) = replay::Ledger::open(&run.run_dir)
+                    && let Ok(live) = l.live()
+                {
+                    cleanup::remove_all(self, &run.run_id, Some(&l), &live, true).await;
+                }
+                return Err(e);
+            }
+            tracing::info!(
+                pods = check.targets.len(),
+                seconds = t0.elapsed().as_secs_f64(),
+                "pre-flight pull check passed"
+            );
+        }
         Ok(notices)
     }
 }

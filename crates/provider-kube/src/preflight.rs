@@ -65,6 +65,11 @@ pub struct TraceUses {
     /// The VolumeAttributesClasses the trace's header declares (Kubernetes names): those the
     /// cluster lacks are created by the run (what its credentials must allow).
     pub attributes_classes: std::collections::BTreeSet<String>,
+    /// The trace's header declares workloads (pods that run before the clock starts).
+    pub header_workloads: bool,
+    /// Some of the run's pods are not pinned to a node (an attach without a node and no
+    /// `--node`, a stream's pod): the scheduler places them.
+    pub unpinned: bool,
 }
 
 impl TraceUses {
@@ -92,6 +97,15 @@ impl TraceUses {
             let class = config.storage_class_for(name.as_deref());
             u.storage_classes.entry(class.clone()).or_insert(src);
             class_of.insert(v.name.to_string(), class);
+        }
+        let free = config.node.is_none();
+        u.header_workloads = !r.header().workloads.is_empty();
+        u.unpinned = free && r.header().workloads.iter().any(|w| w.node.is_none());
+        for w in &r.header().workloads {
+            if let Some(n) = &w.node {
+                let at = format!("{t}: header workload {}", w.name);
+                u.nodes.entry(n.to_string()).or_insert((at, true));
+            }
         }
         for ev in r.events() {
             let ev = ev.map_err(|e| format!("{t}: {e}"))?;
@@ -136,8 +150,11 @@ impl TraceUses {
                 Op::Attach(a) => {
                     if let Some(n) = &a.node {
                         u.nodes.entry(n.to_string()).or_insert((at, true));
+                    } else {
+                        u.unpinned |= free;
                     }
                 }
+                Op::Io(_) => u.unpinned |= free,
                 Op::Reschedule(r) => {
                     if let Some(n) = &r.node {
                         u.nodes.entry(n.to_string()).or_insert((at, true));

@@ -203,6 +203,7 @@ pub(crate) async fn open(
         follow,
         stream,
         rt: tokio::runtime::Handle::current(),
+        seccomp: p.config.pod.iogen_seccomp_profile.clone(),
     })))
 }
 
@@ -458,6 +459,8 @@ struct KubeStream {
     follow: tokio::task::JoinHandle<Result<crate::logs::Followed, ProviderError>>,
     stream: Stream,
     rt: tokio::runtime::Handle,
+    /// The pod's Localhost seccomp profile (None: `RuntimeDefault`), for a fallback's reason.
+    seccomp: Option<String>,
 }
 
 impl IoStream for KubeStream {
@@ -496,6 +499,7 @@ impl KubeStream {
             follow,
             stream,
             last,
+            seccomp,
             ..
         } = self;
         let fed = feeder.await.unwrap_or_else(|e| Fed {
@@ -535,7 +539,7 @@ impl KubeStream {
                 )
             })?
             .map_err(|e| ProviderError::new("io_failed", format!("{log}: {e}")))?;
-        report(&line, &fed, ended)
+        report(&line, &fed, ended, seccomp.as_deref())
     }
 }
 
@@ -544,6 +548,7 @@ fn report(
     line: &iogen::StreamLine,
     fed: &Fed,
     ended: Instant,
+    seccomp: Option<&str>,
 ) -> Result<IoStreamReport, ProviderError> {
     let h = line
         .histograms()
@@ -568,6 +573,19 @@ fn report(
     ));
     if let Some(e) = &fed.error {
         flags.push(e.clone());
+    }
+    if flags.first().is_some_and(|f| f == "sync") {
+        flags.push(match seccomp {
+            None => {
+                "io_uring refused or unavailable: the pod ran under the RuntimeDefault seccomp \
+                     profile, which refuses io_uring (kubectl apply -k deploy/seccomp, then \
+                     --iogen-seccomp-profile cnsreplay/iogen.json)"
+                    .to_owned()
+            }
+            Some(p) => {
+                format!("io_uring refused or unavailable under the Localhost seccomp profile {p}")
+            }
+        });
     }
     Ok(IoStreamReport {
         target: line.target.clone(),

@@ -138,6 +138,17 @@ pub(crate) async fn io_phase(
             let _ = service.add(&h.service);
         }
         split.issue = Some(replay::provider::IssueLateness { lateness, service });
+        let engine = &res.summary.engine;
+        split.backend = Some(replay::IoBackend {
+            backend: engine.backend_name().to_owned(),
+            reason: match engine.fallback_reason() {
+                Some(r) => Some(r.to_owned()),
+                None if engine.backend_name() != "io_uring" => {
+                    Some("the provider's io_engine asks for the thread-pool engine".to_owned())
+                }
+                None => None,
+            },
+        });
         ctx.report_io(split);
     }
     Ok(())
@@ -226,6 +237,7 @@ fn split_by_snapshot(
         with_snapshot,
         without_snapshot,
         issue: None,
+        backend: None,
     })
 }
 

@@ -171,7 +171,7 @@ pub fn run<P: Provider>(
     opts: &RunOptions,
     control: &RunControl,
 ) -> Result<RunOutcome, Error> {
-    let mut prepared = prepare(trace, run_dir, provider, opts)?;
+    let mut prepared = prepare(trace, run_dir, provider, opts, control)?;
     if let Some(at) = opts.start_at {
         wait_for_start(at, &mut prepared.notices);
     }
@@ -242,6 +242,7 @@ fn prepare<P: Provider>(
     run_dir: &Path,
     provider: &Arc<P>,
     opts: &RunOptions,
+    control: &RunControl,
 ) -> Result<Prepared, Error> {
     check_options(opts)?;
     let sha256 = sha256_file(trace)?;
@@ -264,6 +265,7 @@ fn prepare<P: Provider>(
         },
         header: header.clone(),
         stopped: false,
+        stop: Some(control.stop_flag()),
     };
     let mut manifest = Manifest {
         tool: opts.tool.clone(),
@@ -759,6 +761,7 @@ fn clean_up<P: Provider>(
     } else {
         let info = RunInfo {
             stopped,
+            stop: None,
             ..info.clone()
         };
         provider.cleanup(&info, &leftovers)
@@ -812,6 +815,9 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
     let io_streams = stream_results(rd, &streams.ended, origin, opts, &mut sunk)?;
     let wall = sunk.last_completed as f64 / 1e9;
     notices.extend(provider.finish_notices());
+    let io_phases = sunk.ops.get(OpType::IoPhase.name()).map_or(0, |o| o.count);
+    notices.extend(sunk.io.backend_notice(io_phases));
+    notices.extend(streams::threads_notice(&io_streams));
     let client_throttling = provider.client_throttling();
     let dispatch_rate = validity::dispatch_rate(&sunk.windows, &opts.validity);
     let state = if stopped {

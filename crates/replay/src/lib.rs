@@ -33,7 +33,8 @@ pub use ledger::{Ledger, LedgerEntry};
 pub use live::Live;
 pub use provider::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline};
 pub use record::{
-    CompletionState, EventRecord, IoSplit, OpSummary, Outcome, Percentiles, Phase, Retry, Summary,
+    CompletionState, EventRecord, IoBackend, IoPhaseBackend, IoSplit, OpSummary, Outcome,
+    Percentiles, Phase, Retry, Summary,
 };
 pub use rundir::{Manifest, RunDir};
 pub use streams::{IoStream, IoStreamReport, StreamFidelity, Submit};

@@ -53,6 +53,11 @@ pub struct RunInfo {
     /// (e.g. an empty namespace's finalization), never the removal of what the run made.
     #[serde(default)]
     pub stopped: bool,
+    /// The run's stop flag (Ctrl-C) while [`Provider::prepare`] runs, before the clock: a
+    /// provider waiting for the cluster there (a pre-flight pod) may then end at once with
+    /// class `cancelled`. None outside a run.
+    #[serde(skip)]
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 impl RunInfo {
@@ -159,6 +164,9 @@ pub struct IoReport {
     /// when the provider has them (iogen's per-kind histograms): judged as
     /// `io_phase.lateness` against the service times' median.
     pub issue: Option<IssueLateness>,
+    /// The I/O engine the event ran on, when the provider knows it (the run's summary lists
+    /// it per event: [`crate::IoSplit::backends`]).
+    pub backend: Option<crate::record::IoBackend>,
 }
 
 /// An I/O engine's issue lateness and service times of one `io`/`io_phase` event (ns).

@@ -230,6 +230,90 @@ pub struct IoSplit {
     pub without_snapshot: Percentiles,
     /// I/O with a snapshot in flight.
     pub with_snapshot: Percentiles,
+    /// The I/O engine of each `io_phase` whose provider reported it (iogen's: `io_uring`, or
+    /// `threads` when it fell back to its thread pool), in event order; absent when none did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backends: Vec<IoPhaseBackend>,
+}
+
+/// The I/O engine one `io_phase` (or `io`) event's I/O ran on, as its provider reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct IoBackend {
+    /// `io_uring`, or `threads` (iogen's thread-pool engine).
+    pub backend: String,
+    /// Why it is not `io_uring`, for a fallback (e.g. io_uring refused by the seccomp
+    /// profile the I/O ran under).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The I/O engine of one event (see [`IoSplit::backends`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct IoPhaseBackend {
+    /// Trace event id.
+    pub event: u64,
+    /// `io_uring`, or `threads` (iogen's thread-pool engine).
+    pub backend: String,
+    /// Why it is not `io_uring`, for a fallback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl IoSplit {
+    /// The run's notice when any `io_phase` ran on iogen's thread pool instead of io_uring
+    /// (`io_phases`: how many the run dispatched): how many, which events and why — a
+    /// fallback changes what the I/O numbers measure, so it is never silent. `None` when
+    /// every reported one ran on io_uring.
+    pub fn backend_notice(&self, io_phases: u64) -> Option<String> {
+        let threads: Vec<&IoPhaseBackend> = self
+            .backends
+            .iter()
+            .filter(|b| b.backend != "io_uring")
+            .collect();
+        if threads.is_empty() {
+            return None;
+        }
+        let mut events: Vec<String> = threads
+            .iter()
+            .take(10)
+            .map(|b| b.event.to_string())
+            .collect();
+        if threads.len() > 10 {
+            events.push("…".into());
+        }
+        let mut reasons: Vec<&str> = Vec::new();
+        for r in threads.iter().filter_map(|b| b.reason.as_deref()) {
+            if !reasons.contains(&r) {
+                reasons.push(r);
+            }
+        }
+        let mut kinds: Vec<&str> = Vec::new();
+        for b in &threads {
+            if !kinds.contains(&b.backend.as_str()) {
+                kinds.push(&b.backend);
+            }
+        }
+        Some(format!(
+            "iogen used {} in {} of {} io_phases (events {}){}{}",
+            kinds.join("/"),
+            threads.len(),
+            io_phases.max(self.backends.len() as u64),
+            events.join(", "),
+            if reasons.is_empty() { "" } else { ": " },
+            reasons.join("; ")
+        ))
+    }
+
+    /// How many events ran on each backend, by name.
+    pub fn backend_counts(&self) -> BTreeMap<&str, u64> {
+        let mut m = BTreeMap::new();
+        for b in &self.backends {
+            *m.entry(b.backend.as_str()).or_default() += 1;
+        }
+        m
+    }
 }
 
 /// The run summary (`summary.json`; `cnsreplay run --json` prints it).
@@ -308,4 +392,51 @@ pub struct Summary {
     pub cleanup_failures: Vec<String>,
     /// Notices from the provider (e.g. a fallback it took).
     pub notices: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{IoPhaseBackend, IoSplit};
+
+    fn b(event: u64, backend: &str, reason: Option<&str>) -> IoPhaseBackend {
+        IoPhaseBackend {
+            event,
+            backend: backend.to_owned(),
+            reason: reason.map(str::to_owned),
+        }
+    }
+
+    /// Any io_phase on threads gives a notice naming how many, which events and why (each
+    /// reason once); all io_uring gives none; the counts are per backend.
+    #[test]
+    fn a_fallback_to_threads_is_never_silent() {
+        let refused = "io_uring setup failed (EPERM); fell back to the thread-pool engine";
+        let mut io = IoSplit {
+            backends: vec![
+                b(3, "io_uring", None),
+                b(5, "threads", Some(refused)),
+                b(9, "threads", Some(refused)),
+            ],
+            ..IoSplit::default()
+        };
+        assert_eq!(
+            io.backend_notice(5).as_deref(),
+            Some(
+                "iogen used threads in 2 of 5 io_phases (events 5, 9): io_uring setup failed \
+                 (EPERM); fell back to the thread-pool engine"
+            )
+        );
+        assert_eq!(
+            io.backend_counts().into_iter().collect::<Vec<_>>(),
+            vec![("io_uring", 1), ("threads", 2)]
+        );
+        io.backends.retain(|x| x.backend == "io_uring");
+        assert_eq!(io.backend_notice(1), None);
+        // Serialized only when there are any: older summaries and snapshots stay as they were.
+        assert!(
+            !serde_json::to_string(&IoSplit::default())
+                .unwrap()
+                .contains("backends")
+        );
+    }
 }

@@ -17,7 +17,7 @@ use trace_format::OpType;
 use crate::line;
 use crate::live::Live;
 use crate::provider::IoReport;
-use crate::record::{EventRecord, IoSplit, OpSummary, Outcome, Percentiles};
+use crate::record::{EventRecord, IoPhaseBackend, IoSplit, OpSummary, Outcome, Percentiles};
 use crate::validity::WindowSums;
 
 /// Highest value tracked: one hour in ns. Larger values saturate.
@@ -108,6 +108,8 @@ pub(crate) struct Sink {
     io_without: Histogram<u64>,
     /// `io_phase` units' own issue lateness and service times, when reported.
     io_issue: Option<(Histogram<u64>, Histogram<u64>)>,
+    /// The I/O engine of each event whose provider reported it.
+    backends: Vec<IoPhaseBackend>,
     last_completed: u64,
     start_wall: SystemTime,
     interval_start: Duration,
@@ -141,6 +143,7 @@ impl Sink {
             io_with: histogram(),
             io_without: histogram(),
             io_issue: None,
+            backends: Vec::new(),
             last_completed: 0,
             start_wall,
             interval_start: Duration::ZERO,
@@ -256,6 +259,13 @@ impl Sink {
             }
         }
         for io in d.io {
+            if let Some(b) = io.backend {
+                self.backends.push(IoPhaseBackend {
+                    event: r.id,
+                    backend: b.backend,
+                    reason: b.reason,
+                });
+            }
             let _ = self.io_with.add(&io.with_snapshot);
             let _ = self.io_without.add(&io.without_snapshot);
             if let Some(i) = &io.issue {
@@ -308,7 +318,8 @@ impl Sink {
         Ok(())
     }
 
-    fn finish(self) -> SinkResult {
+    fn finish(mut self) -> SinkResult {
+        self.backends.sort_by_key(|b| b.event);
         let mut ops = BTreeMap::new();
         let (mut dispatched, mut ok, mut failed) = (0, 0, 0);
         for (op, h) in &self.ops {
@@ -345,6 +356,7 @@ impl Sink {
             io: IoSplit {
                 without_snapshot: Percentiles::of(&self.io_without),
                 with_snapshot: Percentiles::of(&self.io_with),
+                backends: self.backends,
             },
             dispatched,
             ok,

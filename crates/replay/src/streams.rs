@@ -633,9 +633,69 @@ fn per_second(r: &IoStreamReport, origin: Instant) -> Option<RateCurve> {
     })
 }
 
+/// The run's notice when any stream ran on iogen's thread pool (first flag `sync`) instead of
+/// io_uring: for which volumes, with the flags that say why (those naming io_uring). `None`
+/// when none did.
+pub fn threads_notice(streams: &[StreamFidelity]) -> Option<String> {
+    let on: Vec<&StreamFidelity> = streams
+        .iter()
+        .filter(|s| s.flags.first().is_some_and(|f| f == "sync"))
+        .collect();
+    if on.is_empty() {
+        return None;
+    }
+    let mut why: Vec<&str> = Vec::new();
+    for f in on.iter().flat_map(|s| s.flags.iter().skip(1)) {
+        if f.contains("io_uring") && !why.contains(&f.as_str()) {
+            why.push(f);
+        }
+    }
+    let mut volumes: Vec<&str> = on.iter().take(10).map(|s| s.volume.as_str()).collect();
+    if on.len() > 10 {
+        volumes.push("…");
+    }
+    Some(format!(
+        "iogen streams used threads, not io_uring, for {} of {} volumes ({}){}{}",
+        on.len(),
+        streams.len(),
+        volumes.join(", "),
+        if why.is_empty() { "" } else { ": " },
+        why.join("; ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream on the thread pool is named in a notice with the flag that says why; streams
+    /// on io_uring give none.
+    #[test]
+    fn streams_on_threads_are_never_silent() {
+        let origin = Instant::now();
+        let stream = |v: &str, flags: &[&str]| {
+            let mut r = report(origin, vec![[1, 1]]);
+            r.flags = flags.iter().map(|f| (*f).to_owned()).collect();
+            let e = Ended {
+                volume: Name::from(v),
+                requests: 1,
+                not_accepted: 0,
+                report: Ok(r),
+            };
+            judge_one(&e, origin, 1).0
+        };
+        let uring = stream("a", &["io_uring", "fixed_buffers"]);
+        assert_eq!(threads_notice(std::slice::from_ref(&uring)), None);
+        let why = "io_uring refused under the RuntimeDefault seccomp profile";
+        let threads = stream("b", &["sync", "threads=4", why]);
+        assert_eq!(
+            threads_notice(&[uring, threads]).as_deref(),
+            Some(
+                "iogen streams used threads, not io_uring, for 1 of 2 volumes (b): io_uring \
+                 refused under the RuntimeDefault seccomp profile"
+            )
+        );
+    }
 
     fn report(base: Instant, buckets: Vec<[u32; 2]>) -> IoStreamReport {
         IoStreamReport {

@@ -247,6 +247,11 @@ pub struct ProviderArgs {
     /// `RuntimeDefault`, which refuses io_uring (iogen then runs its thread-pool engine).
     #[arg(long, value_name = "PATH")]
     pub iogen_seccomp_profile: Option<String>,
+    /// kube: skip the pre-flight pull check (one short-lived pod per target node, before the
+    /// clock starts, with the workload and iogen images and iogen's seccomp profile: a
+    /// missing image or profile then fails the run there, not its first attach or io_phase).
+    #[arg(long)]
+    pub no_pull_check: bool,
     /// kube: image of the `io_phase` pods (runs iogen; deploy/iogen.Containerfile).
     #[arg(
         long,
@@ -512,6 +517,7 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
         csi_metrics: a.csi_metrics.clone(),
         apiserver_metrics: a.apiserver_metrics,
         failure_grace_ns: dur_ns(&a.kube_failure_grace).context("--kube-failure-grace")?,
+        pull_check: !a.no_pull_check,
     })
 }
 
@@ -772,6 +778,19 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
             s.io.with_snapshot.count
         )?;
     }
+    if !s.io.backends.is_empty() {
+        let io_phases = s.ops.get(OpType::IoPhase.name()).map_or(0, |o| o.count);
+        let counts: Vec<String> =
+            s.io.backend_counts()
+                .iter()
+                .map(|(b, n)| format!("{b} in {n}"))
+                .collect();
+        writeln!(
+            out,
+            "I/O backend: {} of {io_phases} io_phases",
+            counts.join(", ")
+        )?;
+    }
     if !s.errors.is_empty() {
         writeln!(out)?;
         let errs: BTreeMap<_, _> = s.errors.iter().collect();
@@ -934,6 +953,7 @@ pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<Ex
         run_id: m.run_id.clone(),
         header: m.trace.header.clone(),
         stopped: false,
+        stop: None,
     };
     let leftovers = replay::ledger::read_live(&replay::Ledger::path_in(run_dir))?;
     let report = match m.provider.name.as_str() {

@@ -975,3 +975,45 @@ fn compare_on_the_aa_batches_example_names_the_design() {
     assert_eq!(v["design"]["kind"], "batch_baseline");
     assert_eq!(v["design"]["base_batches"], 3);
 }
+
+/// The local provider says per `io_phase` which engine iogen ran, as iogen's own summary
+/// (`io/<id>.json`) has it: `io_uring`, or `threads` with the reason and a notice.
+#[test]
+fn local_io_phases_name_the_engine_iogen_ran() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = local_phase_run(dir.path());
+    let summary: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(run.join("summary.json")).expect("summary"))
+            .expect("summary json");
+    let backends = summary["io"]["backends"].as_array().expect("io.backends");
+    let events: Vec<u64> = backends
+        .iter()
+        .filter_map(|b| b["event"].as_u64())
+        .collect();
+    assert_eq!(events, vec![5, 6], "{:#}", summary["io"]);
+    let mut threads = 0;
+    for b in backends {
+        let id = b["event"].as_u64().expect("event");
+        let own: serde_json::Value = serde_json::from_slice(
+            &fs_err::read(run.join(format!("io/{id}.json"))).expect("iogen's summary"),
+        )
+        .expect("json");
+        let engine = own["engine"]["engine"].as_str().expect("engine");
+        let want = if engine == "io_uring" {
+            "io_uring"
+        } else {
+            "threads"
+        };
+        assert_eq!(b["backend"], want, "event {id}: {b} vs iogen's {engine}");
+        if want == "threads" {
+            threads += 1;
+            assert!(b["reason"].as_str().is_some_and(|r| !r.is_empty()), "{b}");
+        } else {
+            assert!(b["reason"].is_null(), "{b}");
+        }
+    }
+    let noticed = summary["notices"]
+        .to_string()
+        .contains("iogen used threads");
+    assert_eq!(noticed, threads > 0, "{:#}", summary["notices"]);
+}

@@ -394,6 +394,25 @@ fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
         let n = summary["io"][side]["count"].as_u64().unwrap_or(0);
         assert!(n > 0, "no I/O {side}: {summary}");
     }
+    // The run's pull check passed (it ran at all), and iogen's pods ran under testenv's
+    // profile: io_uring, said per io_phase in the summary and the table, no fallback notice.
+    if !c.seccomp().is_empty() {
+        let backends = summary["io"]["backends"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            !backends.is_empty() && backends.iter().all(|b| b["backend"] == "io_uring"),
+            "{summary}"
+        );
+        assert!(text.contains("I/O backend: io_uring in "), "{text}");
+        assert!(
+            !summary["notices"]
+                .to_string()
+                .contains("iogen used threads"),
+            "{summary}"
+        );
+    }
     // Every attach went through the kubelet: VolumeAttachment attached, then Running.
     let events = std::fs::read_to_string(run.join("events.jsonl")).expect("events");
     let attaches: Vec<serde_json::Value> = events

@@ -14,6 +14,8 @@ mod failures;
 mod fidelity;
 mod ownership;
 mod pod_path;
+mod pull_check;
 mod rbac;
 mod render;
+mod seccomp;
 mod workloads;

@@ -17,7 +17,7 @@ use trace_format::OpType;
 
 use crate::common::*;
 
-fn write_trace(dir: &Path, header: &str, body: &str) -> PathBuf {
+pub(crate) fn write_trace(dir: &Path, header: &str, body: &str) -> PathBuf {
     let t = format!(
         "format: cnsreplay-trace\nversion: 1\ndefaults: {{volume_size: 64Mi}}\n{header}events:\n{body}"
     );
@@ -28,7 +28,7 @@ fn write_trace(dir: &Path, header: &str, body: &str) -> PathBuf {
 
 /// The real node's label selector (`KEY=true`), or None after the skip notice (a failure with
 /// `CNSREPLAY_REQUIRE_REAL_NODE=1`).
-fn real_node(env: &TestEnv) -> Option<(String, String)> {
+pub(crate) fn real_node(env: &TestEnv) -> Option<(String, String)> {
     let label = env.vars.get("TESTENV_REAL_NODE_LABEL").filter(|l| {
         !l.is_empty()
             && env
@@ -54,7 +54,7 @@ fn real_node(env: &TestEnv) -> Option<(String, String)> {
 }
 
 /// A provider whose pods all go to the real node, with testenv's iogen image and profile.
-fn on_real_node(env: &TestEnv, (key, value): &(String, String)) -> KubeConfig {
+pub(crate) fn on_real_node(env: &TestEnv, (key, value): &(String, String)) -> KubeConfig {
     let mut cfg = KubeConfig {
         kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
@@ -75,7 +75,7 @@ fn on_real_node(env: &TestEnv, (key, value): &(String, String)) -> KubeConfig {
 }
 
 /// An image name in testenv's registry that does not exist there.
-fn missing_image(env: &TestEnv, tag: &str) -> String {
+pub(crate) fn missing_image(env: &TestEnv, tag: &str) -> String {
     let reg = env
         .vars
         .get("TESTENV_REGISTRY")
@@ -83,7 +83,7 @@ fn missing_image(env: &TestEnv, tag: &str) -> String {
     format!("{reg}/cnsreplay/no-such-image:{tag}")
 }
 
-fn nothing_left(rt: &tokio::runtime::Runtime, c: &kube::Client, run_id: &str) {
+pub(crate) fn nothing_left(rt: &tokio::runtime::Runtime, c: &kube::Client, run_id: &str) {
     let left = rt.block_on(run_objects(c, run_id));
     assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -375,3 +375,93 @@ fn pods_are_restricted_and_block_pods_get_the_device_group() {
         }
     }
 }
+
+/// The pull check's pod: the run's images, iogen's container under the run's Localhost
+/// profile running `--version`, pinned to the node when it has one, `restricted`, no token,
+/// nothing to wait for at deletion.
+#[test]
+fn pull_check_pod_manifest() {
+    let mut cfg = KubeConfig {
+        iogen_image: "reg/cnsreplay/iogen:1".into(),
+        pause_image: "reg/pause:3.10".into(),
+        ..KubeConfig::default()
+    };
+    cfg.pod.iogen_seccomp_profile = Some("cnsreplay/iogen.json".into());
+    cfg.pod.node_selector.insert("disk".into(), "ssd".into());
+    let check = provider_kube::PullCheck {
+        images: [
+            ("iogen".to_owned(), cfg.iogen_image.clone()),
+            ("workload".to_owned(), cfg.pause_image.clone()),
+        ]
+        .into(),
+        targets: vec![Some("n1".into())],
+    };
+    let pod = provider_kube::pull_check_pod(&cfg, &check, "r1", "ns", 0, Some("n1"));
+    let v = serde_json::to_value(&pod).unwrap();
+    let spec = &v["spec"];
+    assert_eq!(v["metadata"]["labels"]["cnsreplay.io/run"], "r1");
+    assert_eq!(spec["restartPolicy"], "Never");
+    assert_eq!(spec["terminationGracePeriodSeconds"], 0);
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    assert_eq!(spec["nodeSelector"]["disk"], "ssd");
+    assert_eq!(
+        spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchFields"][0]["values"][0],
+        "n1"
+    );
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let cs = spec["containers"].as_array().unwrap();
+    assert_eq!(cs.len(), 2);
+    let iogen = &cs[0];
+    assert_eq!(iogen["image"], "reg/cnsreplay/iogen:1");
+    assert_eq!(iogen["args"][0], "--version");
+    assert_eq!(
+        iogen["securityContext"]["seccompProfile"]["type"],
+        "Localhost"
+    );
+    assert_eq!(
+        iogen["securityContext"]["seccompProfile"]["localhostProfile"],
+        "cnsreplay/iogen.json"
+    );
+    let pause = &cs[1];
+    assert_eq!(pause["image"], "reg/pause:3.10");
+    assert!(pause["securityContext"]["seccompProfile"].is_null());
+    for c in cs {
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+        assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+    }
+}
+
+/// The backend an iogen pod's log names: io_uring, or threads with iogen's reason and the
+/// profile the pod ran under; none before iogen printed its table.
+#[test]
+fn an_iogen_pods_backend_comes_from_its_log() {
+    let fallback = "#[StartTime: 1.0]\nTag=read,0.0,0.2,0.1,X\ntarget /mnt/v0/data  engine sync \
+                    [threads=1]  kernel 6.1\n  note: io_uring setup failed (Operation not \
+                    permitted (os error 1)); fell back to the thread-pool engine\n0.20 s  1 I/Os\n";
+    let b = provider_kube::pod_backend(fallback, None).unwrap();
+    assert_eq!(b.backend, "threads");
+    let r = b.reason.unwrap();
+    assert!(
+        r.contains("Operation not permitted")
+            && r.contains("RuntimeDefault")
+            && r.contains("deploy/seccomp"),
+        "{r}"
+    );
+    let b = provider_kube::pod_backend(fallback, Some("my/profile.json")).unwrap();
+    assert!(
+        b.reason
+            .unwrap()
+            .contains("Localhost seccomp profile my/profile.json")
+    );
+    let uring = "target /mnt/v0/data  engine io_uring [single_issuer]  kernel 6.1\n";
+    let b = provider_kube::pod_backend(uring, None).unwrap();
+    assert_eq!((b.backend.as_str(), b.reason), ("io_uring", None));
+    assert_eq!(
+        provider_kube::pod_backend("Tag=read,0.0,0.2,0.1,X\n", None),
+        None
+    );
+}
