@@ -27,9 +27,18 @@ if [ -z "${BINS:-}" ]; then
   BINS="this=$target/debug/cnsreplay"
 fi
 dir=$(mktemp -d)
+# deletecollection per kind (`kubectl delete -l` deletes and waits one by one), repeated: for
+# thousands it can outlast the API server's request timeout, and PVs then wait for the PV
+# controller to drop their protection finalizer.
+drop_objects() {
+  while [ -n "$(kubectl get pv,volumeattachments -l memtest=1 -o name | head -1)" ]; do
+    kubectl delete --raw "/apis/storage.k8s.io/v1/volumeattachments?labelSelector=memtest%3D1" >/dev/null 2>&1 || true
+    kubectl delete --raw "/api/v1/persistentvolumes?labelSelector=memtest%3D1" >/dev/null 2>&1 || true
+    sleep 2
+  done
+}
 cleanup() {
-  kubectl delete volumeattachments -l memtest=1 --wait=false >/dev/null 2>&1 || true
-  kubectl delete pv -l memtest=1 --wait=false >/dev/null 2>&1 || true
+  drop_objects 2>/dev/null || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -88,6 +97,5 @@ measure() {
 ls "$dir"/objs-*.yaml | xargs -P 3 -n 1 kubectl apply -f >/dev/null
 echo "cluster: $(kubectl get pv -l memtest=1 -o name | wc -l) foreign PVs, $(kubectl get volumeattachments -l memtest=1 -o name | wc -l) foreign VolumeAttachments"
 measure "$n foreign PVs + VAs"
-kubectl delete volumeattachments -l memtest=1 >/dev/null
-kubectl delete pv -l memtest=1 >/dev/null
+drop_objects
 measure "no foreign PV or VA"

@@ -635,12 +635,15 @@ impl Kube {
         // PersistentVolumes and VolumeAttachments are made by controllers and carry no run
         // label: these two watches are cluster-wide and cache only the run's objects
         // (foreign.rs). The VolumeAttachment watch starts once the PVs are listed, so that
-        // it knows which PVs are foreign.
+        // it knows which PVs are foreign. Their lists come in pages of 100, not kube's 500:
+        // each page is decoded whole before the filter drops the foreign objects, and with
+        // 10 000 foreign PVs and VolumeAttachments 500 cost ~6–13 MB more peak RSS
+        // (docs/PERFORMANCE.md, watch memory); 10 000 objects take 100 list requests, not 20.
         let foreign = foreign::Foreign::default();
         let pv_va = async {
             let pv = Watch::start_filtered(
                 Api::all(c.clone()),
-                watcher::Config::default(),
+                watcher::Config::default().page_size(100),
                 name_key,
                 keep_all,
                 Some(foreign::keep_pv(ns.clone(), foreign.clone())),
@@ -649,7 +652,7 @@ impl Kube {
             .await?;
             let va = Watch::start_filtered(
                 Api::all(c.clone()),
-                watcher::Config::default(),
+                watcher::Config::default().page_size(100),
                 va_key,
                 keep_all,
                 Some(foreign::keep_va(foreign)),

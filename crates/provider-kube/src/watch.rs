@@ -12,7 +12,7 @@
 //!
 //! Memory: PersistentVolumes and VolumeAttachments carry no run label, so their watches are
 //! cluster-wide; a [`KeepFn`] decides, as each event arrives and before it reaches the cache,
-//! whether the object is the run's. Foreign objects are decoded one list page (500) or one
+//! whether the object is the run's. Foreign objects are decoded one list page or one
 //! event at a time and dropped; neither the cache nor the waiter map holds them. The
 //! filter is local (no request), so an event of the run's objects is stamped and cached
 //! exactly as without it. Metadata-only watches were not used: a VolumeAttachment's key
