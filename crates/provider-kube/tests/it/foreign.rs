@@ -6,18 +6,18 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use trace_format::OpType;
 
 use crate::common::*;
 
-/// A hostPath PV, bound to a claim in `claim_ns` when given.
-fn pv(name: &str, claim_ns: Option<&str>) -> PersistentVolume {
+/// A hostPath PV labelled `cnsreplay-test: tag`, bound to a claim in `claim_ns` when given.
+fn pv(tag: &str, name: &str, claim_ns: Option<&str>) -> PersistentVolume {
     let claim = claim_ns.map_or(String::new(), |ns| {
         format!(r#", "claimRef": {{"namespace": "{ns}", "name": "none"}}"#)
     });
     serde_json::from_str(&format!(
-        r#"{{"metadata": {{"name": "{name}"}},
+        r#"{{"metadata": {{"name": "{name}", "labels": {{"cnsreplay-test": "{tag}"}}}},
             "spec": {{"capacity": {{"storage": "1Gi"}}, "accessModes": ["ReadWriteOnce"],
                       "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "foreign-none",
                       "hostPath": {{"path": "/tmp/{name}"}}{claim}}}}}"#
@@ -25,14 +25,47 @@ fn pv(name: &str, claim_ns: Option<&str>) -> PersistentVolume {
     .unwrap()
 }
 
-/// A VolumeAttachment no driver acts on.
-fn va(name: &str, pv: &str) -> VolumeAttachment {
+/// A VolumeAttachment labelled `cnsreplay-test: tag` that no driver acts on.
+fn va(tag: &str, name: &str, pv: &str) -> VolumeAttachment {
     serde_json::from_str(&format!(
-        r#"{{"metadata": {{"name": "{name}"}},
+        r#"{{"metadata": {{"name": "{name}", "labels": {{"cnsreplay-test": "{tag}"}}}},
             "spec": {{"attacher": "foreign.invalid", "nodeName": "foreign-node",
                       "source": {{"persistentVolumeName": "{pv}"}}}}}}"#
     ))
     .unwrap()
+}
+
+/// Deletes the test's PVs and VolumeAttachments when the test ends, passed or not.
+struct Made<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    pvs: Api<PersistentVolume>,
+    vas: Api<VolumeAttachment>,
+    tag: String,
+}
+
+impl Made<'_> {
+    fn pv(&self, name: &str, claim_ns: Option<&str>) {
+        let p = pv(&self.tag, name, claim_ns);
+        self.rt
+            .block_on(self.pvs.create(&PostParams::default(), &p))
+            .unwrap();
+    }
+
+    fn va(&self, name: &str, pv: &str) {
+        let a = va(&self.tag, name, pv);
+        self.rt
+            .block_on(self.vas.create(&PostParams::default(), &a))
+            .unwrap();
+    }
+}
+
+impl Drop for Made<'_> {
+    fn drop(&mut self) {
+        let lp = ListParams::default().labels(&format!("cnsreplay-test={}", self.tag));
+        let dp = DeleteParams::default();
+        let _ = self.rt.block_on(self.vas.delete_collection(&dp, &lp));
+        let _ = self.rt.block_on(self.pvs.delete_collection(&dp, &lp));
+    }
 }
 
 #[test]
@@ -43,32 +76,18 @@ fn the_volume_watches_hold_only_the_runs_objects() {
     if csi_driver(&env, &rt, &c, false).is_none() {
         return;
     }
-    let pvs: Api<PersistentVolume> = Api::all(c.clone());
-    let vas: Api<VolumeAttachment> = Api::all(c.clone());
     let tag = uniq("foreign");
-    let (mut made_pvs, mut made_vas) = (Vec::new(), Vec::new());
-    let make = |pvs_: &mut Vec<String>,
-                vas_: &mut Vec<String>,
-                p: PersistentVolume,
-                a: Option<VolumeAttachment>| {
-        let pn = p.metadata.name.clone().unwrap();
-        rt.block_on(pvs.create(&PostParams::default(), &p)).unwrap();
-        pvs_.push(pn);
-        if let Some(a) = a {
-            let an = a.metadata.name.clone().unwrap();
-            rt.block_on(vas.create(&PostParams::default(), &a)).unwrap();
-            vas_.push(an);
-        }
+    let made = Made {
+        rt: &rt,
+        pvs: Api::all(c.clone()),
+        vas: Api::all(c.clone()),
+        tag: tag.clone(),
     };
     // Before the run: an unbound PV and one bound in another namespace, each attached.
     for (i, ns) in [None, Some("default")].into_iter().enumerate() {
         let p = format!("{tag}-pv-{i}");
-        make(
-            &mut made_pvs,
-            &mut made_vas,
-            pv(&p, ns),
-            Some(va(&format!("{tag}-va-{i}"), &p)),
-        );
+        made.pv(&p, ns);
+        made.va(&format!("{tag}-va-{i}"), &p);
     }
     let t = "format: cnsreplay-trace\nversion: 1\n\
              defaults: {storage_class: cnsreplay-csi, volume_size: 64Mi}\n\
@@ -105,20 +124,11 @@ fn the_volume_watches_hold_only_the_runs_objects() {
     // an attachment of a PV never seen, which are kept. Each watch delivers its events in
     // order, so once those two are cached the foreign ones before them were decided on.
     let ns = p.namespace().unwrap().to_owned();
-    make(
-        &mut made_pvs,
-        &mut made_vas,
-        pv(&format!("{tag}-pv-2"), None),
-        Some(va(&format!("{tag}-va-2"), &format!("{tag}-pv-2"))),
-    );
+    made.pv(&format!("{tag}-pv-2"), None);
+    made.va(&format!("{tag}-va-2"), &format!("{tag}-pv-2"));
     let (kept_pv, kept_va) = (format!("{tag}-pv-runs"), format!("{tag}-va-unseen"));
-    make(&mut made_pvs, &mut made_vas, pv(&kept_pv, Some(&ns)), None);
-    rt.block_on(vas.create(
-        &PostParams::default(),
-        &va(&kept_va, &format!("{tag}-pv-unseen")),
-    ))
-    .unwrap();
-    made_vas.push(kept_va.clone());
+    made.pv(&kept_pv, Some(&ns));
+    made.va(&kept_va, &format!("{tag}-pv-unseen"));
     let t0 = Instant::now();
     let (cached_pvs, cached_vas) = loop {
         let (cp, cv) = p.cached_volume_objects();
@@ -133,14 +143,6 @@ fn the_volume_watches_hold_only_the_runs_objects() {
         std::thread::sleep(Duration::from_millis(100));
     };
     drop(p);
-    for n in &made_vas {
-        rt.block_on(vas.delete(n, &DeleteParams::default()))
-            .unwrap();
-    }
-    for n in &made_pvs {
-        rt.block_on(pvs.delete(n, &DeleteParams::default()))
-            .unwrap();
-    }
     // The run's PV is gone, and no PV outside its namespace is ever held.
     assert_eq!(cached_pvs, [kept_pv], "PVs held after the run");
     // Other users of the cluster may have attachments in flight, whose PVs the PV watch may
