@@ -16,6 +16,7 @@ mod cleanup;
 mod cluster_metrics;
 mod env;
 pub mod fetch;
+mod foreign;
 mod group;
 mod io;
 mod io_local;
@@ -445,6 +446,35 @@ impl KubeProvider {
         self.inner.ns.get().map(String::as_str)
     }
 
+    /// The names of the PersistentVolumes and VolumeAttachments the provider's watches hold
+    /// now (after `prepare`; empty before): the run's, never the rest of the cluster's.
+    pub fn cached_volume_objects(&self) -> (Vec<String>, Vec<String>) {
+        let Some(w) = self.inner.watches.get() else {
+            return (Vec::new(), Vec::new());
+        };
+        let names = |v: Vec<Option<String>>| {
+            let mut v: Vec<String> = v.into_iter().flatten().collect();
+            v.sort();
+            v
+        };
+        (
+            names(
+                w.pv.store()
+                    .state()
+                    .iter()
+                    .map(|o| o.metadata.name.clone())
+                    .collect(),
+            ),
+            names(
+                w.va.store()
+                    .state()
+                    .iter()
+                    .map(|o| o.metadata.name.clone())
+                    .collect(),
+            ),
+        )
+    }
+
     /// The cluster as captured by `prepare` (server version, nodes, classes, drivers).
     pub fn environment(&self) -> serde_json::Value {
         self.inner.environment()
@@ -620,23 +650,35 @@ impl Kube {
             l.clone(),
         );
         // PersistentVolumes and VolumeAttachments are made by controllers and carry no run
-        // label: these two watches are cluster-wide and the provider looks only at the ones
-        // bound to its PVCs.
-        let pv = Watch::start(
-            Api::all(c.clone()),
-            watcher::Config::default(),
-            name_key,
-            keep_all,
-            l.clone(),
-        );
-        let va = Watch::start(
-            Api::all(c.clone()),
-            watcher::Config::default(),
-            va_key,
-            keep_all,
-            l.clone(),
-        );
-        let (pvc, pod, pv, va) = futures::try_join!(pvc, pod, pv, va).map_err(err)?;
+        // label: these two watches are cluster-wide and cache only the run's objects
+        // (foreign.rs). The VolumeAttachment watch starts once the PVs are listed, so that
+        // it knows which PVs are foreign. Their lists come in pages of 100, not kube's 500:
+        // each page is decoded whole before the filter drops the foreign objects, and with
+        // 10 000 foreign PVs and VolumeAttachments 500 cost ~6–13 MB more peak RSS
+        // (docs/PERFORMANCE.md, watch memory); 10 000 objects take 100 list requests, not 20.
+        let foreign = foreign::Foreign::default();
+        let pv_va = async {
+            let pv = Watch::start_filtered(
+                Api::all(c.clone()),
+                watcher::Config::default().page_size(100),
+                name_key,
+                keep_all,
+                Some(foreign::keep_pv(ns.clone(), foreign.clone())),
+                l.clone(),
+            )
+            .await?;
+            let va = Watch::start_filtered(
+                Api::all(c.clone()),
+                watcher::Config::default().page_size(100),
+                va_key,
+                keep_all,
+                Some(foreign::keep_va(foreign)),
+                l.clone(),
+            )
+            .await?;
+            Ok::<_, String>((pv, va))
+        };
+        let (pvc, pod, (pv, va)) = futures::try_join!(pvc, pod, pv_va).map_err(err)?;
         let events = match Watch::start(
             Api::namespaced(c.clone(), &ns),
             watcher::Config::default().fields("type=Warning"),

@@ -9,6 +9,15 @@
 //! hands it to the waiters with the notification (and keeps the latest per key), so a wait
 //! returns the instant the satisfying event *arrived*, not when the waiting task got to run —
 //! on a loaded machine the wake-up delay is milliseconds. Phases and completion use it.
+//!
+//! Memory: PersistentVolumes and VolumeAttachments carry no run label, so their watches are
+//! cluster-wide; a [`KeepFn`] decides, as each event arrives and before it reaches the cache,
+//! whether the object is the run's. Foreign objects are decoded one list page or one
+//! event at a time and dropped; neither the cache nor the waiter map holds them. The
+//! filter is local (no request), so an event of the run's objects is stamped and cached
+//! exactly as without it. Metadata-only watches were not used: a VolumeAttachment's key
+//! (its PV) and its attach status are in its spec and status, so each event would need a
+//! `get` before its waiters could check it.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Debug;
@@ -18,7 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -34,6 +43,11 @@ pub(crate) type TrimFn<K> = fn(&mut K);
 
 /// A [`TrimFn`] that keeps the whole object.
 pub(crate) fn keep_all<K>(_: &mut K) {}
+
+/// Whether an object is the run's (cached, its waiters woken) or foreign (dropped on
+/// arrival); the flag says the event is a deletion. Runs on the watch task, on every event
+/// of the kind.
+pub(crate) type KeepFn<K> = Arc<dyn Fn(&K, bool) -> bool + Send + Sync>;
 
 /// One kind's reflector and its waiters.
 pub(crate) struct Watch<K>
@@ -96,6 +110,19 @@ where
         trim: TrimFn<K>,
         limiter: Arc<Limiter>,
     ) -> Result<Arc<Self>, String> {
+        Self::start_filtered(api, config, key, trim, None, limiter).await
+    }
+
+    /// [`Self::start`], caching only the objects `keep` accepts (all when None). An object
+    /// that was kept and no longer is leaves the cache as if deleted.
+    pub(crate) async fn start_filtered(
+        api: Api<K>,
+        config: watcher::Config,
+        key: KeyFn<K>,
+        trim: TrimFn<K>,
+        keep: Option<KeepFn<K>>,
+        limiter: Arc<Limiter>,
+    ) -> Result<Arc<Self>, String> {
         let (store, writer) = reflector::store::<K>();
         let this = Arc::new(Self {
             store,
@@ -103,17 +130,21 @@ where
             key,
         });
         let me = this.clone();
-        // The cache keeps what the waits read: managed fields and kubectl's last-applied
-        // copy are dropped first (the PV and VolumeAttachment watches see every object of
-        // the cluster, not only the run's), then what `trim` cuts (a pod's spec but its node).
+        let cache = this.store.clone();
+        // The cache keeps what the waits read: foreign objects not at all (`keep`), of the
+        // run's the managed fields and kubectl's last-applied copy are dropped, then what
+        // `trim` cuts (a pod's spec but its node).
         let stream = reflector::reflector(
             writer,
-            watcher(api, config).default_backoff().modify(move |o| {
-                o.managed_fields_mut().clear();
-                o.annotations_mut()
-                    .remove("kubectl.kubernetes.io/last-applied-configuration");
-                trim(o);
-            }),
+            watcher(api, config)
+                .default_backoff()
+                .filter_map(move |ev| std::future::ready(filter(ev, keep.as_ref(), &cache)))
+                .modify(move |o| {
+                    o.managed_fields_mut().clear();
+                    o.annotations_mut()
+                        .remove("kubectl.kubernetes.io/last-applied-configuration");
+                    trim(o);
+                }),
         );
         // Errors before the first list completes are the start's failure (a missing CRD, a
         // refused list), reported by its error below: they are not restarts of a running
@@ -271,6 +302,37 @@ where
             }
             arrived = *rx.borrow_and_update();
         }
+    }
+}
+
+/// Drops the events of objects `keep` refuses, turning an update of a cached object that is
+/// no longer kept into its deletion.
+fn filter<K>(
+    ev: Result<watcher::Event<K>, watcher::Error>,
+    keep: Option<&KeepFn<K>>,
+    cache: &Store<K>,
+) -> Option<Result<watcher::Event<K>, watcher::Error>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
+    let Some(keep) = keep else { return Some(ev) };
+    let cached = |o: &K| cache.get(&ObjectRef::from_obj(o)).is_some();
+    match ev {
+        Ok(watcher::Event::InitApply(o)) => {
+            keep(&o, false).then_some(Ok(watcher::Event::InitApply(o)))
+        }
+        Ok(watcher::Event::Apply(o)) => {
+            if keep(&o, false) {
+                Some(Ok(watcher::Event::Apply(o)))
+            } else {
+                cached(&o).then_some(Ok(watcher::Event::Delete(o)))
+            }
+        }
+        Ok(watcher::Event::Delete(o)) => {
+            (keep(&o, true) || cached(&o)).then_some(Ok(watcher::Event::Delete(o)))
+        }
+        other => Some(other),
     }
 }
 

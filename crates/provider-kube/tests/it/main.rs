@@ -12,6 +12,7 @@ mod experiment;
 mod experiment2;
 mod failures;
 mod fidelity;
+mod foreign;
 mod ownership;
 mod pod_path;
 mod pull_check;
