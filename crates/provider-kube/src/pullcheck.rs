@@ -81,7 +81,9 @@ pub fn pull_check_pod(
     i: usize,
     node: Option<&str>,
 ) -> Pod {
-    let name = k8s_name(&format!("pull-check-{i}"));
+    // The run id in the name: runs sharing a namespace (`--namespace`, the parallel drivers of
+    // a split trace) check at the same time.
+    let name = k8s_name(&format!("pull-check-{run_id}-{i}"));
     let mut meta = objects::meta(&name, namespace, run_id, None);
     meta.labels
         .get_or_insert_with(Default::default)

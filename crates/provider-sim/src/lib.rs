@@ -721,20 +721,26 @@ impl Provider for SimProvider {
 
     async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
         let (service, fails) = self.draw(&ev);
-        // Arrival at the instant the operation was due, not at the call: the modelled system
-        // sees the trace's schedule, so its latencies (and a capacity search's truth) do not
-        // depend on how late this machine ran the engine; that lateness is the tool's, judged
-        // by the run's validity. Setup operations (no due instant) arrive at the call.
-        let arrive = ctx.due_ns().unwrap_or_else(|| ctx.now_ns());
+        let called = ctx.now_ns();
         let pool = self.pool(ev.op.op_type());
-        let (start, end) = match pool {
-            Some(p) => p.admit(
-                replay::provider::ns_since(self.epoch, ctx.origin()),
-                arrive,
-                service,
-                &self.config,
-            ),
-            None => (arrive, self.config.completion(arrive, service)),
+        let (arrive, start, end) = match pool {
+            // Arrival in a queue at the instant the operation was due, not at the call: the
+            // modelled system sees the trace's schedule, so its queue (and a capacity search's
+            // truth) does not depend on how late this machine ran the engine; that lateness
+            // is the tool's, judged by the run's validity. Setup operations (no due instant)
+            // arrive at the call.
+            Some(p) => {
+                let arrive = ctx.due_ns().unwrap_or(called);
+                let (start, end) = p.admit(
+                    replay::provider::ns_since(self.epoch, ctx.origin()),
+                    arrive,
+                    service,
+                    &self.config,
+                );
+                (arrive, start, end)
+            }
+            // Without a queue the drawn latency runs from the call.
+            None => (called, called, self.config.completion(called, service)),
         };
         let (tx, rx) = oneshot::channel();
         self.timer

@@ -400,6 +400,8 @@ fn pull_check_pod_manifest() {
     let v = serde_json::to_value(&pod).unwrap();
     let spec = &v["spec"];
     assert_eq!(v["metadata"]["labels"]["cnsreplay.io/run"], "r1");
+    // Named after the run: runs sharing a namespace check at the same time.
+    assert_eq!(v["metadata"]["name"], "pull-check-r1-0");
     assert_eq!(spec["restartPolicy"], "Never");
     assert_eq!(spec["terminationGracePeriodSeconds"], 0);
     assert_eq!(spec["automountServiceAccountToken"], false);
