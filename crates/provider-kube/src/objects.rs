@@ -354,22 +354,7 @@ pub fn pod(
             ..Volume::default()
         });
     }
-    let affinity = node.map(|n| Affinity {
-        node_affinity: Some(NodeAffinity {
-            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                node_selector_terms: vec![NodeSelectorTerm {
-                    match_fields: Some(vec![NodeSelectorRequirement {
-                        key: "metadata.name".into(),
-                        operator: "In".into(),
-                        values: Some(vec![n.to_owned()]),
-                    }]),
-                    match_expressions: None,
-                }],
-            }),
-            ..NodeAffinity::default()
-        }),
-        ..Affinity::default()
-    });
+    let affinity = node.map(on_node);
     let is_io = args.is_some();
     let has_block = !devices.is_empty();
     let resources =
@@ -472,6 +457,27 @@ pub fn iogen_args(ph: &IoPhase, target: &str, seed: u64) -> Vec<String> {
         "--seed".into(),
         seed.to_string(),
     ]
+}
+
+/// The affinity that pins a pod to node `n` (by `metadata.name`, so the scheduler still
+/// checks the node's resources and taints, unlike `spec.nodeName`).
+pub(crate) fn on_node(n: &str) -> Affinity {
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_fields: Some(vec![NodeSelectorRequirement {
+                        key: "metadata.name".into(),
+                        operator: "In".into(),
+                        values: Some(vec![n.to_owned()]),
+                    }]),
+                    match_expressions: None,
+                }],
+            }),
+            ..NodeAffinity::default()
+        }),
+        ..Affinity::default()
+    }
 }
 
 #[cfg(test)]

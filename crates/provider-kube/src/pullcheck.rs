@@ -20,10 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{
-    Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    Pod, PodSecurityContext, PodSpec, SeccompProfile,
-};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSecurityContext, PodSpec, SeccompProfile};
 use kube::ResourceExt;
 use kube::api::Api;
 use replay::{Ledger, OpCtx, ProviderError, RunInfo, SnapshotTimeline};
@@ -113,22 +110,7 @@ pub fn pull_check_pod(
     Pod {
         metadata: meta,
         spec: Some(PodSpec {
-            affinity: node.map(|n| Affinity {
-                node_affinity: Some(NodeAffinity {
-                    required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                        node_selector_terms: vec![NodeSelectorTerm {
-                            match_fields: Some(vec![NodeSelectorRequirement {
-                                key: "metadata.name".into(),
-                                operator: "In".into(),
-                                values: Some(vec![n.to_owned()]),
-                            }]),
-                            match_expressions: None,
-                        }],
-                    }),
-                    ..NodeAffinity::default()
-                }),
-                ..Affinity::default()
-            }),
+            affinity: node.map(objects::on_node),
             restart_policy: Some("Never".into()),
             termination_grace_period_seconds: Some(0),
             automount_service_account_token: Some(false),

@@ -275,14 +275,9 @@ fn experiment2_without_snapshots_on_local_path_all_ok_nothing_left() {
     );
 }
 
-/// A snapshot of a `local-path` volume is refused at pre-flight: the event, the class and
-/// the missing capability named, nothing created (no run directory, no namespace).
-#[test]
-fn a_snapshot_on_local_path_is_refused_at_preflight() {
-    let Some(c) = local_path() else { return };
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
-    let trace = tmp.path().join("snap.yaml");
+/// One volume with a pod, a snapshot of it and the snapshot's deletion, in `dir`.
+fn snapshot_trace(dir: &Path) -> std::path::PathBuf {
+    let trace = dir.join("snap.yaml");
     std::fs::write(
         &trace,
         "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 64Mi}\nevents:\n  \
@@ -294,6 +289,17 @@ fn a_snapshot_on_local_path_is_refused_at_preflight() {
          - {at: 4s, delete_volume: {volume: v}}\n",
     )
     .expect("write trace");
+    trace
+}
+
+/// A snapshot of a `local-path` volume is refused at pre-flight: the event, the class and
+/// the missing capability named, nothing created (no run directory, no namespace).
+#[test]
+fn a_snapshot_on_local_path_is_refused_at_preflight() {
+    let Some(c) = local_path() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kc = c.runner_kubeconfig(tmp.path());
+    let trace = snapshot_trace(tmp.path());
     let run = tmp.path().join("run");
     let mut a = args(&c, &kc, &trace, &run);
     // Even with the cluster's snapshot class named: it is for another driver.
@@ -328,18 +334,7 @@ fn preflight_only_checks_a_trace_against_each_class_and_creates_nothing() {
     let Some(c) = local_path() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
     let kc = c.runner_kubeconfig(tmp.path());
-    let trace = tmp.path().join("snap.yaml");
-    std::fs::write(
-        &trace,
-        "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 64Mi}\nevents:\n  \
-         - {at: 0s, create_volume: {volume: v}}\n  \
-         - {at: 0s, attach: {workload: w, volumes: [v]}}\n  \
-         - {at: 2s, snapshot: {volume: v, snapshot: s}}\n  \
-         - {at: 3s, delete_snapshot: {snapshot: s}}\n  \
-         - {at: 4s, detach: {workload: w}}\n  \
-         - {at: 4s, delete_volume: {volume: v}}\n",
-    )
-    .expect("write trace");
+    let trace = snapshot_trace(tmp.path());
     let run = tmp.path().join("run");
     let mut a = args(&c, &kc, &trace, &run);
     a.extend([
