@@ -49,7 +49,7 @@ const CLEANUP_CONCURRENCY: usize = 64;
 /// With `stopped` (the cleanup of a run stopped by Ctrl-C) a namespace is deleted but its
 /// finalization is not waited for: everything the run made in it was removed (and waited
 /// for) before, by [`rank`], and the namespace controller's own sweep of an empty namespace
-/// takes ~5 s on testenv, more than the 2 s a stopped run has to exit.
+/// takes seconds, more than the 2 s a stopped run has to exit.
 async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry, stopped: bool) -> Result<bool, String> {
     let uid = e
         .detail
@@ -239,7 +239,7 @@ async fn wait_pv_deleted(p: &Kube, c: &kube::Client, name: &str) -> Result<(), S
 /// namespace, then uncordons; each group in parallel, each object with a UID precondition.
 pub(crate) async fn cleanup(p: &Kube, run: &RunInfo, leftovers: &[LedgerEntry]) -> CleanupReport {
     let ledger = replay::Ledger::open(&run.run_dir).ok();
-    remove_all(p, &run.run_id, ledger.as_ref(), leftovers, run.stopped).await
+    remove_all(p, &run.run_id, ledger.as_ref(), leftovers, run.stopped()).await
 }
 
 /// Finds run `run_id`'s objects on the cluster, without its ledger: pods, VolumeSnapshots,

@@ -264,7 +264,6 @@ fn prepare<P: Provider>(
             )
         },
         header: header.clone(),
-        stopped: false,
         stop: Some(control.stop_flag()),
     };
     let mut manifest = Manifest {
@@ -759,12 +758,7 @@ fn clean_up<P: Provider>(
     let report = if leftovers.is_empty() {
         CleanupReport::default()
     } else {
-        let info = RunInfo {
-            stopped,
-            stop: None,
-            ..info.clone()
-        };
-        provider.cleanup(&info, &leftovers)
+        provider.cleanup(info, &leftovers)
     };
     Ok((stopped, report))
 }

@@ -48,19 +48,22 @@ pub struct RunInfo {
     pub run_id: String,
     /// Trace header (defaults for sizes, classes, …).
     pub header: Header,
-    /// Set for the cleanup of a run that was asked to stop (Ctrl-C): the user is waiting for
-    /// the prompt, so a provider may skip waits that only confirm what is already certain
-    /// (e.g. an empty namespace's finalization), never the removal of what the run made.
-    #[serde(default)]
-    pub stopped: bool,
-    /// The run's stop flag (Ctrl-C) while [`Provider::prepare`] runs, before the clock: a
-    /// provider waiting for the cluster there (a pre-flight pod) may then end at once with
-    /// class `cancelled`. None outside a run.
+    /// The run's stop flag (Ctrl-C). Before the clock, in [`Provider::prepare`], a provider
+    /// waiting for the cluster (a pre-flight pod) may end at once with class `cancelled`; in
+    /// [`Provider::cleanup`] of a stopped run the user is waiting for the prompt, so it may
+    /// skip waits that only confirm what is already certain (an empty namespace's
+    /// finalization), never the removal of what the run made. None outside a run (the
+    /// `cleanup` command).
     #[serde(skip)]
     pub stop: Option<Arc<AtomicBool>>,
 }
 
 impl RunInfo {
+    /// Whether the run was asked to stop (its [`RunInfo::stop`] flag is set).
+    pub fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|f| f.load(SeqCst))
+    }
+
     /// The ownership label every object of this run carries (`key=value`).
     pub fn owner_label(&self) -> String {
         format!("cnsreplay.io/run={}", self.run_id)

@@ -630,7 +630,9 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
             "pre-flight passed: {} is a valid trace; the {} provider checks nothing else \
              before its clock",
             a.trace.display(),
-            format!("{:?}", a.provider).to_lowercase()
+            a.provider
+                .to_possible_value()
+                .map_or_else(String::new, |v| v.get_name().to_owned())
         )?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -952,7 +954,6 @@ pub(crate) fn cleanup(a: &CleanupArgs, out: &mut dyn Write) -> anyhow::Result<Ex
         run_dir: fs_err::canonicalize(run_dir)?,
         run_id: m.run_id.clone(),
         header: m.trace.header.clone(),
-        stopped: false,
         stop: None,
     };
     let leftovers = replay::ledger::read_live(&replay::Ledger::path_in(run_dir))?;

@@ -67,14 +67,21 @@ fn cnsreplay(args: &[&str]) -> Output {
     cnsreplay_env(args, &[])
 }
 
-/// `cnsreplay` with extra environment variables.
-fn cnsreplay_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
-        .args(args)
+/// `cnsreplay ARGS` as the tests run it: from the workspace, no colour, no log filter or
+/// engine delay of the caller's environment.
+fn command<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cnsreplay"));
+    c.args(args)
         .current_dir(workspace())
         .env_remove("RUST_LOG")
         .env_remove("CNSREPLAY_TEST_ENGINE_DELAY")
-        .env("NO_COLOR", "1")
+        .env("NO_COLOR", "1");
+    c
+}
+
+/// `cnsreplay` with extra environment variables.
+fn cnsreplay_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(args)
         .envs(env.iter().copied())
         .output()
         .expect("run cnsreplay")
@@ -95,12 +102,7 @@ fn deadline(secs: u64) -> Duration {
 /// (SIGINT, so it removes what it made), killed 60 s later if still there, and the test
 /// fails with its stderr (a cluster test must never hang CI).
 fn cnsreplay_within<S: AsRef<std::ffi::OsStr>>(args: &[S], secs: u64) -> Output {
-    let child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
-        .args(args)
-        .current_dir(workspace())
-        .env_remove("RUST_LOG")
-        .env_remove("CNSREPLAY_TEST_ENGINE_DELAY")
-        .env("NO_COLOR", "1")
+    let child = command(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
