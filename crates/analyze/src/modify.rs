@@ -9,7 +9,8 @@
 //!
 //! Per modify: the I/O rate of each kind the class limits by IOPS (`read_iops`,
 //! `write_iops`), in the [`WINDOW`] before the intended instant and in the [`WINDOW`] after
-//! completion (cut at the next modify of the volume); and *holds after*: the limit holds from
+//! completion (cut at the next modify of the volume; see [`after_from`] for where it starts);
+//! and *holds after*: the limit holds from
 //! the end of the last 1 s window ([`JUDGE`], sliding by 200 ms slots from the intended
 //! instant to the end of the after-window) whose rate is above it (+[`TOLERANCE`]); 0 when
 //! none is, the after-window's end when its last window is. A slot is 200 ms of the run's
@@ -137,6 +138,15 @@ fn holds_from(slots: &BTreeMap<i64, u64>, limit: u64, to: i64) -> Option<i64> {
     })
 }
 
+/// The first slot of the after-window of a change done `response_ns` after its intended
+/// instant: the first whose intervals all began at or after completion. An interval counts in
+/// the slot of its midpoint, so one counted in the first slot boundary after completion could
+/// have begun up to half a slot before it, at the old rate: at 40 000 IOPS, 5 ms of those are
+/// 200 I/Os, a tenth of a 200 IOPS limit's 2 s window. So the window starts half a slot later.
+fn after_from(response_ns: u64) -> i64 {
+    (response_ns + SLOT / 2).div_ceil(SLOT) as i64
+}
+
 fn rate(slots: &BTreeMap<i64, u64>, from: i64, to: i64) -> Option<f64> {
     if to <= from {
         return None;
@@ -194,7 +204,7 @@ pub fn effects(run: &Run) -> Result<Option<Vec<ModifyEffect>>> {
             })
             .collect();
         let before_from = -((WINDOW / SLOT) as i64);
-        let after_from = (completed.saturating_sub(intended)).div_ceil(SLOT) as i64;
+        let after_from = after_from(completed.saturating_sub(intended));
         let mut after_to = after_from + (WINDOW / SLOT) as i64;
         if let Some(n) = next {
             after_to = after_to.min((n.saturating_sub(intended) / SLOT) as i64);
@@ -252,6 +262,27 @@ mod tests {
         assert_eq!(rate(&s, 1, 3), Some(200.0));
         assert_eq!(rate(&s, 5, 7), None);
         assert_eq!(rate(&s, 3, 3), None);
+    }
+
+    /// Every interval counted after a change began at or after the change was done.
+    #[test]
+    fn the_after_window_holds_only_intervals_begun_after_completion() {
+        for response in [
+            0,
+            1,
+            99_999_999,
+            100_000_000,
+            150_000_000,
+            1_950_000_000,
+            2_100_000_000,
+        ] {
+            let first = after_from(response);
+            // The earliest midpoint the first slot takes, minus half an interval.
+            let earliest_start = (first as u64 * SLOT).saturating_sub(SLOT / 2);
+            assert!(earliest_start >= response, "{response}: slot {first}");
+            // And no later than needed: the slot before would take an earlier one.
+            assert!(((first - 1) as u64 * SLOT).saturating_sub(SLOT / 2) < response.max(1));
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use kube::runtime::reflector::{ObjectRef, Store};
 use replay::{OpCtx, ProviderError};
 
-use crate::Kube;
+use crate::{Kube, stamp};
 
 /// Warning Events about a pod watched while it starts.
 pub(crate) const POD_WARNINGS: &[&str] = &[
@@ -183,6 +183,18 @@ pub fn pod_started(o: &Pod) -> bool {
             c.state
                 .as_ref()
                 .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+        })
+}
+
+/// The kubelet's `PodReadyToStartContainers` condition is `True`: the pod's volumes are
+/// mounted and its sandbox is up, so only its images and containers remain.
+pub fn ready_to_start_containers(o: &Pod) -> bool {
+    o.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "PodReadyToStartContainers" && c.status == "True")
         })
 }
 
@@ -575,14 +587,26 @@ impl Kube {
     /// Waits until a [`PodKind::Job`] pod (`io_phase`, I/O stream) has started
     /// ([`pod_started`]) and returns when that was seen; fails in seconds with the cluster's
     /// reason when it will not ([`Kube::pod_wait`], [`Kube::or_warning`] with
-    /// [`POD_WARNINGS`]).
+    /// [`POD_WARNINGS`]). On the way it stamps where a slow start went, as the watch shows
+    /// them: `scheduled` (a node), `sandbox-ready` (the kubelet's `PodReadyToStartContainers`:
+    /// its volumes attached and mounted, its sandbox up; absent on clusters without it). What
+    /// follows that is the image and the container.
     pub(crate) async fn wait_started(
         &self,
         ctx: &OpCtx,
         name: &str,
         uid: &str,
     ) -> Result<Instant, ProviderError> {
+        let (mut scheduled, mut sandbox) = (false, false);
         let started = self.pod_wait(ctx, name, uid, PodKind::Job, |o| {
+            if !scheduled && o.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
+                scheduled = true;
+                stamp::phase_at(ctx, "scheduled", Instant::now());
+            }
+            if !sandbox && ready_to_start_containers(o) {
+                sandbox = true;
+                stamp::phase_at(ctx, "sandbox-ready", Instant::now());
+            }
             pod_started(o).then_some(())
         });
         let (r, at) = self

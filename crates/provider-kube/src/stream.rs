@@ -110,8 +110,19 @@ pub(crate) async fn open(
         match tokio::time::timeout(timeout, p.wait_started(&stream.ctx, &name, &uid)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(mut e)) => {
+                // Where the time went: after the pod's last milestone is the kubelet's own
+                // verdict (its volume's attach and mount come before it).
+                let last = stream
+                    .ctx
+                    .phases_so_far()
+                    .last()
+                    .map(|ph| {
+                        let since = stream.ctx.now_ns().saturating_sub(ph.at);
+                        format!(" ({:.1} s after {})", since as f64 / 1e9, ph.name)
+                    })
+                    .unwrap_or_default();
                 e.message = format!(
-                    "the I/O stream pod {ns}/{name} did not start after {:.1} s: {}",
+                    "the I/O stream pod {ns}/{name} did not start after {:.1} s{last}: {}",
                     t0.elapsed().as_secs_f64(),
                     e.message
                 );

@@ -293,6 +293,16 @@ impl OpCtx {
             });
     }
 
+    /// The phases marked so far, in the order they were marked (the record gets them when
+    /// the operation ends): where an operation that is still going, or never gets a record
+    /// (an I/O stream's start), spent its time.
+    pub fn phases_so_far(&self) -> Vec<Phase> {
+        self.phases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Reports a failure the cluster retried by itself while the operation ran (e.g. the
     /// kubelet's `FailedMount` Warnings): `count` is how many times `reason` was reported so
     /// far (the latest report per reason wins, so it may be reported again as it grows) and

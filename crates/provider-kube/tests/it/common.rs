@@ -608,7 +608,7 @@ pub fn failed_within<'a>(r: &'a EventRecord, class: &str, secs: u64) -> &'a str 
     let (from, since) = r
         .phases
         .iter()
-        .filter(|p| matches!(p.name.as_str(), "scheduled" | "attached"))
+        .filter(|p| matches!(p.name.as_str(), "scheduled" | "attached" | "sandbox-ready"))
         .map(|p| (p.at, p.name.as_str()))
         .filter(|&(at, _)| at >= r.started && at <= r.completed)
         .max()
