@@ -370,6 +370,10 @@ pub struct CompareReport {
     pub rows: Vec<Row>,
     /// Rows (`op metric`) missing from some run, so not compared.
     pub unmatched: Vec<String>,
+    /// Op types a `partly-valid` run measured within reach of the tool's own delay
+    /// (`op: run: evidence`): their rows are not judged, and keep the exit code at 3.
+    #[serde(default)]
+    pub engine_bound: Vec<String>,
     /// Rows tested (not insufficient data, variance known): Holm's family size.
     pub tested: usize,
     /// Rows with a regression.
@@ -390,7 +394,11 @@ impl CompareReport {
     pub fn exit_code(&self) -> u8 {
         if self.regressions > 0 {
             1
-        } else if self.inconclusive > 0 || self.insufficient > 0 || self.tested == 0 {
+        } else if self.inconclusive > 0
+            || self.insufficient > 0
+            || self.tested == 0
+            || !self.engine_bound.is_empty()
+        {
             3
         } else {
             0
@@ -437,6 +445,19 @@ pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Resu
         runs.iter().map(run_values).collect()
     };
     let (bv, nv) = (values(&b)?, values(&n)?);
+    // Op types a partly-valid run could not measure: their rows are left out, and said.
+    let mut engine_bound = Vec::new();
+    let mut bound_ops = BTreeSet::new();
+    for r in b.iter().chain(&n) {
+        for (op, why) in r.engine_bound_ops() {
+            engine_bound.push(format!("{op}: {}: {why}", r.path.display()));
+            bound_ops.insert(op);
+        }
+    }
+    let is_bound = |op: &str| {
+        bound_ops.contains(op)
+            || (op.starts_with("io ") && bound_ops.contains(replay::validity::IO_PHASE_IO))
+    };
     let keys: BTreeSet<&(String, Metric)> = bv.iter().chain(&nv).flat_map(|m| m.keys()).collect();
     let mut samples = Vec::new();
     let mut unmatched = Vec::new();
@@ -445,6 +466,7 @@ pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Resu
             v.iter().map(|m| m.get(key).copied()).collect()
         };
         match (side(&bv), side(&nv)) {
+            _ if is_bound(&key.0) => {}
             (Some(base), Some(new)) => samples.push(Sample {
                 op: key.0.clone(),
                 metric: key.1,
@@ -466,6 +488,14 @@ pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Resu
     r.new = paths(new);
     r.same_trace = same_trace;
     r.unmatched = unmatched;
+    if !engine_bound.is_empty() {
+        r.notes.push(format!(
+            "not judged, the tool's own delay too large against their latencies in a \
+             partly-valid run (exit code 3): {}",
+            engine_bound.join("; ")
+        ));
+    }
+    r.engine_bound = engine_bound;
     r.manifest_differences = manifest_differences(&b, &n);
     Ok(r)
 }
@@ -680,6 +710,7 @@ pub fn judge(samples: &[Sample], design: &Design, opts: &CompareOptions) -> Comp
         insufficient: count(Verdict::InsufficientData),
         rows,
         unmatched: Vec::new(),
+        engine_bound: Vec::new(),
         notes,
     }
 }

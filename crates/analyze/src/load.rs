@@ -106,7 +106,23 @@ impl Run {
         Ok(run)
     }
 
-    /// `Err(Error::InvalidRun)` when the run did not finish or its verdict is not `valid`.
+    /// The op types a `partly-valid` run's verdict says are within reach of the tool's own
+    /// delay (`io_phase I/O` for the I/O of its `io_phase` units), with the evidence; empty
+    /// for any other verdict.
+    pub fn engine_bound_ops(&self) -> Vec<(String, String)> {
+        match &self.validity {
+            Some(v) if v.verdict == Verdict::PartlyValid => v
+                .ops
+                .iter()
+                .filter(|o| o.verdict == Verdict::EngineBound)
+                .map(|o| (o.op.clone(), o.evidence.clone()))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// `Err(Error::InvalidRun)` when the run did not finish or its verdict is not `valid`
+    /// (`not-judged` and `partly-valid` are admitted: see [`Run::engine_bound_ops`]).
     pub fn check_valid(&self) -> Result<()> {
         let refuse = |verdict: &str, evidence: String| {
             Err(Error::InvalidRun {
@@ -130,7 +146,12 @@ impl Run {
         }
         match &self.validity {
             // `not-judged`: too few events to tell; nothing says the engine limited the run.
-            Some(v) if !matches!(v.verdict, Verdict::Valid | Verdict::NotJudged) => {
+            Some(v)
+                if !matches!(
+                    v.verdict,
+                    Verdict::Valid | Verdict::NotJudged | Verdict::PartlyValid
+                ) =>
+            {
                 refuse(v.verdict.name(), v.evidence())
             }
             _ => Ok(()),

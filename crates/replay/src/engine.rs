@@ -825,10 +825,10 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
             .iter()
             .filter(|(op, _)| *op != OpType::Marker.name())
     };
-    // The reference of the scaled lateness limits: the smallest median service time of an op
-    // type the engine called (not `io_phase`, a unit of many I/Os; not stream-fed `io`,
-    // judged by its streams).
-    let reference = sunk
+    // What the lateness is judged against: the median service time of each op type the
+    // engine called (not `io_phase`, a unit of many I/Os; not stream-fed `io`, judged by its
+    // streams).
+    let medians: Vec<(&str, u64)> = sunk
         .ops
         .iter()
         .filter(|(op, o)| {
@@ -838,7 +838,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
                 && (*op != OpType::Io.name() || io_streams.is_empty())
         })
         .map(|(op, o)| (op.as_str(), o.service.p50))
-        .min_by_key(|(_, p50)| *p50);
+        .collect();
     let validity = validity::judge(
         &Measured {
             state,
@@ -850,7 +850,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
             resume_lateness: &sunk.resume_lateness,
             completion_lateness: &completion_lateness,
             io_lateness: sunk.io_issue.as_ref().map(|(l, s)| (l, s)),
-            reference,
+            medians,
             rate: dispatch_rate.as_ref(),
             workers_busy,
             throttling: &client_throttling,
@@ -858,7 +858,10 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         },
         &opts.validity,
     );
-    if matches!(validity.verdict, Verdict::EngineBound | Verdict::Failed) {
+    if matches!(
+        validity.verdict,
+        Verdict::EngineBound | Verdict::Failed | Verdict::PartlyValid
+    ) {
         notices.push(format!(
             "verdict {}: {}",
             validity.verdict,

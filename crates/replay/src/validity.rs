@@ -20,17 +20,26 @@
 //! ten times that for a p99.9. A percentile with fewer than 100 values behind it (1000 for a
 //! p99.9) is *not judged*, and says so: with 44 events a p99 is one hiccup.
 //!
+//! The tool's delay matters in proportion to what it delays, so each op type is also judged on
+//! its own ([`ops`]): the lateness against 1 % of *its* median. A run where the lateness only
+//! sinks the fastest op types (1 ms of scheduler noise against a 0.9 ms `delete_snapshot`, not
+//! against a 30 ms attach) is `partly-valid`, naming both sides, rather than refused whole.
+//!
 //! The verdict: `incomplete` when the run stopped early; `failed` when every provider
 //! operation failed (nothing but errors was measured); `engine-bound` when any engine check
 //! failed (lateness p99 / p99.9, dispatch rate over the run or a window, runtime workers
-//! saturated, client-side throttling reported by the provider); `not-judged` when none failed
-//! but no timing check had enough events to judge; else `valid`. Defaults and the reasoning
+//! saturated, client-side throttling reported by the provider) — `partly-valid` instead when
+//! only lateness checks failed and some op type's own limits held; `not-judged` when none
+//! failed but no timing check had enough events to judge; else `valid`. Defaults and the reasoning
 //! behind them are in `docs/replay.md` (Run validity).
 
 use serde::{Deserialize, Serialize};
 
 use crate::provider::ClientThrottling;
 use crate::record::{CompletionState, Percentiles};
+
+mod ops;
+pub use ops::{IO_PHASE_IO, OpValidity};
 
 /// Thresholds of the engine checks (recorded in the manifest with the run options; the
 /// limits a run was held to are in its summary's [`Validity::limits`]).
@@ -210,6 +219,10 @@ pub enum Verdict {
     /// No timing check had enough events to judge (e.g. fewer than 100 events that did
     /// not wait): nothing says the engine limited the run, and nothing says it did not.
     NotJudged,
+    /// Only lateness checks failed, and only against some op types' own limits: the numbers
+    /// of the op types judged `valid` ([`Validity::ops`]) describe the system; those of the
+    /// others are within reach of the tool's own delay.
+    PartlyValid,
 }
 
 impl Verdict {
@@ -221,6 +234,7 @@ impl Verdict {
             Verdict::Incomplete => "incomplete",
             Verdict::Failed => "failed",
             Verdict::NotJudged => "not-judged",
+            Verdict::PartlyValid => "partly-valid",
         }
     }
 }
@@ -273,6 +287,10 @@ pub struct Validity {
     /// The lateness limits the run was held to (absent in runs from before they scaled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Each op type judged against limits scaled from its own median (absent in runs from
+    /// before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ops: Vec<OpValidity>,
 }
 
 impl Validity {
@@ -289,6 +307,27 @@ impl Validity {
     /// The evidence of the failed checks, one sentence each, joined with `; ` (for a run
     /// with nothing judged: why each check was not).
     pub fn evidence(&self) -> String {
+        if self.verdict == Verdict::PartlyValid {
+            let names = |v: Verdict| {
+                self.ops
+                    .iter()
+                    .filter(|o| o.verdict == v)
+                    .map(|o| o.op.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let bound: Vec<String> = self
+                .ops
+                .iter()
+                .filter(|o| o.verdict == Verdict::EngineBound)
+                .map(|o| format!("{}: {}", o.op, o.evidence))
+                .collect();
+            return format!(
+                "valid for {}; engine-bound for {}",
+                names(Verdict::Valid),
+                bound.join("; ")
+            );
+        }
         let v: Vec<&str> = if self.verdict == Verdict::NotJudged {
             self.not_judged().map(|c| c.message.as_str()).collect()
         } else {
@@ -418,9 +457,11 @@ pub struct Measured<'a> {
     /// iogen's own issue lateness inside `io_phase` units (submission − intended), when the
     /// provider reported it, with the I/O service time it is judged against.
     pub io_lateness: Option<(&'a Percentiles, &'a Percentiles)>,
-    /// The smallest median service time of an op type (its name and ns): the reference of
-    /// the scaled limits when none is given.
-    pub reference: Option<(&'a str, u64)>,
+    /// The median service time of each op type the engine called (its name and ns; not
+    /// `io_phase`, a unit of many I/Os, nor stream-fed `io`, judged by its streams): the
+    /// smallest is the reference of the run's scaled limits when none is given, and each is
+    /// its own op type's ([`Validity::ops`]).
+    pub medians: Vec<(&'a str, u64)>,
     /// Dispatch rate, when enough windows had enough events.
     pub rate: Option<&'a DispatchRate>,
     /// Mean busy fraction of the runtime's workers over the run.
@@ -628,7 +669,8 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
             )
         },
     );
-    let limits = o.limits(m.reference);
+    let reference = m.medians.iter().copied().min_by_key(|(_, p50)| *p50);
+    let limits = o.limits(reference);
     c.lateness(
         "start_lateness",
         "start lateness",
@@ -748,7 +790,8 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         checks,
         timing_judged,
     } = c;
-    let verdict = [Verdict::Incomplete, Verdict::Failed, Verdict::EngineBound]
+    let ops = ops::judge_ops(m, o, &checks);
+    let mut verdict = [Verdict::Incomplete, Verdict::Failed, Verdict::EngineBound]
         .into_iter()
         .find(|v| checks.iter().any(|c| !c.passed && c.fails_as == *v))
         .unwrap_or(if timing_judged {
@@ -756,10 +799,20 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         } else {
             Verdict::NotJudged
         });
+    if verdict == Verdict::EngineBound
+        && checks
+            .iter()
+            .filter(|c| !c.passed)
+            .all(|c| ops::is_lateness(&c.check))
+        && ops.iter().any(|op| op.verdict == Verdict::Valid)
+    {
+        verdict = Verdict::PartlyValid;
+    }
     Validity {
         verdict,
         checks,
         limits: Some(limits),
+        ops,
     }
 }
 
@@ -815,7 +868,7 @@ mod tests {
             resume_lateness: none,
             completion_lateness: none,
             io_lateness: None,
-            reference: Some(("attach", 1_000_000_000)),
+            medians: vec![("attach", 1_000_000_000)],
             rate: None,
             workers_busy: Some(0.1),
             throttling: &[],
@@ -915,7 +968,10 @@ mod tests {
             ..measured(&start, &none)
         };
         let v = judge(&m, &o);
-        assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
+        // The attach holds its own limits: only the I/O's numbers are the tool's.
+        assert_eq!(v.verdict, Verdict::PartlyValid, "{v:#?}");
+        let io = v.ops.iter().find(|x| x.op == IO_PHASE_IO).expect("io");
+        assert_eq!(io.verdict, Verdict::EngineBound, "{v:#?}");
         let c = v
             .failed()
             .find(|c| c.check == "io_phase.lateness.p99")
@@ -950,7 +1006,7 @@ mod tests {
             resume_lateness: &none,
             completion_lateness: &none,
             io_lateness: None,
-            reference: None,
+            medians: Vec::new(),
             rate: None,
             workers_busy: Some(0.2),
             throttling: &[],

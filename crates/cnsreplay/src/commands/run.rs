@@ -911,6 +911,23 @@ fn write_verdict(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
             out,
             "verdict: NOT JUDGED (too few events to tell whether the engine kept up)"
         )?,
+        Verdict::PartlyValid => {
+            let valid: Vec<&str> = v
+                .ops
+                .iter()
+                .filter(|o| o.verdict == Verdict::Valid)
+                .map(|o| o.op.as_str())
+                .collect();
+            writeln!(
+                out,
+                "verdict: PARTLY VALID (valid for {}; the tool's own delay is too large against \
+                 the latencies of the rest)",
+                valid.join(", ")
+            )?;
+            for o in v.ops.iter().filter(|o| o.verdict == Verdict::EngineBound) {
+                writeln!(out, "  {}: {}", o.op, o.evidence)?;
+            }
+        }
         _ => {
             writeln!(out, "verdict: {}", v.verdict.name().to_uppercase())?;
             for c in v.failed() {

@@ -104,3 +104,103 @@ fn an_injected_engine_delay_is_flagged_and_clean_runs_are_valid() {
          limits?): {clean:?}"
     );
 }
+
+/// An engine delay that sinks only the fast op type's numbers: 20 ms injected against
+/// `cordon_node`s of 10 ms (limit 1 ms: 10 % of its median) and attaches of 5 s (limit
+/// 100 ms). The run is `partly-valid`, naming both; `analyze compare` judges the attach rows,
+/// leaves the `cordon_node` rows out with the reason, and exits 3.
+#[test]
+fn a_delay_that_sinks_only_the_fast_op_type_is_partly_valid_and_compare_leaves_it_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut text = String::from(
+        r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#,
+    );
+    text.push('\n');
+    for i in 0..300u64 {
+        let op = if i % 2 == 0 {
+            format!(r#""attach":{{"workload":"w{i}","volumes":[]}}"#)
+        } else {
+            r#""cordon_node":{"node":"n"}"#.to_owned()
+        };
+        text.push_str(&format!(
+            "{{\"at\":{},\"id\":{},{op}}}\n",
+            i * 5_000_000,
+            i + 1
+        ));
+    }
+    let t = dir.path().join("mixed.jsonl");
+    fs_err::write(&t, text).expect("write trace");
+    let run = |name: &str| {
+        let out = dir.path().join(name);
+        let o = cnsreplay_env(
+            &[
+                "-q",
+                "run",
+                s(&t),
+                "--provider",
+                "sim",
+                "--sim-latency",
+                "attach=constant:5s",
+                "--sim-latency",
+                "cordon_node=constant:10ms",
+                "-o",
+                s(&out),
+                "--validity=start.fraction=10%,start.max=100ms",
+                "--json",
+            ],
+            &[("CNSREPLAY_TEST_ENGINE_DELAY", "20ms")],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{name}: no summary ({e}): {}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+        (out, v["validity"].clone())
+    };
+    let (a, va) = run("a");
+    let (b, _) = run("b");
+    assert_eq!(va["verdict"], "partly-valid", "{va:#}");
+    let op = |name: &str| {
+        va["ops"]
+            .as_array()
+            .and_then(|o| o.iter().find(|x| x["op"] == name))
+            .unwrap_or_else(|| panic!("no {name} in {va:#}"))
+            .clone()
+    };
+    assert_eq!(op("attach")["verdict"], "valid", "{va:#}");
+    let cordon = op("cordon_node");
+    assert_eq!(cordon["verdict"], "engine-bound", "{va:#}");
+    assert!(
+        cordon["evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("start lateness p99")),
+        "{cordon:#}"
+    );
+
+    let o = super::cnsreplay(&["analyze", "compare", s(&a), "--", s(&b), "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("compare json");
+    let ops: Vec<&str> = r["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|row| row["op"].as_str())
+        .collect();
+    assert!(
+        ops.contains(&"attach") && !ops.contains(&"cordon_node"),
+        "{ops:?}"
+    );
+    let bound = r["engine_bound"].as_array().expect("engine_bound");
+    assert!(
+        bound
+            .iter()
+            .any(|x| x.as_str().is_some_and(|x| x.starts_with("cordon_node: "))),
+        "{bound:?}"
+    );
+}

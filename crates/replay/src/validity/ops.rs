@@ -1,0 +1,248 @@
+//! Each op type judged on its own: the tool's measured delays (start, resume and completion
+//! lateness for the control operations; iogen's issue lateness for `io_phase` I/O) against
+//! limits scaled from that op type's own median, as the run's limits are from the smallest.
+//!
+//! The delays are the run's, not an op type's: the same runtime starts and completes every
+//! operation, so one distribution applies to all. What differs is what the delay does to each
+//! measurement: 1 ms is 3 % of a 30 ms attach's median but more than a 0.9 ms
+//! `delete_snapshot`'s. So an op type is `valid` when every judged lateness percentile is
+//! within its own limits, `engine-bound` when one is not, `not-judged` when no lateness
+//! percentile had enough values behind it.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Check, Measured, ValidityOptions, Verdict, ms};
+
+/// The entry of `io_phase` units' I/O in [`super::Validity::ops`].
+pub const IO_PHASE_IO: &str = "io_phase I/O";
+
+/// One op type's verdict against limits scaled from its own median.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct OpValidity {
+    /// The op type (`attach`, …), or `io_phase I/O` for the I/O of `io_phase` units.
+    pub op: String,
+    /// Its median service time, ns (the reference of its limits unless one was given).
+    pub median_ns: u64,
+    /// Its lateness p99 limit, ns.
+    pub p99_limit_ns: u64,
+    /// Its lateness p99.9 limit, ns.
+    pub p999_limit_ns: u64,
+    /// `valid`, `engine-bound` or `not-judged`.
+    pub verdict: Verdict,
+    /// The lateness percentiles past its limits, in words (empty when none is).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub evidence: String,
+}
+
+/// Whether a check is one of the lateness checks (which op types are judged by).
+pub(super) fn is_lateness(check: &str) -> bool {
+    [
+        "start_lateness.",
+        "resume_lateness.",
+        "completion_lateness.",
+        "io_phase.lateness.",
+    ]
+    .iter()
+    .any(|p| check.starts_with(p))
+}
+
+/// The op types' verdicts, from the run's judged lateness checks.
+pub(super) fn judge_ops(
+    m: &Measured<'_>,
+    o: &ValidityOptions,
+    checks: &[Check],
+) -> Vec<OpValidity> {
+    let control: Vec<&Check> = checks
+        .iter()
+        .filter(|c| c.judged && is_lateness(&c.check) && !c.check.starts_with("io_phase."))
+        .collect();
+    let io: Vec<&Check> = checks
+        .iter()
+        .filter(|c| c.judged && c.check.starts_with("io_phase.lateness."))
+        .collect();
+    let mut out: Vec<OpValidity> = m
+        .medians
+        .iter()
+        .map(|&(op, median)| one(op, median, o, &control))
+        .collect();
+    if let Some((_, service)) = m.io_lateness
+        && service.count > 0
+    {
+        out.push(one(IO_PHASE_IO, service.p50, o, &io));
+    }
+    out
+}
+
+fn one(op: &str, median: u64, o: &ValidityOptions, judged: &[&Check]) -> OpValidity {
+    let limits = o.limits(Some((op, median)));
+    let over: Vec<String> = judged
+        .iter()
+        .filter_map(|c| {
+            let limit = if c.check.ends_with(".p99.9") {
+                limits.p999_ns
+            } else {
+                limits.p99_ns
+            };
+            (c.value > limit as f64).then(|| {
+                let (what, pct) = c.check.rsplit_once(".p").unwrap_or((&c.check, "99"));
+                format!(
+                    "{} p{pct} {} > {}",
+                    what.replace(['_', '.'], " "),
+                    ms(c.value),
+                    ms(limit as f64)
+                )
+            })
+        })
+        .collect();
+    let verdict = if judged.is_empty() {
+        Verdict::NotJudged
+    } else if over.is_empty() {
+        Verdict::Valid
+    } else {
+        Verdict::EngineBound
+    };
+    let evidence = if over.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "{} (its median {}; limits {})",
+            over.join(", "),
+            ms(median as f64),
+            limits.basis
+        )
+    };
+    OpValidity {
+        op: op.to_owned(),
+        median_ns: median,
+        p99_limit_ns: limits.p99_ns,
+        p999_limit_ns: limits.p999_ns,
+        verdict,
+        evidence,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Measured, ValidityOptions, Verdict, judge};
+    use crate::record::{CompletionState, Percentiles};
+
+    fn pct(count: u64, p99: u64, p999: u64) -> Percentiles {
+        Percentiles {
+            count,
+            p99,
+            p999,
+            ..Percentiles::default()
+        }
+    }
+
+    fn measured<'a>(
+        start: &'a Percentiles,
+        completion: &'a Percentiles,
+        none: &'a Percentiles,
+        medians: Vec<(&'a str, u64)>,
+    ) -> Measured<'a> {
+        Measured {
+            state: CompletionState::Complete,
+            reason: None,
+            operations: 1000,
+            operations_ok: 1000,
+            start_lateness: start,
+            waited: 0,
+            resume_lateness: none,
+            completion_lateness: completion,
+            io_lateness: None,
+            medians,
+            rate: None,
+            workers_busy: Some(0.1),
+            throttling: &[],
+            streams: &[],
+        }
+    }
+
+    /// The README's main job on a busy machine: 1 ms of completion lateness sinks a 0.9 ms
+    /// op's numbers and nothing else's.
+    #[test]
+    fn lateness_that_sinks_only_the_fastest_op_type_is_partly_valid() {
+        let o = ValidityOptions::default();
+        let (start, none) = (pct(50, 5_000_000, 5_000_000), Percentiles::default());
+        let completion = pct(50_000, 1_000_000, 2_500_000);
+        let m = measured(
+            &start,
+            &completion,
+            &none,
+            vec![("attach", 30_000_000), ("delete_snapshot", 900_000)],
+        );
+        let v = judge(&m, &o);
+        // attach: 1 % of 30 ms = 0.3 ms < 1 ms: over too, so no op type holds.
+        assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
+        let by = |op: &str| v.ops.iter().find(|x| x.op == op).expect("op");
+        assert_eq!(by("attach").p99_limit_ns, 300_000);
+        assert_eq!(by("attach").verdict, Verdict::EngineBound, "{v:#?}");
+        assert_eq!(by("delete_snapshot").verdict, Verdict::EngineBound);
+        // With a 200 ms attach (2 ms limit) the attach holds: partly valid.
+        let m = measured(
+            &start,
+            &completion,
+            &none,
+            vec![("attach", 200_000_000), ("delete_snapshot", 900_000)],
+        );
+        let v = judge(&m, &o);
+        assert_eq!(v.verdict, Verdict::PartlyValid, "{v:#?}");
+        let by = |op: &str| v.ops.iter().find(|x| x.op == op).expect("op");
+        assert_eq!(by("attach").verdict, Verdict::Valid, "{v:#?}");
+        let d = by("delete_snapshot");
+        assert_eq!(d.verdict, Verdict::EngineBound);
+        assert!(
+            d.evidence
+                .contains("completion lateness p99 1.000 ms > 0.020 ms"),
+            "{}",
+            d.evidence
+        );
+        assert!(
+            v.evidence().contains("valid for attach"),
+            "{}",
+            v.evidence()
+        );
+    }
+
+    #[test]
+    fn every_op_type_over_its_limits_is_engine_bound_and_none_over_is_valid() {
+        let o = ValidityOptions::default();
+        let none = Percentiles::default();
+        let start = pct(50, 0, 0);
+        let late = pct(50_000, 5_000_000, 5_000_000);
+        let m = measured(&start, &late, &none, vec![("attach", 30_000_000)]);
+        assert_eq!(judge(&m, &o).verdict, Verdict::EngineBound);
+        let quick = pct(50_000, 100_000, 500_000);
+        let m = measured(&start, &quick, &none, vec![("attach", 30_000_000)]);
+        let v = judge(&m, &o);
+        assert_eq!(v.verdict, Verdict::Valid, "{v:#?}");
+        assert_eq!(v.ops[0].verdict, Verdict::Valid);
+        // Nothing judged: the op type is not judged either.
+        let m = measured(&start, &none, &none, vec![("attach", 30_000_000)]);
+        let v = judge(&m, &o);
+        assert_eq!(v.ops[0].verdict, Verdict::NotJudged, "{v:#?}");
+    }
+
+    /// A failure that is not lateness (the dispatch rate, the workers) hurts every op type:
+    /// the run stays engine-bound whatever the op types' own limits say.
+    #[test]
+    fn a_failed_rate_check_is_engine_bound_even_with_valid_op_types() {
+        let o = ValidityOptions::default();
+        let none = Percentiles::default();
+        let start = pct(50, 0, 0);
+        let late = pct(50_000, 1_000_000, 2_000_000);
+        let m = Measured {
+            workers_busy: Some(0.99),
+            ..measured(
+                &start,
+                &late,
+                &none,
+                vec![("attach", 200_000_000), ("delete_snapshot", 900_000)],
+            )
+        };
+        let v = judge(&m, &o);
+        assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
+    }
+}
