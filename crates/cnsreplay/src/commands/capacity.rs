@@ -303,7 +303,7 @@ fn limits(points: &[&SearchPoint], slos: &[Slo], o: &PointOptions) -> Vec<String
     // first such run's evidence.
     // Under --allow-invalid such a run was judged by its SLOs anyway: said so, since the
     // engine then did not decide the point.
-    for verdict in ["engine-bound", "incomplete", "failed"] {
+    for verdict in ["engine-bound", "partly-valid", "incomplete", "failed"] {
         let evidence = points
             .iter()
             .filter(|p| p.eval.validity == verdict)
@@ -316,6 +316,9 @@ fn limits(points: &[&SearchPoint], slos: &[Slo], o: &PointOptions) -> Vec<String
         let what = match (verdict, evidence) {
             ("engine-bound", Some(e)) => format!("the engine, not the system ({e}{judged})"),
             ("engine-bound", None) => format!("the engine, not the system{judged}"),
+            ("partly-valid", Some(e)) => {
+                format!("the engine, for some op types, not the system ({e}{judged})")
+            }
             (_, _) => format!("run {verdict}{judged}"),
         };
         count(what, &|e| e.validity == verdict);
