@@ -89,13 +89,14 @@ pub(crate) fn nothing_left(rt: &tokio::runtime::Runtime, c: &kube::Client, run_i
 }
 
 /// The trace of one workload with an `io_phase` on a file-system volume, and the rest of its
-/// life (the detach late enough that an `io_phase` that cannot start has failed by then: a
-/// detach deletes the workload's I/O pods).
+/// life (the detach late enough that an `io_phase` that cannot start has failed by then, also
+/// when a loaded CI takes 15 s to attach the workload's volume first: a detach deletes the
+/// workload's I/O pods).
 const IO_PHASE_TRACE: &str = "  - {at: 0s, create_volume: {volume: v}}\n  \
      - {at: 0s, attach: {workload: w, volumes: [v]}}\n  \
      - {at: 0s, io_phase: {workload: w, volume: v, pattern: random, read_pct: 50, block_size: 4Ki, load: {depth: 1}, duration: 3s}}\n  \
-     - {at: 15s, detach: {workload: w}}\n  \
-     - {at: 15s, delete_volume: {volume: v}}\n";
+     - {at: 30s, detach: {workload: w}}\n  \
+     - {at: 30s, delete_volume: {volume: v}}\n";
 
 /// A new user's first run: an image no registry has. The workload's pod, an `io_phase`'s pod
 /// and an I/O stream's pod each end in seconds with `image_pull_failed` naming the image (not
