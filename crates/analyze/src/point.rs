@@ -136,6 +136,10 @@ pub struct PointEval {
     /// lateness p99 …`), also when `allow_invalid` judged the run anyway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validity_evidence: Option<String>,
+    /// The cluster's own queues that held the run's operations up (see [`control_plane`]):
+    /// the system's limits, named, not failures of the point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control_plane: Vec<String>,
     /// Whether the point passes every check.
     pub pass: bool,
     /// Why it does not (empty when it passes).
@@ -268,6 +272,50 @@ pub fn validity(run: &Run) -> (String, String, Option<String>) {
     }
 }
 
+/// What the cluster's own queues say about a run (`summary.json` `cluster`, scraped with
+/// `--apiserver-metrics` and `--csi-metrics`), one sentence per queue that held work up:
+/// requests API priority and fairness rejected (HTTP 429); and any queue — a priority
+/// level's, a sidecar's work queue, a sidecar's client rate limiter — whose p99 wait was at
+/// least 1 % of `slo_ns` (the smallest SLO limit: the scale the tool's own lateness is judged
+/// at), or 1 ms without one. The counts are the cluster's over the run, other clients'
+/// included (a shared priority level is shared).
+pub fn control_plane(run_dir: &Path, slo_ns: Option<u64>) -> Vec<String> {
+    let Ok(summary) = replay::RunDir::open(run_dir).summary() else {
+        return Vec::new();
+    };
+    let Some(c) = summary.cluster else {
+        return Vec::new();
+    };
+    let floor = slo_ns.map_or(0.001, |n| n as f64 / 1e9 * 0.01);
+    let waited = |what: &str, m: &BTreeMap<String, replay::cluster::CallLatency>| {
+        m.iter()
+            .filter(|(_, l)| l.p99.is_finite() && l.p99 >= floor)
+            .map(|(k, l)| {
+                format!(
+                    "{what} {k}: wait p99 {} over {} (p50 {})",
+                    fmt_ns((l.p99 * 1e9) as u64),
+                    l.count,
+                    fmt_ns((l.p50 * 1e9) as u64)
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut out: Vec<String> = c
+        .apf_rejected
+        .iter()
+        .map(|(pl, n)| {
+            format!("the API server: priority level {pl} rejected {n} requests (HTTP 429)")
+        })
+        .collect();
+    out.extend(waited("the API server: priority level", &c.apf_wait));
+    out.extend(waited("the CSI sidecars: work queue", &c.queue_wait));
+    out.extend(waited(
+        "a CSI sidecar's client rate limiter",
+        &c.client_limiter,
+    ));
+    out
+}
+
 fn fmt_ns(ns: u64) -> String {
     crate::report::fmt_ns(ns as f64)
 }
@@ -386,6 +434,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
         });
     }
 
+    let control_plane = control_plane(run_dir, slos.iter().map(|s| s.limit_ns).min());
     let (validity, validity_source, why) = validity(&run);
     if !o.allow_invalid {
         reasons.extend(why.clone());
@@ -399,6 +448,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
         validity,
         validity_source,
         validity_evidence: why,
+        control_plane,
         pass: reasons.is_empty(),
         reasons,
     })

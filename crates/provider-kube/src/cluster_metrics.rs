@@ -2,7 +2,9 @@
 //! Prometheus endpoints (`--csi-metrics URL`, plain `http://`, read with a bare HTTP/1.0 GET)
 //! and, when asked (`--apiserver-metrics`), the API server's `/metrics` through the client
 //! (it needs `get` on the non-resource URL `/metrics`). Scraped once when the clock starts
-//! and once after the last operation; the difference is the run's.
+//! and once after the last operation; the difference is the run's. Besides the calls'
+//! latencies, the queues in front of them: API priority and fairness per priority level, the
+//! sidecars' work queues and client-side rate limiters (what `capacity` names as a limit).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -18,6 +20,10 @@ use crate::Kube;
 pub(crate) struct Scrape {
     csi: BTreeMap<String, Hist>,
     api: BTreeMap<String, Hist>,
+    apf_wait: BTreeMap<String, Hist>,
+    apf_rejected: BTreeMap<String, f64>,
+    queues: BTreeMap<String, Hist>,
+    limiters: BTreeMap<String, Hist>,
     sources: Vec<String>,
     errors: Vec<String>,
 }
@@ -67,6 +73,12 @@ impl Kube {
                     for (k, h) in cluster::csi_histograms(&text) {
                         s.csi.entry(k).or_default().add(&h);
                     }
+                    for (k, h) in cluster::queue_histograms(&text) {
+                        s.queues.entry(k).or_default().add(&h);
+                    }
+                    if let Some(h) = cluster::client_limiter_histogram(&text) {
+                        s.limiters.insert(url.clone(), h);
+                    }
                     s.sources.push(url.clone());
                 }
                 Err(e) => s.errors.push(format!("{url}: {e}")),
@@ -83,6 +95,8 @@ impl Kube {
             match text {
                 Ok(t) => {
                     s.api = cluster::apiserver_histograms(&t);
+                    s.apf_wait = cluster::apf_wait_histograms(&t);
+                    s.apf_rejected = cluster::apf_rejected_counts(&t);
                     s.sources.push("apiserver /metrics".into());
                 }
                 Err(e) => s.errors.push(format!("apiserver /metrics: {e}")),
@@ -105,6 +119,10 @@ pub(crate) fn timing(before: &Scrape, after: &Scrape) -> ClusterTiming {
     ClusterTiming {
         csi: cluster::between(&before.csi, &after.csi),
         apiserver: cluster::between(&before.api, &after.api),
+        apf_wait: cluster::between(&before.apf_wait, &after.apf_wait),
+        apf_rejected: cluster::counted_between(&before.apf_rejected, &after.apf_rejected),
+        queue_wait: cluster::between(&before.queues, &after.queues),
+        client_limiter: cluster::between(&before.limiters, &after.limiters),
         sources: after.sources.clone(),
         errors,
     }

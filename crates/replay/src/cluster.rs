@@ -49,6 +49,27 @@ pub struct ClusterTiming {
     /// API server requests on storage objects and pods by `VERB resource[/subresource]`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub apiserver: BTreeMap<String, CallLatency>,
+    /// API priority and fairness: how long the API server's requests that executed waited
+    /// in their priority level's queues first, by priority level
+    /// (`apiserver_flowcontrol_request_wait_duration_seconds{execute="true"}`): the server's
+    /// own queue in front of every request, the run's and everyone else's in that level.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub apf_wait: BTreeMap<String, CallLatency>,
+    /// Requests API priority and fairness rejected (HTTP 429), by priority level
+    /// (`apiserver_flowcontrol_rejected_requests_total`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub apf_rejected: BTreeMap<String, u64>,
+    /// How long work waited in the sidecars' (controllers') work queues before a worker took
+    /// it, by queue (`workqueue_queue_duration_seconds`: `claims` and `volumes` of the
+    /// provisioner, `csi-attacher-va`, …): a sidecar short of workers or of client QPS shows
+    /// here before its CSI calls do.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub queue_wait: BTreeMap<String, CallLatency>,
+    /// Waits in the sidecars' own client-side rate limiters (client-go's
+    /// `rest_client_rate_limiter_duration_seconds`, all verbs), by metrics endpoint; only the
+    /// sidecars that export it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub client_limiter: BTreeMap<String, CallLatency>,
     /// The endpoints scraped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<String>,
@@ -333,6 +354,76 @@ pub fn apiserver_histograms(text: &str) -> BTreeMap<String, Hist> {
     })
 }
 
+/// The API server's API priority and fairness queue waits of requests that executed, by
+/// priority level.
+pub fn apf_wait_histograms(text: &str) -> BTreeMap<String, Hist> {
+    histograms(
+        text,
+        "apiserver_flowcontrol_request_wait_duration_seconds",
+        &|l| {
+            (label(l, "execute") == Some("true"))
+                .then(|| label(l, "priority_level").map(str::to_owned))
+                .flatten()
+        },
+    )
+}
+
+/// The sum of counter `name`'s series per the group `key` gives each series' labels.
+fn counters(text: &str, name: &str, key: GroupBy<'_>) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for (n, labels, v) in text.lines().filter_map(sample) {
+        if n == name
+            && let Some(k) = key(&labels)
+        {
+            *out.entry(k).or_insert(0.0) += v;
+        }
+    }
+    out
+}
+
+/// Requests API priority and fairness rejected, by priority level (all reasons).
+pub fn apf_rejected_counts(text: &str) -> BTreeMap<String, f64> {
+    counters(
+        text,
+        "apiserver_flowcontrol_rejected_requests_total",
+        &|l| label(l, "priority_level").map(str::to_owned),
+    )
+}
+
+/// Counter increases between two scrapes per group, leaving out groups with none (a reset
+/// leaves what is after it).
+pub fn counted_between(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, &v)| {
+            let b = before.get(k).copied().unwrap_or(0.0);
+            (k.clone(), if v < b { v } else { v - b })
+        })
+        .filter(|(_, d)| *d >= 0.5)
+        .map(|(k, d)| (k, d.round() as u64))
+        .collect()
+}
+
+/// Work-queue waits by queue name (client-go's own certificate-reload queue left out).
+pub fn queue_histograms(text: &str) -> BTreeMap<String, Hist> {
+    histograms(text, "workqueue_queue_duration_seconds", &|l| {
+        label(l, "name")
+            .filter(|n| *n != "DynamicClientCertificate")
+            .map(str::to_owned)
+    })
+}
+
+/// client-go's rate-limiter waits, all verbs and hosts summed (`None` when not exported).
+pub fn client_limiter_histogram(text: &str) -> Option<Hist> {
+    histograms(text, "rest_client_rate_limiter_duration_seconds", &|_| {
+        Some(String::new())
+    })
+    .remove("")
+}
+
 /// The calls between two scrapes, per group, leaving out groups with none.
 pub fn between(
     before: &BTreeMap<String, Hist>,
@@ -393,6 +484,49 @@ apiserver_request_duration_seconds_count{component="apiserver",group="",resource
         let api = between(&apiserver_histograms(BEFORE), &apiserver_histograms(&after));
         assert_eq!(api.keys().collect::<Vec<_>>(), ["POST pods/binding"]);
         assert_eq!(api["POST pods/binding"].count, 2);
+    }
+
+    /// The control plane's queues: API priority and fairness per priority level (executed
+    /// requests' waits, rejections), the sidecars' work queues and client limiters.
+    #[test]
+    fn queue_waits_and_rejections_between_two_scrapes() {
+        let before = "\
+apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute=\"true\",flow_schema=\"service-accounts\",priority_level=\"workload-low\",le=\"0.005\"} 10
+apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute=\"true\",flow_schema=\"service-accounts\",priority_level=\"workload-low\",le=\"+Inf\"} 10
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute=\"true\",flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 0.01
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 10
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"false\",flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 4
+apiserver_flowcontrol_rejected_requests_total{flow_schema=\"service-accounts\",priority_level=\"workload-low\",reason=\"queue-full\"} 2
+workqueue_queue_duration_seconds_bucket{name=\"claims\",le=\"0.001\"} 5
+workqueue_queue_duration_seconds_bucket{name=\"claims\",le=\"+Inf\"} 5
+workqueue_queue_duration_seconds_count{name=\"claims\"} 5
+workqueue_queue_duration_seconds_count{name=\"DynamicClientCertificate\"} 10
+";
+        let after = before
+            .replace("le=\"+Inf\"} 10", "le=\"+Inf\"} 30")
+            .replace("workload-low\"} 10", "workload-low\"} 30")
+            .replace("reason=\"queue-full\"} 2", "reason=\"queue-full\"} 5")
+            .replace(
+                "name=\"claims\",le=\"+Inf\"} 5",
+                "name=\"claims\",le=\"+Inf\"} 8",
+            )
+            .replace("name=\"claims\"} 5", "name=\"claims\"} 8")
+            + "rest_client_rate_limiter_duration_seconds_bucket{host=\"h\",verb=\"POST\",le=\"+Inf\"} 3\n\
+               rest_client_rate_limiter_duration_seconds_count{host=\"h\",verb=\"POST\"} 3\n";
+        let w = between(&apf_wait_histograms(before), &apf_wait_histograms(&after));
+        // 20 more executed requests, all of them above 5 ms (the rejected ones not counted).
+        assert_eq!(w["workload-low"].count, 20);
+        assert_eq!(w["workload-low"].p50_le, None);
+        let r = counted_between(&apf_rejected_counts(before), &apf_rejected_counts(&after));
+        assert_eq!(r, [("workload-low".to_owned(), 3)].into());
+        let q = between(&queue_histograms(before), &queue_histograms(&after));
+        assert_eq!(q.keys().collect::<Vec<_>>(), ["claims"]);
+        assert_eq!(q["claims"].count, 3);
+        assert!(client_limiter_histogram(before).is_none());
+        assert_eq!(
+            client_limiter_histogram(&after).expect("limiter").count,
+            3.0
+        );
     }
 
     #[test]

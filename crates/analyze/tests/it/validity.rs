@@ -159,3 +159,45 @@ fn a_run_too_short_to_judge_is_admitted_and_says_so() {
         v.evidence()
     );
 }
+
+/// The cluster's queues in a run's summary (as `--apiserver-metrics`/`--csi-metrics` record
+/// them) are named as the control plane's limits: rejections always, a queue whose p99 wait
+/// reaches 1 % of the smallest SLO, and not one below it.
+#[test]
+fn the_cluster_queues_that_held_a_run_up_are_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = trace(dir.path());
+    let run = noop_run(dir.path(), "run", &t, 10_000_000_000, false);
+    assert!(analyze::point::control_plane(&run, Some(1_000_000_000)).is_empty());
+    let path = run.join("summary.json");
+    let mut s: serde_json::Value =
+        serde_json::from_str(&fs_err::read_to_string(&path).expect("summary")).expect("json");
+    let wait = |p50: f64, p99: f64, count: u64| {
+        serde_json::json!({"count": count, "sum_seconds": p50 * count as f64, "p50": p50,
+            "p90": p99, "p99": p99, "p50_le": null, "p90_le": null, "p99_le": null})
+    };
+    s["cluster"] = serde_json::json!({
+        "apf_rejected": {"workload-low": 7},
+        "apf_wait": {"workload-low": wait(0.002, 0.015, 900), "global-default": wait(0.0, 0.0001, 50)},
+        "queue_wait": {"claims": wait(0.5, 2.5, 300), "volumes": wait(0.0001, 0.002, 300)},
+    });
+    fs_err::write(&path, s.to_string()).expect("write summary");
+    // The smallest SLO 1 s: a queue counts from a 10 ms p99.
+    let named = analyze::point::control_plane(&run, Some(1_000_000_000));
+    assert_eq!(named.len(), 3, "{named:#?}");
+    assert!(
+        named[0].contains("priority level workload-low rejected 7 requests"),
+        "{named:#?}"
+    );
+    assert!(
+        named[1].contains("priority level workload-low: wait p99 15"),
+        "{named:#?}"
+    );
+    assert!(
+        named[2].contains("work queue claims: wait p99 2.5"),
+        "{named:#?}"
+    );
+    // A 100 ms SLO: the 2 ms `volumes` queue counts too, the 0.1 ms priority level not.
+    let named = analyze::point::control_plane(&run, Some(100_000_000));
+    assert_eq!(named.len(), 4, "{named:#?}");
+}

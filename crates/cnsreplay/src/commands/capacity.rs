@@ -323,6 +323,25 @@ fn limits(points: &[&SearchPoint], slos: &[Slo], o: &PointOptions) -> Vec<String
         };
         count(what, &|e| e.validity == verdict);
     }
+    // The cluster's own queues (with --apiserver-metrics / --csi-metrics): each subject
+    // (the API server, the sidecars' work queues, their client limiters) with the first
+    // point's evidence.
+    let mut subjects: Vec<(&str, String)> = Vec::new();
+    for p in points {
+        for e in &p.eval.control_plane {
+            let subject = e.split(':').next().unwrap_or_default();
+            if !subjects.iter().any(|(s, _)| *s == subject) {
+                subjects.push((subject, e.clone()));
+            }
+        }
+    }
+    for (subject, first) in subjects {
+        count(format!("the control plane, {first}"), &|e| {
+            e.control_plane
+                .iter()
+                .any(|x| x.split(':').next() == Some(subject))
+        });
+    }
     count("failed operations".into(), &|e| {
         e.total()
             .is_some_and(|t| t.failed as f64 > o.max_error_rate * t.count as f64)

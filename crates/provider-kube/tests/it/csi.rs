@@ -94,6 +94,18 @@ fn snapshot_restore_clone_resize_with_the_csi_driver() {
     }
     let posts = &cluster.apiserver["POST persistentvolumeclaims"];
     assert!(posts.count >= 3, "{posts:?}");
+    // The queues in front of them: the run's requests waited in API priority and fairness
+    // (a service account's requests go to a priority level of their own, not the exempt
+    // one), and the provisioner's and attacher's work queues took the run's work.
+    let apf: u64 = cluster.apf_wait.values().map(|l| l.count).sum();
+    assert!(apf >= 10, "APF waits: {:?}", cluster.apf_wait);
+    for (queue, at_least) in [("claims", 3), ("csi-attacher-va", 1)] {
+        let q = cluster
+            .queue_wait
+            .get(queue)
+            .unwrap_or_else(|| panic!("no queue {queue} in {:?}", cluster.queue_wait.keys()));
+        assert!(q.count >= at_least, "{queue}: {q:?}");
+    }
     let left = rt.block_on(run_objects(&c, &out.manifest.run_id));
     assert!(left.is_empty(), "left behind: {left:?}");
 }
