@@ -134,6 +134,7 @@ pub(crate) async fn io_phase(
     let at = started?;
     guard.disarm();
     stamp::phase_at(ctx, "running", at);
+    ctx.io_started();
     let io_dir = p.run()?.run_dir.join("io");
     std::fs::create_dir_all(&io_dir).map_err(io_err)?;
     let api: Api<Pod> = Api::namespaced(p.client.clone(), ns);

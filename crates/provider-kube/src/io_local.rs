@@ -161,6 +161,7 @@ pub(crate) async fn io_phase(
     let spec = iogen::PhaseSpec::from_trace(ph);
     let start = Instant::now();
     stamp::phase_at(ctx, "running", start);
+    ctx.io_started();
     // Dropping this future (timeout, cancel) must stop the I/O too.
     let _stop_on_drop = StopOnDrop(stop.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();

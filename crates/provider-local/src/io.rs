@@ -111,6 +111,9 @@ pub(crate) async fn io_phase(
             }));
         })
         .map_err(io_err)?;
+    // Its stop is registered with the workload and its thread runs: a detach or abort of the
+    // workload may now come (and stop it).
+    ctx.io_started();
     // iogen writes an interval histogram every INTERVAL: read them as they come (the live
     // per-tenant I/O metrics), and the rest once it is done.
     let mut tail = LogTail::new(log.clone());

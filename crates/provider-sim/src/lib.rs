@@ -720,6 +720,10 @@ impl Provider for SimProvider {
     }
 
     async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
+        // The modelled I/O of an `io_phase` begins with its call.
+        if ev.op.op_type() == OpType::IoPhase {
+            ctx.io_started();
+        }
         let (service, fails) = self.draw(&ev);
         let called = ctx.now_ns();
         let pool = self.pool(ev.op.op_type());

@@ -34,6 +34,10 @@ pub(crate) enum Key {
     Group(Name),
     /// The earlier users of a group snapshot (restores of its members).
     GroupUsers(Name),
+    /// The earlier `io_phase`s of a workload: its detach, abort or reschedule waits until
+    /// their I/O has begun (or they ended), so that when a slow attach holds both up, the
+    /// operation the trace put later cannot overtake the I/O and cut it off before it ran.
+    WorkloadIo(Name),
 }
 
 /// Nanoseconds since a process-wide anchor (set by the first call; the engine makes one
@@ -151,6 +155,11 @@ impl Drop for UserHold {
     }
 }
 
+/// An `io_phase`'s hold on its workload's [`Key::WorkloadIo`]: released when its I/O has
+/// begun (`OpCtx::io_started`) or, at the latest, when the event ends.
+#[derive(Debug)]
+pub(crate) struct StartedHold(#[allow(dead_code)] UserHold);
+
 /// A creating operation's end, signalled with its outcome; dropped unsignalled (it never
 /// ran) it counts as failed.
 #[derive(Debug)]
@@ -219,6 +228,7 @@ struct More {
     waits: Vec<Wait>,
     creates: Vec<Creates>,
     uses: Vec<UserHold>,
+    started: Option<StartedHold>,
 }
 
 impl Plan {
@@ -239,6 +249,12 @@ impl Plan {
             .as_mut()
             .map(|m| std::mem::take(&mut m.waits))
             .unwrap_or_default()
+    }
+
+    /// Takes out an `io_phase`'s hold on its workload's I/O start, for the provider to
+    /// release when its I/O begins.
+    pub fn take_started(&mut self) -> Option<StartedHold> {
+        self.more.as_mut().and_then(|m| m.started.take())
     }
 
     /// Signals the event's end: `ok` is its outcome for the objects it creates.
@@ -336,6 +352,7 @@ impl Deps {
                 needs.push(wl(&w.workload));
                 removes.push(wl(&w.workload));
                 uses.extend(wl_volumes(&w.workload));
+                after_users = Some(Key::WorkloadIo(w.workload.clone()));
             }
             Op::Snapshot(s) => {
                 needs.push(vol(&s.volume));
@@ -368,6 +385,7 @@ impl Deps {
             Op::Reschedule(r) => {
                 needs.push(wl(&r.workload));
                 uses.extend(wl_volumes(&r.workload));
+                after_users = Some(Key::WorkloadIo(r.workload.clone()));
             }
             Op::Io(io) => {
                 needs.push(vol(&io.volume));
@@ -411,6 +429,15 @@ impl Deps {
         }
         for k in uses {
             self.user(&mut plan, k);
+        }
+        if let Op::IoPhase(p) = op {
+            let u = self
+                .users
+                .entry(Key::WorkloadIo(p.workload.clone()))
+                .or_default()
+                .clone();
+            u.running.fetch_add(1, SeqCst);
+            plan.more().started = Some(StartedHold(UserHold(u)));
         }
         for k in removes {
             self.creators.remove(&k);
@@ -493,5 +520,6 @@ fn not_created(key: &Key) -> String {
         Key::VolumeUsers(n) | Key::SnapshotUsers(n) | Key::GroupUsers(n) => {
             format!("users of {n:?} did not end")
         }
+        Key::WorkloadIo(n) => format!("the I/O of workload {n:?} did not begin"),
     }
 }

@@ -372,7 +372,8 @@ impl Exec {
         let mut ctx = OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
             .with_origin_wall(sh.origin_wall)
             .with_stop(sh.control.stop_flag())
-            .with_due(self.due);
+            .with_due(self.due)
+            .with_started(self.plan.take_started());
         if self.op == OpType::IoPhase {
             let tenant = ev.tenant.as_ref().map_or("", |t| t.as_str());
             ctx = ctx.with_live_io(sh.live.clone(), tenant);
@@ -431,6 +432,10 @@ impl Exec {
         };
         if let Some(i) = self.snap_idx {
             sh.snapshots.end(i, completed);
+        }
+        if let Some(ctx) = &self.ctx {
+            // Its I/O never began (or the provider did not say): its end releases the wait.
+            ctx.io_started();
         }
         self.plan.end(result.is_ok());
         let (outcome, error_class, error) = match result {

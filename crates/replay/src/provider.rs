@@ -151,6 +151,8 @@ pub struct OpCtx {
     /// When the operation was due (ns since the origin), set by the engine: see
     /// [`OpCtx::due_ns`].
     due: Option<u64>,
+    /// An `io_phase`'s hold on its workload's I/O start (see [`OpCtx::io_started`]).
+    started: Mutex<Option<crate::deps::StartedHold>>,
     /// Trace id of the event.
     pub event_id: u64,
 }
@@ -202,8 +204,27 @@ impl OpCtx {
             stop: None,
             reported: AtomicBool::new(false),
             due: None,
+            started: Mutex::new(None),
             event_id,
         }
+    }
+
+    pub(crate) fn with_started(self, hold: Option<crate::deps::StartedHold>) -> Self {
+        *self.started.lock().unwrap_or_else(PoisonError::into_inner) = hold;
+        self
+    }
+
+    /// Says that this `io_phase`'s I/O has begun (its iogen runs): a later detach, abort or
+    /// reschedule of its workload waits for this (or for the event's end), so the trace's
+    /// order holds when a slow attach released both at once. Providers call it the moment
+    /// the I/O starts; once is enough (later calls do nothing).
+    pub fn io_started(&self) {
+        drop(
+            self.started
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
     }
 
     /// Sets when the operation was due (ns since the origin; see [`OpCtx::due_ns`]).

@@ -413,3 +413,99 @@ fn a_dependency_that_already_failed_fails_the_event_inline() {
     assert_eq!(i.start_lateness, None);
     assert_eq!(i.error.as_deref(), Some("volume \"v\" was not created"));
 }
+
+/// A provider whose attach takes 300 ms and whose `io_phase` begins its I/O 200 ms into its
+/// call and ends 400 ms later; everything else is immediate.
+struct SlowStart;
+
+impl replay::Provider for SlowStart {
+    fn name(&self) -> &'static str {
+        "slow-start"
+    }
+
+    fn config(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    fn prepare(&self, _: &replay::RunInfo) -> Result<Vec<String>, replay::ProviderError> {
+        Ok(Vec::new())
+    }
+
+    async fn execute(
+        &self,
+        ev: Arc<trace_format::Event>,
+        ctx: Arc<replay::OpCtx>,
+    ) -> Result<(), replay::ProviderError> {
+        match ev.op.op_type() {
+            OpType::Attach => tokio::time::sleep(Duration::from_millis(300)).await,
+            OpType::IoPhase => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                ctx.phase("running");
+                ctx.io_started();
+                tokio::time::sleep(Duration::from_millis(400)).await;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn cleanup(
+        &self,
+        _: &replay::RunInfo,
+        _: &[replay::LedgerEntry],
+    ) -> replay::provider::CleanupReport {
+        replay::provider::CleanupReport::default()
+    }
+}
+
+/// A slow attach releases the workload's `io_phase` and its detach at once: the detach (later
+/// in the trace) waits until the I/O has begun rather than overtaking it and cutting it off
+/// before it ran — and no longer (it may stop the I/O, as the trace's order allows).
+#[test]
+fn a_detach_released_with_an_earlier_io_phase_waits_for_its_io_to_begin() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let phase: trace_format::IoPhase = serde_json::from_value(serde_json::json!({
+        "workload": "w", "volume": "v", "pattern": "random", "read_pct": 0,
+        "block_size": "4Ki", "load": {"depth": 1}, "duration": "1s"
+    }))
+    .expect("io_phase");
+    let trace = write_trace(
+        dir.path(),
+        &[
+            (0, create("v")),
+            (0, attach("w", "v")),
+            (10 * MS, Op::IoPhase(phase)),
+            (20 * MS, detach("w")),
+        ],
+    );
+    let run = dir.path().join("run");
+    let out = replay::run(
+        &trace,
+        &run,
+        &Arc::new(SlowStart),
+        &RunOptions::default(),
+        &RunControl::new(),
+    )
+    .expect("run");
+    assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
+    let recs = records(&run);
+    let find = |op: OpType| recs.iter().find(|r| r.op == op).expect("record");
+    let (io, d) = (find(OpType::IoPhase), find(OpType::Detach));
+    let running = io
+        .phases
+        .iter()
+        .find(|p| p.name == "running")
+        .expect("running")
+        .at;
+    assert!(
+        d.started >= running,
+        "the detach began at {} ns, before the I/O it follows began at {running} ns",
+        d.started
+    );
+    assert!(
+        d.started < io.completed,
+        "the detach waited for the whole io_phase (ended {} ns), not its start",
+        io.completed
+    );
+    assert!(d.dep_wait >= 400 * MS, "dep_wait {}", d.dep_wait);
+}
