@@ -34,10 +34,19 @@ pub(crate) enum Key {
     Group(Name),
     /// The earlier users of a group snapshot (restores of its members).
     GroupUsers(Name),
-    /// The earlier `io_phase`s of a workload: its detach, abort or reschedule waits until
-    /// their I/O has begun (or they ended), so that when a slow attach holds both up, the
-    /// operation the trace put later cannot overtake the I/O and cut it off before it ran.
-    WorkloadIo(Name),
+}
+
+/// An `io_phase` not yet known to have begun (or ended), for its workload's next detach,
+/// abort or reschedule ([`Deps::plan`]).
+#[derive(Debug)]
+struct PendingIo {
+    /// Where the trace has its I/O end (`at + duration`, trace time); `None` when it is
+    /// bounded by a count, not a duration.
+    ends_at: Option<u64>,
+    /// Released when its I/O begins (or it ends).
+    started: Arc<Users>,
+    /// Released when it ends.
+    ended: Arc<Users>,
 }
 
 /// Nanoseconds since a process-wide anchor (set by the first call; the engine makes one
@@ -182,6 +191,8 @@ pub(crate) struct Deps {
     workload_volumes: HashMap<Name, Vec<Name>>,
     /// Per volume: the workloads holding it now (in trace order).
     holders: HashMap<Name, u32>,
+    /// Per workload: its `io_phase`s planned since its last detach, abort or reschedule.
+    workload_io: HashMap<Name, Vec<PendingIo>>,
 }
 
 /// Something an event must wait for.
@@ -292,8 +303,15 @@ impl Deps {
         self.holders.get(v).is_some_and(|&n| n > 0)
     }
 
-    /// Plans one event: which creators to wait for and which objects it creates.
-    pub fn plan(&mut self, op: &Op) -> Plan {
+    /// Plans one event (at trace time `at`): which creators to wait for and which objects it
+    /// creates.
+    ///
+    /// A `detach`, `abort_workload` or `reschedule` also waits for the workload's earlier
+    /// `io_phase`s: for the end of those the trace has ending by its instant, and for the I/O
+    /// of the others to have begun (`OpCtx::io_started`, or their end). When a slow attach
+    /// releases both at once, the operation the trace put later can then neither cut off I/O
+    /// the trace let finish, nor overtake I/O it interrupts before that I/O ran.
+    pub fn plan(&mut self, op: &Op, at: u64) -> Plan {
         // The common case, without the general case's lists.
         if let Op::Io(io) = op {
             let mut plan = Plan::default();
@@ -352,7 +370,6 @@ impl Deps {
                 needs.push(wl(&w.workload));
                 removes.push(wl(&w.workload));
                 uses.extend(wl_volumes(&w.workload));
-                after_users = Some(Key::WorkloadIo(w.workload.clone()));
             }
             Op::Snapshot(s) => {
                 needs.push(vol(&s.volume));
@@ -385,7 +402,6 @@ impl Deps {
             Op::Reschedule(r) => {
                 needs.push(wl(&r.workload));
                 uses.extend(wl_volumes(&r.workload));
-                after_users = Some(Key::WorkloadIo(r.workload.clone()));
             }
             Op::Io(io) => {
                 needs.push(vol(&io.volume));
@@ -430,14 +446,37 @@ impl Deps {
         for k in uses {
             self.user(&mut plan, k);
         }
-        if let Op::IoPhase(p) = op {
-            let u = self
-                .users
-                .entry(Key::WorkloadIo(p.workload.clone()))
-                .or_default()
-                .clone();
-            u.running.fetch_add(1, SeqCst);
-            plan.more().started = Some(StartedHold(UserHold(u)));
+        match op {
+            Op::IoPhase(p) => {
+                let (started, ended) = (Arc::new(Users::default()), Arc::new(Users::default()));
+                started.running.fetch_add(1, SeqCst);
+                ended.running.fetch_add(1, SeqCst);
+                plan.more().started = Some(StartedHold(UserHold(started.clone())));
+                plan.more().uses.push(UserHold(ended.clone()));
+                self.workload_io
+                    .entry(p.workload.clone())
+                    .or_default()
+                    .push(PendingIo {
+                        ends_at: p.duration.map(|d| at.saturating_add(d)),
+                        started,
+                        ended,
+                    });
+            }
+            Op::Detach(trace_format::WorkloadRef { workload: w })
+            | Op::AbortWorkload(trace_format::WorkloadRef { workload: w })
+            | Op::Reschedule(trace_format::Reschedule { workload: w, .. }) => {
+                for io in self.workload_io.remove(w).unwrap_or_default() {
+                    let u = if io.ends_at.is_some_and(|e| e <= at) {
+                        io.ended
+                    } else {
+                        io.started
+                    };
+                    if u.pending() {
+                        plan.more().waits.push(Wait::Users(u));
+                    }
+                }
+            }
+            _ => {}
         }
         for k in removes {
             self.creators.remove(&k);
@@ -520,6 +559,5 @@ fn not_created(key: &Key) -> String {
         Key::VolumeUsers(n) | Key::SnapshotUsers(n) | Key::GroupUsers(n) => {
             format!("users of {n:?} did not end")
         }
-        Key::WorkloadIo(n) => format!("the I/O of workload {n:?} did not begin"),
     }
 }

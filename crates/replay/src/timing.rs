@@ -271,7 +271,7 @@ pub(crate) fn spawn_reader(
                     Ok((ev, intended)) => {
                         let due = Due {
                             intended,
-                            plan: deps.plan(&ev.op),
+                            plan: deps.plan(&ev.op, ev.at),
                             ev: Arc::new(ev),
                         };
                         let planned = || q.started.store(true, Release);

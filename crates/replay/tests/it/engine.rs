@@ -458,15 +458,13 @@ impl replay::Provider for SlowStart {
     }
 }
 
-/// A slow attach releases the workload's `io_phase` and its detach at once: the detach (later
-/// in the trace) waits until the I/O has begun rather than overtaking it and cutting it off
-/// before it ran — and no longer (it may stop the I/O, as the trace's order allows).
-#[test]
-fn a_detach_released_with_an_earlier_io_phase_waits_for_its_io_to_begin() {
+/// The records of a run of [`SlowStart`]: volume, attach, an `io_phase` of `duration` at
+/// 10 ms, the workload's detach at `detach_at`.
+fn slow_start_run(duration: &str, detach_at: u64) -> Vec<replay::EventRecord> {
     let dir = tempfile::tempdir().expect("tempdir");
     let phase: trace_format::IoPhase = serde_json::from_value(serde_json::json!({
         "workload": "w", "volume": "v", "pattern": "random", "read_pct": 0,
-        "block_size": "4Ki", "load": {"depth": 1}, "duration": "1s"
+        "block_size": "4Ki", "load": {"depth": 1}, "duration": duration
     }))
     .expect("io_phase");
     let trace = write_trace(
@@ -475,7 +473,7 @@ fn a_detach_released_with_an_earlier_io_phase_waits_for_its_io_to_begin() {
             (0, create("v")),
             (0, attach("w", "v")),
             (10 * MS, Op::IoPhase(phase)),
-            (20 * MS, detach("w")),
+            (detach_at, detach("w")),
         ],
     );
     let run = dir.path().join("run");
@@ -488,7 +486,17 @@ fn a_detach_released_with_an_earlier_io_phase_waits_for_its_io_to_begin() {
     )
     .expect("run");
     assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
-    let recs = records(&run);
+    records(&run)
+}
+
+/// A slow attach (300 ms) releases the workload's `io_phase` and its detach at once. When the
+/// trace's detach interrupts the I/O (due at 20 ms, the I/O's 1 s not over), the detach waits
+/// until the I/O has begun rather than overtaking it and cutting it off before it ran — and
+/// no longer (it stops the I/O, as the trace does). When the trace lets the I/O finish first
+/// (100 ms of I/O ending at 110 ms, the detach at 150 ms), the detach waits for its end.
+#[test]
+fn a_detach_released_with_an_earlier_io_phase_keeps_the_traces_order() {
+    let recs = slow_start_run("1s", 20 * MS);
     let find = |op: OpType| recs.iter().find(|r| r.op == op).expect("record");
     let (io, d) = (find(OpType::IoPhase), find(OpType::Detach));
     let running = io
@@ -508,4 +516,14 @@ fn a_detach_released_with_an_earlier_io_phase_waits_for_its_io_to_begin() {
         io.completed
     );
     assert!(d.dep_wait >= 400 * MS, "dep_wait {}", d.dep_wait);
+
+    let recs = slow_start_run("100ms", 150 * MS);
+    let find = |op: OpType| recs.iter().find(|r| r.op == op).expect("record");
+    let (io, d) = (find(OpType::IoPhase), find(OpType::Detach));
+    assert!(
+        d.started >= io.completed,
+        "the detach began at {} ns, before the I/O the trace let finish ended at {} ns",
+        d.started,
+        io.completed
+    );
 }
