@@ -3,7 +3,9 @@
 //! retries a 404 until its list timeout, and no "observed late" notice is raised.
 //!
 //! The test removes testenv's three group snapshot CRDs for its duration and puts them back
-//! (a drop guard, also on panic). No other test of this binary uses group snapshots.
+//! (a drop guard, also on panic), with the VolumeGroupSnapshotClasses their deletion took
+//! along (the CLI's group snapshot tests need testenv's default class afterwards). No other
+//! test of this binary uses group snapshots.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +21,7 @@ const GROUP_CRDS: [&str; 3] = [
 struct Restore<'a> {
     env: &'a TestEnv,
     saved: tempfile::NamedTempFile,
+    classes: tempfile::NamedTempFile,
 }
 
 impl Drop for Restore<'_> {
@@ -30,11 +33,17 @@ impl Drop for Restore<'_> {
         let names: Vec<String> = GROUP_CRDS.iter().map(|n| format!("crd/{n}")).collect();
         wait.extend(names.iter().map(String::as_str));
         let waited = self.env.kubectl().args(&wait).output();
+        let classes = self.classes.path().to_str().unwrap().to_owned();
+        let put = self.env.kubectl().args(["apply", "-f", &classes]).output();
         if !std::thread::panicking() {
             assert!(ok, "restoring the group snapshot CRDs: {out:?}");
             assert!(
                 waited.as_ref().is_ok_and(|o| o.status.success()),
                 "waiting for the restored group snapshot CRDs: {waited:?}"
+            );
+            assert!(
+                put.as_ref().is_ok_and(|o| o.status.success()),
+                "restoring the VolumeGroupSnapshotClasses: {put:?}"
             );
         }
     }
@@ -45,7 +54,12 @@ fn saved_crds(env: &TestEnv) -> tempfile::NamedTempFile {
     let mut args = vec!["get", "-o", "json"];
     let names: Vec<String> = GROUP_CRDS.iter().map(|n| format!("crd/{n}")).collect();
     args.extend(names.iter().map(String::as_str));
-    let mut list: serde_json::Value = serde_json::from_str(&env.kubectl_ok(&args)).unwrap();
+    saved(env, &args)
+}
+
+/// The output of `kubectl ARGS` (a List in JSON) with server-set fields cut, in a file.
+fn saved(env: &TestEnv, args: &[&str]) -> tempfile::NamedTempFile {
+    let mut list: serde_json::Value = serde_json::from_str(&env.kubectl_ok(args)).unwrap();
     for item in list["items"].as_array_mut().unwrap() {
         let item = item.as_object_mut().unwrap();
         item.remove("status");
@@ -75,6 +89,7 @@ fn a_cluster_without_group_snapshots_costs_no_stall_and_no_notice() {
     let _restore = Restore {
         env: &env,
         saved: saved_crds(&env),
+        classes: saved(&env, &["get", "volumegroupsnapshotclasses", "-o", "json"]),
     };
     let mut del = vec!["delete", "--wait=true", "--timeout=60s"];
     let names: Vec<String> = GROUP_CRDS.iter().map(|n| format!("crd/{n}")).collect();
