@@ -210,3 +210,100 @@ fn the_cli_writes_a_log_and_verifies_its_own_targets() {
         "{err}"
     );
 }
+
+mod prop {
+    use iogen::OrderedLog;
+    use iogen::cut::{Seen, decide};
+    use iogen::ordered::{LogHeader, LogRecord, LogVolume};
+    use proptest::prelude::*;
+
+    /// A log as `writers` writers make it: each repeatedly takes a sequence number (seeing
+    /// the acks so far) and later acknowledges, in an order `steps` picks; writer `w` writes
+    /// blocks `≡ w (mod writers)` of the volume `targets` picks.
+    fn simulate(
+        writers: usize,
+        steps: &[(usize, u8, u8)],
+        volumes: usize,
+        blocks: u64,
+    ) -> OrderedLog {
+        let mut in_flight: Vec<Option<(u64, u64, u32, u64)>> = vec![None; writers];
+        let (mut seq, mut records) = (1u64, Vec::new());
+        for &(w, v, b) in steps {
+            let w = w % writers;
+            match in_flight[w].take() {
+                None => {
+                    let mine = blocks / writers as u64;
+                    let block = u64::from(b) % mine * writers as u64 + w as u64;
+                    in_flight[w] = Some((
+                        seq,
+                        records.len() as u64,
+                        u32::from(v) % volumes as u32,
+                        block,
+                    ));
+                    seq += 1;
+                }
+                Some((s, acked_before, volume, block)) => records.push(LogRecord {
+                    seq: s,
+                    acked_before,
+                    volume,
+                    block,
+                    failed: false,
+                    submit_ns: 0,
+                    ack_ns: 0,
+                }),
+            }
+        }
+        OrderedLog {
+            header: LogHeader {
+                nonce: 1,
+                block: 512,
+                writers: writers as u32,
+                volumes: (0..volumes)
+                    .map(|i| LogVolume {
+                        path: format!("v{i}"),
+                        region: blocks * 512,
+                    })
+                    .collect(),
+                start_unix_ns: 0,
+            },
+            records,
+        }
+    }
+
+    proptest! {
+        /// `decide` agrees with the definition, checked the slow way: the writes the images
+        /// imply (each block's shown write and the ones before it) are closed under
+        /// "acknowledged before submitted".
+        #[test]
+        fn decide_matches_the_definition(
+            writers in 1usize..4,
+            steps in proptest::collection::vec((0usize..4, 0u8..3, 0u8..4), 0..80),
+            keep in proptest::collection::vec(any::<bool>(), 80),
+            upto in proptest::collection::vec(0usize..60, 3),
+        ) {
+            let log = simulate(writers, &steps, 3, 12);
+            let n = log.records.len();
+            // Each volume taken at its own position, writes in flight there kept or not.
+            let kept = |i: usize, v: usize| i < upto[v].min(n) || (i < upto[v] + 3 && keep[i % 80]);
+            let mut seen = vec![vec![Seen::Empty; 12]; 3];
+            for (i, r) in log.records.iter().enumerate() {
+                if kept(i, r.volume as usize) {
+                    seen[r.volume as usize][r.block as usize] = Seen::Write { seq: r.seq };
+                }
+            }
+            // The implied set: per block, every write up to the shown one.
+            let mut implied = vec![false; n];
+            for (i, r) in log.records.iter().enumerate() {
+                if let Seen::Write { seq } = seen[r.volume as usize][r.block as usize] {
+                    let shown = log.records.iter().position(|x| x.seq == seq).unwrap_or(0);
+                    implied[i] = i <= shown;
+                }
+            }
+            let closed = (0..n).filter(|&i| implied[i]).all(|i| {
+                (0..log.records[i].acked_before as usize).all(|x| implied[x])
+            });
+            let v = decide(&log, &seen);
+            prop_assert_eq!(v.is_consistent(), closed, "{}", v.describe());
+        }
+    }
+}
