@@ -288,6 +288,12 @@ fn adapt(ev: &mut Event, prefix: &str, fill: &Defaults, n: &mut BTreeMap<String,
         Op::IoPhase(ph) => {
             p(&mut ph.workload);
             p(&mut ph.volume);
+            if let Some(o) = &mut ph.ordered {
+                p(&mut o.log);
+                for w in &mut o.with {
+                    p(w);
+                }
+            }
         }
         Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => {}
     }
