@@ -593,6 +593,14 @@ fn phase(a: &PhaseArgs, stop: &Stop) -> Result<()> {
     if phases.is_empty() {
         bail!("{} has no io_phase events", a.phase);
     }
+    if let Some(p) = phases.iter().find(|p| p.ordered.is_some()) {
+        bail!(
+            "the io_phase of {} on {} is ordered: run it with `iogen ordered` (writes) or \
+             `iogen verify` (the check)",
+            p.workload,
+            p.volume
+        );
+    }
     if let [p] = phases.as_slice() {
         let Some(target) = map.get(p.volume.as_str()).or(all.as_ref()) else {
             bail!("no --target for volume {}", p.volume);
