@@ -119,6 +119,15 @@ impl CutVerdict {
 
     /// One line for people.
     pub fn describe(&self) -> String {
+        self.describe_with(&[])
+    }
+
+    /// [`describe`](Self::describe), each volume also by its name in `names` (by index).
+    pub fn describe_with(&self, names: &[&str]) -> String {
+        let vol = |v: u32| match names.get(v as usize) {
+            Some(n) => format!("{v} ({n})"),
+            None => v.to_string(),
+        };
         match self {
             CutVerdict::Consistent {
                 cut_seq,
@@ -138,11 +147,11 @@ impl CutVerdict {
                 "torn: volume {} block {} lacks write {} (acknowledged as write #{} of the \
                  log), but volume {} block {} holds write {}, submitted after that \
                  acknowledgement ({missing_required} such writes missing)",
-                missing.volume,
+                vol(missing.volume),
                 missing.block,
                 missing.seq,
                 missing.position + 1,
-                present.volume,
+                vol(present.volume),
                 present.block,
                 present.seq
             ),
@@ -153,7 +162,8 @@ impl CutVerdict {
                 reason,
                 count,
             } => format!(
-                "damaged: volume {volume} block {block} ({}{}; {count} damaged blocks)",
+                "damaged: volume {} block {block} ({}{}; {count} damaged blocks)",
+                vol(*volume),
                 match reason {
                     Damage::Checksum => "checksum mismatch",
                     Damage::Misplaced => "header names another volume or offset",

@@ -193,7 +193,12 @@ pub(crate) async fn check(
     let mut sources = Vec::with_capacity(restored.len());
     for n in &restored {
         targets.push(io_target(p, n)?);
-        sources.push(lock(&*p.volume(n)?).source.as_ref().map(|s| s.taken.clone()));
+        sources.push(
+            lock(&*p.volume(n)?)
+                .source
+                .as_ref()
+                .map(|s| s.taken.clone()),
+        );
     }
     let log_file = run.log.clone();
     let (report, log) = blocking(move || {
@@ -205,8 +210,8 @@ pub(crate) async fn check(
     .await?;
     ctx.phase("checked");
     // The log's clock (ns since its start, on this machine's wall clock) on the run's.
-    let shift = i128::from(log.header.start_unix_ns)
-        - replay::provider::epoch_ns(ctx.origin_wall());
+    let shift =
+        i128::from(log.header.start_unix_ns) - replay::provider::epoch_ns(ctx.origin_wall());
     let on_run = |ns: u64| u64::try_from((shift + i128::from(ns)).max(0)).unwrap_or(0);
     let members: Vec<MemberTiming> = run
         .volumes
@@ -246,7 +251,9 @@ pub(crate) async fn check(
     let file = CutFile {
         log: o.log.clone(),
         log_file: run.log.clone(),
-        verdict: report.verdict.describe(),
+        verdict: report
+            .verdict
+            .describe_with(&run.volumes.iter().map(|n| n.as_str()).collect::<Vec<_>>()),
         request_to_cut_ns: max(|t| t.cut_ns)
             .zip(min(|t| t.requested_ns))
             .map(|(c, r)| c.saturating_sub(r)),
