@@ -60,7 +60,7 @@ pub struct OrderedSpec {
     /// Block size (every write is one block), a multiple of 512 with `direct`.
     pub block: u64,
     /// Bytes of each target used, from offset 0; a regular file shorter than this is
-    /// extended (sparse). `None`: each target's size.
+    /// extended (sparse), a missing one created. `None`: each target's size.
     pub region: Option<u64>,
     /// Writers, each with one write in flight; 1 = one chain over all targets in turn.
     pub writers: u32,
@@ -367,7 +367,8 @@ impl Aligned {
 
 fn open_target(p: &Path, direct: bool, region: Option<u64>) -> Result<(fs_err::File, u64), Error> {
     let mut o = std::fs::OpenOptions::new();
-    o.read(true).write(true);
+    // A missing file is created (then extended to the region), as in a pod's fresh volume.
+    o.read(true).write(true).create(region.is_some());
     if direct {
         o.custom_flags(libc::O_DIRECT);
     }
