@@ -184,6 +184,8 @@ pub(crate) struct State {
     pub(crate) groups: HashMap<Name, HashMap<Name, Arc<Snap>>>,
     /// Ordered-write logs by name: where they are and whether their writer has ended.
     pub(crate) ordered: HashMap<Name, ordered::OrderedRun>,
+    /// One line per cut check, for the summary's notices.
+    pub(crate) cut_notices: Vec<String>,
     pub(crate) workloads: HashMap<Name, Workload>,
     pub(crate) cordoned: Vec<Name>,
 }
@@ -308,6 +310,10 @@ impl Provider for LocalProvider {
 
     async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
         ops::execute(self, ev, ctx).await
+    }
+
+    fn finish_notices(&self) -> Vec<String> {
+        self.state().cut_notices.clone()
     }
 
     fn open_io_stream(

@@ -162,6 +162,53 @@ struct CutFile {
     members: Vec<MemberTiming>,
 }
 
+/// `n` ns as milliseconds.
+fn ms(n: u64) -> String {
+    format!("{:.1} ms", n as f64 / 1e6)
+}
+
+/// The check in one line for the summary's notices: verdict, how the snapshots were taken,
+/// each volume's pause.
+fn notice(id: u64, f: &CutFile) -> String {
+    let mut by: Vec<&str> = f
+        .members
+        .iter()
+        .filter_map(|m| m.taken.as_ref().map(|t| t.by.as_str()))
+        .collect();
+    by.dedup();
+    let mut s = format!("cut check (event {id}, log {}): {}", f.log, f.verdict);
+    if let (Some(a), Some(b), Some(c)) =
+        (f.request_to_cut_ns, f.cut_to_ready_ns, f.creation_spread_ns)
+    {
+        s += &format!(
+            "; {}: request → cut {}, cut → ready {}, members' creation spread {}",
+            by.join(", "),
+            ms(a),
+            ms(b),
+            ms(c)
+        );
+    }
+    let pauses: Vec<String> = f
+        .members
+        .iter()
+        .filter_map(|m| {
+            m.pause_ns.map(|p| {
+                format!(
+                    "{} {}{}",
+                    m.volume,
+                    ms(p),
+                    m.typical_gap_ns
+                        .map_or_else(String::new, |g| format!(" (typical gap {})", ms(g)))
+                )
+            })
+        })
+        .collect();
+    if !pauses.is_empty() {
+        s += &format!("; write pause around the snapshot: {}", pauses.join(", "));
+    }
+    s + &format!(" (io/{id}.cut.json)")
+}
+
 /// The checking phase.
 pub(crate) async fn check(
     p: &LocalProvider,
@@ -268,6 +315,7 @@ pub(crate) async fn check(
     };
     let io_dir = p.run()?.run_dir.join("io");
     let path = io_dir.join(format!("{}.cut.json", ev.id));
+    p.state().cut_notices.push(notice(ev.id, &file));
     let json = serde_json::to_vec_pretty(&file).map_err(|e| io_err(e.into()))?;
     fs_err::write(&path, json).map_err(io_err)?;
     if !file.report.verdict.is_consistent() {

@@ -105,6 +105,18 @@ fn a_group_snapshot_of_three_volumes_under_ordered_writes_restores_one_cut() {
         assert!(pause >= y - k, "{m}");
     }
     assert!(cut["creation_spread_ns"].as_u64().is_some(), "{cut:#}");
+    // The summary's notices say it in one line.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).expect("summary"))
+            .expect("json");
+    let notices = summary["notices"].to_string();
+    assert!(
+        notices.contains(&format!(
+            "cut check (event 7, log db-writes): consistent: cut at sequence number {seq} "
+        )) && notices.contains("group_snapshot g1: request → cut ")
+            && notices.contains("write pause around the snapshot: data "),
+        "{notices}"
+    );
 }
 
 #[test]
