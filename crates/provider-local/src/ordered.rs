@@ -2,7 +2,8 @@
 //!
 //! A writing phase (`read_pct` 0) runs iogen's ordered writes on the volume and its `with`
 //! volumes together (their I/O targets, as any `io_phase`), logging every write in ack order to
-//! `RUNDIR/io/ID.ordered.log`, registered under the log's name. A checking phase
+//! `RUNDIR/io/ID.ordered.log` (its counts in `ID.ordered.json`, which `analyze` does not take
+//! for an I/O unit's summary), registered under the log's name. A checking phase
 //! (`read_pct` 100) waits until that writer has ended (its log is then complete), reads its
 //! volumes — restored copies, in the writer's order — and decides with `iogen::verify_cut`
 //! whether they are one consistent cut. It writes `RUNDIR/io/ID.cut.json`: the verdict, and
@@ -116,7 +117,7 @@ pub(crate) async fn write(
         .await
         .map_err(|_| ProviderError::new("panic", "the ordered writer ended without a result"))??;
     let json = serde_json::to_vec_pretty(&res).map_err(|e| io_err(e.into()))?;
-    fs_err::write(io_dir.join(format!("{}.json", ev.id)), json).map_err(io_err)?;
+    fs_err::write(io_dir.join(format!("{}.ordered.json", ev.id)), json).map_err(io_err)?;
     if let Some(e) = &res.error {
         return Err(ProviderError::new("io_failed", e.clone()));
     }
