@@ -480,6 +480,23 @@ events:
     }
 
     #[test]
+    fn an_ordered_phase_gets_the_prefix_on_its_log_and_every_volume() {
+        let mut ev: Event = serde_json::from_str(
+            r#"{"at":0,"id":1,"io_phase":{"workload":"w","volume":"a","pattern":"random","read_pct":0,"block_size":4096,"load":{"depth":1},"duration":1,"ordered":{"log":"l","with":["b","c"]}}}"#,
+        )
+        .expect("event");
+        adapt(&mut ev, "p-", &Defaults::default(), &mut BTreeMap::new());
+        let Op::IoPhase(ph) = &ev.op else {
+            panic!("not an io_phase: {ev:?}");
+        };
+        assert_eq!(
+            ph.volumes().map(Name::as_str).collect::<Vec<_>>(),
+            ["p-a", "p-b", "p-c"]
+        );
+        assert_eq!(ph.ordered.as_ref().map(|o| o.log.as_str()), Some("p-l"));
+    }
+
+    #[test]
     fn names_stay_apart_defaults_keep_their_meaning_and_times_interleave() {
         let (h, evs, r) = run(Align::Start);
         // Agreed: kept; disagreed: written into the events and declared volumes.
