@@ -88,4 +88,12 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// An ordered-write log is unreadable.
+    #[error("ordered-write log {}: {reason}", path.display())]
+    OrderedLog {
+        /// The log file.
+        path: PathBuf,
+        /// What is wrong, with the record or field.
+        reason: String,
+    },
 }

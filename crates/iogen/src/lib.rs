@@ -14,10 +14,12 @@
 //! [`run_suite`] (the storage summary). Only [`ring`] holds `unsafe`; see `docs/iogen.md`.
 
 mod backend;
+pub mod cut;
 mod engine;
 mod error;
 mod generate;
 mod layout;
+pub mod ordered;
 mod phase;
 mod placement;
 mod replay;
@@ -37,8 +39,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use cut::{CutReport, CutVerdict, verify_cut};
 pub use error::Error;
 pub use layout::DEFAULT_NEW_FILE_SIZE;
+pub use ordered::{OrderedLog, OrderedResult, OrderedSpec, run_ordered};
 pub use phase::{PhaseResult, direct_alignment, run_phase};
 pub use placement::{Placement, target_len};
 pub use replay::{

@@ -1030,6 +1030,12 @@ pub(crate) async fn execute(
         Op::GroupSnapshot(g) => Box::pin(p.group_snapshot(&ev, g, ctx)).await,
         Op::DeleteGroupSnapshot(g) => Box::pin(p.delete_group_snapshot(&g.group, ctx)).await,
         Op::ForceDetach(n) => Box::pin(p.force_detach(ctx, &n.node)).await,
+        // Ordered writes and their check run on the local provider only so far.
+        Op::IoPhase(ph) if ph.ordered.is_some() => Err(ProviderError::new(
+            "unsupported",
+            "io_phase.ordered (ordered writes across volumes and their cut check) runs on the \
+             local provider; the kube provider does not run it yet",
+        )),
         Op::IoPhase(ph) => Box::pin(crate::io::io_phase(p, &ev, ph, ctx)).await,
         Op::Io(_) => Err(ProviderError::new(
             "unsupported",

@@ -33,7 +33,7 @@ fn is_device(p: &Path) -> bool {
 }
 
 /// Makes sure a file target exists and is at least `len` bytes (sparse).
-fn ensure_file(target: &Path, len: u64) -> Result<(), ProviderError> {
+pub(crate) fn ensure_file(target: &Path, len: u64) -> Result<(), ProviderError> {
     if is_device(target) {
         return Ok(());
     }
@@ -50,7 +50,7 @@ fn ensure_file(target: &Path, len: u64) -> Result<(), ProviderError> {
 }
 
 /// Size of the data file on a volume of `size` bytes: room for file-system metadata.
-fn data_len(size: u64, region: Option<u64>) -> u64 {
+pub(crate) fn data_len(size: u64, region: Option<u64>) -> u64 {
     region
         .unwrap_or(size / 4 * 3)
         .min(size / 4 * 3)
@@ -58,7 +58,7 @@ fn data_len(size: u64, region: Option<u64>) -> u64 {
         & !0xFFFF
 }
 
-fn volume_size(p: &LocalProvider, name: &trace_format::Name) -> u64 {
+pub(crate) fn volume_size(p: &LocalProvider, name: &trace_format::Name) -> u64 {
     p.state()
         .volumes
         .get(name)
@@ -71,6 +71,13 @@ pub(crate) async fn io_phase(
     ph: &IoPhase,
     ctx: Arc<OpCtx>,
 ) -> Result<(), ProviderError> {
+    if let Some(o) = &ph.ordered {
+        return if ph.read_pct == 0 {
+            crate::ordered::write(p, ev, ph, o, ctx).await
+        } else {
+            crate::ordered::check(p, ev, ph, o, ctx).await
+        };
+    }
     let target = io_target(p, &ph.volume)?;
     let len = data_len(volume_size(p, &ph.volume), ph.region);
     ensure_file(&target, len)?;
@@ -206,7 +213,7 @@ impl LogTail {
 }
 
 /// Requests a stop of an I/O unit when dropped.
-struct StopOnDrop(iogen::Stop);
+pub(crate) struct StopOnDrop(pub(crate) iogen::Stop);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {

@@ -17,6 +17,7 @@
 
 mod io;
 mod ops;
+mod ordered;
 pub mod storage;
 pub mod sys;
 pub mod throttle;
@@ -141,6 +142,8 @@ pub(crate) struct Volume {
     /// Its blkio cgroup, which the I/O threads of the volume join, when the run can modify
     /// volumes (the trace declares attributes classes and this host has cgroup v1 blkio).
     pub(crate) cgroup: Option<PathBuf>,
+    /// The snapshot it was restored from, if any (the cut check reports how it was taken).
+    pub(crate) source: Option<Arc<Snap>>,
 }
 
 #[derive(Debug)]
@@ -148,6 +151,22 @@ pub(crate) struct Snap {
     pub(crate) image: PathBuf,
     pub(crate) size: u64,
     pub(crate) block: bool,
+    pub(crate) taken: Taken,
+}
+
+/// When a snapshot was taken, ns since the run origin (the clock of the run's records).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Taken {
+    /// What took it: `snapshot NAME` or `group_snapshot NAME`.
+    pub(crate) by: String,
+    /// The operation began.
+    pub(crate) requested_ns: u64,
+    /// This member's own point in time: its freeze returned (unmounted: its copy began).
+    pub(crate) created_ns: u64,
+    /// The cut: every member of the operation frozen (a single snapshot: its own freeze).
+    pub(crate) cut_ns: u64,
+    /// Every member copied and thawed: ready to restore.
+    pub(crate) ready_ns: u64,
 }
 
 #[derive(Debug, Default)]
@@ -163,6 +182,10 @@ pub(crate) struct State {
     pub(crate) snapshots: HashMap<Name, Arc<Snap>>,
     /// Group snapshots: member volume → its snapshot.
     pub(crate) groups: HashMap<Name, HashMap<Name, Arc<Snap>>>,
+    /// Ordered-write logs by name: where they are and whether their writer has ended.
+    pub(crate) ordered: HashMap<Name, ordered::OrderedRun>,
+    /// One line per cut check, for the summary's notices.
+    pub(crate) cut_notices: Vec<String>,
     pub(crate) workloads: HashMap<Name, Workload>,
     pub(crate) cordoned: Vec<Name>,
 }
@@ -287,6 +310,10 @@ impl Provider for LocalProvider {
 
     async fn execute(&self, ev: Arc<Event>, ctx: Arc<OpCtx>) -> Result<(), ProviderError> {
         ops::execute(self, ev, ctx).await
+    }
+
+    fn finish_notices(&self) -> Vec<String> {
+        self.state().cut_notices.clone()
     }
 
     fn open_io_stream(

@@ -69,6 +69,7 @@ pub(crate) async fn execute(
         Op::CreateVolume(c) => {
             let header = &p.run()?.header;
             let block = c.volume_mode.or(header.defaults.volume_mode) == Some(VolumeMode::Block);
+            let mut from_snap = None;
             let source = match &c.source {
                 None => None,
                 Some(VolumeSource::Snapshot(s)) => {
@@ -78,6 +79,7 @@ pub(crate) async fn execute(
                         .get(s)
                         .cloned()
                         .ok_or_else(|| missing("snapshot", s))?;
+                    from_snap = Some(snap.clone());
                     Some((snap.image.clone(), snap.size, snap.block))
                 }
                 Some(VolumeSource::Volume(v)) => {
@@ -94,6 +96,7 @@ pub(crate) async fn execute(
                         .get(&m.volume)
                         .cloned()
                         .ok_or_else(|| missing("member of the group snapshot", &m.volume))?;
+                    from_snap = Some(snap.clone());
                     Some((snap.image.clone(), snap.size, snap.block))
                 }
             };
@@ -122,6 +125,7 @@ pub(crate) async fn execute(
                 },
                 limits: throttle::Limits::default(),
                 cgroup,
+                source: from_snap,
             };
             let ctx2 = ctx.clone();
             blocking(move || create_image(&ctx2, &image, size, block, loop_mode, source)).await?;
@@ -214,7 +218,8 @@ pub(crate) async fn execute(
                 .join(p.unique("snap", &s.snapshot))
                 .with_extension(if p.loop_mode() { "img" } else { "d" });
             let (image2, ctx2, loop_mode) = (image.clone(), ctx.clone(), p.loop_mode());
-            let (size, block) = blocking(move || {
+            let requested_ns = ctx.now_ns();
+            let (size, block, created_ns, ready_ns) = blocking(move || {
                 let g = lock(&vol);
                 ctx2.ledger()
                     .intend(
@@ -225,6 +230,7 @@ pub(crate) async fn execute(
                     .map_err(io_err)?;
                 // Freeze a mounted file system so the copy is consistent.
                 let frozen = g.mount.as_deref().is_some_and(storage::freeze);
+                let created = ctx2.now_ns();
                 if frozen {
                     ctx2.phase("freeze");
                 }
@@ -234,12 +240,25 @@ pub(crate) async fn execute(
                     ctx2.phase("thaw");
                 }
                 ctx2.phase(if copied? { "copy-reflink" } else { "copy-full" });
-                Ok((g.size, g.block))
+                Ok((g.size, g.block, created, ctx2.now_ns()))
             })
             .await?;
-            p.state()
-                .snapshots
-                .insert(s.snapshot.clone(), Arc::new(Snap { image, size, block }));
+            let taken = crate::Taken {
+                by: format!("snapshot {}", s.snapshot),
+                requested_ns,
+                created_ns,
+                cut_ns: created_ns,
+                ready_ns,
+            };
+            p.state().snapshots.insert(
+                s.snapshot.clone(),
+                Arc::new(Snap {
+                    image,
+                    size,
+                    block,
+                    taken,
+                }),
+            );
             Ok(())
         }
         Op::GroupSnapshot(g) => group_snapshot(p, g, &ctx).await,
@@ -661,7 +680,9 @@ async fn group_snapshot(
     }
     let ctx = ctx.clone();
     let images2 = images.clone();
-    let members = blocking(move || {
+    let requested_ns = ctx.now_ns();
+    let by = format!("group_snapshot {}", g.group);
+    let (members, created, cut_ns, ready_ns) = blocking(move || {
         let guards: Vec<_> = vols.iter().map(|(_, v)| lock(v)).collect();
         for (g, image) in guards.iter().zip(&images2) {
             ctx.ledger()
@@ -673,14 +694,22 @@ async fn group_snapshot(
                 .map_err(io_err)?;
         }
         // All frozen before the first copy: the members' point in time is one instant.
+        let start = ctx.now_ns();
+        let mut created = vec![start; guards.len()];
         let reflink = if loop_mode {
             let members: Vec<storage::Member<'_>> = guards
                 .iter()
                 .zip(&images2)
                 .map(|(g, image)| (g.image.as_path(), image.as_path(), g.mount.as_deref()))
                 .collect();
-            let kinds = storage::group_snapshot_copy(&members, &mut |step| ctx.phase(step))
-                .map_err(storage_err)?;
+            let (kinds, at) =
+                storage::group_snapshot_copy_timed(&members, &mut |step| ctx.phase(step))
+                    .map_err(storage_err)?;
+            for (c, t) in created.iter_mut().zip(at) {
+                if let Some(t) = t {
+                    *c = replay::provider::ns_since(ctx.origin(), t);
+                }
+            }
             kinds.iter().all(|k| *k == storage::CopyKind::Reflink)
         } else {
             let mut all = true;
@@ -690,14 +719,38 @@ async fn group_snapshot(
             all
         };
         ctx.phase(if reflink { "copy-reflink" } else { "copy-full" });
-        Ok(guards.iter().map(|g| (g.size, g.block)).collect::<Vec<_>>())
+        let cut = created.iter().copied().max().unwrap_or(start);
+        Ok((
+            guards.iter().map(|g| (g.size, g.block)).collect::<Vec<_>>(),
+            created,
+            cut,
+            ctx.now_ns(),
+        ))
     })
     .await?;
     let group: HashMap<Name, Arc<Snap>> = names
         .into_iter()
         .zip(images)
         .zip(members)
-        .map(|((n, image), (size, block))| (n, Arc::new(Snap { image, size, block })))
+        .zip(created)
+        .map(|(((n, image), (size, block)), created_ns)| {
+            let taken = crate::Taken {
+                by: by.clone(),
+                requested_ns,
+                created_ns,
+                cut_ns,
+                ready_ns,
+            };
+            (
+                n,
+                Arc::new(Snap {
+                    image,
+                    size,
+                    block,
+                    taken,
+                }),
+            )
+        })
         .collect();
     p.state().groups.insert(g.group.clone(), group);
     Ok(())

@@ -500,9 +500,23 @@ pub fn group_snapshot_copy(
     members: &[Member<'_>],
     step: &mut dyn FnMut(&'static str),
 ) -> Result<Vec<CopyKind>, StorageError> {
+    group_snapshot_copy_timed(members, step).map(|(kinds, _)| kinds)
+}
+
+/// [`group_snapshot_copy`], also returning when each mounted member's freeze returned (its
+/// point in time; `None` for a member that was not mounted).
+pub fn group_snapshot_copy_timed(
+    members: &[Member<'_>],
+    step: &mut dyn FnMut(&'static str),
+) -> Result<(Vec<CopyKind>, Vec<Option<std::time::Instant>>), StorageError> {
+    let mut at = Vec::with_capacity(members.len());
     let frozen: Vec<bool> = members
         .iter()
-        .map(|(_, _, m)| m.is_some_and(freeze))
+        .map(|(_, _, m)| {
+            let f = m.is_some_and(freeze);
+            at.push(f.then(std::time::Instant::now));
+            f
+        })
         .collect();
     let any = frozen.iter().any(|f| *f);
     if any {
@@ -526,7 +540,7 @@ pub fn group_snapshot_copy(
     }
     let kinds = copies.into_iter().collect::<Result<Vec<_>, _>>()?;
     thawed?;
-    Ok(kinds)
+    Ok((kinds, at))
 }
 
 /// Whether this process runs as root (Linux: effective uid 0 in /proc/self/status).

@@ -409,8 +409,10 @@ impl Deps {
             }
             Op::IoPhase(p) => {
                 needs.push(wl(&p.workload));
-                needs.push(vol(&p.volume));
-                uses.push(vol_users(&p.volume));
+                for v in p.volumes() {
+                    needs.push(vol(v));
+                    uses.push(vol_users(v));
+                }
             }
             Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => {}
         }

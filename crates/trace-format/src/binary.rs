@@ -458,20 +458,51 @@ bin_struct!(Io {
 bin_struct!(BlockSizeShare { size, weight });
 bin_struct!(Rate { iops, arrival });
 bin_struct!(Marker { name });
-bin_struct!(IoPhase {
-    workload,
-    volume,
-    pattern,
-    read_pct,
-    block_size,
-    load,
-    duration,
-    bytes,
-    region,
-    jobs,
-    direct,
-    verify
-});
+bin_struct!(Ordered { log, with });
+
+/// `io_phase`: its version-2 fields, then `ordered` only when present (byte 1 + the value):
+/// a frame that ends after `verify` has none, so version-2 frames read unchanged and an
+/// `io_phase` without it is written exactly as before.
+impl Bin for IoPhase {
+    fn put(&self, e: &mut Enc<'_>) {
+        self.workload.put(e);
+        self.volume.put(e);
+        self.pattern.put(e);
+        self.read_pct.put(e);
+        self.block_size.put(e);
+        self.load.put(e);
+        self.duration.put(e);
+        self.bytes.put(e);
+        self.region.put(e);
+        self.jobs.put(e);
+        self.direct.put(e);
+        self.verify.put(e);
+        if self.ordered.is_some() {
+            self.ordered.put(e);
+        }
+    }
+    fn get(d: &mut Dec<'_>) -> DecResult<Self> {
+        Ok(IoPhase {
+            workload: Bin::get(d)?,
+            volume: Bin::get(d)?,
+            pattern: Bin::get(d)?,
+            read_pct: Bin::get(d)?,
+            block_size: Bin::get(d)?,
+            load: Bin::get(d)?,
+            duration: Bin::get(d)?,
+            bytes: Bin::get(d)?,
+            region: Bin::get(d)?,
+            jobs: Bin::get(d)?,
+            direct: Bin::get(d)?,
+            verify: Bin::get(d)?,
+            ordered: if d.pos < d.buf.len() {
+                Bin::get(d)?
+            } else {
+                None
+            },
+        })
+    }
+}
 
 fn put_op(op: &Op, e: &mut Enc<'_>) {
     match op {

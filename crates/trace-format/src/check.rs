@@ -81,6 +81,8 @@ pub struct Checker {
     snapshots: HashMap<Name, u64>,
     /// Group snapshots: their members (volume, its size when taken).
     groups: HashMap<Name, Vec<(Name, u64)>>,
+    /// Ordered-write logs a writing `io_phase` made: how many volumes they cover.
+    ordered_logs: HashMap<Name, usize>,
     workloads: HashMap<Name, Workload>,
     gone_volumes: Gone,
     gone_snapshots: Gone,
@@ -149,6 +151,13 @@ fn since_problem(what: &str, version: u32) -> Problem {
     ))
 }
 
+/// Something format version 3 introduced, in a trace of an older one.
+fn since3_problem(what: &str, version: u32) -> Problem {
+    Problem::InvalidValue(format!(
+        "`{what}` needs format version 3 or later; this trace says version {version}"
+    ))
+}
+
 fn undeclared_class(class: &Name) -> Problem {
     Problem::Dangling {
         kind: "attributes class",
@@ -181,6 +190,7 @@ impl Checker {
             volumes: HashMap::new(),
             snapshots: HashMap::new(),
             groups: HashMap::new(),
+            ordered_logs: HashMap::new(),
             workloads: HashMap::new(),
             gone_volumes: Gone::default(),
             gone_snapshots: Gone::default(),
@@ -801,7 +811,9 @@ impl Checker {
             ),
             _ => {}
         }
-        if ph.duration.is_none() && ph.bytes.is_none() {
+        // A checking ordered phase reads its members once: it needs no bound.
+        let checks = ph.ordered.is_some() && ph.read_pct == 100;
+        if ph.duration.is_none() && ph.bytes.is_none() && !checks {
             invalid(
                 "io_phase",
                 "give `duration` or `bytes` (or both: it stops at whichever comes first)".into(),
@@ -809,6 +821,9 @@ impl Checker {
         }
         if ph.jobs == 0 {
             invalid("io_phase.jobs", "jobs must be at least 1".into());
+        }
+        if let Some(o) = &ph.ordered {
+            self.ordered(ph, o, p, push);
         }
         let region = ph.region.or(size);
         if let (Some(region), Some(size)) = (ph.region, size)
@@ -831,6 +846,99 @@ impl Checker {
                     "block size {max_bs} is larger than the {region}-byte region"
                 )),
             );
+        }
+    }
+
+    /// `io_phase.ordered` (version 3): a writer (`read_pct` 0) of one block size in a
+    /// closed loop, or a check (`read_pct` 100) of as many volumes as the writer of its log.
+    fn ordered(
+        &mut self,
+        ph: &IoPhase,
+        o: &Ordered,
+        p: &dyn Fn(&str) -> String,
+        push: &mut dyn FnMut(String, Problem),
+    ) {
+        if self.version < 3 {
+            push(
+                p("io_phase.ordered"),
+                since3_problem("ordered", self.version),
+            );
+        }
+        let mut invalid = |field: &str, msg: String| push(p(field), Problem::InvalidValue(msg));
+        if ph.read_pct != 0 && ph.read_pct != 100 {
+            invalid(
+                "io_phase.read_pct",
+                format!(
+                    "an ordered phase writes (0) or checks (100), not {}",
+                    ph.read_pct
+                ),
+            );
+        }
+        if matches!(ph.block_size, BlockSize::Mix(_)) {
+            invalid(
+                "io_phase.block_size",
+                "ordered writes use one block size".into(),
+            );
+        }
+        if matches!(ph.load, Load::Rate(_)) {
+            invalid(
+                "io_phase.load",
+                "ordered writes run closed-loop: `depth` is the number of writers".into(),
+            );
+        }
+        if ph.jobs != 1 {
+            invalid(
+                "io_phase.jobs",
+                "an ordered phase has one job (`load.depth` sets its writers)".into(),
+            );
+        }
+        if ph.verify {
+            invalid(
+                "io_phase.verify",
+                "an ordered phase checks its own blocks; `verify` does not apply".into(),
+            );
+        }
+        let mut seen = vec![&ph.volume];
+        for (k, v) in o.with.iter().enumerate() {
+            let path = format!("io_phase.ordered.with[{k}]");
+            if seen.contains(&v) {
+                invalid(&path, format!("volume {v:?} is listed twice"));
+                continue;
+            }
+            seen.push(v);
+            match self.workloads.get(&ph.workload) {
+                Some(w) if !w.volumes.contains(v) => invalid(
+                    &path,
+                    format!(
+                        "workload {:?} does not have volume {v:?} attached",
+                        ph.workload
+                    ),
+                ),
+                _ => {}
+            }
+        }
+        let members = o.with.len() + 1;
+        if ph.read_pct == 0 {
+            self.ordered_logs.insert(o.log.clone(), members);
+        } else if ph.read_pct == 100 {
+            match self.ordered_logs.get(&o.log) {
+                None => push(
+                    p("io_phase.ordered.log"),
+                    Problem::Dangling {
+                        kind: "ordered-write log",
+                        name: o.log.clone(),
+                        gone_at: None,
+                    },
+                ),
+                Some(&n) if n != members => invalid(
+                    "io_phase.ordered.with",
+                    format!(
+                        "the log {:?} covers {n} volumes; this check names {members}",
+                        o.log
+                    ),
+                ),
+                Some(_) => {}
+            }
         }
     }
 

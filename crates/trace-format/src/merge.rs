@@ -288,6 +288,12 @@ fn adapt(ev: &mut Event, prefix: &str, fill: &Defaults, n: &mut BTreeMap<String,
         Op::IoPhase(ph) => {
             p(&mut ph.workload);
             p(&mut ph.volume);
+            if let Some(o) = &mut ph.ordered {
+                p(&mut o.log);
+                for w in &mut o.with {
+                    p(w);
+                }
+            }
         }
         Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => {}
     }
@@ -471,6 +477,23 @@ events:
         )
         .expect("merge");
         (h, evs, r)
+    }
+
+    #[test]
+    fn an_ordered_phase_gets_the_prefix_on_its_log_and_every_volume() {
+        let mut ev: Event = serde_json::from_str(
+            r#"{"at":0,"id":1,"io_phase":{"workload":"w","volume":"a","pattern":"random","read_pct":0,"block_size":4096,"load":{"depth":1},"duration":1,"ordered":{"log":"l","with":["b","c"]}}}"#,
+        )
+        .expect("event");
+        adapt(&mut ev, "p-", &Defaults::default(), &mut BTreeMap::new());
+        let Op::IoPhase(ph) = &ev.op else {
+            panic!("not an io_phase: {ev:?}");
+        };
+        assert_eq!(
+            ph.volumes().map(Name::as_str).collect::<Vec<_>>(),
+            ["p-a", "p-b", "p-c"]
+        );
+        assert_eq!(ph.ordered.as_ref().map(|o| o.log.as_str()), Some("p-l"));
     }
 
     #[test]

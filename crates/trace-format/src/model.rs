@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::units::{Name, bytes_de, duration_opt_de, opt_bytes_de};
 
 /// The current format version. See `docs/trace-format.md` for the versioning rule.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The value of the header's `format` field, identifying a cnsreplay trace.
 pub const FORMAT_NAME: &str = "cnsreplay-trace";
@@ -516,6 +516,30 @@ pub struct IoPhase {
     /// Write verifiable blocks and check them on read.
     #[serde(default)]
     pub verify: bool,
+    /// Ordered writes across volumes, or the check of their restored copies (version 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordered: Option<Ordered>,
+}
+
+/// An `io_phase`'s ordered-write part (version 3): with `read_pct` 0 the phase writes `volume`
+/// and `with` together, each write stamped with a global sequence number and logged in ack
+/// order under `log`; with `read_pct` 100 it checks that `volume` and `with` (restored copies,
+/// in the writer's order) are one consistent cut of the writes logged under `log`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ordered {
+    /// Name of the ordered-write log: the writing phase's, which a checking phase names.
+    pub log: Name,
+    /// The other volumes, after `volume`, in volume order.
+    #[serde(default)]
+    pub with: Vec<Name>,
+}
+
+impl IoPhase {
+    /// Every volume the phase uses: `volume`, then `ordered.with`.
+    pub fn volumes(&self) -> impl Iterator<Item = &Name> {
+        std::iter::once(&self.volume).chain(self.ordered.iter().flat_map(|o| o.with.iter()))
+    }
 }
 
 fn one() -> u32 {

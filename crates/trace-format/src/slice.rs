@@ -114,7 +114,7 @@ impl LeftOut {
             Op::GroupSnapshot(g) => g.volumes.iter().any(v),
             Op::DeleteGroupSnapshot(g) => self.groups.contains(&g.group),
             Op::Io(io) => v(&io.volume),
-            Op::IoPhase(p) => self.workloads.contains(&p.workload) || v(&p.volume),
+            Op::IoPhase(p) => self.workloads.contains(&p.workload) || p.volumes().any(v),
             Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => false,
         };
         if needs {

@@ -110,10 +110,9 @@ fn objects(op: &Op) -> Vec<(&'static str, &Name, bool)> {
             .collect(),
         Op::DeleteGroupSnapshot(g) => vec![("group snapshot", &g.group, true)],
         Op::Io(io) => vec![("volume", &io.volume, false)],
-        Op::IoPhase(p) => vec![
-            ("workload", &p.workload, false),
-            ("volume", &p.volume, false),
-        ],
+        Op::IoPhase(p) => std::iter::once(("workload", &p.workload, false))
+            .chain(p.volumes().map(|v| ("volume", v, false)))
+            .collect(),
         Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => Vec::new(),
     }
 }

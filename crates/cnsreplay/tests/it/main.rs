@@ -5,6 +5,7 @@ mod analyze;
 mod capacity;
 mod cleanup_run_id;
 mod group;
+mod group_cut;
 mod in_cluster;
 mod least_privilege;
 mod local_path;

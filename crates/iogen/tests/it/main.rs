@@ -4,6 +4,7 @@ mod closed;
 mod hist;
 mod layout;
 mod open;
+mod ordered;
 mod outputs;
 mod replay;
 mod stop;

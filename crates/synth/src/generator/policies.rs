@@ -172,6 +172,7 @@ impl Generator {
                 jobs: ph.jobs,
                 direct: ph.direct,
                 verify: ph.verify,
+                ordered: None,
             });
             self.emit(at, tenant.clone(), op);
         }

@@ -334,3 +334,54 @@ fn group_snapshots_take_live_volumes_and_restore_their_members() {
         ]
     );
 }
+
+#[test]
+fn ordered_phases_write_a_log_that_a_check_of_as_many_volumes_names() {
+    let ev = [
+        r#"{"at":0,"id":1,"attach":{"workload":"db","volumes":["a","b","c"]}}"#,
+        r#"{"at":1,"id":2,"io_phase":{"workload":"db","volume":"a","pattern":"random","read_pct":0,"block_size":4096,"load":{"depth":1},"duration":"1s","ordered":{"log":"ow","with":["b","c"]}}}"#,
+        r#"{"at":2,"id":3,"io_phase":{"workload":"db","volume":"a","pattern":"random","read_pct":100,"block_size":4096,"load":{"depth":1},"ordered":{"log":"ow","with":["b","c"]}}}"#,
+        r#"{"at":3,"id":4,"io_phase":{"workload":"db","volume":"a","pattern":"random","read_pct":100,"block_size":4096,"load":{"depth":1},"ordered":{"log":"ow","with":["b"]}}}"#,
+        r#"{"at":4,"id":5,"io_phase":{"workload":"db","volume":"a","pattern":"random","read_pct":100,"block_size":4096,"load":{"depth":1},"ordered":{"log":"nope","with":["b","c"]}}}"#,
+        r#"{"at":5,"id":6,"io_phase":{"workload":"db","volume":"a","pattern":"random","read_pct":50,"block_size":[{"size":4096,"weight":1}],"load":{"rate":{"iops":10.0}},"duration":"1s","jobs":2,"ordered":{"log":"x","with":["a","old"]}}}"#,
+    ];
+    let mut lines = vec![
+        r#"{"at":0,"id":0,"create_volume":{"volume":"a"}}"#,
+        r#"{"at":0,"id":0,"create_volume":{"volume":"b"}}"#,
+        r#"{"at":0,"id":0,"create_volume":{"volume":"c"}}"#,
+    ];
+    lines.extend(ev);
+    // Ids: the three creates share id 0 in the list above; number them.
+    let t: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let at = l.find(r#""id":"#).unwrap_or(0);
+            let end = at + l[at..].find(',').unwrap_or(0);
+            format!("{}\"id\":{i}{}", &l[..at], &l[end..])
+        })
+        .collect();
+    let refs: Vec<&str> = t.iter().map(String::as_str).collect();
+    let v3 = trace(&refs).replacen(r#""version":1"#, r#""version":3"#, 1);
+    assert_eq!(
+        check(&v3),
+        [
+            r#"t.jsonl:8: events[6].io_phase.ordered.with: the log "ow" covers 3 volumes; this check names 2"#,
+            r#"t.jsonl:9: events[7].io_phase.ordered.log: ordered-write log "nope" does not exist"#,
+            r#"t.jsonl:10: events[8].io_phase.read_pct: an ordered phase writes (0) or checks (100), not 50"#,
+            r#"t.jsonl:10: events[8].io_phase.block_size: ordered writes use one block size"#,
+            r#"t.jsonl:10: events[8].io_phase.load: ordered writes run closed-loop: `depth` is the number of writers"#,
+            r#"t.jsonl:10: events[8].io_phase.jobs: an ordered phase has one job (`load.depth` sets its writers)"#,
+            r#"t.jsonl:10: events[8].io_phase.ordered.with[0]: volume "a" is listed twice"#,
+            r#"t.jsonl:10: events[8].io_phase.ordered.with[1]: workload "db" does not have volume "old" attached"#,
+        ]
+    );
+    // The same in a version-2 trace: `ordered` is refused where it appears.
+    let v2 = trace(&refs[..5]).replacen(r#""version":1"#, r#""version":2"#, 1);
+    assert_eq!(
+        check(&v2),
+        [
+            r#"t.jsonl:6: events[4].io_phase.ordered: `ordered` needs format version 3 or later; this trace says version 2"#,
+        ]
+    );
+}

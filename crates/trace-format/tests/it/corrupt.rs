@@ -46,7 +46,7 @@ fn unknown_version_and_magic() {
     b[8] = 9;
     let e = err(&b);
     assert!(
-        e.contains("format version 9 is newer than this reader supports (2)"),
+        e.contains("format version 9 is newer than this reader supports (3)"),
         "{e}"
     );
     let mut b = sample();

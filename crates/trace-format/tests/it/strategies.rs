@@ -172,12 +172,14 @@ fn io_phase() -> impl Strategy<Value = IoPhase> {
             any::<u32>(),
             any::<bool>(),
             any::<bool>(),
+            option::of((name(), vec(name(), 0..3)))
+                .prop_map(|o| o.map(|(log, with)| Ordered { log, with })),
         ),
     )
         .prop_map(
             |(
                 (workload, volume, pattern, read_pct, block_size, load),
-                (duration, bytes, region, jobs, direct, verify),
+                (duration, bytes, region, jobs, direct, verify, ordered),
             )| IoPhase {
                 workload,
                 volume,
@@ -191,6 +193,7 @@ fn io_phase() -> impl Strategy<Value = IoPhase> {
                 jobs,
                 direct,
                 verify,
+                ordered,
             },
         )
 }

@@ -60,13 +60,13 @@ fn header_problems() {
             r#"t.yaml: header.format: not a cnsreplay trace: format is "something-else", expected "cnsreplay-trace""#
         ]
     );
-    let j = r#"{"format":"cnsreplay-trace","version":3}"#;
+    let j = r#"{"format":"cnsreplay-trace","version":4}"#;
     let e = Trace::from_bytes(j.as_bytes(), None)
         .unwrap_err()
         .to_string();
     assert_eq!(
         e,
-        "<memory>:1: header.version: format version 3 is newer than this reader supports (2); upgrade cnsreplay"
+        "<memory>:1: header.version: format version 4 is newer than this reader supports (3); upgrade cnsreplay"
     );
     let j = r#"{"format":"cnsreplay-trace","version":1,"defaults":{"volume_size":"1GB"}}"#;
     let e = Trace::from_bytes(j.as_bytes(), None)

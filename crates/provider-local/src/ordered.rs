@@ -1,0 +1,330 @@
+//! Ordered writes and the cut check (`io_phase.ordered`, docs/replay.md).
+//!
+//! A writing phase (`read_pct` 0) runs iogen's ordered writes on the volume and its `with`
+//! volumes together (their I/O targets, as any `io_phase`), logging every write in ack order to
+//! `RUNDIR/io/ID.ordered.log` (its counts in `ID.ordered.json`, which `analyze` does not take
+//! for an I/O unit's summary), registered under the log's name. A checking phase
+//! (`read_pct` 100) waits until that writer has ended (its log is then complete), reads its
+//! volumes — restored copies, in the writer's order — and decides with `iogen::verify_cut`
+//! whether they are one consistent cut. It writes `RUNDIR/io/ID.cut.json`: the verdict, and
+//! how the snapshots the copies came from were taken — request → cut (every member frozen),
+//! cut → ready, the spread of the members' own creation instants — and the pause each
+//! written volume's acknowledgements saw around its snapshot (the longest gap between two
+//! consecutive acks that overlaps the snapshot operation), on the run's clock. A torn or
+//! damaged state fails the phase with class `inconsistent`, naming the write that breaks it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use replay::{OpCtx, ProviderError};
+use serde::Serialize;
+use trace_format::{BlockSize, Event, IoPhase, Load, Name, Ordered};
+
+use crate::io::{StopOnDrop, data_len, ensure_file, volume_size};
+use crate::ops::{io_target, lock, register_io};
+use crate::sys::io_err;
+use crate::{LocalProvider, Taken, blocking};
+
+/// A writing phase's log, as a check finds it.
+#[derive(Debug, Clone)]
+pub(crate) struct OrderedRun {
+    /// The log file.
+    pub(crate) log: PathBuf,
+    /// The volumes written, in order.
+    pub(crate) volumes: Vec<Name>,
+    /// Becomes true when the writer has ended (its log is complete).
+    pub(crate) done: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Marks the writer ended however its phase ends (also when the engine drops it).
+struct DoneOnDrop(tokio::sync::watch::Sender<bool>);
+
+impl Drop for DoneOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
+    }
+}
+
+fn invalid(msg: String) -> ProviderError {
+    ProviderError::new("invalid", msg)
+}
+
+/// The writing phase.
+pub(crate) async fn write(
+    p: &LocalProvider,
+    ev: &Event,
+    ph: &IoPhase,
+    o: &Ordered,
+    ctx: Arc<OpCtx>,
+) -> Result<(), ProviderError> {
+    let BlockSize::Fixed(block) = ph.block_size else {
+        return Err(invalid("ordered writes use one block size".into()));
+    };
+    let Load::Depth(writers) = ph.load else {
+        return Err(invalid(
+            "ordered writes run closed-loop (`load.depth` writers)".into(),
+        ));
+    };
+    let names: Vec<Name> = ph.volumes().cloned().collect();
+    let mut targets = Vec::with_capacity(names.len());
+    let mut region = u64::MAX;
+    for n in &names {
+        targets.push(io_target(p, n)?);
+        region = region.min(data_len(volume_size(p, n), ph.region));
+    }
+    for t in &targets {
+        ensure_file(t, region)?;
+    }
+    let io_dir = p.run()?.run_dir.join("io");
+    fs_err::create_dir_all(&io_dir).map_err(io_err)?;
+    let log = io_dir.join(format!("{}.ordered.log", ev.id));
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let _done = DoneOnDrop(tx);
+    p.state().ordered.insert(
+        o.log.clone(),
+        OrderedRun {
+            log: log.clone(),
+            volumes: names,
+            done: rx,
+        },
+    );
+    let stop = iogen::Stop::new();
+    register_io(p, &ph.workload, &stop)?;
+    let _stop_on_drop = StopOnDrop(stop.clone());
+    let spec = iogen::OrderedSpec {
+        targets,
+        block,
+        region: Some(region),
+        writers,
+        pattern: ph.pattern,
+        duration: ph.duration.map(std::time::Duration::from_nanos),
+        writes: ph.bytes.map(|b| (b / block).max(1)),
+        direct: ph.direct,
+        log,
+        seed: ev.id,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("cnsreplay-ordered".into())
+        .spawn(move || {
+            let _ = tx.send(
+                iogen::run_ordered(&spec, &stop)
+                    .map_err(|e| ProviderError::new("io_failed", e.to_string())),
+            );
+        })
+        .map_err(io_err)?;
+    let res = rx
+        .await
+        .map_err(|_| ProviderError::new("panic", "the ordered writer ended without a result"))??;
+    let json = serde_json::to_vec_pretty(&res).map_err(|e| io_err(e.into()))?;
+    fs_err::write(io_dir.join(format!("{}.ordered.json", ev.id)), json).map_err(io_err)?;
+    if let Some(e) = &res.error {
+        return Err(ProviderError::new("io_failed", e.clone()));
+    }
+    ctx.phase(if res.partial { "io-stopped" } else { "io-done" });
+    Ok(())
+}
+
+/// How one member's snapshot was taken and what its volume's writes saw.
+#[derive(Debug, Clone, Serialize)]
+struct MemberTiming {
+    /// The written volume.
+    volume: Name,
+    /// Its restored copy, which was checked.
+    restored: Name,
+    /// The snapshot it was restored from (absent: not restored from a snapshot).
+    taken: Option<Taken>,
+    /// The longest gap between two consecutive acknowledged writes of the volume that
+    /// overlaps its snapshot operation, ns.
+    pause_ns: Option<u64>,
+    /// Where that gap lies, ns since the run origin.
+    pause_from_ns: Option<u64>,
+    /// The median gap between its consecutive acknowledged writes over the whole run, ns.
+    typical_gap_ns: Option<u64>,
+}
+
+/// What `ID.cut.json` holds.
+#[derive(Debug, Clone, Serialize)]
+struct CutFile {
+    /// The log's name in the trace and its file.
+    log: Name,
+    log_file: PathBuf,
+    /// `iogen::verify_cut`'s report.
+    report: iogen::CutReport,
+    /// One line.
+    verdict: String,
+    /// The earliest member's request → the latest member's cut, ns.
+    request_to_cut_ns: Option<u64>,
+    /// The latest cut → every member ready, ns.
+    cut_to_ready_ns: Option<u64>,
+    /// The latest member creation instant − the earliest, ns.
+    creation_spread_ns: Option<u64>,
+    /// Per member, in the writer's order.
+    members: Vec<MemberTiming>,
+}
+
+/// `n` ns as milliseconds.
+fn ms(n: u64) -> String {
+    format!("{:.1} ms", n as f64 / 1e6)
+}
+
+/// The check in one line for the summary's notices: verdict, how the snapshots were taken,
+/// each volume's pause.
+fn notice(id: u64, f: &CutFile) -> String {
+    let mut by: Vec<&str> = f
+        .members
+        .iter()
+        .filter_map(|m| m.taken.as_ref().map(|t| t.by.as_str()))
+        .collect();
+    by.dedup();
+    let mut s = format!("cut check (event {id}, log {}): {}", f.log, f.verdict);
+    if let (Some(a), Some(b), Some(c)) =
+        (f.request_to_cut_ns, f.cut_to_ready_ns, f.creation_spread_ns)
+    {
+        s += &format!(
+            "; {}: request → cut {}, cut → ready {}, members' creation spread {}",
+            by.join(", "),
+            ms(a),
+            ms(b),
+            ms(c)
+        );
+    }
+    let pauses: Vec<String> = f
+        .members
+        .iter()
+        .filter_map(|m| {
+            m.pause_ns.map(|p| {
+                format!(
+                    "{} {}{}",
+                    m.volume,
+                    ms(p),
+                    m.typical_gap_ns
+                        .map_or_else(String::new, |g| format!(" (typical gap {})", ms(g)))
+                )
+            })
+        })
+        .collect();
+    if !pauses.is_empty() {
+        s += &format!("; write pause around the snapshot: {}", pauses.join(", "));
+    }
+    s + &format!(" (io/{id}.cut.json)")
+}
+
+/// The checking phase.
+pub(crate) async fn check(
+    p: &LocalProvider,
+    ev: &Event,
+    ph: &IoPhase,
+    o: &Ordered,
+    ctx: Arc<OpCtx>,
+) -> Result<(), ProviderError> {
+    let run = p.state().ordered.get(&o.log).cloned().ok_or_else(|| {
+        ProviderError::new(
+            "not_found",
+            format!("no ordered writes were logged as {:?}", o.log),
+        )
+    })?;
+    let restored: Vec<Name> = ph.volumes().cloned().collect();
+    if restored.len() != run.volumes.len() {
+        return Err(invalid(format!(
+            "log {:?} covers {} volumes, the check names {}",
+            o.log,
+            run.volumes.len(),
+            restored.len()
+        )));
+    }
+    let mut done = run.done.clone();
+    // The sender marks the end on drop, so this never waits for a writer that is gone.
+    let _ = done.wait_for(|d| *d).await;
+    ctx.phase("writes-done");
+    let mut targets = Vec::with_capacity(restored.len());
+    let mut sources = Vec::with_capacity(restored.len());
+    for n in &restored {
+        targets.push(io_target(p, n)?);
+        sources.push(
+            lock(&*p.volume(n)?)
+                .source
+                .as_ref()
+                .map(|s| s.taken.clone()),
+        );
+    }
+    let log_file = run.log.clone();
+    let (report, log) = blocking(move || {
+        let members: Vec<&std::path::Path> = targets.iter().map(PathBuf::as_path).collect();
+        let fail = |e: iogen::Error| ProviderError::new("io_failed", e.to_string());
+        let report = iogen::verify_cut(&log_file, &members).map_err(fail)?;
+        Ok((report, iogen::OrderedLog::read(&log_file).map_err(fail)?))
+    })
+    .await?;
+    ctx.phase("checked");
+    // The log's clock (ns since its start, on this machine's wall clock) on the run's.
+    let shift =
+        i128::from(log.header.start_unix_ns) - replay::provider::epoch_ns(ctx.origin_wall());
+    let on_run = |ns: u64| u64::try_from((shift + i128::from(ns)).max(0)).unwrap_or(0);
+    let members: Vec<MemberTiming> = run
+        .volumes
+        .iter()
+        .zip(&restored)
+        .zip(sources)
+        .enumerate()
+        .map(|(v, ((volume, restored), taken))| {
+            let acks: Vec<u64> = log
+                .records
+                .iter()
+                .filter(|r| r.volume as usize == v && !r.failed)
+                .map(|r| on_run(r.ack_ns))
+                .collect();
+            let gaps: Vec<(u64, u64)> = acks.windows(2).map(|w| (w[0], w[1] - w[0])).collect();
+            let mut sorted: Vec<u64> = gaps.iter().map(|g| g.1).collect();
+            sorted.sort_unstable();
+            let pause = taken.as_ref().and_then(|t| {
+                gaps.iter()
+                    .filter(|(from, gap)| from + gap >= t.requested_ns && *from <= t.ready_ns)
+                    .max_by_key(|g| g.1)
+                    .copied()
+            });
+            MemberTiming {
+                volume: volume.clone(),
+                restored: restored.clone(),
+                taken,
+                pause_ns: pause.map(|g| g.1),
+                pause_from_ns: pause.map(|g| g.0),
+                typical_gap_ns: sorted.get(sorted.len() / 2).copied(),
+            }
+        })
+        .collect();
+    let taken: Vec<&Taken> = members.iter().filter_map(|m| m.taken.as_ref()).collect();
+    let min = |f: fn(&Taken) -> u64| taken.iter().map(|t| f(t)).min();
+    let max = |f: fn(&Taken) -> u64| taken.iter().map(|t| f(t)).max();
+    let file = CutFile {
+        log: o.log.clone(),
+        log_file: run.log.clone(),
+        verdict: report
+            .verdict
+            .describe_with(&run.volumes.iter().map(|n| n.as_str()).collect::<Vec<_>>()),
+        request_to_cut_ns: max(|t| t.cut_ns)
+            .zip(min(|t| t.requested_ns))
+            .map(|(c, r)| c.saturating_sub(r)),
+        cut_to_ready_ns: max(|t| t.ready_ns)
+            .zip(max(|t| t.cut_ns))
+            .map(|(r, c)| r.saturating_sub(c)),
+        creation_spread_ns: max(|t| t.created_ns)
+            .zip(min(|t| t.created_ns))
+            .map(|(a, b)| a - b),
+        report,
+        members,
+    };
+    let io_dir = p.run()?.run_dir.join("io");
+    let path = io_dir.join(format!("{}.cut.json", ev.id));
+    p.state().cut_notices.push(notice(ev.id, &file));
+    let json = serde_json::to_vec_pretty(&file).map_err(|e| io_err(e.into()))?;
+    fs_err::write(&path, json).map_err(io_err)?;
+    if !file.report.verdict.is_consistent() {
+        return Err(ProviderError::new(
+            "inconsistent",
+            format!("{} ({})", file.verdict, path.display()),
+        ));
+    }
+    ctx.phase("consistent");
+    Ok(())
+}
