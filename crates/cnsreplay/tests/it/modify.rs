@@ -36,10 +36,10 @@ fn modify_and_recover_on_the_real_node() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
     let run = tmp.path().join("run");
     // By its absolute path, which the manifest records: analysis finds it from anywhere.
     let trace = crate::workspace().join("traces/modify-and-recover.yaml");
+    let kc = c.runner_kubeconfig_for(tmp.path(), &trace);
     let args = kube_run_args(&c, &kc, s(&trace), &run, true, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = cnsreplay_within(&args, 600);
