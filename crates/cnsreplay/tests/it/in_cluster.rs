@@ -1,6 +1,6 @@
 //! cnsreplay inside the cluster it measures, on testenv's real node: the kustomize base with
 //! its testenv overlay (deploy/kustomize) runs the README's Experiment 2 as a Job of the
-//! static cnsreplay image; `cnsreplay fetch`, as the tests' account (deploy/rbac/all), copies the
+//! static cnsreplay image; `cnsreplay fetch`, as an account bound by deploy/rbac/fetch, copies the
 //! run directory off the claim and `analyze summary` reads it; nothing of the run is left.
 //! Then a second Job is killed with its pod force-deleted, and `cleanup --run-id` removes
 //! what it left. And a split trace replayed by parallel drivers, an Indexed Job from one

@@ -1,10 +1,10 @@
 //! A storage system nobody here wrote: rancher's local-path-provisioner on testenv's real node
 //! (StorageClass `local-path`: WaitForFirstConsumer, hostPath PVs made by a helper pod, not
 //! CSI — no VolumeAttachment, no snapshots, no expansion). The seed's Experiment 1 shape
-//! (create/attach/detach/delete churn) and Experiment 2 without snapshots run through the CLI
-//! as the tests' account (every piece of `deploy/rbac/`), every operation ok, the same table as on
-//! `cnsreplay-csi`, nothing left (objects, PVs, the host directories); a trace with a snapshot
-//! is refused at pre-flight naming the missing capability, before anything is created.
+//! (create/attach/detach/delete churn) and Experiment 2 without snapshots run through the CLI as
+//! the account of the pieces of `deploy/rbac/` each trace needs, every operation ok, the same table
+//! as on `cnsreplay-csi`, nothing left (objects, PVs, the host directories); a trace with a
+//! snapshot is refused at pre-flight naming the missing capability, before anything is created.
 //! Skipped (one line) without a real node running local-path unless
 //! `CNSREPLAY_REQUIRE_REAL_NODE=1`.
 
