@@ -442,7 +442,7 @@ fn stop_while_pods_start(
     cfg.pod
         .node_selector
         .insert("cnsreplay.io/no-such-label".into(), "x".into());
-    let p = std::sync::Arc::new(env.provider_for(cfg, &trace));
+    let p = std::sync::Arc::new(env.provider_for(cfg, trace));
     let control = RunControl::new();
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
