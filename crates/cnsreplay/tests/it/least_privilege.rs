@@ -207,6 +207,12 @@ fn a_run_whose_account_lacks_a_piece_its_trace_needs_is_refused_at_preflight() {
     };
     // Experiment 2's account: its pieces have no node patch.
     let short = c.runner_kubeconfig_for(tmp.path(), "traces/experiment2-short.yaml");
+    let mode = std::fs::metadata(&short)
+        .expect("kubeconfig")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600, "a kubeconfig with a token is the owner's only");
     let out = preflight(&short);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");

@@ -5,7 +5,8 @@
 //! node operation, one declaring an attributes class the cluster lacks, or a run without
 //! `--namespace`, is refused naming the verb, the operation needing it and the piece of
 //! `deploy/rbac/` that grants it; `--image-pull-secret` without `--namespace` is refused with
-//! the reason. And the account the in-cluster Job's base binds may not delete `kube-system`
+//! the reason; the accounts the tests run each of those traces as (bound to the pieces
+//! `TraceUses::pieces` names) pass. And the account the in-cluster Job's base binds may not delete `kube-system`
 //! nor patch nodes, and may do what a run in its namespace does.
 
 use provider_kube::{KubeConfig, KubeProvider};
