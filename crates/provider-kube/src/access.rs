@@ -152,7 +152,9 @@ impl Access {
         match (self.namespaced, self.resource, self.verb) {
             (false, "nodes", "patch") => Piece::Nodes,
             (false, "namespaces", _) => Piece::RunNamespaces,
-            (false, "volumeattributesclasses", "create" | "delete") => Piece::AttributesClasses,
+            (false, "volumeattributesclasses", "create" | "delete" | "watch") => {
+                Piece::AttributesClasses
+            }
             (false, _, _) => Piece::Read,
             (true, _, _) if own_namespace => Piece::RunNamespaces,
             (true, _, _) => Piece::Role,
@@ -279,17 +281,11 @@ pub struct Grant {
 /// Every request kind pre-flight may ask for — a run in an existing namespace
 /// (`own_namespace` false) or in its own — with the piece that grants it.
 pub fn grants(own_namespace: bool) -> Vec<Grant> {
-    let mut all: BTreeSet<Access> = EVERY_RUN.into_iter().collect();
-    for op in OpType::ALL {
-        all.extend(needs(op).iter().copied());
-    }
-    for v in ["create", "delete"] {
-        all.insert(cluster(v, STORAGE, "volumeattributesclasses"));
-        if own_namespace {
-            all.insert(cluster(v, "", "namespaces"));
-        }
-    }
-    all.into_iter()
+    // Every op type, and an attributes class to create.
+    let ops = OpType::ALL.into_iter().collect();
+    let classes = BTreeSet::from(["any".to_owned()]);
+    wanted(&ops, own_namespace, &classes)
+        .into_keys()
         .map(|a| Grant {
             verb: a.verb,
             group: a.group,
@@ -334,7 +330,9 @@ fn wanted(
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        for v in ["create", "delete"] {
+        // Cleanup deletes them and watches until they are gone (a class in use by a claim
+        // is kept by its protection finalizer).
+        for v in ["create", "delete", "watch"] {
             want.entry(cluster(v, STORAGE, "volumeattributesclasses"))
                 .or_default()
                 .insert(by.clone());

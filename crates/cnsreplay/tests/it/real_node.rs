@@ -549,6 +549,16 @@ pub(crate) fn nothing_left(c: &Cluster, run: &Path) {
     let run_id = manifest["run_id"].as_str().expect("run_id");
     let left = run_objects_left(c, run_id);
     assert!(left.trim().is_empty(), "left behind: {left}");
+    // The run's own cleanup failed at nothing (a request it is forbidden there is a piece of
+    // deploy/rbac/ its account lacks, and pre-flight does not ask for).
+    if let Ok(text) = std::fs::read_to_string(run.join("summary.json")) {
+        let summary: serde_json::Value = serde_json::from_str(&text).expect("summary json");
+        let failures = &summary["cleanup_failures"];
+        assert!(
+            failures.as_array().is_none_or(Vec::is_empty),
+            "the run's cleanup failed: {failures}"
+        );
+    }
     // A stopped run deletes its namespace without waiting for the namespace controller's
     // sweep: terminating then is fine, as long as it goes.
     let t0 = std::time::Instant::now();
