@@ -4,11 +4,13 @@
 //! and the piece of `deploy/rbac/` that grants it — before anything is created, instead of
 //! operations failing `forbidden` one by one in the run.
 //!
-//! The pieces ([`Access::piece`]) follow the files: `base/role.yaml` (the Role for a run in
-//! one existing namespace), `base/read.yaml` (cluster-wide reads every run needs), and the
+//! The pieces ([`Piece`]) follow the files: `base/role.yaml` (the Role for a run in one
+//! existing namespace), `base/read.yaml` (cluster-wide reads every run needs), and the
 //! opt-in `run-namespaces/`, `nodes/`, `attributes-classes/`, `apiserver-metrics/`. A request
 //! the provider starts making belongs in both places: [`grants`] lists every request with its
 //! piece, and a test reads the pieces' files and checks each is granted where it is named.
+//! [`crate::TraceUses::pieces`] is the same mapping by piece: the test harnesses run each
+//! trace as an account bound to exactly those, so the tests prove the pieces suffice.
 //!
 //! Event watching is not required (without it failures only show as timeouts, and `prepare`
 //! says so). A review the API server does not answer checks nothing.
@@ -146,21 +148,118 @@ impl Access {
     }
 
     /// The piece of `deploy/rbac/` that grants it.
-    fn piece(&self, own_namespace: bool) -> &'static str {
+    fn piece(&self, own_namespace: bool) -> Piece {
         match (self.namespaced, self.resource, self.verb) {
-            (false, "nodes", "patch") => "ClusterRole cnsreplay-nodes, deploy/rbac/nodes",
-            (false, "namespaces", _) => {
-                "ClusterRole cnsreplay-run-namespaces, deploy/rbac/run-namespaces"
+            (false, "nodes", "patch") => Piece::Nodes,
+            (false, "namespaces", _) => Piece::RunNamespaces,
+            (false, "volumeattributesclasses", "create" | "delete" | "watch") => {
+                Piece::AttributesClasses
             }
-            (false, "volumeattributesclasses", "create" | "delete") => {
-                "ClusterRole cnsreplay-attributes-classes, deploy/rbac/attributes-classes"
-            }
-            (false, _, _) => "ClusterRole cnsreplay-read, deploy/rbac/base/read.yaml",
-            (true, _, _) if own_namespace => {
-                "ClusterRole cnsreplay-run-namespaces, deploy/rbac/run-namespaces"
-            }
-            (true, _, _) => "Role cnsreplay bound in that namespace, deploy/rbac/base/role.yaml",
+            (false, _, _) => Piece::Read,
+            (true, _, _) if own_namespace => Piece::RunNamespaces,
+            (true, _, _) => Piece::Role,
         }
+    }
+}
+
+/// A piece of `deploy/rbac/`: one Role or ClusterRole, in the file or directory named by
+/// [`Piece::path`]. What a run needs of them is [`crate::TraceUses::pieces`]; the test
+/// harnesses bind an account to exactly those.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Piece {
+    /// `base/role.yaml`: Role `cnsreplay`, what a run does in its one existing namespace
+    /// (bound in that namespace).
+    Role,
+    /// `base/read.yaml`: ClusterRole `cnsreplay-read`, the cluster-wide reads of every run.
+    Read,
+    /// `run-namespaces/`: ClusterRole `cnsreplay-run-namespaces`, a namespace per run (no
+    /// `--namespace`) and the Role's rules in every namespace.
+    RunNamespaces,
+    /// `nodes/`: ClusterRole `cnsreplay-nodes`, node patch (cordon, drain, force detach).
+    Nodes,
+    /// `attributes-classes/`: ClusterRole `cnsreplay-attributes-classes`, the header's
+    /// VolumeAttributesClasses the cluster lacks.
+    AttributesClasses,
+    /// `apiserver-metrics/`: ClusterRole `cnsreplay-apiserver-metrics`, `--apiserver-metrics`.
+    ApiserverMetrics,
+    /// `fetch/`: Role `cnsreplay-fetch` (namespace `cnsreplay`), `cnsreplay fetch`; no trace
+    /// needs it.
+    Fetch,
+}
+
+impl Piece {
+    /// Every piece, in the order of their directories in `deploy/rbac/kustomization.yaml`.
+    pub const ALL: [Piece; 7] = [
+        Piece::Role,
+        Piece::Read,
+        Piece::RunNamespaces,
+        Piece::Nodes,
+        Piece::AttributesClasses,
+        Piece::ApiserverMetrics,
+        Piece::Fetch,
+    ];
+
+    /// A short name: `role`, `read`, `run-namespaces`, `nodes`, `attributes-classes`,
+    /// `apiserver-metrics`, `fetch`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Piece::Role => "role",
+            Piece::Read => "read",
+            Piece::RunNamespaces => "run-namespaces",
+            Piece::Nodes => "nodes",
+            Piece::AttributesClasses => "attributes-classes",
+            Piece::ApiserverMetrics => "apiserver-metrics",
+            Piece::Fetch => "fetch",
+        }
+    }
+
+    /// Whether it is a namespaced Role (bound by a RoleBinding in a namespace) rather than a
+    /// ClusterRole.
+    pub fn namespaced(self) -> bool {
+        matches!(self, Piece::Role | Piece::Fetch)
+    }
+
+    /// The name of its Role or ClusterRole.
+    pub fn role(self) -> &'static str {
+        match self {
+            Piece::Role => "cnsreplay",
+            Piece::Read => "cnsreplay-read",
+            Piece::RunNamespaces => "cnsreplay-run-namespaces",
+            Piece::Nodes => "cnsreplay-nodes",
+            Piece::AttributesClasses => "cnsreplay-attributes-classes",
+            Piece::ApiserverMetrics => "cnsreplay-apiserver-metrics",
+            Piece::Fetch => "cnsreplay-fetch",
+        }
+    }
+
+    /// Its file or directory, from the workspace's root.
+    pub fn path(self) -> &'static str {
+        match self {
+            Piece::Role => "deploy/rbac/base/role.yaml",
+            Piece::Read => "deploy/rbac/base/read.yaml",
+            Piece::RunNamespaces => "deploy/rbac/run-namespaces",
+            Piece::Nodes => "deploy/rbac/nodes",
+            Piece::AttributesClasses => "deploy/rbac/attributes-classes",
+            Piece::ApiserverMetrics => "deploy/rbac/apiserver-metrics",
+            Piece::Fetch => "deploy/rbac/fetch",
+        }
+    }
+}
+
+impl std::fmt::Display for Piece {
+    /// As pre-flight names it: `ClusterRole cnsreplay-nodes, deploy/rbac/nodes`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.namespaced() {
+            "Role"
+        } else {
+            "ClusterRole"
+        };
+        let bound = if *self == Piece::Role {
+            " bound in that namespace"
+        } else {
+            ""
+        };
+        write!(f, "{kind} {}{bound}, {}", self.role(), self.path())
     }
 }
 
@@ -174,24 +273,19 @@ pub struct Grant {
     pub group: &'static str,
     /// Resource, with `/subresource` when it has one.
     pub resource: String,
-    /// The piece, e.g. `Role cnsreplay bound in that namespace, deploy/rbac/base/role.yaml`.
-    pub piece: &'static str,
+    /// The piece (shown as `Role cnsreplay bound in that namespace,
+    /// deploy/rbac/base/role.yaml`).
+    pub piece: Piece,
 }
 
 /// Every request kind pre-flight may ask for — a run in an existing namespace
 /// (`own_namespace` false) or in its own — with the piece that grants it.
 pub fn grants(own_namespace: bool) -> Vec<Grant> {
-    let mut all: BTreeSet<Access> = EVERY_RUN.into_iter().collect();
-    for op in OpType::ALL {
-        all.extend(needs(op).iter().copied());
-    }
-    for v in ["create", "delete"] {
-        all.insert(cluster(v, STORAGE, "volumeattributesclasses"));
-        if own_namespace {
-            all.insert(cluster(v, "", "namespaces"));
-        }
-    }
-    all.into_iter()
+    // Every op type, and an attributes class to create.
+    let ops = OpType::ALL.into_iter().collect();
+    let classes = BTreeSet::from(["any".to_owned()]);
+    wanted(&ops, own_namespace, &classes)
+        .into_keys()
         .map(|a| Grant {
             verb: a.verb,
             group: a.group,
@@ -202,6 +296,68 @@ pub fn grants(own_namespace: bool) -> Vec<Grant> {
             piece: a.piece(own_namespace),
         })
         .collect()
+}
+
+/// Every request a run needs — of `ops`, in its own namespace (`own`) or an existing one,
+/// creating the attributes classes `create_classes` — with what needs it.
+fn wanted(
+    ops: &BTreeSet<OpType>,
+    own: bool,
+    create_classes: &BTreeSet<String>,
+) -> BTreeMap<Access, BTreeSet<String>> {
+    let mut want: BTreeMap<Access, BTreeSet<String>> = BTreeMap::new();
+    for a in EVERY_RUN {
+        want.entry(a).or_default().insert("every run".to_owned());
+    }
+    if own {
+        for v in ["create", "delete"] {
+            want.entry(cluster(v, "", "namespaces"))
+                .or_default()
+                .insert("the run-owned namespace (no --namespace)".to_owned());
+        }
+    }
+    for op in ops {
+        for a in needs(*op) {
+            want.entry(*a).or_default().insert(op.to_string());
+        }
+    }
+    if !create_classes.is_empty() {
+        let by = format!(
+            "the trace header's attributes classes the cluster lacks: {}",
+            create_classes
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        // Cleanup deletes them and watches until they are gone (a class in use by a claim
+        // is kept by its protection finalizer).
+        for v in ["create", "delete", "watch"] {
+            want.entry(cluster(v, STORAGE, "volumeattributesclasses"))
+                .or_default()
+                .insert(by.clone());
+        }
+    }
+    want
+}
+
+/// The pieces of `deploy/rbac/` granting what pre-flight asks for: a run of `ops`, in its own
+/// namespace (`own`) or an existing one, creating the attributes classes `create_classes`,
+/// with `--apiserver-metrics` when `metrics`.
+pub(crate) fn pieces(
+    ops: &BTreeSet<OpType>,
+    own: bool,
+    create_classes: &BTreeSet<String>,
+    metrics: bool,
+) -> BTreeSet<Piece> {
+    let mut out: BTreeSet<Piece> = wanted(ops, own, create_classes)
+        .keys()
+        .map(|a| a.piece(own))
+        .collect();
+    if metrics {
+        out.insert(Piece::ApiserverMetrics);
+    }
+    out
 }
 
 impl Kube {
@@ -225,37 +381,7 @@ impl Kube {
             .namespace
             .clone()
             .unwrap_or_else(|| "cnsreplay-preflight".to_owned());
-        let mut want: BTreeMap<Access, BTreeSet<String>> = BTreeMap::new();
-        for a in EVERY_RUN {
-            want.entry(a).or_default().insert("every run".to_owned());
-        }
-        if own {
-            for v in ["create", "delete"] {
-                want.entry(cluster(v, "", "namespaces"))
-                    .or_default()
-                    .insert("the run-owned namespace (no --namespace)".to_owned());
-            }
-        }
-        for op in ops {
-            for a in needs(*op) {
-                want.entry(*a).or_default().insert(op.to_string());
-            }
-        }
-        if !create_classes.is_empty() {
-            let by = format!(
-                "the trace header's attributes classes the cluster lacks: {}",
-                create_classes
-                    .iter()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            for v in ["create", "delete"] {
-                want.entry(cluster(v, STORAGE, "volumeattributesclasses"))
-                    .or_default()
-                    .insert(by.clone());
-            }
-        }
+        let want = wanted(ops, own, create_classes);
         let api: Api<SelfSubjectAccessReview> = Api::all(self.client.clone());
         let mut missing = Vec::new();
         for (a, by) in &want {
@@ -302,11 +428,11 @@ impl Kube {
             };
             self.limiter.acquire().await;
             match api.create(&PostParams::default(), &review).await {
-                Ok(r) if r.status.as_ref().is_some_and(|s| !s.allowed) => missing.push(
+                Ok(r) if r.status.as_ref().is_some_and(|s| !s.allowed) => missing.push(format!(
                     "get /metrics (the API server's; needed by --apiserver-metrics; granted by \
-                     ClusterRole cnsreplay-apiserver-metrics, deploy/rbac/apiserver-metrics)"
-                        .to_owned(),
-                ),
+                     {})",
+                    Piece::ApiserverMetrics
+                )),
                 Ok(_) => {}
                 Err(e) => tracing::debug!("SelfSubjectAccessReview: {e}; /metrics not checked"),
             }

@@ -51,7 +51,7 @@ use replay::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo};
 use serde::{Deserialize, Serialize};
 use trace_format::{Event, OpType};
 
-pub use crate::access::{Grant, grants};
+pub use crate::access::{Grant, Piece, grants};
 pub use crate::capability::{Capability, Need, NeedUses};
 pub use crate::io::{io_pod, pod_backend, split_log};
 pub use crate::io_local::IoExec;

@@ -171,6 +171,18 @@ impl TraceUses {
 }
 
 impl TraceUses {
+    /// The pieces of `deploy/rbac/` a run of this trace with `config` needs: those granting
+    /// what pre-flight asks the API server for ([`crate::access`]), the header's attributes
+    /// classes counted as created (the run creates those the cluster lacks).
+    pub fn pieces(&self, config: &KubeConfig) -> std::collections::BTreeSet<crate::Piece> {
+        crate::access::pieces(
+            &self.ops,
+            config.namespace.is_none(),
+            &self.attributes_classes,
+            config.apiserver_metrics,
+        )
+    }
+
     /// Records that event `id` needs `cap` of `volume`'s class (when the trace created it).
     fn need(
         &mut self,

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use crate::{cnsreplay_within, kubectl, s, stdout};
 
-/// The cluster's variables and a shared turn on its real node (pods may land there).
-fn cluster() -> Option<(HashMap<String, String>, crate::real_node::Turn)> {
+/// The cluster's variables and the cluster with a shared turn on its real node (pods may
+/// land there).
+fn cluster() -> Option<(HashMap<String, String>, crate::real_node::Cluster)> {
     let require = std::env::var("CNSREPLAY_REQUIRE_TESTENV").as_deref() == Ok("1");
     let vars = crate::testenv_vars();
     if vars.get("KUBECONFIG").is_none_or(String::is_empty) {
@@ -26,7 +27,7 @@ fn cluster() -> Option<(HashMap<String, String>, crate::real_node::Turn)> {
         }
         return None;
     }
-    Some((vars, crate::real_node::shared_turn()))
+    Some((vars.clone(), crate::real_node::shared_cluster(vars)))
 }
 
 fn until(what: &str, mut f: impl FnMut() -> bool) {
@@ -42,7 +43,7 @@ fn until(what: &str, mut f: impl FnMut() -> bool) {
 
 #[test]
 fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
-    let Some((v, _turn)) = cluster() else { return };
+    let Some((v, c)) = cluster() else { return };
     let node = "testenv-node-3";
     let other_node = "testenv-node-2";
     let dir = tempfile::tempdir().expect("tempdir");
@@ -72,10 +73,14 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
     kubectl(&v, &["create", "-f", s(&pvc_file)]);
     kubectl(&v, &["cordon", other_node]);
 
+    // The run and the cleanups run as the account the trace needs: the cordon's node patch
+    // and the run-owned namespace's rules in every namespace (which `cleanup --run-id`
+    // without --namespace searches).
+    let kc = c.runner_kubeconfig_for(d, &trace);
     let run = d.join("run");
     let mut child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
         .args(["run", s(&trace), "--provider", "kube", "--kubeconfig"])
-        .arg(&v["KUBECONFIG"])
+        .arg(&kc)
         .args([
             "--storage-class",
             &v["TESTENV_STORAGE_CLASS"],
@@ -111,13 +116,7 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
     std::fs::remove_dir_all(&run).expect("remove the run directory");
 
     let o = cnsreplay_within(
-        &[
-            "cleanup",
-            "--run-id",
-            &run_id,
-            "--kubeconfig",
-            &v["KUBECONFIG"],
-        ],
+        &["cleanup", "--run-id", &run_id, "--kubeconfig", s(&kc)],
         600,
     );
     let out = stdout(&o);
@@ -159,13 +158,7 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
     assert_eq!(other, "true");
     // A second cleanup finds nothing and succeeds.
     let again = cnsreplay_within(
-        &[
-            "cleanup",
-            "--run-id",
-            &run_id,
-            "--kubeconfig",
-            &v["KUBECONFIG"],
-        ],
+        &["cleanup", "--run-id", &run_id, "--kubeconfig", s(&kc)],
         600,
     );
     assert!(again.status.success());

@@ -118,7 +118,7 @@ fn a_group_snapshot_of_five_volumes_under_io_restores_consistent_members_on_the_
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
+    let kc = c.runner_kubeconfig_for(tmp.path(), "traces/group-snapshot.yaml");
     let run = tmp.path().join("run");
     let args = kube_run_args(&c, &kc, "traces/group-snapshot.yaml", &run, true, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -1,6 +1,6 @@
 //! cnsreplay inside the cluster it measures, on testenv's real node: the kustomize base with
 //! its testenv overlay (deploy/kustomize) runs the README's Experiment 2 as a Job of the
-//! static cnsreplay image; `cnsreplay fetch`, as the tests' account (deploy/rbac/all), copies the
+//! static cnsreplay image; `cnsreplay fetch`, as an account bound by deploy/rbac/fetch, copies the
 //! run directory off the claim and `analyze summary` reads it; nothing of the run is left.
 //! Then a second Job is killed with its pod force-deleted, and `cleanup --run-id` removes
 //! what it left. And a split trace replayed by parallel drivers, an Indexed Job from one
@@ -13,6 +13,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::real_node::{Cluster, EXP2_OPS, nothing_left, real_node_cluster, run_objects_left};
+use provider_kube::Piece;
+
 use crate::{cnsreplay_within, ok, s, stdout};
 
 const NS: &str = "cnsreplay";
@@ -116,6 +118,10 @@ fn start_job(c: &Cluster) {
     ]);
 }
 
+/// What the tests here run `cnsreplay fetch` and `cnsreplay cleanup --run-id --namespace
+/// cnsreplay` as: the fetch piece, the Role of the Job's namespace and the reads.
+const FETCH_AND_CLEANUP: [Piece; 3] = [Piece::Role, Piece::Read, Piece::Fetch];
+
 /// `cnsreplay fetch` onto the real node as the runner `kc`, into `dest`.
 fn fetch(c: &Cluster, kc: &Path, dest: &Path) -> String {
     let selector = format!("{}=true", c.get("TESTENV_REAL_NODE_LABEL"));
@@ -141,7 +147,9 @@ fn an_in_cluster_job_runs_experiment2_and_fetch_brings_its_run_directory_back() 
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
+    // No trace of its own: `cnsreplay fetch` (the fetch piece) and `cleanup --run-id
+    // --namespace cnsreplay` of the Job's run (the Role there and the reads).
+    let kc = c.pieces_kubeconfig(tmp.path(), &FETCH_AND_CLEANUP.into());
     remove_job_objects(&c);
     start_job(&c);
     let (done, log) = wait_job(&c, 900);
@@ -149,7 +157,7 @@ fn an_in_cluster_job_runs_experiment2_and_fetch_brings_its_run_directory_back() 
     assert!(log.contains("complete: 44 events on kube"), "{log}");
     assert!(log.contains("run directory: runs/trace-"), "{log}");
 
-    // Back on this machine, as the tests' account (bound by deploy/rbac/fetch among all).
+    // Back on this machine, as an account bound by deploy/rbac/fetch.
     let dest = tmp.path().join("fetched");
     let said = fetch(&c, &kc, &dest);
     assert!(said.contains("new:"), "{said}");
@@ -302,7 +310,8 @@ fn a_split_trace_runs_as_parallel_jobs_from_one_instant_and_merges_back() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
+    // `cnsreplay fetch` of the Jobs' runs (the fetch piece).
+    let kc = c.pieces_kubeconfig(tmp.path(), &FETCH_AND_CLEANUP.into());
     let trace = tmp.path().join("two-tenants.yaml");
     std::fs::write(&trace, SPLIT_TRACE).expect("trace");
     let parts = tmp.path().join("parts");

@@ -4,8 +4,9 @@
 //! `deploy/rbac/base/read.yaml` runs the README's Experiment 2 there with `--namespace`: every
 //! operation ok, and nothing of the run left (objects, mounts, loop devices). Its kubeconfig
 //! holds a token: it is 0600 and removed. And `--image-pull-secret` without `--namespace` is
-//! refused at pre-flight with the reason. Skipped (one line) without a real node unless
-//! `CNSREPLAY_REQUIRE_REAL_NODE=1`.
+//! refused at pre-flight with the reason; a run whose account lacks a piece of `deploy/rbac/`
+//! its trace needs is refused at pre-flight naming the verb and the piece. Skipped (one line)
+//! without a real node unless `CNSREPLAY_REQUIRE_REAL_NODE=1`.
 
 use std::os::unix::fs::PermissionsExt as _;
 
@@ -45,7 +46,7 @@ fn the_least_privilege_account_runs_experiment2_in_one_restricted_namespace() {
     };
     let tmp = tempfile::tempdir().expect("tempdir");
     // deploy/rbac applied (the ClusterRole cnsreplay-read among it).
-    let _ = c.runner_kubeconfig(tmp.path());
+    c.apply_rbac();
     let ns = format!(
         "lp-{}-{}",
         std::process::id(),
@@ -84,7 +85,11 @@ fn the_least_privilege_account_runs_experiment2_in_one_restricted_namespace() {
         & 0o777;
     assert_eq!(mode, 0o600, "a kubeconfig with a token is the owner's only");
     // What the account may not do (the run must not need it).
-    for (verb, what) in [("create", "namespaces"), ("patch", "nodes")] {
+    for (verb, what) in [
+        ("create", "namespaces"),
+        ("delete", "namespace/kube-system"),
+        ("patch", "nodes"),
+    ] {
         let can =
             std::process::Command::new(std::path::Path::new(c.get("TESTENV_BIN")).join("kubectl"))
                 .arg(format!("--kubeconfig={}", s(&kc)))
@@ -151,7 +156,7 @@ fn an_image_pull_secret_without_namespace_is_refused_at_preflight() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
+    let kc = c.runner_kubeconfig_for(tmp.path(), "traces/experiment2-short.yaml");
     let run = tmp.path().join("run");
     let mut args = run_args(&c, &kc, "traces/experiment2-short.yaml", &run);
     args.extend(["--image-pull-secret".to_owned(), "regcred".to_owned()]);
@@ -168,4 +173,71 @@ fn an_image_pull_secret_without_namespace_is_refused_at_preflight() {
         assert!(err.contains(needle), "{needle:?} not in:\n{err}");
     }
     assert!(!run.exists(), "the run started: {}", run.display());
+}
+
+/// The tests run each trace as an account bound to exactly the pieces of `deploy/rbac/` it
+/// needs (`Cluster::runner_kubeconfig_for`): one piece short — a `cordon_node` trace as the
+/// account of a trace without one — `run` is refused at pre-flight naming the verb, the
+/// operation and the piece, before a run directory or any object exists; as the account its
+/// own trace gets, the same pre-flight passes.
+#[test]
+fn a_run_whose_account_lacks_a_piece_its_trace_needs_is_refused_at_preflight() {
+    let Some(c) = real_node_cluster() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let node = c.kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let trace = tmp.path().join("cordon.yaml");
+    std::fs::write(
+        &trace,
+        format!(
+            "format: cnsreplay-trace\nversion: 1\ndefaults: {{volume_size: 64Mi}}\nevents:\n  \
+             - {{at: 0s, create_volume: {{volume: v}}}}\n  \
+             - {{at: 1s, cordon_node: {{node: {node}}}}}\n  \
+             - {{at: 2s, delete_volume: {{volume: v}}}}\n"
+        ),
+    )
+    .expect("trace");
+    let run = tmp.path().join("run");
+    let preflight = |kc: &std::path::Path| {
+        let mut args = run_args(&c, kc, s(&trace), &run);
+        args.push("--preflight-only".to_owned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        cnsreplay(&args)
+    };
+    // Experiment 2's account: its pieces have no node patch.
+    let short = c.runner_kubeconfig_for(tmp.path(), "traces/experiment2-short.yaml");
+    let mode = std::fs::metadata(&short)
+        .expect("kubeconfig")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600, "a kubeconfig with a token is the owner's only");
+    let out = preflight(&short);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for needle in [
+        "patch nodes (cluster-wide) (needed by cordon_node; granted by ClusterRole \
+         cnsreplay-nodes, deploy/rbac/nodes)",
+        "nothing was created",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in:\n{err}");
+    }
+    assert!(!run.exists(), "the run started: {}", run.display());
+    // Its own account (the node piece among its pieces) passes.
+    let own = c.runner_kubeconfig_for(tmp.path(), &trace);
+    let out = preflight(&own);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout(&out).contains("pre-flight passed"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!run.exists(), "--preflight-only made {}", run.display());
 }

@@ -1,10 +1,10 @@
 //! A storage system nobody here wrote: rancher's local-path-provisioner on testenv's real node
 //! (StorageClass `local-path`: WaitForFirstConsumer, hostPath PVs made by a helper pod, not
 //! CSI — no VolumeAttachment, no snapshots, no expansion). The seed's Experiment 1 shape
-//! (create/attach/detach/delete churn) and Experiment 2 without snapshots run through the CLI
-//! as the tests' account (every piece of `deploy/rbac/`), every operation ok, the same table as on
-//! `cnsreplay-csi`, nothing left (objects, PVs, the host directories); a trace with a snapshot
-//! is refused at pre-flight naming the missing capability, before anything is created.
+//! (create/attach/detach/delete churn) and Experiment 2 without snapshots run through the CLI as
+//! the account of the pieces of `deploy/rbac/` each trace needs, every operation ok, the same table
+//! as on `cnsreplay-csi`, nothing left (objects, PVs, the host directories); a trace with a
+//! snapshot is refused at pre-flight naming the missing capability, before anything is created.
 //! Skipped (one line) without a real node running local-path unless
 //! `CNSREPLAY_REQUIRE_REAL_NODE=1`.
 
@@ -168,7 +168,6 @@ fn check_run(c: &Cluster, out: &Output, run: &Path, want: &[(&str, u64)]) {
 fn experiment1_churn_on_local_path_all_ok_nothing_left() {
     let Some(c) = local_path() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
     let mut t = String::from(
         "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 64Mi}\nevents:\n  \
          - {at: 0s, create_volume: {volume: s}}\n  \
@@ -193,6 +192,7 @@ fn experiment1_churn_on_local_path_all_ok_nothing_left() {
     let trace = tmp.path().join("exp1.yaml");
     std::fs::write(&trace, t).expect("write trace");
     let run = tmp.path().join("run");
+    let kc = c.runner_kubeconfig_for(tmp.path(), &trace);
     let out = cnsreplay_within(&args(&c, &kc, &trace, &run), 300);
     crate::ok(&out);
     check_run(
@@ -214,7 +214,6 @@ fn experiment1_churn_on_local_path_all_ok_nothing_left() {
 fn experiment2_without_snapshots_on_local_path_all_ok_nothing_left() {
     let Some(c) = local_path() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
     let mut t = String::from(
         "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 64Mi}\nevents:\n",
     );
@@ -245,6 +244,7 @@ fn experiment2_without_snapshots_on_local_path_all_ok_nothing_left() {
     let trace = tmp.path().join("exp2.yaml");
     std::fs::write(&trace, t).expect("write trace");
     let run = tmp.path().join("run");
+    let kc = c.runner_kubeconfig_for(tmp.path(), &trace);
     let out = cnsreplay_within(&args(&c, &kc, &trace, &run), 400);
     crate::ok(&out);
     check_run(
@@ -298,9 +298,9 @@ fn snapshot_trace(dir: &Path) -> std::path::PathBuf {
 fn a_snapshot_on_local_path_is_refused_at_preflight() {
     let Some(c) = local_path() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
     let trace = snapshot_trace(tmp.path());
     let run = tmp.path().join("run");
+    let kc = c.runner_kubeconfig_for(tmp.path(), &trace);
     let mut a = args(&c, &kc, &trace, &run);
     // Even with the cluster's snapshot class named: it is for another driver.
     a.extend([
@@ -333,9 +333,9 @@ fn a_snapshot_on_local_path_is_refused_at_preflight() {
 fn preflight_only_checks_a_trace_against_each_class_and_creates_nothing() {
     let Some(c) = local_path() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
     let trace = snapshot_trace(tmp.path());
     let run = tmp.path().join("run");
+    let kc = c.runner_kubeconfig_for(tmp.path(), &trace);
     let mut a = args(&c, &kc, &trace, &run);
     a.extend([
         "--snapshot-class".to_owned(),

@@ -1,10 +1,10 @@
 //! Issue 18's control operations on testenv's real node: `traces/modify-and-recover.yaml` as
-//! shipped, with testenv's own classes, as the tests' account (every piece of `deploy/rbac/`).
-//! Attributes-class changes under I/O must change the I/O rate the way the class says (seen
+//! shipped, with testenv's own classes, as the account of the pieces of `deploy/rbac/` the trace
+//! needs. Attributes-class changes under I/O must change the I/O rate the way the class says (seen
 //! in iogen's own intervals, not in the API), a class the driver cannot apply must fail as
-//! `infeasible` and change nothing, a resize the backend refuses must fail as `infeasible`
-//! and its lowered request must then succeed and leave the volume usable beyond its old size;
-//! nothing of the run may be left, the VolumeAttributesClasses it created included.
+//! `infeasible` and change nothing, a resize the backend refuses must fail as `infeasible` and its
+//! lowered request must then succeed and leave the volume usable beyond its old size; nothing of
+//! the run may be left, the VolumeAttributesClasses it created included.
 
 use std::path::Path;
 
@@ -36,10 +36,10 @@ fn modify_and_recover_on_the_real_node() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
     let run = tmp.path().join("run");
     // By its absolute path, which the manifest records: analysis finds it from anywhere.
     let trace = crate::workspace().join("traces/modify-and-recover.yaml");
+    let kc = c.runner_kubeconfig_for(tmp.path(), &trace);
     let args = kube_run_args(&c, &kc, s(&trace), &run, true, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = cnsreplay_within(&args, 600);

@@ -103,7 +103,6 @@ fn force_detach_of_the_shut_down_real_node_brings_the_workload_up_elsewhere() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
     let run = tmp.path().join("run");
     let node = c.get("TESTENV_REAL_NODE").to_owned();
     let trace = tmp.path().join("outage.yaml");
@@ -120,6 +119,7 @@ fn force_detach_of_the_shut_down_real_node_brings_the_workload_up_elsewhere() {
         ),
     )
     .expect("trace");
+    let kc = c.runner_kubeconfig_for(tmp.path(), &trace);
     let child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
         .args(kube_run_args(&c, &kc, s(&trace), &run, false, &[]))
         .env("NO_COLOR", "1")

@@ -1,14 +1,17 @@
 //! The README's main job on the kube provider against testenv's real kubelet node: the
 //! Experiment 2 trace as shipped (5 PVCs, a pod on each, iogen pods doing I/O on the mounted
 //! ext4 volumes, snapshots round-robin), with only the cluster's classes, the node and the
-//! image given on the command line, as the tests' service account (every piece of `deploy/rbac/`). It must print
+//! image given on the command line, as an account bound to exactly the pieces of
+//! `deploy/rbac/` the trace needs (`Cluster::runner_kubeconfig_for`). It must print
 //! the same table as the local run, with I/O on both sides of the snapshot split, and leave
 //! nothing behind. Skipped (one line) without a real node unless
 //! `CNSREPLAY_REQUIRE_REAL_NODE=1`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use provider_kube::Piece;
 
 use crate::{LENIENT, cnsreplay_within, ok, s, stdout};
 
@@ -46,51 +49,73 @@ impl Cluster {
         crate::kubectl(&self.vars, args)
     }
 
-    /// A kubeconfig for the tests' account `cnsreplay/cnsreplay-tests`, bound by every piece of
-    /// `deploy/rbac/` ([`Cluster::apply_rbac`]), written 0600 in `dir` (a temporary directory
-    /// the test removes).
-    pub(crate) fn runner_kubeconfig(&self, dir: &Path) -> PathBuf {
-        // Once per test process: tests applying it at the same moment on a fresh cluster
-        // race to create the same objects, and all but one fail with AlreadyExists.
-        static RBAC: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-        RBAC.get_or_init(|| self.apply_rbac());
-        self.account_kubeconfig("cnsreplay", RUNNER_ACCOUNT, &dir.join("runner.kubeconfig"))
+    /// A kubeconfig, written 0600 in `dir` (a temporary directory the test removes), for the
+    /// tests' account bound to exactly the pieces of `deploy/rbac/` that a `cnsreplay run` of
+    /// `trace` (relative: to the workspace) in a run-owned namespace needs: what its pre-flight
+    /// asks for ([`provider_kube::TraceUses::pieces`]). A piece missing from that mapping
+    /// fails the test at pre-flight, naming the verb.
+    pub(crate) fn runner_kubeconfig_for(&self, dir: &Path, trace: impl AsRef<Path>) -> PathBuf {
+        let trace = crate::workspace().join(trace);
+        let cfg = provider_kube::KubeConfig::default();
+        let pieces = provider_kube::TraceUses::scan(&cfg, &trace)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .pieces(&cfg);
+        self.pieces_kubeconfig(dir, &pieces)
+    }
+
+    /// A kubeconfig in `dir` (0600) for the tests' account bound to exactly `pieces`
+    /// ([`runner_account`]; the account and its bindings are made once per test process, and
+    /// idempotently: other processes make the same). For a test whose needs no trace names
+    /// (`cnsreplay fetch`, say): it says which pieces, and why.
+    pub(crate) fn pieces_kubeconfig(&self, dir: &Path, pieces: &BTreeSet<Piece>) -> PathBuf {
+        static MADE: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+        self.apply_rbac();
+        let sa = runner_account(pieces);
+        let mut made = MADE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !made.contains(&sa) {
+            self.create_ok(&["serviceaccount", &sa, "-n", "cnsreplay"]);
+            let subject = format!("--serviceaccount=cnsreplay:{sa}");
+            for p in pieces {
+                let binding = format!("{sa}-{}", p.role());
+                if p.namespaced() {
+                    let r = format!("--role={}", p.role());
+                    self.create_ok(&["rolebinding", &binding, "-n", "cnsreplay", &r, &subject]);
+                } else {
+                    let r = format!("--clusterrole={}", p.role());
+                    self.create_ok(&["clusterrolebinding", &binding, &r, &subject]);
+                }
+            }
+            made.insert(sa.clone());
+        }
+        drop(made);
+        self.account_kubeconfig("cnsreplay", &sa, &dir.join(format!("{sa}.kubeconfig")))
     }
 
     /// Applies `deploy/rbac/`: its base (the namespace, the Job's account `cnsreplay` with the
     /// Role and the read ClusterRole) and the definitions of every opt-in piece without their
-    /// bindings; every Role and ClusterRole is bound to the tests' own account
-    /// [`RUNNER_ACCOUNT`], so the Job's account keeps only what the Job base binds.
+    /// bindings: the tests bind pieces to accounts of their own
+    /// ([`Cluster::pieces_kubeconfig`]), so the Job's account keeps only what the Job base
+    /// binds. Once per test process: tests applying it at the same moment on a fresh cluster
+    /// race to create the same objects, and all but one fail with AlreadyExists.
     pub(crate) fn apply_rbac(&self) {
+        static RBAC: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+        RBAC.get_or_init(|| self.apply_rbac_now());
+    }
+
+    fn apply_rbac_now(&self) {
         let dir = crate::workspace().join("deploy/rbac");
         self.kubectl(&["apply", "-k", s(&dir)]);
         let all = self.kubectl(&["kustomize", s(&dir.join("all"))]);
-        let mut defs = String::new();
-        let mut roles = Vec::new();
-        for doc in all.split("\n---\n") {
-            let kind = doc.lines().find_map(|l| l.strip_prefix("kind: "));
-            let name = doc.lines().find_map(|l| l.strip_prefix("  name: "));
-            match (kind, name) {
-                (Some("ClusterRoleBinding" | "RoleBinding"), _) => continue,
-                (Some(k @ ("ClusterRole" | "Role")), Some(n)) => roles.push((k, n.to_owned())),
-                _ => {}
-            }
-            defs.push_str(doc);
-            defs.push_str("\n---\n");
-        }
-        self.kubectl_stdin(&["apply", "-f", "-"], &defs);
-        self.create_ok(&["serviceaccount", RUNNER_ACCOUNT, "-n", "cnsreplay"]);
-        let subject = format!("--serviceaccount=cnsreplay:{RUNNER_ACCOUNT}");
-        for (kind, role) in roles {
-            let binding = format!("{RUNNER_ACCOUNT}-{role}");
-            if kind == "ClusterRole" {
-                let r = format!("--clusterrole={role}");
-                self.create_ok(&["clusterrolebinding", &binding, &r, &subject]);
-            } else {
-                let r = format!("--role={role}");
-                self.create_ok(&["rolebinding", &binding, "-n", "cnsreplay", &r, &subject]);
-            }
-        }
+        let defs: Vec<&str> = all
+            .split("\n---\n")
+            .filter(|doc| {
+                !doc.lines()
+                    .any(|l| l == "kind: ClusterRoleBinding" || l == "kind: RoleBinding")
+            })
+            .collect();
+        self.kubectl_stdin(&["apply", "-f", "-"], &defs.join("\n---\n"));
     }
 
     /// `kubectl create ARGS` as the admin; an object already there is fine.
@@ -150,8 +175,12 @@ impl Cluster {
     }
 }
 
-/// The tests' runner account (namespace `cnsreplay`): every piece of `deploy/rbac/`.
-pub(crate) const RUNNER_ACCOUNT: &str = "cnsreplay-tests";
+/// The tests' account (namespace `cnsreplay`) bound to exactly `pieces`:
+/// `cnsreplay-tests-` and their names, e.g. `cnsreplay-tests-read-run-namespaces`.
+pub(crate) fn runner_account(pieces: &BTreeSet<Piece>) -> String {
+    let names: Vec<&str> = pieces.iter().map(|p| p.name()).collect();
+    format!("cnsreplay-tests-{}", names.join("-"))
+}
 
 /// Writes a credential readable by its owner only (0600 from its creation).
 pub(crate) fn write_secret(path: &Path, bytes: &[u8]) {
@@ -166,6 +195,15 @@ pub(crate) fn write_secret(path: &Path, bytes: &[u8]) {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     f.write_all(bytes)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// The cluster of testenv `vars` with a shared turn on its real node, for a test that needs
+/// no real node but may place pods there.
+pub(crate) fn shared_cluster(vars: HashMap<String, String>) -> Cluster {
+    Cluster {
+        vars,
+        _turn: shared_turn(),
+    }
 }
 
 pub(crate) fn real_node_cluster() -> Option<Cluster> {
@@ -325,7 +363,7 @@ fn experiment2_on_the_real_node_prints_the_local_table_and_leaves_nothing() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
+    let kc = c.runner_kubeconfig_for(tmp.path(), "traces/experiment2-short.yaml");
     let run = tmp.path().join("run");
     // Its live metrics: the iogen pods' I/O of tenant `db` arrives while they run.
     let port = crate::prometheus::free_port();
@@ -511,6 +549,16 @@ pub(crate) fn nothing_left(c: &Cluster, run: &Path) {
     let run_id = manifest["run_id"].as_str().expect("run_id");
     let left = run_objects_left(c, run_id);
     assert!(left.trim().is_empty(), "left behind: {left}");
+    // The run's own cleanup failed at nothing (a request it is forbidden there is a piece of
+    // deploy/rbac/ its account lacks, and pre-flight does not ask for).
+    if let Ok(text) = std::fs::read_to_string(run.join("summary.json")) {
+        let summary: serde_json::Value = serde_json::from_str(&text).expect("summary json");
+        let failures = &summary["cleanup_failures"];
+        assert!(
+            failures.as_array().is_none_or(Vec::is_empty),
+            "the run's cleanup failed: {failures}"
+        );
+    }
     // A stopped run deletes its namespace without waiting for the namespace controller's
     // sweep: terminating then is fine, as long as it goes.
     let t0 = std::time::Instant::now();
@@ -608,7 +656,7 @@ fn ctrl_c_on_the_real_node_leaves_nothing_of_the_run() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
+    let kc = c.runner_kubeconfig_for(tmp.path(), "traces/experiment2-short.yaml");
     let run = tmp.path().join("run");
     let child = spawn_exp2(&c, &kc, &run, &[]);
     // Records are written when an operation ends, so watch the cluster: wait until iogen
@@ -666,7 +714,6 @@ fn a_block_trace_replays_in_io_stream_pods_on_the_real_node() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let kc = c.runner_kubeconfig(tmp.path());
     let trace = tmp.path().join("block.jsonl");
     let n = 6000u64;
     let lines = crate::block_trace(
@@ -675,6 +722,7 @@ fn a_block_trace_replays_in_io_stream_pods_on_the_real_node() {
     );
     std::fs::write(&trace, lines.join("\n") + "\n").expect("write trace");
     let run = tmp.path().join("run");
+    let kc = c.runner_kubeconfig_for(tmp.path(), &trace);
     let args = run_args(&c, &kc, s(&trace), &run);
     let seccomp = c.seccomp();
     let out = cnsreplay_within(&args.iter().map(String::as_str).collect::<Vec<_>>(), 600);

@@ -5,7 +5,8 @@
 //! node operation, one declaring an attributes class the cluster lacks, or a run without
 //! `--namespace`, is refused naming the verb, the operation needing it and the piece of
 //! `deploy/rbac/` that grants it; `--image-pull-secret` without `--namespace` is refused with
-//! the reason. And the account the in-cluster Job's base binds may not delete `kube-system`
+//! the reason; the accounts the tests run each of those traces as (bound to the pieces
+//! `TraceUses::pieces` names) pass. And the account the in-cluster Job's base binds may not delete `kube-system`
 //! nor patch nodes, and may do what a run in its namespace does.
 
 use provider_kube::{KubeConfig, KubeProvider};
@@ -16,7 +17,7 @@ use crate::common::*;
 fn preflight_names_each_request_the_credentials_may_not_make() {
     let Some(env) = testenv() else { return };
     // deploy/rbac/ applied (the namespace, the Role, the read ClusterRole).
-    let _ = env.runner_kubeconfig();
+    env.apply_rbac();
     let rt = rt();
     let c = rt.block_on(client(&env));
     let class = uniq("access");
@@ -139,14 +140,19 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
     );
     // An image pull secret cannot reach a run-owned namespace: refused with the reason; in an
     // existing namespace it is the user's Secret there, not refused.
-    let with_secret = |namespace: Option<&str>| KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        namespace: namespace.map(str::to_owned),
-        pod: provider_kube::PodOptions {
-            image_pull_secrets: vec!["regcred".into()],
-            ..provider_kube::PodOptions::default()
-        },
-        ..cfg.clone()
+    let with_secret = |namespace: Option<&str>| {
+        let cfg = KubeConfig {
+            namespace: namespace.map(str::to_owned),
+            pod: provider_kube::PodOptions {
+                image_pull_secrets: vec!["regcred".into()],
+                ..provider_kube::PodOptions::default()
+            },
+            ..cfg.clone()
+        };
+        KubeConfig {
+            kubeconfig: Some(env.runner_kubeconfig_for(&cfg, &plain)),
+            ..cfg
+        }
     };
     let e = preflight(&with_secret(None), &plain).unwrap_err();
     assert!(
@@ -218,17 +224,22 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
             "no SelfSubjectAccessReview of {user} in {audit}"
         );
     }
-    // The full set (the runner's) passes all three.
-    for trace in [&plain, &cordon, &vac] {
-        let r = preflight(
-            &KubeConfig {
-                kubeconfig: Some(env.runner_kubeconfig()),
-                namespace: None,
+    // The pieces each trace needs (what the tests run as) pass all three, in a run-owned
+    // namespace and in `cnsreplay`.
+    for namespace in [None, Some("cnsreplay".to_owned())] {
+        for trace in [&plain, &cordon, &vac] {
+            let cfg = KubeConfig {
+                namespace: namespace.clone(),
                 ..cfg.clone()
-            },
-            trace,
-        );
-        assert_eq!(access_lines(r.clone()), "", "{r:?}");
+            };
+            let kubeconfig = Some(env.runner_kubeconfig_for(&cfg, trace));
+            let r = preflight(&KubeConfig { kubeconfig, ..cfg }, trace);
+            assert_eq!(
+                access_lines(r.clone()),
+                "",
+                "{namespace:?} {trace:?}: {r:?}"
+            );
+        }
     }
     let _ = std::fs::remove_file(&kc);
     let _ = env
@@ -278,7 +289,7 @@ fn bound_to(rendered: &str, ns: &str, name: &str) -> std::collections::BTreeSet<
 fn the_job_account_may_not_delete_kube_system_nor_patch_nodes() {
     let Some(env) = testenv() else { return };
     // deploy/rbac/ applied (its Roles and ClusterRoles exist).
-    let _ = env.runner_kubeconfig();
+    env.apply_rbac();
     let base = env.kubectl_ok(&[
         "kustomize",
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/kustomize/base"),
@@ -480,10 +491,13 @@ fn each_request_preflight_asks_for_is_granted_by_the_piece_it_names() {
     let mut wrong = Vec::new();
     for own in [false, true] {
         for g in provider_kube::grants(own) {
-            let (role, path) = g.piece.rsplit_once(", ").unwrap();
-            let mut words = role.split_whitespace();
-            let (kind, name) = (words.next().unwrap(), words.next().unwrap());
-            let p = root.join(path);
+            let kind = if g.piece.namespaced() {
+                "Role"
+            } else {
+                "ClusterRole"
+            };
+            let name = g.piece.role();
+            let p = root.join(g.piece.path());
             let file = if p.is_dir() { p.join("rbac.yaml") } else { p };
             let text = std::fs::read_to_string(&file)
                 .unwrap_or_else(|e| panic!("{} (named by {g:?}): {e}", file.display()));

@@ -37,7 +37,7 @@ fn a_replay_reads_back_from_the_audit_log() {
     let trace = dir.path().join("t.yaml");
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
-    let (out, p) = replay_run(&trace, &run_dir, provider(&env, "cnsreplay-csi"));
+    let (out, p) = replay_run(&trace, &run_dir, provider(&env, "cnsreplay-csi", &trace));
     assert_eq!(out.summary.failed, 0);
     let ns = p.namespace().expect("the run's namespace").to_owned();
     let replayed = events(&run_dir);

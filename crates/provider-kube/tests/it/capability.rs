@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams};
-use provider_kube::{KubeConfig, KubeProvider};
+use provider_kube::KubeConfig;
 
 use crate::common::*;
 
@@ -49,12 +49,11 @@ fn preflight_refuses_what_a_non_csi_class_cannot_do_and_names_why() {
     let path = dir.path().join("t.yaml");
     std::fs::write(&path, trace(true)).unwrap();
     let cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: Some(class.clone()),
         ..KubeConfig::default()
     };
-    let e = KubeProvider::new(cfg.clone())
-        .unwrap()
+    let e = env
+        .provider_for(cfg.clone(), &path)
         .preflight(&path)
         .unwrap_err()
         .to_string();
@@ -100,14 +99,17 @@ fn preflight_refuses_what_a_non_csi_class_cannot_do_and_names_why() {
         return;
     };
     std::fs::write(&path, trace(false)).unwrap();
-    let uses = KubeProvider::new(KubeConfig {
-        storage_class: Some("cnsreplay-csi".into()),
-        snapshot_class: Some("cnsreplay-csi".into()),
-        ..cfg
-    })
-    .unwrap()
-    .preflight(&path)
-    .unwrap_or_else(|e| panic!("the CSI class can do all of it: {e}"));
+    let uses = env
+        .provider_for(
+            KubeConfig {
+                storage_class: Some("cnsreplay-csi".into()),
+                snapshot_class: Some("cnsreplay-csi".into()),
+                ..cfg
+            },
+            &path,
+        )
+        .preflight(&path)
+        .unwrap_or_else(|e| panic!("the CSI class can do all of it: {e}"));
     assert_eq!(uses.needs.len(), 4, "{:?}", uses.needs);
 }
 
@@ -134,12 +136,13 @@ fn a_wait_for_first_consumer_attach_reports_provisioning_as_its_own_phases() {
          - {at: 1s, delete_volume: {volume: v}}\n",
     )
     .unwrap();
-    let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        storage_class: Some("cnsreplay-csi-wffc".into()),
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let p = env.provider_for(
+        KubeConfig {
+            storage_class: Some("cnsreplay-csi-wffc".into()),
+            ..KubeConfig::default()
+        },
+        &trace,
+    );
     let run_dir = dir.path().join("run");
     let (out, _p) = replay_run(&trace, &run_dir, p);
     assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);

@@ -1,7 +1,7 @@
 //! Cluster discovery (shared contract with the CSI driver's tests) and helpers: static
 //! provisioning (a no-provisioner StorageClass and hostPath PVs), trace files, run records.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, Config};
-use provider_kube::{KubeConfig, KubeProvider};
+use provider_kube::{KubeConfig, KubeProvider, Piece, TraceUses};
 use replay::{EventRecord, Outcome, RunControl, RunOptions, RunOutcome};
 use trace_format::OpType;
 
@@ -178,15 +178,16 @@ pub async fn nothing_left_after_stop(c: &Client, run_id: &str) {
     }
 }
 
-pub fn provider(env: &TestEnv, class: &str) -> KubeProvider {
-    KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
+/// A provider running `trace` in `class` as the account its trace needs
+/// ([`TestEnv::provider_for`]).
+pub fn provider(env: &TestEnv, class: &str, trace: &Path) -> KubeProvider {
+    let cfg = KubeConfig {
         storage_class: Some(class.to_owned()),
         qps: 200.0,
         burst: 400,
         ..KubeConfig::default()
-    })
-    .unwrap()
+    };
+    env.provider_for(cfg, trace)
 }
 
 /// How long one replay of a cluster test may run (`CNSREPLAY_TEST_DEADLINE` seconds, default
@@ -420,62 +421,123 @@ impl TestEnv {
         path
     }
 
-    /// Applies `deploy/rbac/`: its base (the namespace, the Job's account `cnsreplay` with the
-    /// Role and the read ClusterRole) and the definitions of every opt-in piece, whose
-    /// bindings are not applied: the opt-in pieces go to the tests' own account
-    /// [`RUNNER_ACCOUNT`], so the Job's account keeps only what the Job base binds.
+    /// Applies `deploy/rbac/` once per test process: its base (the namespace, the Job's account
+    /// `cnsreplay` with the Role and the read ClusterRole) and the definitions of every opt-in
+    /// piece, whose bindings are not applied: the tests bind pieces to accounts of their own
+    /// ([`TestEnv::account_kubeconfig`]), so the Job's account keeps only what the Job base
+    /// binds.
     pub fn apply_rbac(&self) {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac");
-        self.kubectl_ok(&["apply", "-k", dir]);
-        let all = self.kubectl_ok(&["kustomize", &format!("{dir}/all")]);
-        let mut roles = Vec::new();
-        let mut defs = String::new();
-        for doc in all.split("\n---\n") {
-            let kind = doc.lines().find_map(|l| l.strip_prefix("kind: "));
-            let name = doc.lines().find_map(|l| l.strip_prefix("  name: "));
-            match (kind, name) {
-                (Some("ClusterRoleBinding" | "RoleBinding"), _) => continue,
-                (Some(k @ ("ClusterRole" | "Role")), Some(n)) => roles.push((k, n.to_owned())),
-                _ => {}
-            }
-            defs.push_str(doc);
-            defs.push_str("\n---\n");
+        // Tests applying it at the same moment on a fresh cluster would race to create the
+        // same objects.
+        static RBAC: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+        RBAC.get_or_init(|| {
+            remove_stale_kubeconfigs();
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac");
+            self.kubectl_ok(&["apply", "-k", dir]);
+            let all = self.kubectl_ok(&["kustomize", &format!("{dir}/all")]);
+            let defs: Vec<&str> = all
+                .split("\n---\n")
+                .filter(|doc| {
+                    !doc.lines()
+                        .any(|l| l == "kind: ClusterRoleBinding" || l == "kind: RoleBinding")
+                })
+                .collect();
+            self.kubectl_stdin(&["apply", "-f", "-"], &defs.join("\n---\n"));
+        });
+    }
+
+    /// A kubeconfig of the tests' account bound to exactly `pieces` of `deploy/rbac/`
+    /// ([`runner_account`] names it; created once per test process and set of pieces, and
+    /// idempotently: other test processes make the same), with a fresh token, 0600 (removed
+    /// as [`remove_stale_kubeconfigs`] says). A namespaced piece is bound in `cnsreplay`.
+    pub fn account_kubeconfig(&self, pieces: &BTreeSet<Piece>) -> PathBuf {
+        static MADE: std::sync::Mutex<BTreeMap<Vec<Piece>, PathBuf>> =
+            std::sync::Mutex::new(BTreeMap::new());
+        self.apply_rbac();
+        let key: Vec<Piece> = pieces.iter().copied().collect();
+        let mut made = MADE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(p) = made.get(&key) {
+            return p.clone();
         }
-        self.kubectl_stdin(&["apply", "-f", "-"], &defs);
-        let _ = self
+        let sa = runner_account(pieces);
+        let out = self
             .kubectl()
-            .args([
-                "create",
-                "serviceaccount",
-                RUNNER_ACCOUNT,
-                "-n",
-                "cnsreplay",
-            ])
-            .output();
-        let subject = format!("--serviceaccount=cnsreplay:{RUNNER_ACCOUNT}");
-        for (kind, role) in roles {
-            let binding = format!("{RUNNER_ACCOUNT}-{role}");
-            let out = if kind == "ClusterRole" {
-                let r = format!("--clusterrole={role}");
-                self.kubectl()
-                    .args(["create", "clusterrolebinding", &binding, &r, &subject])
-                    .output()
-            } else {
-                let r = format!("--role={role}");
-                self.kubectl()
-                    .args([
-                        "create",
-                        "rolebinding",
-                        &binding,
-                        "-n",
-                        "cnsreplay",
-                        &r,
-                        &subject,
-                    ])
-                    .output()
-            };
-            check_created(&out.unwrap(), &binding);
+            .args(["create", "serviceaccount", &sa, "-n", "cnsreplay"])
+            .output()
+            .unwrap();
+        check_created(&out, &sa);
+        for p in pieces {
+            self.bind(&sa, *p, "cnsreplay");
         }
+        let kc = self.service_account_kubeconfig(&sa);
+        made.insert(key, kc.clone());
+        kc
+    }
+
+    /// Binds the tests' account `sa` (namespace `cnsreplay`) to `piece`: a ClusterRole
+    /// cluster-wide, a Role in `namespace` (the Role `cnsreplay` is copied there from
+    /// `deploy/rbac/base/role.yaml` when it is another namespace, as a user running there
+    /// would).
+    fn bind(&self, sa: &str, piece: Piece, namespace: &str) {
+        let subject = format!("--serviceaccount=cnsreplay:{sa}");
+        let binding = format!("{sa}-{}", piece.role());
+        let out = if piece.namespaced() {
+            if namespace != "cnsreplay" {
+                let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+                let text = std::fs::read_to_string(format!("{file}{}", piece.path())).unwrap();
+                let role = text
+                    .split("\n---\n")
+                    .find(|d| d.lines().any(|l| l == "kind: Role"))
+                    .unwrap()
+                    .replace("namespace: cnsreplay", &format!("namespace: {namespace}"));
+                self.kubectl_stdin(&["apply", "-f", "-"], &role);
+            }
+            let r = format!("--role={}", piece.role());
+            self.kubectl()
+                .args([
+                    "create",
+                    "rolebinding",
+                    &binding,
+                    "-n",
+                    namespace,
+                    &r,
+                    &subject,
+                ])
+                .output()
+        } else {
+            let r = format!("--clusterrole={}", piece.role());
+            self.kubectl()
+                .args(["create", "clusterrolebinding", &binding, &r, &subject])
+                .output()
+        };
+        check_created(&out.unwrap(), &binding);
+    }
+
+    /// The kubeconfig a test runs `trace` with `cfg` as: the account bound to exactly the
+    /// pieces of `deploy/rbac/` the trace needs — what pre-flight asks for
+    /// ([`provider_kube::TraceUses::pieces`]) — with the Role bound in `cfg`'s namespace
+    /// when it names one. A piece missing from that mapping fails the test at pre-flight,
+    /// naming the verb.
+    pub fn runner_kubeconfig_for(&self, cfg: &KubeConfig, trace: &Path) -> PathBuf {
+        let pieces = TraceUses::scan(cfg, trace)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .pieces(cfg);
+        let kc = self.account_kubeconfig(&pieces);
+        if let Some(ns) = &cfg.namespace
+            && pieces.contains(&Piece::Role)
+            && ns != "cnsreplay"
+        {
+            self.bind(&runner_account(&pieces), Piece::Role, ns);
+        }
+        kc
+    }
+
+    /// A provider running `trace` with `cfg` as [`TestEnv::runner_kubeconfig_for`]'s account.
+    pub fn provider_for(&self, cfg: KubeConfig, trace: &Path) -> KubeProvider {
+        let kubeconfig = Some(self.runner_kubeconfig_for(&cfg, trace));
+        KubeProvider::new(KubeConfig { kubeconfig, ..cfg }).unwrap()
     }
 
     /// Runs kubectl as the admin with `input` on its stdin; panics with its output on failure.
@@ -504,23 +566,9 @@ impl TestEnv {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
-
-    /// The kubeconfig the tests run the provider with: the service account
-    /// `cnsreplay/cnsreplay-tests` bound by every piece of `deploy/rbac/` ([`TestEnv::apply_rbac`],
-    /// once per test process), not the admin.
-    pub fn runner_kubeconfig(&self) -> PathBuf {
-        static RUNNER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-        RUNNER
-            .get_or_init(|| {
-                remove_stale_kubeconfigs();
-                self.apply_rbac();
-                self.service_account_kubeconfig(RUNNER_ACCOUNT)
-            })
-            .clone()
-    }
 }
 
-/// The runner's kubeconfig lives as long as its test process (providers and the binaries the
+/// A runner's kubeconfig lives as long as its test process (providers and the binaries the
 /// tests start read it at any time), and a test process ends without running destructors of
 /// statics: each process removes those of processes that have ended (and their tokens expire
 /// within the hour anyway).
@@ -544,8 +592,12 @@ fn remove_stale_kubeconfigs() {
     }
 }
 
-/// The tests' runner account (namespace `cnsreplay`): every piece of `deploy/rbac/`.
-pub const RUNNER_ACCOUNT: &str = "cnsreplay-tests";
+/// The tests' account (namespace `cnsreplay`) bound to exactly `pieces`:
+/// `cnsreplay-tests-` and their names, e.g. `cnsreplay-tests-read-run-namespaces`.
+pub fn runner_account(pieces: &BTreeSet<Piece>) -> String {
+    let names: Vec<&str> = pieces.iter().map(|p| p.name()).collect();
+    format!("cnsreplay-tests-{}", names.join("-"))
+}
 
 /// A `kubectl create` that made the object or found it made (tests apply it concurrently).
 fn check_created(out: &std::process::Output, what: &str) {

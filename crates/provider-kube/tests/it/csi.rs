@@ -3,7 +3,7 @@
 //! once the driver is built) and otherwise print a skip notice (a failure when
 //! `CNSREPLAY_REQUIRE_CSI=1`).
 
-use provider_kube::{KubeConfig, KubeProvider};
+use provider_kube::KubeConfig;
 use trace_format::OpType;
 
 use crate::common::*;
@@ -41,16 +41,17 @@ fn snapshot_restore_clone_resize_with_the_csi_driver() {
         .map(|v| v.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();
     assert_eq!(csi_metrics.len(), 4, "testenv.env: TESTENV_CSI_METRICS");
-    let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        storage_class: Some("cnsreplay-csi".into()),
-        qps: 200.0,
-        burst: 400,
-        csi_metrics,
-        apiserver_metrics: true,
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let p = env.provider_for(
+        KubeConfig {
+            storage_class: Some("cnsreplay-csi".into()),
+            qps: 200.0,
+            burst: 400,
+            csi_metrics,
+            apiserver_metrics: true,
+            ..KubeConfig::default()
+        },
+        &trace,
+    );
     let (out, _p) = replay_run(&trace, &run_dir, p);
     let recs = events(&run_dir);
     for r in &recs {

@@ -123,7 +123,7 @@ fn a_cluster_without_group_snapshots_costs_no_stall_and_no_notice() {
     .unwrap();
     let out_dir = dir.path().join("run");
     let started = Instant::now();
-    let (out, p) = replay_run(&trace, &out_dir, provider(&env, &class));
+    let (out, p) = replay_run(&trace, &out_dir, provider(&env, &class, &trace));
     let took = started.elapsed();
     rt.block_on(drop_static(&c, &class));
     let recs = events(&out_dir);

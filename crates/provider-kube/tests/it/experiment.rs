@@ -71,7 +71,7 @@ fn experiment1_one_and_fifty_pods_new_and_preexisting_volumes() {
     let trace = dir.path().join("exp1.yaml");
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
-    let (out, p) = replay_run(&trace, &run_dir, provider(&env, &class));
+    let (out, p) = replay_run(&trace, &run_dir, provider(&env, &class, &trace));
     let recs = events(&run_dir);
     check_phases(&recs);
     assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
@@ -141,7 +141,7 @@ fn fixed_rate_create_attach_detach_delete() {
     let trace = dir.path().join("rate.yaml");
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
-    let (out, p) = replay_run(&trace, &run_dir, provider(&env, &class));
+    let (out, p) = replay_run(&trace, &run_dir, provider(&env, &class, &trace));
     let recs = events(&run_dir);
     check_phases(&recs);
     assert_eq!(recs.len(), 80);

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, ListParams};
-use provider_kube::{IoExec, KubeConfig, KubeProvider};
+use provider_kube::{IoExec, KubeConfig};
 use trace_format::OpType;
 
 use crate::common::*;
@@ -137,14 +137,15 @@ fn experiment2_io_on_the_backing_volumes_with_round_robin_snapshots() {
     let trace_path = dir.path().join("exp2.yaml");
     std::fs::write(&trace_path, trace()).unwrap();
     let run_dir = dir.path().join("run");
-    let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        qps: 200.0,
-        burst: 400,
-        io_exec: IoExec::Local,
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let p = env.provider_for(
+        KubeConfig {
+            qps: 200.0,
+            burst: 400,
+            io_exec: IoExec::Local,
+            ..KubeConfig::default()
+        },
+        &trace_path,
+    );
 
     // Watch the driver's state while the run goes on, to know its images and loop devices.
     let done = Arc::new(AtomicBool::new(false));

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams};
-use provider_kube::{KubeConfig, KubeProvider};
+use provider_kube::{KubeConfig, KubeProvider, Piece};
 use replay::Outcome;
 use trace_format::OpType;
 
@@ -31,7 +31,6 @@ fn unschedulable_setup(
     let class = uniq(tag);
     rt.block_on(static_class(&c, &class, 1));
     let mut cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: Some(class.clone()),
         ..KubeConfig::default()
     };
@@ -60,7 +59,7 @@ fn delete_after_an_unschedulable_attach_ends_with_the_schedulers_reason() {
          - {at: 400ms, delete_volume: {volume: v}}\n",
     );
     let run_dir = dir.path().join("run");
-    let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let (out, _p) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let recs = events(&run_dir);
     let msg = failed_within(record(&recs, OpType::Attach), "unschedulable", 10);
     assert!(
@@ -103,7 +102,7 @@ fn a_timed_out_attach_deletes_its_pod() {
     cfg.timeouts.insert(OpType::Attach, 2_000_000_000);
     cfg.timeouts.insert(OpType::DeleteVolume, 30_000_000_000);
     let run_dir = dir.path().join("run");
-    let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let (out, _p) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let recs = events(&run_dir);
     failed_within(record(&recs, OpType::Attach), "timeout", 10);
     let delete = record(&recs, OpType::DeleteVolume);
@@ -143,13 +142,14 @@ fn io_exec_local_is_refused_for_other_drivers() {
          - {at: 2s, detach: {workload: w}}\n  \
          - {at: 2s, delete_volume: {volume: v}}\n",
     );
-    let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        storage_class: Some(class.clone()),
-        io_exec: provider_kube::IoExec::Local,
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let p = env.provider_for(
+        KubeConfig {
+            storage_class: Some(class.clone()),
+            io_exec: provider_kube::IoExec::Local,
+            ..KubeConfig::default()
+        },
+        &trace,
+    );
     let run_dir = dir.path().join("run");
     let (out, _p) = replay_run(&trace, &run_dir, p);
     let recs = events(&run_dir);
@@ -230,11 +230,12 @@ fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
     );
     let run_dir = dir.path().join("run");
     // No --storage-class: it would replace the classes the events name.
-    let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let p = env.provider_for(
+        KubeConfig {
+            ..KubeConfig::default()
+        },
+        &trace,
+    );
     let (_out, _p) = replay_run(&trace, &run_dir, p);
     let recs = events(&run_dir);
     let create_bad = recs
@@ -279,12 +280,9 @@ fn preflight_names_what_is_missing() {
          - {at: 1s, attach: {workload: w, volumes: [v], node: no-such-node}}\n",
     )
     .unwrap();
-    let cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        ..KubeConfig::default()
-    };
-    let e = KubeProvider::new(cfg.clone())
-        .unwrap()
+    let cfg = KubeConfig::default();
+    let e = env
+        .provider_for(cfg.clone(), &trace)
         .preflight(&trace)
         .unwrap_err()
         .to_string();
@@ -310,16 +308,21 @@ fn preflight_names_what_is_missing() {
             ..cfg.clone()
         },
     ] {
-        let e = KubeProvider::new(cfg)
-            .unwrap()
+        let e = env
+            .provider_for(cfg, &trace)
             .preflight(&trace)
             .unwrap_err()
             .to_string();
         assert!(!e.contains("StorageClass"), "{e}");
         assert!(e.contains("node no-such-node"), "{e}");
     }
-    // A missing --namespace is named too.
+    // A missing --namespace is named too. Deliberately as an account that may read
+    // namespaces (the run-namespaces piece): the trace's own pieces (the Role bound in that
+    // namespace, which cannot be, and the reads) do not grant it, and pre-flight then cannot
+    // tell a missing namespace from an unreadable one.
+    let pieces = [Piece::Read, Piece::RunNamespaces].into();
     let e = KubeProvider::new(KubeConfig {
+        kubeconfig: Some(env.account_kubeconfig(&pieces)),
         namespace: Some("cnsreplay-no-such-ns".into()),
         storage_class: Some(class.clone()),
         ..cfg
@@ -328,7 +331,10 @@ fn preflight_names_what_is_missing() {
     .preflight(&trace)
     .unwrap_err()
     .to_string();
-    assert!(e.contains("namespace cnsreplay-no-such-ns"), "{e}");
+    assert!(
+        e.contains("namespace cnsreplay-no-such-ns (--namespace) does not exist"),
+        "{e}"
+    );
     rt.block_on(drop_static(&c, &class));
 }
 
@@ -369,13 +375,14 @@ fn pods_are_admitted_in_a_restricted_namespace() {
          - {at: 1s, detach: {workload: w}}\n  \
          - {at: 1s, delete_volume: {volume: v}}\n",
     );
-    let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        namespace: Some(class.clone()),
-        storage_class: Some(class.clone()),
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let p = env.provider_for(
+        KubeConfig {
+            namespace: Some(class.clone()),
+            storage_class: Some(class.clone()),
+            ..KubeConfig::default()
+        },
+        &trace,
+    );
     let run_dir = dir.path().join("run");
     let (out, _p) = replay_run(&trace, &run_dir, p);
     let recs = events(&run_dir);

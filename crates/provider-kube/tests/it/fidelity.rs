@@ -92,7 +92,7 @@ fn client_latencies_match_the_audit_log() {
     let trace = dir.path().join("fid.yaml");
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
-    let (out, p) = replay_run(&trace, &run_dir, provider(&env, &class));
+    let (out, p) = replay_run(&trace, &run_dir, provider(&env, &class, &trace));
     assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
     let ns = p.namespace().unwrap().to_owned();
     let recs = events(&run_dir);

@@ -100,7 +100,7 @@ fn the_volume_watches_hold_only_the_runs_objects() {
     let trace = dir.path().join("foreign.yaml");
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
-    let (out, p) = replay_run(&trace, &run_dir, provider(&env, "cnsreplay-csi"));
+    let (out, p) = replay_run(&trace, &run_dir, provider(&env, "cnsreplay-csi", &trace));
     assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
     let recs = events(&run_dir);
     // The run's own PV and VolumeAttachment were in the caches: the attach waited for the

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
-use provider_kube::{KubeConfig, KubeProvider};
+use provider_kube::KubeConfig;
 
 use crate::common::*;
 
@@ -66,13 +66,14 @@ fn preexisting_pvc_of_the_same_name_is_never_touched() {
     let trace = dir.path().join("t.yaml");
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
-    let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        namespace: Some(ns.clone()),
-        storage_class: Some(class.clone()),
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let p = env.provider_for(
+        KubeConfig {
+            namespace: Some(ns.clone()),
+            storage_class: Some(class.clone()),
+            ..KubeConfig::default()
+        },
+        &trace,
+    );
     let (out, _p) = replay_run(&trace, &run_dir, p);
     assert_eq!(out.summary.failed, 1);
     assert_eq!(
@@ -139,10 +140,19 @@ fn start_run(
     extra: &[&str],
     pods: usize,
 ) -> std::process::Child {
+    // The account the trace needs, in the run's --namespace when `extra` names one.
+    let namespace = extra
+        .iter()
+        .position(|a| *a == "--namespace")
+        .map(|i| extra[i + 1].to_owned());
+    let cfg = KubeConfig {
+        namespace,
+        ..KubeConfig::default()
+    };
     let mut cmd = Command::new(cnsreplay_bin());
     cmd.args(["run", "--provider", "kube", "--grace", "1s", "-q"])
         .arg("--kubeconfig")
-        .arg(env.runner_kubeconfig())
+        .arg(env.runner_kubeconfig_for(&cfg, trace))
         .arg("-o")
         .arg(run_dir)
         .args(extra)

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use provider_kube::{KubeConfig, KubeProvider};
+use provider_kube::KubeConfig;
 use replay::{EventRecord, Outcome, RunControl, RunOptions};
 use trace_format::OpType;
 
@@ -56,7 +56,6 @@ pub(crate) fn real_node(env: &TestEnv) -> Option<(String, String)> {
 /// A provider whose pods all go to the real node, with testenv's iogen image and profile.
 pub(crate) fn on_real_node(env: &TestEnv, (key, value): &(String, String)) -> KubeConfig {
     let mut cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
         iogen_image: env
             .vars
@@ -124,7 +123,7 @@ fn missing_images_end_workload_io_phase_and_stream_pods_in_seconds() {
         pause_image: pause.clone(),
         ..on_real_node(&env, &node)
     };
-    let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let (out, _p) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let recs = events(&run_dir);
     let msg = failed_within(record(&recs, OpType::Attach), "image_pull_failed", 10);
     assert!(msg.contains(&pause), "the image is named: {msg}");
@@ -153,7 +152,7 @@ fn missing_images_end_workload_io_phase_and_stream_pods_in_seconds() {
         ..on_real_node(&env, &node)
     };
     let t0 = Instant::now();
-    let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let (out, _p) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let took = t0.elapsed();
     let recs = events(&run_dir);
     let msg = failed_within(record(&recs, OpType::IoPhase), "image_pull_failed", 10);
@@ -214,7 +213,7 @@ fn a_missing_seccomp_profile_ends_the_io_phase_in_seconds() {
     let mut cfg = on_real_node(&env, &node);
     cfg.pod.iogen_seccomp_profile = Some("cnsreplay/no-such-profile.json".into());
     let run_dir = dir.path().join("run");
-    let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let (out, _p) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let recs = events(&run_dir);
     let msg = failed_within(
         record(&recs, OpType::IoPhase),
@@ -317,7 +316,7 @@ fn nodestage_faults_are_retried_and_counted_and_final_ones_fail_in_seconds() {
         storage_class: None,
         ..on_real_node(&env, &node)
     };
-    let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let (out, _p) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let recs = events(&run_dir);
     let bad_attach = recs
         .iter()
@@ -419,12 +418,11 @@ fn a_wffc_provisioning_failure_ends_the_attach_with_the_provisioners_reason() {
          - {at: 1s, delete_volume: {volume: v}}\n",
     );
     let cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: Some(class.clone()),
         ..KubeConfig::default()
     };
     let run_dir = dir.path().join("run");
-    let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let (out, _p) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let recs = events(&run_dir);
     let msg = failed_within(record(&recs, OpType::Attach), "provisioning_failed", 10);
     assert!(
@@ -452,7 +450,6 @@ fn stop_while_pods_start(
     n: usize,
 ) -> Duration {
     let mut cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
         failure_grace_ns: 600_000_000_000,
         ..KubeConfig::default()
@@ -460,7 +457,7 @@ fn stop_while_pods_start(
     cfg.pod
         .node_selector
         .insert("cnsreplay.io/no-such-label".into(), "x".into());
-    let p = std::sync::Arc::new(KubeProvider::new(cfg).unwrap());
+    let p = std::sync::Arc::new(env.provider_for(cfg, trace));
     let control = RunControl::new();
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");

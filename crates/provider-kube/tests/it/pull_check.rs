@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use provider_kube::{KubeConfig, KubeProvider};
+use provider_kube::KubeConfig;
 use replay::{Outcome, RunControl, RunOptions};
 use trace_format::OpType;
 
@@ -19,11 +19,12 @@ use crate::pod_path::{missing_image, nothing_left, on_real_node, real_node, writ
 /// `replay::run` of `trace` after the provider's pre-flight (which plans the pull check),
 /// bounded by the test deadline: the run's result and how long the run took.
 fn preflighted_run(
+    env: &TestEnv,
     trace: &Path,
     run_dir: &Path,
     cfg: KubeConfig,
 ) -> (Result<replay::RunOutcome, replay::Error>, Duration) {
-    let p = KubeProvider::new(cfg).unwrap();
+    let p = env.provider_for(cfg, trace);
     p.preflight(trace)
         .expect("the trace's classes and nodes exist");
     let p = std::sync::Arc::new(p);
@@ -109,7 +110,7 @@ fn the_pull_check_fails_before_the_clock_and_the_summary_names_each_io_phases_ba
     ];
     for (what, cfg, class, named) in failing {
         let run_dir = dir.path().join(what);
-        let (r, took) = preflighted_run(&trace, &run_dir, bounded(cfg));
+        let (r, took) = preflighted_run(&env, &trace, &run_dir, bounded(cfg));
         let err = match r {
             Err(replay::Error::Provider { source, .. }) => source,
             Err(e) => panic!("missing {what}: not the provider's error: {e}"),
@@ -166,7 +167,7 @@ fn the_pull_check_fails_before_the_clock_and_the_summary_names_each_io_phases_ba
         ("runtime-default", runtime_default, "threads"),
     ] {
         let run_dir = dir.path().join(what);
-        let (r, _) = preflighted_run(&trace, &run_dir, bounded(cfg));
+        let (r, _) = preflighted_run(&env, &trace, &run_dir, bounded(cfg));
         let out = r.unwrap_or_else(|e| panic!("{what}: {e}"));
         let recs = events(&run_dir);
         let io = record(&recs, OpType::IoPhase);
@@ -249,7 +250,6 @@ fn a_stop_during_the_pull_check_ends_the_run_in_2_s() {
          - {at: 1s, delete_volume: {volume: v}}\n",
     );
     let mut cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
         storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
         failure_grace_ns: 600_000_000_000,
         ..KubeConfig::default()
@@ -257,7 +257,7 @@ fn a_stop_during_the_pull_check_ends_the_run_in_2_s() {
     cfg.pod
         .node_selector
         .insert("cnsreplay.io/no-such-label".into(), "x".into());
-    let p = KubeProvider::new(cfg).unwrap();
+    let p = env.provider_for(cfg, &trace);
     p.preflight(&trace).expect("pre-flight passes");
     let p = std::sync::Arc::new(p);
     let control = RunControl::new();

@@ -1,5 +1,6 @@
-//! The provider runs with the privileges of `deploy/rbac/`: every cluster test runs it as the
-//! tests' service account (`TestEnv::runner_kubeconfig`); here, an account
+//! The provider runs with the privileges of `deploy/rbac/`: every cluster test runs it as an
+//! account bound to exactly the pieces its trace needs (`TestEnv::runner_kubeconfig_for`);
+//! here, an account
 //! with only the namespaced Role and the read ClusterRole (the least-privilege mode) runs a
 //! trace in its namespace, and the node operation those do not grant fails with class
 //! `forbidden` naming the verb and resource.
@@ -13,7 +14,7 @@ use crate::common::*;
 fn an_operation_the_role_does_not_grant_is_refused_as_forbidden() {
     let Some(env) = testenv() else { return };
     // deploy/rbac/ applied (the namespace, the Role, the read ClusterRole).
-    let _ = env.runner_kubeconfig();
+    env.apply_rbac();
     let rt = rt();
     let c = rt.block_on(client(&env));
     let class = uniq("rbac");

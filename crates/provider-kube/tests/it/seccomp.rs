@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-use provider_kube::KubeProvider;
 use replay::Outcome;
 use trace_format::OpType;
 
@@ -134,7 +133,7 @@ fn deploy_seccomp_installs_iogens_profile_and_io_phases_run_io_uring_under_it() 
     let mut cfg = on_real_node(&env, &node);
     cfg.pod.iogen_seccomp_profile = Some(format!("cnsreplay/{profile}"));
     let run_dir = dir2.path().join("run");
-    let (out, _p) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let (out, _p) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let recs = events(&run_dir);
     let io = record(&recs, OpType::IoPhase);
     assert_eq!(io.outcome, Outcome::Ok, "{}", all_records(&recs));

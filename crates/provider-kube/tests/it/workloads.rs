@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
-use provider_kube::{IoExec, KubeConfig, KubeProvider};
+use provider_kube::{IoExec, KubeConfig};
 use replay::EventRecord;
 use trace_format::OpType;
 
@@ -66,7 +66,7 @@ fn reschedule_cordon_and_drain_move_only_the_runs_pods() {
     let trace = dir.path().join("wl.yaml");
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
-    let (out, p) = replay_run(&trace, &run_dir, provider(&env, &class));
+    let (out, p) = replay_run(&trace, &run_dir, provider(&env, &class, &trace));
     let ns = p.namespace().unwrap().to_owned();
     let recs = events(&run_dir);
     assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
@@ -133,12 +133,13 @@ fn abort_workload_stops_local_io_and_detaches() {
     let trace = dir.path().join("abort.yaml");
     std::fs::write(&trace, t).unwrap();
     let run_dir = dir.path().join("run");
-    let p = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
-        io_exec: IoExec::Local,
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let p = env.provider_for(
+        KubeConfig {
+            io_exec: IoExec::Local,
+            ..KubeConfig::default()
+        },
+        &trace,
+    );
     let (out, _p) = replay_run(&trace, &run_dir, p);
     assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
     let recs = events(&run_dir);
@@ -196,13 +197,12 @@ fn a_volume_handed_to_the_next_workload_detaches_and_attaches_without_failing() 
     let run_dir = dir.path().join("run");
     // A short grace: a Multi-Attach Warning must not fail the attach, however long it lasts.
     let mut cfg = KubeConfig {
-        kubeconfig: Some(env.runner_kubeconfig()),
         failure_grace_ns: 1_000_000_000,
         ..KubeConfig::default()
     };
     cfg.timeouts.insert(OpType::Detach, 60_000_000_000);
     cfg.timeouts.insert(OpType::Attach, 60_000_000_000);
-    let (out, _) = replay_run(&trace, &run_dir, KubeProvider::new(cfg).unwrap());
+    let (out, _) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let recs = events(&run_dir);
     let by_id = |id: u64| recs.iter().find(|r| r.id == id).expect("record");
     for r in &recs {
