@@ -9,7 +9,12 @@
 //! host's scheduling jitter and the engine (see `scripts/calibrate-compare.sh` for real runs).
 //! Every trial draws fresh runs (no pool is reused).
 //!
-//!   cargo run --release -p analyze --example calibrate_compare -- [TRIALS] [SEED] [EVENTS] [CASES]
+//!   cargo run --release -p analyze --example calibrate_compare -- [TRIALS] [SEED] [EVENTS] [CASES] [AT]
+//!
+//! CASES: 1-based, comma-separated (all by default). AT: measure false regressions and power
+//! at AT runs a side instead of at the recommendation (e.g. the count the runs-needed formula
+//! gives at the simulated noise, to tell the formula from the pilots' estimate of the noise
+//! and the change).
 //!
 //! Per case: A/A false regressions (exit 1) at 5 runs a side with the one-sided 95 %
 //! Clopper–Pearson upper bound; inconclusive and no-change shares; the runs a side the tool
@@ -27,8 +32,11 @@ enum Layout {
     Interleaved,
     /// All A, then all B (before/after).
     Separate,
-    /// `n` A/A batches of the base (a day apart), then the B batch.
-    Baseline(usize),
+    /// A/A batches of the base (at least `base`, a day apart), then the new batches, all of
+    /// `size` runs: `r` runs a side are `⌈r / size⌉` batches (at 5 runs: `base` base batches
+    /// and one new batch; at the runs the tool recommends, which it asks for as batches,
+    /// that many batches a side).
+    Baseline { base: usize, size: usize },
 }
 
 #[derive(Clone, Copy)]
@@ -115,13 +123,15 @@ fn trial(
                 );
             }
         }
-        Layout::Baseline(b) => {
+        Layout::Baseline { base, size } => {
+            let new_batches = runs.div_ceil(size);
+            let base_batches = base.max(new_batches);
             let mut pos = 0;
-            for batch in 0..=b {
+            for batch in 0..base_batches + new_batches {
                 let shift = (case.shift * normal(rng)).exp();
-                for i in 0..runs {
+                for i in 0..size {
                     add(
-                        batch == b,
+                        batch >= base_batches,
                         batch as f64 * 86_400.0 + i as f64 * 60.0,
                         pos,
                         shift,
@@ -204,6 +214,8 @@ fn main() -> std::io::Result<()> {
         .get(4)
         .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
         .unwrap_or_default();
+    // Runs a side at which to measure instead of the recommendation (the pilots still run).
+    let at: Option<usize> = args.get(5).and_then(|s| s.parse().ok());
     let opts = CompareOptions {
         // 600 events a run: p99.9 needs 5000, so the user leaves it out.
         skip: vec![Metric::P999],
@@ -240,7 +252,7 @@ fn main() -> std::io::Result<()> {
         },
         Case {
             name: "batch baseline (3 A/A batches), CV 10 % + batch shifts sd 3 %",
-            layout: Layout::Baseline(3),
+            layout: Layout::Baseline { base: 3, size: 5 },
             cv: 0.10,
             shift: 0.03,
             drift: 0.0,
@@ -289,8 +301,9 @@ fn main() -> std::io::Result<()> {
             }
         }
         recs.sort_unstable();
-        let rec =
-            (!recs.is_empty() && undecided < recs.len()).then(|| recs[recs.len() / 2] as usize);
+        let rec = at.or_else(|| {
+            (!recs.is_empty() && undecided < recs.len()).then(|| recs[recs.len() / 2] as usize)
+        });
         let at_rec = rec.map(|n| {
             let n = n.max(5);
             let mut fr = 0;
@@ -311,8 +324,12 @@ fn main() -> std::io::Result<()> {
         let (recs, fr_rec, power) = match at_rec {
             Some((n, f, h)) => (
                 format!(
-                    "{n} ({found} of {} pilots already a regression at 5, {undecided} undecidable)",
-                    trials.min(100)
+                    "{}{n} ({found} of {} pilots already a regression at 5, {undecided} \
+                     undecidable; median recommendation {})",
+                    if at.is_some() { "given: " } else { "" },
+                    trials.min(100),
+                    recs.get(recs.len() / 2)
+                        .map_or("-".into(), |r| r.to_string())
                 ),
                 format!(
                     "{f} of {trials} = {} ({:.1} %)",

@@ -321,9 +321,15 @@ pub struct Row {
     /// Batch-shift allowance the change was tested against (relative; 0 unless
     /// `separate_batches`).
     pub margin: f64,
-    /// Drift over the run order the difference was adjusted for (relative change per run),
-    /// when significant.
+    /// Drift over the run order the difference was adjusted for (relative change per run):
+    /// always in the `separate_batches` design, when significant in the interleaved one.
     pub drift_per_run: Option<f64>,
+    /// Interval (1 − α) of the drift per run, low end.
+    #[serde(default)]
+    pub drift_ci_low: Option<f64>,
+    /// High end.
+    #[serde(default)]
+    pub drift_ci_high: Option<f64>,
     /// Verdict.
     pub verdict: Verdict,
     /// When inconclusive: runs per side that would decide the row at the observed noise (80 %
@@ -672,13 +678,30 @@ pub fn judge(samples: &[Sample], design: &Design, opts: &CompareOptions) -> Comp
     let drifting: Vec<String> = rows
         .iter()
         .filter_map(|r| {
-            r.drift_per_run
-                .map(|d| format!("{} {} {:+.2}%/run", r.op, r.metric.name(), d * 100.0))
+            let d = r.drift_per_run?;
+            let ci = match (r.drift_ci_low, r.drift_ci_high) {
+                (Some(l), Some(h)) => format!(" [{:+.2}%, {:+.2}%]", l * 100.0, h * 100.0),
+                _ => String::new(),
+            };
+            Some(format!(
+                "{} {} {:+.2}%/run{ci}",
+                r.op,
+                r.metric.name(),
+                d * 100.0
+            ))
         })
         .collect();
     if !drifting.is_empty() {
         notes.push(format!(
-            "drift over the run order (adjusted for): {}",
+            "drift adjustment applied ({}): the difference is taken net of a linear drift over \
+             the run order, estimated inside each side, and its interval carries the slope's \
+             uncertainty; slope per run [{:.0}% interval]: {}",
+            if design.kind == DesignKind::SeparateBatches {
+                "separate batches: always"
+            } else {
+                "the drift is significant"
+            },
+            (1.0 - opts.alpha) * 100.0,
             drifting.join(", ")
         ));
     }

@@ -139,7 +139,9 @@ pub fn detect(base: &[f64], new: &[f64], batch_shift: f64) -> Design {
             "separate batches: each side was collected in one batch of its own, so a shift \
              between batches cannot be told from a change; a change counts only beyond the \
              batch-shift allowance ±{:.1}% (--batch-shift), the smallest change this design can \
-             detect; interleave the sides, or add A/A batches of the base (docs/analyze.md)",
+             detect, and each latency row is adjusted for a linear drift over the run order \
+             (estimated inside each side; its uncertainty widens the interval); interleave the \
+             sides, or add A/A batches of the base (docs/analyze.md)",
             batch_shift * 100.0
         ),
         DesignKind::BatchBaseline => format!(

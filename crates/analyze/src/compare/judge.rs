@@ -2,16 +2,25 @@
 //!
 //! Latencies (`x = ln value` per run):
 //! - **interleaved**: Welch's t on the runs' `x`;
-//! - **separate batches**: Welch's t, tested against the batch-shift allowance `m`: the
-//!   p-value is that of `|d| − m`, the interval `[d − t·se − m, d + t·se + m]`;
+//! - **separate batches**: the drift-adjusted difference (below), tested against the
+//!   batch-shift allowance `m`: the p-value is that of `|d| − m`, the interval
+//!   `[d − t·se − m, d + t·se + m]`;
 //! - **batch baseline**: batch means are the units: `se² = s²_batch·(1/B_base + 1/B_new)`
 //!   with `s²_batch` the pooled variance of batch means around their side's mean (df
 //!   `Σ(B − 1)`), never below the runs' own `s²_w·(1/m + 1/k)`.
 //!
 //! Outside the batch baseline a linear drift over the run order is estimated from the runs
-//! inside each side (common slope on the start-time rank); when it is significant at
-//! [`DRIFT_ALPHA`] the difference is adjusted for it (analysis of covariance: `d − β·gap`,
-//! `se² = s²(1/m + 1/k + gap²/Sxx)`, df `N − 3`).
+//! inside each side (common slope `β` of `x` on the start-time rank, a side term: analysis of
+//! covariance) and taken out of the difference: `d − β·gap` (`gap` the sides' mean rank
+//! difference), `se² = s²(1/m + 1/k + gap²/Sxx)`, df `N − 3`. In **separate batches** this
+//! is always done: side and drift are confounded there up to what the within-side trends
+//! tell, an unadjusted drift biases `d` by `β·gap` (the whole drift across one side), and a
+//! pre-test of the slope lets that bias through whenever it misses (with 1 %/run and 15 runs
+//! a side it called 10.7 % of identical builds regressions: docs/PERFORMANCE.md). The adjusted
+//! estimate is unbiased under any linear drift and its interval carries the slope's own
+//! uncertainty; the price is `gap²/Sxx ≈ 6/n` in `se²` (≈ 4× the runs at equal power).
+//! **Interleaved**, `gap ≈ 1`: a drift barely biases `d`, so it is adjusted only when
+//! significant at [`DRIFT_ALPHA`] (then it mainly takes the drift out of the spread).
 //!
 //! The error rate is compared as counts pooled over each side's runs: Fisher's exact test
 //! and Newcombe's score interval of the difference of failed fractions.
@@ -30,8 +39,8 @@ use crate::inference::{
     TTest, fisher_exact, mean_var, newcombe, t_quantile, t_two_sided, z_quantile,
 };
 
-/// Level at which a drift over the run order is taken as real and adjusted for (lenient: an
-/// unadjusted drift biases a comparison of separate batches by the slope times the gap).
+/// Level at which a drift over the run order is taken as real and adjusted for in the
+/// interleaved design (separate batches are always adjusted: module docs).
 pub const DRIFT_ALPHA: f64 = 0.2;
 /// Power the runs-needed figure aims at.
 pub const POWER: f64 = 0.8;
@@ -45,7 +54,8 @@ pub(crate) struct Est {
     se: f64,
     df: f64,
     margin: f64,
-    drift: Option<f64>,
+    /// Drift adjusted for: slope per rank (log scale) and its standard error (df `df`).
+    drift: Option<(f64, f64)>,
     /// Variance of one unit's value (a run's, or a batch mean's), for the runs-needed figure.
     run_var: f64,
     /// Runs per unit when batch means are the units (batch baseline).
@@ -143,12 +153,12 @@ fn latency_est(xb: &[f64], xn: &[f64], design: &Design) -> Est {
             } else {
                 0.0
             };
-            if p < DRIFT_ALPHA {
+            if p < DRIFT_ALPHA || design.kind == DesignKind::SeparateBatches {
                 let gap = design.rank_gap;
                 e.d = t.diff - beta * gap;
                 e.se = (s2 * (1.0 / m as f64 + 1.0 / k as f64 + gap * gap / sxx)).sqrt();
                 e.df = df;
-                e.drift = Some(beta);
+                e.drift = Some((beta, se_beta));
                 e.run_var = s2;
             }
         }
@@ -234,6 +244,8 @@ pub(super) fn test_row(s: &Sample, design: &Design, opts: &CompareOptions) -> Ro
         tolerance: threshold,
         margin: 0.0,
         drift_per_run: None,
+        drift_ci_low: None,
+        drift_ci_high: None,
         verdict: if enough {
             Verdict::NoChange
         } else {
@@ -263,7 +275,12 @@ pub(super) fn test_row(s: &Sample, design: &Design, opts: &CompareOptions) -> Ro
         row.df = e.df;
         row.p = p;
         row.margin = e.margin.exp() - 1.0;
-        row.drift_per_run = e.drift.map(|b| b.exp() - 1.0);
+        row.drift_per_run = e.drift.map(|(b, _)| b.exp() - 1.0);
+        if let Some((b, se)) = e.drift {
+            let h = t_quantile(opts.alpha, e.df) * se;
+            row.drift_ci_low = Some((b - h).exp() - 1.0);
+            row.drift_ci_high = Some((b + h).exp() - 1.0);
+        }
         row.est = Some(e);
     } else {
         let count = |v: &[super::RunValue]| {

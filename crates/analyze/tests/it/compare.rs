@@ -556,3 +556,214 @@ fn thresholds_parse_and_reject() {
     assert!(t.set("p99").is_err());
     assert!(t.set("p99=-1").is_err());
 }
+
+/// Base runs at ranks 1..=n, new runs at n+1..=2n (one batch each, a minute apart).
+fn before_after(n: usize) -> Design {
+    let t = |i: usize| i as f64 * 60.0;
+    design::detect(
+        &(0..n).map(t).collect::<Vec<_>>(),
+        &(n..2 * n).map(t).collect::<Vec<_>>(),
+        0.05,
+    )
+}
+
+/// `runs` values `median · (1 + drift)^(first + i) · e^(sd·z)`.
+fn drifting(
+    rng: &mut Rng,
+    runs: usize,
+    first: usize,
+    median: f64,
+    drift: f64,
+    sd: f64,
+) -> Vec<RunValue> {
+    (0..runs)
+        .map(|i| RunValue {
+            value: lognormal(rng, median, sd) as f64 * (1.0 + drift).powi((first + i) as i32),
+            events: 1000,
+        })
+        .collect()
+}
+
+#[test]
+fn separate_batches_take_a_drift_out_of_the_difference() {
+    let opts = CompareOptions::default();
+    let d = before_after(15);
+    assert_eq!(d.kind, DesignKind::SeparateBatches);
+    let mut rng = Rng::new(29);
+    let mut regressions = 0;
+    for _ in 0..50 {
+        // No side effect: 1 %/run drift over 30 runs, run noise 3 %.
+        let rows = vec![sample(
+            "attach",
+            Metric::P50,
+            drifting(&mut rng, 15, 0, 1e8, 0.01, 0.03),
+            drifting(&mut rng, 15, 15, 1e8, 0.01, 0.03),
+        )];
+        let r = judge(&rows, &d, &opts);
+        let row = &r.rows[0];
+        // Unadjusted, the sides' geometric means are ≈ 16 % apart (1.01^15).
+        assert!(row.new / row.base > 1.1, "{row:?}");
+        let (l, h) = (
+            row.drift_ci_low.expect("drift"),
+            row.drift_ci_high.expect("drift"),
+        );
+        assert!(
+            l < h && row.drift_per_run.is_some_and(|b| l <= b && b <= h),
+            "{row:?}"
+        );
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("drift adjustment applied")),
+            "{:?}",
+            r.notes
+        );
+        if row.verdict == Verdict::Regression {
+            regressions += 1;
+        }
+        assert!(row.change.abs() < 0.1, "adjusted change {row:?}");
+    }
+    assert!(regressions <= 2, "{regressions} of 50 called a regression");
+    // The slope is recovered: 1 %/run within its interval in most draws.
+    let rows = vec![sample(
+        "attach",
+        Metric::P50,
+        drifting(&mut rng, 15, 0, 1e8, 0.01, 0.03),
+        drifting(&mut rng, 15, 15, 1e8, 0.01, 0.03),
+    )];
+    let row = &judge(&rows, &d, &opts).rows[0];
+    let b = row.drift_per_run.expect("drift");
+    assert!((b - 0.01).abs() < 0.004, "{row:?}");
+    assert!(
+        row.ci_low.expect("ci") < 0.0 && row.ci_high.expect("ci") > 0.0,
+        "{row:?}"
+    );
+}
+
+#[test]
+fn separate_batches_find_a_side_effect_without_drift() {
+    let opts = CompareOptions::default();
+    let d = before_after(10);
+    let mut rng = Rng::new(31);
+    let mut found = 0;
+    for _ in 0..20 {
+        // +30 % p50 in the new batch, no drift, run noise 3 %.
+        let rows = vec![sample(
+            "attach",
+            Metric::P50,
+            drifting(&mut rng, 10, 0, 1e8, 0.0, 0.03),
+            drifting(&mut rng, 10, 10, 1.3e8, 0.0, 0.03),
+        )];
+        let row = judge(&rows, &d, &opts).rows.remove(0);
+        // The drift interval covers 0, and the change's interval covers +30 %.
+        assert!(
+            row.drift_ci_low.expect("drift") < 0.0 && row.drift_ci_high.expect("drift") > 0.0
+                || row.verdict == Verdict::Regression,
+            "{row:?}"
+        );
+        assert!(
+            row.ci_low.expect("ci") < 0.3 && row.ci_high.expect("ci") > 0.3,
+            "{row:?}"
+        );
+        if row.verdict == Verdict::Regression {
+            found += 1;
+        }
+    }
+    assert_eq!(found, 20, "+30 % found in {found} of 20");
+}
+
+#[test]
+fn runs_needed_in_separate_batches_counts_the_drift_adjustment() {
+    // +10 % p50 (threshold 5 %) over runs spread ±10 % in a pattern with no trend inside a
+    // side (x − mean = a, −a, 0, −a, a): inconclusive at 5 runs a side in both designs. The
+    // runs needed are those of the adjusted standard error: `se² ∝ 2/n + gap²/Sxx ≈ 8/n`
+    // against Welch's `2/n`, and the residual variance on N − 3 df (8/7 of the pooled one),
+    // so ≈ 4.6× the interleaved figure.
+    let opts = CompareOptions::default();
+    let t = |i: usize| i as f64 * 60.0;
+    let interleaved = design::detect(
+        &(0..5).map(|i| t(2 * i)).collect::<Vec<_>>(),
+        &(0..5).map(|i| t(2 * i + 1)).collect::<Vec<_>>(),
+        0.0,
+    );
+    let separate = design::detect(
+        &(0..5).map(t).collect::<Vec<_>>(),
+        &(5..10).map(t).collect::<Vec<_>>(),
+        0.0,
+    );
+    let side = |median: f64| -> Vec<RunValue> {
+        [0.1, -0.1, 0.0, -0.1, 0.1]
+            .iter()
+            .map(|x: &f64| RunValue {
+                value: median * x.exp(),
+                events: 1000,
+            })
+            .collect()
+    };
+    let rows = vec![sample("attach", Metric::P50, side(1e8), side(1.1e8))];
+    let (a, b) = (
+        judge(&rows, &separate, &opts).rows.remove(0),
+        judge(&rows, &interleaved, &opts).rows.remove(0),
+    );
+    assert_eq!(
+        (a.verdict, b.verdict),
+        (Verdict::Inconclusive, Verdict::Inconclusive)
+    );
+    assert!(
+        a.drift_per_run.is_some() && b.drift_per_run.is_none(),
+        "{a:?} {b:?}"
+    );
+    assert!(
+        (a.diff - b.diff).abs() < 1e-12,
+        "no trend: the same difference"
+    );
+    let (x, y) = (
+        a.runs_needed.expect("separate") as f64,
+        b.runs_needed.expect("interleaved") as f64,
+    );
+    assert!(
+        (3.5 * y..5.5 * y).contains(&x),
+        "separate {x}, interleaved {y}"
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// In separate batches, any linear drift over the run order (`e^(a·rank)` on every run)
+    /// leaves the tested difference and its interval unchanged.
+    #[test]
+    fn a_linear_drift_does_not_move_the_separate_batches_estimate(
+        base in proptest::collection::vec(0.5f64..2.0, 3..12),
+        new in proptest::collection::vec(0.5f64..2.0, 3..12),
+        a in -0.05f64..0.05,
+    ) {
+        let d = design::detect(
+            &(0..base.len()).map(|i| i as f64 * 60.0).collect::<Vec<_>>(),
+            &(0..new.len()).map(|i| (base.len() + i) as f64 * 60.0).collect::<Vec<_>>(),
+            0.05,
+        );
+        proptest::prop_assume!(d.kind == DesignKind::SeparateBatches);
+        let rv = |v: &[f64], r: &[f64], a: f64| -> Vec<RunValue> {
+            v.iter()
+                .zip(r)
+                .map(|(x, r)| RunValue { value: 1e8 * x * (a * r).exp(), events: 1000 })
+                .collect()
+        };
+        let row = |a: f64| {
+            let s = sample("attach", Metric::P50, rv(&base, &d.base_rank, a), rv(&new, &d.new_rank, a));
+            judge(&[s], &d, &CompareOptions::default()).rows.remove(0)
+        };
+        let (x, y) = (row(0.0), row(a));
+        proptest::prop_assert!((x.diff - y.diff).abs() < 1e-9, "{x:?} {y:?}");
+        let (xl, xh, yl, yh) = (
+            x.ci_low.expect("ci").ln_1p(),
+            x.ci_high.expect("ci").ln_1p(),
+            y.ci_low.expect("ci").ln_1p(),
+            y.ci_high.expect("ci").ln_1p(),
+        );
+        proptest::prop_assert!((xl - yl).abs() < 1e-9 && (xh - yh).abs() < 1e-9, "{x:?} {y:?}");
+        let slope = |r: &analyze::compare::Row| r.drift_per_run.expect("drift").ln_1p();
+        proptest::prop_assert!((slope(&y) - slope(&x) - a).abs() < 1e-9);
+    }
+}
