@@ -112,9 +112,7 @@ impl Run {
     pub fn engine_bound_ops(&self) -> Vec<(String, String)> {
         match &self.validity {
             Some(v) if v.verdict == Verdict::PartlyValid => v
-                .ops
-                .iter()
-                .filter(|o| o.verdict == Verdict::EngineBound)
+                .ops_judged(Verdict::EngineBound)
                 .map(|o| (o.op.clone(), o.evidence.clone()))
                 .collect(),
             _ => Vec::new(),

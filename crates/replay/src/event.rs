@@ -372,11 +372,12 @@ impl Exec {
         let mut ctx = OpCtx::new(sh.origin, ev.id, sh.ledger.clone(), sh.snapshots.clone())
             .with_origin_wall(sh.origin_wall)
             .with_stop(sh.control.stop_flag())
-            .with_due(self.due)
-            .with_started(self.plan.take_started());
+            .with_due(self.due);
         if self.op == OpType::IoPhase {
             let tenant = ev.tenant.as_ref().map_or("", |t| t.as_str());
-            ctx = ctx.with_live_io(sh.live.clone(), tenant);
+            ctx = ctx
+                .with_live_io(sh.live.clone(), tenant)
+                .with_started(self.plan.take_started());
         }
         let ctx = Arc::new(ctx);
         self.ctx = Some(ctx.clone());
@@ -433,7 +434,7 @@ impl Exec {
         if let Some(i) = self.snap_idx {
             sh.snapshots.end(i, completed);
         }
-        if let Some(ctx) = &self.ctx {
+        if let Some(ctx) = self.ctx.as_ref().filter(|_| self.op == OpType::IoPhase) {
             // Its I/O never began (or the provider did not say): its end releases the wait.
             ctx.io_started();
         }

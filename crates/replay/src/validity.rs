@@ -294,6 +294,19 @@ pub struct Validity {
 }
 
 impl Validity {
+    /// The op types judged `verdict` against their own limits ([`Validity::ops`]).
+    pub fn ops_judged(&self, verdict: Verdict) -> impl Iterator<Item = &OpValidity> {
+        self.ops.iter().filter(move |o| o.verdict == verdict)
+    }
+
+    /// The op types judged `valid`, by name, comma-separated.
+    pub fn valid_ops(&self) -> String {
+        self.ops_judged(Verdict::Valid)
+            .map(|o| o.op.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// The checks that failed.
     pub fn failed(&self) -> impl Iterator<Item = &Check> {
         self.checks.iter().filter(|c| !c.passed)
@@ -308,23 +321,13 @@ impl Validity {
     /// with nothing judged: why each check was not).
     pub fn evidence(&self) -> String {
         if self.verdict == Verdict::PartlyValid {
-            let names = |v: Verdict| {
-                self.ops
-                    .iter()
-                    .filter(|o| o.verdict == v)
-                    .map(|o| o.op.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
             let bound: Vec<String> = self
-                .ops
-                .iter()
-                .filter(|o| o.verdict == Verdict::EngineBound)
+                .ops_judged(Verdict::EngineBound)
                 .map(|o| format!("{}: {}", o.op, o.evidence))
                 .collect();
             return format!(
                 "valid for {}; engine-bound for {}",
-                names(Verdict::Valid),
+                self.valid_ops(),
                 bound.join("; ")
             );
         }

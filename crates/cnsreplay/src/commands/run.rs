@@ -912,19 +912,13 @@ fn write_verdict(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
             "verdict: NOT JUDGED (too few events to tell whether the engine kept up)"
         )?,
         Verdict::PartlyValid => {
-            let valid: Vec<&str> = v
-                .ops
-                .iter()
-                .filter(|o| o.verdict == Verdict::Valid)
-                .map(|o| o.op.as_str())
-                .collect();
             writeln!(
                 out,
                 "verdict: PARTLY VALID (valid for {}; the tool's own delay is too large against \
                  the latencies of the rest)",
-                valid.join(", ")
+                v.valid_ops()
             )?;
-            for o in v.ops.iter().filter(|o| o.verdict == Verdict::EngineBound) {
+            for o in v.ops_judged(Verdict::EngineBound) {
                 writeln!(out, "  {}: {}", o.op, o.evidence)?;
             }
         }
