@@ -142,6 +142,14 @@ pub fn z_quantile(p: f64) -> f64 {
     if p < 0.5 { -z } else { z }
 }
 
+/// Lower `q` quantile of the χ² distribution with `df` degrees of freedom, by Wilson and
+/// Hilferty's cube-root normal approximation (within about 1 % for `df ≥ 2`, the planning
+/// use here).
+pub fn chi2_quantile(q: f64, df: f64) -> f64 {
+    let c = 2.0 / (9.0 * df);
+    (df * (1.0 - c + z_quantile(q) * c.sqrt()).powi(3)).max(0.0)
+}
+
 /// Fisher's exact test of a 2×2 table (`fail_a` of `n_a` against `fail_b` of `n_b`): the
 /// two-sided p-value, summing the hypergeometric probabilities of every table with the same
 /// margins no more likely than the observed one. The sides are put in a canonical order first,

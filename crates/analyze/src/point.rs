@@ -299,10 +299,7 @@ fn backlog(intended: &[u64], completed: &[u64]) -> Backlog {
     let (a1, a2) = (upto(intended, t1), upto(intended, t2));
     let (c1, c2) = (upto(completed, t1), upto(completed, t2));
     let (da, dc) = if t2 > t1 {
-        (
-            dispersion(intended, t1, t2),
-            dispersion(completed, t1, t2),
-        )
+        (dispersion(intended, t1, t2), dispersion(completed, t1, t2))
     } else {
         (1.0, 1.0)
     };
@@ -563,7 +560,11 @@ mod tests {
     fn the_dispersion_of_evenly_spaced_arrivals_is_zero_and_of_poisson_ones_about_one() {
         let (even, _) = queue(10_000, 5e6, 1e7, false, 1);
         let (t1, t2) = (even[1000], even[8999]);
-        assert!(dispersion(&even, t1, t2) < 0.05, "{}", dispersion(&even, t1, t2));
+        assert!(
+            dispersion(&even, t1, t2) < 0.05,
+            "{}",
+            dispersion(&even, t1, t2)
+        );
         let (poisson, _) = queue(10_000, 5e6, 1e7, true, 2);
         let (t1, t2) = (poisson[1000], poisson[8999]);
         let d = dispersion(&poisson, t1, t2);
@@ -596,7 +597,13 @@ mod tests {
             over > over_poisson_noise,
             "measured dispersion flagged {over} of 20 overloaded runs, Poisson noise {over_poisson_noise}"
         );
-        assert!(over >= 11, "only {over} of 20 runs 1 % over saturation flagged");
-        assert!(under <= 3, "{under} of 20 runs at 90 % of saturation flagged");
+        assert!(
+            over >= 11,
+            "only {over} of 20 runs 1 % over saturation flagged"
+        );
+        assert!(
+            under <= 3,
+            "{under} of 20 runs at 90 % of saturation flagged"
+        );
     }
 }

@@ -27,16 +27,20 @@
 //!
 //! Verdicts: **regression** when Holm-significant and beyond the threshold; **no change**
 //! only when the whole interval lies within ±threshold (equivalence); otherwise
-//! **inconclusive**, with the runs per side that would decide it at the observed noise
-//! ([`runs_needed`]): 80 % power to find the observed change significant at α / (tested
-//! rows), or to put the interval inside the threshold when the change is within it. In the
-//! batch baseline the units are batches: the figure is the batches needed times the runs per
-//! batch, to be collected as batches.
+//! **inconclusive**, with the runs per side that would decide it ([`runs_needed`]): 80 %
+//! power to find the observed change significant at α / (tested rows), or to put the interval
+//! inside the threshold when the change is within it. The noise it plans for is the upper
+//! 80 % confidence bound of the unit variance, `s²·df / χ²_{0.2}(df)` (Browne's upper
+//! confidence limit method), not `s²` itself: from a 5-run pilot (df 7) `s²` is below the true
+//! variance half the time, and a figure planned on it gave 38–39 runs a side in separate
+//! batches where 60.7 % and 38.3 % power followed (docs/PERFORMANCE.md, compare calibration).
+//! In the batch baseline the units are batches: the figure is the batches needed times the
+//! runs per batch, to be collected as batches.
 
 use super::design::{Design, DesignKind};
 use super::{CompareOptions, Row, Sample, Verdict};
 use crate::inference::{
-    TTest, fisher_exact, mean_var, newcombe, t_quantile, t_two_sided, z_quantile,
+    TTest, chi2_quantile, fisher_exact, mean_var, newcombe, t_quantile, t_two_sided, z_quantile,
 };
 
 /// Level at which a drift over the run order is taken as real and adjusted for in the
@@ -44,6 +48,8 @@ use crate::inference::{
 pub const DRIFT_ALPHA: f64 = 0.2;
 /// Power the runs-needed figure aims at.
 pub const POWER: f64 = 0.8;
+/// Confidence of the upper bound of the noise the runs-needed figure plans for (module docs).
+pub const NOISE_CONFIDENCE: f64 = 0.8;
 /// Largest number of runs per side the runs-needed figure reports.
 pub const MAX_RUNS: u64 = 1000;
 
@@ -197,6 +203,13 @@ fn runs_needed(e: &Est, limit: f64, alpha_detect: f64, alpha: f64, design: &Desi
     if room <= 0.0 {
         return None;
     }
+    // The noise planned for: the upper NOISE_CONFIDENCE bound of the unit variance, not the
+    // estimate itself (module docs).
+    let var = if e.df >= 1.0 {
+        e.run_var * e.df / chi2_quantile(1.0 - NOISE_CONFIDENCE, e.df)
+    } else {
+        e.run_var
+    };
     let a = if detect { alpha_detect } else { alpha };
     let zp = z_quantile(POWER);
     (2..=MAX_RUNS)
@@ -214,7 +227,7 @@ fn runs_needed(e: &Est, limit: f64, alpha_detect: f64, alpha: f64, design: &Desi
                 c += gap * gap / (2.0 * nf * (nf * nf - 1.0) / 12.0);
                 df -= 1.0;
             }
-            (t_quantile(a, df) + zp) * (e.run_var * c).sqrt() <= room
+            (t_quantile(a, df) + zp) * (var * c).sqrt() <= room
         })
         // Batch means as units: that many batches a side, in runs.
         .map(|n| match e.batch_size {

@@ -149,7 +149,8 @@ fn no_change_needs_the_whole_interval_within_the_threshold() {
     let row = &r.rows[0];
     assert_eq!(row.verdict, Verdict::Inconclusive, "{row:?}");
     let n = row.runs_needed.expect("runs needed") as usize;
-    assert!(n > 3 && n < 200, "{n}");
+    // Planned on the upper 80 % bound of the noise from 3 runs a side (df 4: 2.4 × s²).
+    assert!(n > 3 && n < 400, "{n}");
     assert_eq!((r.runs_needed, r.exit_code()), (Some(n as u64), 3));
     // With that many runs a side, no change is decided in most comparisons (80 % power aimed
     // at the observed change).
