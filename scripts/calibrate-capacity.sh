@@ -13,6 +13,9 @@
 # Usage: scripts/calibrate-capacity.sh [WORKDIR]
 #   env: SEEDS=20 FIRST_SEED=1 EVENTS=10000 CASES="saturation slo" JOBS=2 REFINE=16
 #        SUMMARY_ONLY=1 (summarise WORKDIR's finished searches)
+#        REJUDGE=1 (with SUMMARY_ONLY: first re-judge every finished search's runs with
+#        CNSREPLAY's `analyze capacity`, e.g. after a change of the estimator; the runs were
+#        still chosen by the refinement of the binary that ran the search)
 #        CNSREPLAY=path/to/cnsreplay (default: a release build)
 # The sim runs in real time: a search is about 20–25 runs of EVENTS/400 s each.
 set -euo pipefail
@@ -72,14 +75,24 @@ fi
 
 for case in $CASES; do
   truth=400; [[ $case == slo ]] && truth=$slo_truth
-  python3 - "$work" "$case" "$truth" <<'EOF'
-import json, glob, sys
+  if [[ -n ${REJUDGE:-} ]]; then
+    slo='attach p99<=2s'; [[ $case == slo ]] && slo='attach p99<=100ms'
+    for d in "$work/$case"-*/search; do
+      [[ -f $d/capacity.json ]] || continue
+      "$bin" -q analyze capacity "$d" --slo "$slo" --allow-invalid --json > "$d/../rejudged.json" || true
+    done
+  fi
+  REJUDGE=${REJUDGE:-} python3 - "$work" "$case" "$truth" <<'EOF'
+import json, glob, os, sys
 work, case, truth = sys.argv[1], sys.argv[2], float(sys.argv[3])
 rows = []
 for f in sorted(glob.glob(f"{work}/{case}-*/search/capacity.json")):
     r = json.load(open(f))
     if not r.get("complete"):
         continue  # a search still going or stopped early: not counted
+    if os.environ.get("REJUDGE"):
+        j = json.load(open(os.path.join(os.path.dirname(f), "..", "rejudged.json")))
+        r = dict(r, estimate=j.get("estimate"), capacity_interval=j.get("capacity_interval"))
     e, ci = r.get("estimate"), r.get("capacity_interval")
     if not e or not ci:
         rows.append((f, None, None, None, r.get("fit_runs"), None)); continue
@@ -96,5 +109,25 @@ for f, x, lo, hi, k, m in rows:
     print(f"  {seed:>16}: sustained {fmt(x)}/s  interval [{fmt(lo)}, {fmt(hi)}]  runs {k}  min events near {m}")
 print(f"  within ±5 %: {within} of {n}; interval covers truth: {cover} of {n}; "
       f"sustained ≥ truth: {above} of {n}")
+# The pass curve of all seeds' runs within ±10 % of the truth, pooled (rates over the truth):
+# logit P(pass) = −b·(ln(rate/truth) − v), by maximum likelihood on a grid. Its slope b is what
+# crates/analyze/src/passprob.rs caps at 1.72·√N.
+import math
+runs = []
+for f in glob.glob(f"{work}/{case}-*/search/capacity.json"):
+    for p in json.load(open(f)).get("points", []):
+        e = p.get("eval")
+        if e and e["throughput"] and abs(math.log(e["throughput"][0]["offered_rate"] / truth)) < 0.1:
+            runs.append((math.log(e["throughput"][0]["offered_rate"] / truth), e["pass"]))
+def ll(b, v):
+    s = 0.0
+    for u, y in runs:
+        eta = max(min(-b * (u - v), 50.0), -50.0)
+        s += -math.log1p(math.exp(-eta)) if y else -math.log1p(math.exp(eta))
+    return s
+if runs:
+    best = max(((ll(b, v), b, v) for b in range(4, 404, 4) for v in [i * 0.001 for i in range(-60, 61)]))
+    print(f"  pooled pass curve of {len(runs)} runs within ±10 %: slope |b| ≈ {best[1]}, "
+          f"50 % at {truth * math.exp(best[2]):.1f}/s, 90 % at {truth * math.exp(best[2] - math.log(9) / best[1]):.1f}/s")
 EOF
 done

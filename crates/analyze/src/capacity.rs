@@ -267,8 +267,15 @@ pub fn capacity(dir: &Path, slos: &[Slo], opts: &PointOptions) -> Result<Capacit
         .map(|p| (offered(p), p.pass))
         .filter(|r| r.0 > 0.0)
         .collect();
-    let estimate = crate::passprob::estimate(&fit, PASS_PROBABILITY);
-    let half = crate::passprob::estimate(&fit, 0.5);
+    let slope = crate::passprob::max_slope(
+        points
+            .iter()
+            .filter_map(|p| p.total().map(|t| t.count))
+            .min()
+            .unwrap_or(1),
+    );
+    let estimate = crate::passprob::estimate(&fit, PASS_PROBABILITY, slope);
+    let half = crate::passprob::estimate(&fit, 0.5, slope);
     let capacity_interval = estimate
         .as_ref()
         .map(|e| (e.low, half.as_ref().and_then(|h| h.high)));

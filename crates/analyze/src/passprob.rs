@@ -10,15 +10,35 @@
 //! highest pass and the lowest fail, widened by what the runs cannot exclude), and it is
 //! open (None) on a side the runs do not bound.
 //!
+//! **How steep the curve may be.** A run of `N` events judges its rate with a relative
+//! counting noise of at least `1/√N`, so its pass probability cannot go from 10 % to 90 %
+//! over less than about ±1.28 of that noise: `|b| ≤ 2·logit(0.9)·√N / 2.56 ≈ 1.72·√N`
+//! ([`max_slope`], `N` the fewest events of a fitted run). Without that cap a search whose runs
+//! happened to fall pass-below, fail-above (complete separation, common when the refinement
+//! runs pile up within 1 % of the boundary) fitted a step, and its interval shrank to the gap
+//! between two runs: 2 of 8 saturation searches then reported intervals such as
+//! [398.3, 398.9]/s that excluded the true 400/s (docs/PERFORMANCE.md, Capacity search). The
+//! curves measured on the sim at `N` = 10 000 have `|b|` ≈ 104 (saturation) and ≈ 48 (an SLO
+//! bound), under the cap of 172 (`scripts/calibrate-capacity.sh`, docs/PERFORMANCE.md).
+//!
 //! The profile is evaluated on a grid of `ln(rate)` steps of 0.0002 (0.02 % of the rate),
 //! and for each grid value the one-dimensional concave maximisation over `b` is a bisection
-//! on its derivative: no step size, no divergence under separation (`|b|` is capped at
-//! [`MAX_SLOPE`]).
+//! on its derivative: no step size, no divergence under separation (`|b|` is capped as above,
+//! and never above [`MAX_SLOPE`]).
 
 use serde::{Deserialize, Serialize};
 
-/// Largest `|b|`: a change of pass probability from 0.1 to 0.9 over 0.04 % of the rate.
+/// Largest `|b|` whatever the runs' length: a change of pass probability from 0.1 to 0.9 over
+/// 0.04 % of the rate.
 pub const MAX_SLOPE: f64 = 1e4;
+
+/// `|b|` per `√events` of the shortest fitted run: `2·logit(0.9) / 2.56` (module docs).
+pub const SLOPE_PER_SQRT_EVENT: f64 = 1.716;
+
+/// The steepest pass curve runs of at least `events` events can show (module docs).
+pub fn max_slope(events: u64) -> f64 {
+    (SLOPE_PER_SQRT_EVENT * (events.max(1) as f64).sqrt()).min(MAX_SLOPE)
+}
 /// `χ²₁(0.95) / 2`.
 const HALF_CHI2_95: f64 = 1.920_729_410_347_062;
 /// Grid step in `ln(rate)`.
@@ -52,8 +72,8 @@ fn loglik(runs: &[(f64, bool)], lq: f64, v: f64, b: f64) -> f64 {
         .sum()
 }
 
-/// The best log-likelihood with `x_q = e^v` fixed: maximised over `b ∈ [−MAX_SLOPE, 0]`.
-fn profile(runs: &[(f64, bool)], lq: f64, v: f64) -> f64 {
+/// The best log-likelihood with `x_q = e^v` fixed: maximised over `b ∈ [−bmax, 0]`.
+fn profile(runs: &[(f64, bool)], lq: f64, v: f64, bmax: f64) -> f64 {
     // d/db = Σ (y − p) (u − v): decreasing in b (the log-likelihood is concave).
     let deriv = |b: f64| -> f64 {
         runs.iter()
@@ -66,10 +86,10 @@ fn profile(runs: &[(f64, bool)], lq: f64, v: f64) -> f64 {
     };
     let b = if deriv(0.0) >= 0.0 {
         0.0
-    } else if deriv(-MAX_SLOPE) <= 0.0 {
-        -MAX_SLOPE
+    } else if deriv(-bmax) <= 0.0 {
+        -bmax
     } else {
-        let (mut lo, mut hi) = (-MAX_SLOPE, 0.0);
+        let (mut lo, mut hi) = (-bmax, 0.0);
         for _ in 0..80 {
             let mid = 0.5 * (lo + hi);
             if deriv(mid) > 0.0 {
@@ -83,10 +103,12 @@ fn profile(runs: &[(f64, bool)], lq: f64, v: f64) -> f64 {
     loglik(runs, lq, v, b)
 }
 
-/// The rate passing with probability `q` (0 < q < 1) from runs `(rate, passed)`. None when
-/// no run passed or none failed (the runs then bound the rate on one side only), or a rate
-/// is not positive.
-pub fn estimate(runs: &[(f64, bool)], q: f64) -> Option<RateEstimate> {
+/// The rate passing with probability `q` (0 < q < 1) from runs `(rate, passed)`, the curve's
+/// slope at most `max_slope` ([`max_slope`] of the shortest run's events). None when no run
+/// passed or none failed (the runs then bound the rate on one side only), or a rate is not
+/// positive.
+pub fn estimate(runs: &[(f64, bool)], q: f64, max_slope: f64) -> Option<RateEstimate> {
+    let bmax = max_slope.clamp(1e-3, MAX_SLOPE);
     if !(q > 0.0 && q < 1.0)
         || runs.iter().any(|r| !(r.0 > 0.0 && r.0.is_finite()))
         || !runs.iter().any(|r| r.1)
@@ -102,7 +124,7 @@ pub fn estimate(runs: &[(f64, bool)], q: f64) -> Option<RateEstimate> {
     let prof: Vec<(f64, f64)> = (0..n)
         .map(|i| {
             let v = umin + i as f64 * STEP;
-            (v, profile(&u, lq, v))
+            (v, profile(&u, lq, v, bmax))
         })
         .collect();
     let &(v_hat, l_max) = prof.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
@@ -146,7 +168,7 @@ mod tests {
             .iter()
             .flat_map(|&x| [(x, x <= 100.0); 3])
             .collect();
-        let e = estimate(&runs, 0.9).expect("estimate");
+        let e = estimate(&runs, 0.9, MAX_SLOPE).expect("estimate");
         assert!(e.rate > 95.0 && e.rate < 105.0, "{e:?}");
         let (lo, hi) = (e.low.expect("low"), e.high.expect("high"));
         assert!(lo < 100.0 && hi > 100.0 && lo > 85.0 && hi < 115.0, "{e:?}");
@@ -154,9 +176,12 @@ mod tests {
 
     #[test]
     fn one_sided_runs_give_no_estimate() {
-        assert_eq!(estimate(&[(1.0, true), (2.0, true)], 0.9), None);
-        assert_eq!(estimate(&[(1.0, false), (2.0, false)], 0.9), None);
-        assert_eq!(estimate(&[(0.0, false), (2.0, true)], 0.9), None);
+        assert_eq!(estimate(&[(1.0, true), (2.0, true)], 0.9, MAX_SLOPE), None);
+        assert_eq!(
+            estimate(&[(1.0, false), (2.0, false)], 0.9, MAX_SLOPE),
+            None
+        );
+        assert_eq!(estimate(&[(0.0, false), (2.0, true)], 0.9, MAX_SLOPE), None);
     }
 
     /// The interval's coverage on runs drawn from a known logistic curve, with the design a
@@ -179,7 +204,7 @@ mod tests {
                     runs.push((x, rng.next() < p));
                 }
             }
-            let Some(e) = estimate(&runs, 0.9) else {
+            let Some(e) = estimate(&runs, 0.9, max_slope(10_000)) else {
                 continue;
             };
             if e.low.is_some_and(|l| l <= truth) && e.high.is_some_and(|h| h >= truth) {
@@ -197,5 +222,30 @@ mod tests {
             close * 10 >= trials * 9,
             "within 3 % in {close} of {trials}"
         );
+    }
+
+    /// The search that reported [398.3, 398.9]/s against a saturation of 400/s (calibration
+    /// seed 3, 10 000 events a run): its runs near the boundary fell pass-below, fail-above.
+    /// Uncapped, the fit is a step and the interval the gap between two runs; with the slope
+    /// runs of that length can show, the half-pass rate's interval reaches past 400/s.
+    #[test]
+    fn separated_runs_near_the_boundary_do_not_shrink_the_interval_to_their_gap() {
+        let pass = [
+            380.7, 391.4, 391.4, 392.7, 392.8, 392.9, 393.7, 396.9, 398.2, 398.4, 398.7,
+        ];
+        let fail = [
+            398.8, 398.9, 399.7, 402.5, 402.5, 404.2, 404.6, 404.7, 404.8, 450.0, 450.0,
+        ];
+        let runs: Vec<(f64, bool)> = pass
+            .iter()
+            .map(|&x| (x, true))
+            .chain(fail.iter().map(|&x| (x, false)))
+            .collect();
+        let step = estimate(&runs, 0.5, MAX_SLOPE).expect("estimate");
+        assert!(step.high.expect("high") < 399.0, "uncapped: {step:?}");
+        let half = estimate(&runs, 0.5, max_slope(10_000)).expect("estimate");
+        assert!(half.high.expect("high") > 400.0, "capped: {half:?}");
+        let q90 = estimate(&runs, 0.9, max_slope(10_000)).expect("estimate");
+        assert!(q90.rate < 396.0 && q90.rate > 385.0, "{q90:?}");
     }
 }

@@ -281,18 +281,36 @@ fn limits(points: &[&SearchPoint], slos: &[Slo], o: &PointOptions) -> Vec<String
     count("throughput fell behind the offered rate".into(), &|e| {
         e.throughput.iter().any(|t| !t.kept_up)
     });
-    // The evidence: the backlog's growth against its counting noise, and the run verdicts.
+    // The evidence: the backlog's growth against its counting noise (in each run that was not
+    // stationary, the op type, or `all`, whose growth was furthest beyond its noise), and the
+    // run verdicts.
+    let mut ops: Vec<&str> = Vec::new();
     let growth: Vec<(i64, f64)> = points
         .iter()
         .filter(|p| !p.eval.stationary)
-        .filter_map(|p| p.eval.total())
-        .map(|t| (t.backlog_growth, t.backlog_sigma))
+        .filter_map(|p| {
+            p.eval
+                .throughput
+                .iter()
+                .filter(|t| t.backlog_sigma > 0.0)
+                .max_by(|a, b| {
+                    (a.backlog_growth as f64 / a.backlog_sigma)
+                        .total_cmp(&(b.backlog_growth as f64 / b.backlog_sigma))
+                })
+        })
+        .map(|t| {
+            if !ops.contains(&t.op.as_str()) {
+                ops.push(&t.op);
+            }
+            (t.backlog_growth, t.backlog_sigma)
+        })
         .collect();
     let stationary = if growth.is_empty() {
         "not stationary".to_owned()
     } else {
         format!(
-            "not stationary: the system's backlog grew by {}–{} events (counting noise σ ≈ {:.0})",
+            "not stationary: the backlog ({}) grew by {}–{} events (counting noise σ ≈ {:.0})",
+            ops.join(", "),
             growth.iter().map(|g| g.0).min().unwrap_or(0),
             growth.iter().map(|g| g.0).max().unwrap_or(0),
             growth.iter().map(|g| g.1).sum::<f64>() / growth.len() as f64
@@ -396,8 +414,9 @@ fn report(
         .filter_map(|p| p.eval.total().map(|t| (t.offered_rate, p.eval.pass)))
         .filter(|r| r.0 > 0.0)
         .collect();
-    let estimate = analyze::passprob::estimate(&fit, a.pass_probability);
-    let half = analyze::passprob::estimate(&fit, 0.5);
+    let slope = fit_slope(points);
+    let estimate = analyze::passprob::estimate(&fit, a.pass_probability, slope);
+    let half = analyze::passprob::estimate(&fit, 0.5, slope);
     let capacity_interval = estimate
         .as_ref()
         .map(|e| (e.low, half.as_ref().and_then(|h| h.high)));
@@ -539,6 +558,18 @@ fn report(
     }
 }
 
+/// The steepest pass curve the search's runs can show: by the fewest events of a run
+/// ([`analyze::passprob::max_slope`]).
+fn fit_slope(points: &[SearchPoint]) -> f64 {
+    analyze::passprob::max_slope(
+        points
+            .iter()
+            .filter_map(|p| p.eval.total().map(|t| t.count))
+            .min()
+            .unwrap_or(1),
+    )
+}
+
 /// The next refinement intensity (module docs): cycling through the current estimates of the
 /// rate passing with `q`, 1.5 % below it, the half-pass rate and 1.5 % above it, converted
 /// from offered rate to intensity by the runs' rate per unit of intensity.
@@ -554,11 +585,12 @@ fn refine_next(points: &[SearchPoint], q: f64, k: usize) -> Option<f64> {
         .filter(|r| r.is_finite() && *r > 0.0)
         .sum::<f64>()
         / points.len().max(1) as f64;
+    let slope = fit_slope(points);
     let rate = match k % 4 {
-        0 => analyze::passprob::estimate(&fit, q)?.rate,
-        1 => analyze::passprob::estimate(&fit, q)?.rate / 1.015,
-        2 => analyze::passprob::estimate(&fit, 0.5)?.rate,
-        _ => analyze::passprob::estimate(&fit, 0.5)?.rate * 1.015,
+        0 => analyze::passprob::estimate(&fit, q, slope)?.rate,
+        1 => analyze::passprob::estimate(&fit, q, slope)?.rate / 1.015,
+        2 => analyze::passprob::estimate(&fit, 0.5, slope)?.rate,
+        _ => analyze::passprob::estimate(&fit, 0.5, slope)?.rate * 1.015,
     };
     // Rounded to 6 digits: the run directory's name holds the intensity.
     let x = rate / per_unit;
