@@ -210,6 +210,18 @@ pub fn offered(p: &PointEval) -> f64 {
     p.total().map_or(0.0, |t| t.offered_rate)
 }
 
+/// The steepest pass curve a set of runs can show: [`crate::passprob::max_slope`] of the
+/// fewest events of a run.
+pub fn fit_slope<'a>(points: impl IntoIterator<Item = &'a PointEval>) -> f64 {
+    crate::passprob::max_slope(
+        points
+            .into_iter()
+            .filter_map(|p| p.total().map(|t| t.count))
+            .min()
+            .unwrap_or(1),
+    )
+}
+
 /// Evaluates a sweep against SLOs.
 pub fn capacity(dir: &Path, slos: &[Slo], opts: &PointOptions) -> Result<CapacityReport> {
     let mut points = Vec::new();
@@ -267,13 +279,7 @@ pub fn capacity(dir: &Path, slos: &[Slo], opts: &PointOptions) -> Result<Capacit
         .map(|p| (offered(p), p.pass))
         .filter(|r| r.0 > 0.0)
         .collect();
-    let slope = crate::passprob::max_slope(
-        points
-            .iter()
-            .filter_map(|p| p.total().map(|t| t.count))
-            .min()
-            .unwrap_or(1),
-    );
+    let slope = fit_slope(&points);
     let estimate = crate::passprob::estimate(&fit, PASS_PROBABILITY, slope);
     let half = crate::passprob::estimate(&fit, 0.5, slope);
     let capacity_interval = estimate

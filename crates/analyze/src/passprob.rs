@@ -16,8 +16,8 @@
 //! ([`max_slope`], `N` the fewest events of a fitted run). Without that cap a search whose runs
 //! happened to fall pass-below, fail-above (complete separation, common when the refinement
 //! runs pile up within 1 % of the boundary) fitted a step, and its interval shrank to the gap
-//! between two runs: 2 of 8 saturation searches then reported intervals such as
-//! [398.3, 398.9]/s that excluded the true 400/s (docs/PERFORMANCE.md, Capacity search). The
+//! between two runs: 2 of 20 saturation searches of the calibration then reported intervals
+//! ([398.3, 398.9]/s and [398.3, 399.8]/s) that excluded the true 400/s (docs/PERFORMANCE.md, Capacity search). The
 //! curves measured on the sim at `N` = 10 000 have `|b|` ≈ 104 (saturation) and ≈ 48 (an SLO
 //! bound), under the cap of 172 (`scripts/calibrate-capacity.sh`, docs/PERFORMANCE.md).
 //!

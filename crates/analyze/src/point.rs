@@ -298,11 +298,8 @@ fn backlog(intended: &[u64], completed: &[u64]) -> Backlog {
     let upto = |v: &[u64], t: u64| v.partition_point(|&x| x <= t) as i64;
     let (a1, a2) = (upto(intended, t1), upto(intended, t2));
     let (c1, c2) = (upto(completed, t1), upto(completed, t2));
-    let (da, dc) = if t2 > t1 {
-        (dispersion(intended, t1, t2), dispersion(completed, t1, t2))
-    } else {
-        (1.0, 1.0)
-    };
+    // An empty window (t1 = t2) has no counts: `dispersion` then says 1.
+    let (da, dc) = (dispersion(intended, t1, t2), dispersion(completed, t1, t2));
     Backlog {
         growth: (a2 - c2) - (a1 - c1),
         sigma: (da * (a2 - a1) as f64 + dc * (c2 - c1) as f64).sqrt(),

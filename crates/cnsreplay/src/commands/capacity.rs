@@ -414,7 +414,7 @@ fn report(
         .filter_map(|p| p.eval.total().map(|t| (t.offered_rate, p.eval.pass)))
         .filter(|r| r.0 > 0.0)
         .collect();
-    let slope = fit_slope(points);
+    let slope = analyze::capacity::fit_slope(points.iter().map(|p| &p.eval));
     let estimate = analyze::passprob::estimate(&fit, a.pass_probability, slope);
     let half = analyze::passprob::estimate(&fit, 0.5, slope);
     let capacity_interval = estimate
@@ -558,18 +558,6 @@ fn report(
     }
 }
 
-/// The steepest pass curve the search's runs can show: by the fewest events of a run
-/// ([`analyze::passprob::max_slope`]).
-fn fit_slope(points: &[SearchPoint]) -> f64 {
-    analyze::passprob::max_slope(
-        points
-            .iter()
-            .filter_map(|p| p.eval.total().map(|t| t.count))
-            .min()
-            .unwrap_or(1),
-    )
-}
-
 /// The next refinement intensity (module docs): cycling through the current estimates of the
 /// rate passing with `q`, 1.5 % below it, the half-pass rate and 1.5 % above it, converted
 /// from offered rate to intensity by the runs' rate per unit of intensity.
@@ -585,7 +573,7 @@ fn refine_next(points: &[SearchPoint], q: f64, k: usize) -> Option<f64> {
         .filter(|r| r.is_finite() && *r > 0.0)
         .sum::<f64>()
         / points.len().max(1) as f64;
-    let slope = fit_slope(points);
+    let slope = analyze::capacity::fit_slope(points.iter().map(|p| &p.eval));
     let rate = match k % 4 {
         0 => analyze::passprob::estimate(&fit, q, slope)?.rate,
         1 => analyze::passprob::estimate(&fit, q, slope)?.rate / 1.015,
