@@ -662,16 +662,26 @@ pub fn judge(samples: &[Sample], design: &Design, opts: &CompareOptions) -> Comp
         .map(|r| format!("{} {}", r.op, r.metric.name()))
         .collect();
     if !undecidable.is_empty() {
+        let no_room = rows.iter().any(|r| {
+            r.verdict == Verdict::Inconclusive
+                && r.runs_needed.is_none()
+                && r.df > 0.0
+                && r.margin > 0.0
+                && r.margin >= r.tolerance
+        });
         notes.push(format!(
             "more runs of this design cannot decide {}: {}",
             undecidable.join(", "),
-            match design.kind {
-                DesignKind::BatchBaseline => "the change sits at the threshold",
-                DesignKind::SeparateBatches => {
-                    "the batch-shift allowance leaves no room within the threshold; interleave \
-                     the sides, or collect A/A batches of the base (docs/analyze.md)"
-                }
-                DesignKind::Interleaved => "the change sits at the threshold",
+            if no_room {
+                "the batch-shift allowance leaves no room within the threshold; interleave \
+                 the sides, or collect A/A batches of the base (docs/analyze.md)"
+                    .to_owned()
+            } else {
+                format!(
+                    "it would take more than {MAX_RUNS} runs a side at the observed noise \
+                     (the change sits at the threshold, or the noise is too large to plan \
+                     from: interleave the sides, or collect A/A batches of the base)"
+                )
             }
         ));
     }

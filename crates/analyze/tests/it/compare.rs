@@ -768,3 +768,42 @@ proptest::proptest! {
         proptest::prop_assert!((slope(&y) - slope(&x) - a).abs() < 1e-9);
     }
 }
+
+#[test]
+fn following_the_runs_needed_finds_the_change_in_separate_batches() {
+    // Before/after pilots of 5 runs a side, +20 % p99 (threshold 10 %, batch-shift allowance
+    // 5 %), run noise 11 %: the drift-adjusted difference's standard error is about as large
+    // as the change, so a pilot's own estimate of the change is a poor plan. Each
+    // inconclusive pilot's count is followed with fresh runs (one comparison each): the
+    // change must be found in ≥ 80 % of them. Planned on the observed change itself the
+    // share was 72.7 % in the simulated calibration (docs/PERFORMANCE.md).
+    let opts = CompareOptions::default();
+    let mut rng = Rng::new(41);
+    let (mut given, mut found) = (0, 0);
+    for _ in 0..150 {
+        let pilot = vec![sample(
+            "attach",
+            Metric::P99,
+            side(&mut rng, 5, 1e8, 0.11, 1000),
+            side(&mut rng, 5, 1.2e8, 0.11, 1000),
+        )];
+        let row = judge(&pilot, &before_after(5), &opts).rows.remove(0);
+        let Some(n) = row.runs_needed else { continue };
+        let n = n as usize;
+        given += 1;
+        let rows = vec![sample(
+            "attach",
+            Metric::P99,
+            side(&mut rng, n, 1e8, 0.11, 1000),
+            side(&mut rng, n, 1.2e8, 0.11, 1000),
+        )];
+        if judge(&rows, &before_after(n), &opts).rows[0].verdict == Verdict::Regression {
+            found += 1;
+        }
+    }
+    assert!(given >= 50, "only {given} of 150 pilots were given a count");
+    assert!(
+        found * 100 >= given * 80,
+        "found in {found} of the {given} comparisons that followed a pilot's count"
+    );
+}
