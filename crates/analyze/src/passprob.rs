@@ -5,7 +5,14 @@
 //! more often), fitted by maximum likelihood over the runs' pass/fail outcomes. The rate
 //! `x_q` passing with probability `q` solves `a + b · ln(x_q) = logit(q)`. Its interval is the
 //! profile-likelihood interval: the set of `x_q` whose best fit (over `b`) is within
-//! `χ²₁(0.95) / 2 = 1.92` of the maximum log-likelihood. Unlike a delta-method interval it
+//! `χ²₁(0.975) / 2 = 2.51` of the maximum log-likelihood ([`INTERVAL_CUT`]). That is the
+//! nominal 97.5 % interval: with the ~25 pass/fail outcomes of a search the profile interval
+//! runs short of nominal, and on runs drawn from a known curve with a search's layout (30 runs
+//! at 10 rates, `|b|` = 48) the nominal 95 % one (`χ²₁(0.95)/2 = 1.92`) covered `x_0.9` in
+//! 92 % and `x_0.5` in 93 % of 400 trials; the 97.5 % one covers them in 94.75 % and 96.5 %
+//! (99 %: 97.5 % and 99 %). End to end on the sim, 2 of 12 saturation searches' capacity
+//! intervals ended just below the true 400/s (399.1 and 399.9) with the nominal 95 % cutoff
+//! (docs/PERFORMANCE.md, Capacity search). Unlike a delta-method interval it
 //! stays honest when the runs barely overlap (a pass/fail step gives the gap between the
 //! highest pass and the lowest fail, widened by what the runs cannot exclude), and it is
 //! open (None) on a side the runs do not bound.
@@ -39,8 +46,9 @@ pub const SLOPE_PER_SQRT_EVENT: f64 = 1.716;
 pub fn max_slope(events: u64) -> f64 {
     (SLOPE_PER_SQRT_EVENT * (events.max(1) as f64).sqrt()).min(MAX_SLOPE)
 }
-/// `χ²₁(0.95) / 2`.
-const HALF_CHI2_95: f64 = 1.920_729_410_347_062;
+/// The interval's cutoff below the maximum log-likelihood: `χ²₁(0.975) / 2`, the nominal
+/// 97.5 % profile interval, which covers 95 % here (module docs).
+pub const INTERVAL_CUT: f64 = 2.511_947_7;
 /// Grid step in `ln(rate)`.
 const STEP: f64 = 2e-4;
 /// How far beyond the runs' range (in `ln(rate)`) the grid reaches.
@@ -135,7 +143,7 @@ pub fn estimate(runs: &[(f64, bool)], q: f64, max_slope: f64) -> Option<RateEsti
     } else {
         v_hat
     };
-    let inside = |i: usize| prof[i].1 >= l_max - HALF_CHI2_95;
+    let inside = |i: usize| prof[i].1 >= l_max - INTERVAL_CUT;
     let first = (0..n).find(|&i| inside(i))?;
     let last = (0..n).rev().find(|&i| inside(i))?;
     Some(RateEstimate {
@@ -185,13 +193,14 @@ mod tests {
     }
 
     /// The interval's coverage on runs drawn from a known logistic curve, with the design a
-    /// capacity search uses (30 runs at 10 rates around the boundary): the true `x_0.9` is
-    /// inside the 95 % interval in ≥ 85 % of 200 trials (measured: 179 of 200, 89.5 %: the
-    /// profile interval runs slightly short of nominal at 30 binary outcomes), and the estimate
-    /// within 3 % in ≥ 90 %.
+    /// capacity search uses (30 runs at 10 rates around the boundary) and the shallowest slope
+    /// the sim's calibration measured (`|b|` ≈ 48, an SLO bound): the true `x_0.9` is inside
+    /// the 95 % interval (an open end covers its side) in ≥ 93 % of 200 trials (measured: 189, 94.5 %;
+    /// with the nominal 95 % cutoff 1.92, 92 % of 400), and the estimate within 5 % in ≥ 90 %
+    /// (measured: 196).
     #[test]
-    fn the_interval_covers_the_true_rate_in_at_least_90_percent_of_trials() {
-        let (x50, b) = (400.0_f64, -60.0_f64);
+    fn the_interval_covers_the_true_rate_in_at_least_93_percent_of_trials() {
+        let (x50, b) = (400.0_f64, -48.0_f64);
         let truth = (x50.ln() + (0.9_f64 / 0.1).ln() / b).exp();
         let mut rng = Rng(7);
         let (mut covered, mut close, trials) = (0, 0, 200);
@@ -207,20 +216,20 @@ mod tests {
             let Some(e) = estimate(&runs, 0.9, max_slope(10_000)) else {
                 continue;
             };
-            if e.low.is_some_and(|l| l <= truth) && e.high.is_some_and(|h| h >= truth) {
+            if e.low.is_none_or(|l| l <= truth) && e.high.is_none_or(|h| h >= truth) {
                 covered += 1;
             }
-            if (e.rate / truth - 1.0).abs() <= 0.03 {
+            if (e.rate / truth - 1.0).abs() <= 0.05 {
                 close += 1;
             }
         }
         assert!(
-            covered * 100 >= trials * 85,
+            covered * 100 >= trials * 93,
             "the 95 % interval covered x_0.9 = {truth:.1} in {covered} of {trials} trials"
         );
         assert!(
             close * 10 >= trials * 9,
-            "within 3 % in {close} of {trials}"
+            "within 5 % in {close} of {trials}"
         );
     }
 
@@ -242,7 +251,7 @@ mod tests {
             .chain(fail.iter().map(|&x| (x, false)))
             .collect();
         let step = estimate(&runs, 0.5, MAX_SLOPE).expect("estimate");
-        assert!(step.high.expect("high") < 399.0, "uncapped: {step:?}");
+        assert!(step.high.expect("high") < 400.0, "uncapped: {step:?}");
         let half = estimate(&runs, 0.5, max_slope(10_000)).expect("estimate");
         assert!(half.high.expect("high") > 400.0, "capped: {half:?}");
         let q90 = estimate(&runs, 0.9, max_slope(10_000)).expect("estimate");
