@@ -176,8 +176,10 @@ pub fn run<P: Provider>(
         wait_for_start(at, &mut prepared.notices);
     }
     provider.before_clock();
+    let steal = validity::host::steal_ns();
     let clocked = clock(&mut prepared, provider, opts, control)?;
     drain(&control.live(), control, opts.grace_ns, &clocked.cancel);
+    let host_steal_ns = validity::host::since(steal);
     let workers_busy = clocked.workers_busy(&prepared.rt);
     let completion_lateness = clocked.probe.finish();
     let Prepared {
@@ -212,6 +214,7 @@ pub fn run<P: Provider>(
         origin: clocked.origin,
         streams: std::mem::take(&mut *streams.lock().unwrap_or_else(PoisonError::into_inner)),
         cluster,
+        host_steal_ns,
     })
 }
 
@@ -780,6 +783,8 @@ struct Finished<'a, P> {
     origin: Instant,
     streams: streams::Collected,
     cluster: Option<crate::cluster::ClusterTiming>,
+    /// The machine's steal over the clock and the drain (`validity::host`).
+    host_steal_ns: Option<u64>,
 }
 
 /// Builds the summary, writes `summary.json` and the final manifest, and marks the live
@@ -800,6 +805,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
         origin,
         streams,
         cluster,
+        host_steal_ns,
     } = f;
     let mut sunk = sunk;
     notices.extend(streams.notices);
@@ -855,6 +861,7 @@ fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, Error> {
             workers_busy,
             throttling: &client_throttling,
             streams: &io_streams,
+            host_steal_ns,
         },
         &opts.validity,
     );

@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::provider::ClientThrottling;
 use crate::record::{CompletionState, Percentiles};
 
+pub mod host;
 mod ops;
 pub use ops::{IO_PHASE_IO, OpValidity};
 
@@ -291,6 +292,11 @@ pub struct Validity {
     /// before).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ops: Vec<OpValidity>,
+    /// CPU time the host's hypervisor took from this machine over the run's clock, ns, all
+    /// CPUs (`/proc/stat` steal; absent off Linux and in runs from before): a stall of the
+    /// whole machine, named in the evidence of an engine-bound verdict ([`host`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_steal_ns: Option<u64>,
 }
 
 impl Validity {
@@ -336,7 +342,17 @@ impl Validity {
         } else {
             self.failed().map(|c| c.message.as_str()).collect()
         };
-        v.join("; ")
+        let mut text = v.join("; ");
+        if let Some(steal) = self.host_steal_ns.filter(|s| *s >= host::NAMED_STEAL_NS)
+            && matches!(self.verdict, Verdict::EngineBound | Verdict::PartlyValid)
+        {
+            text.push_str(&format!(
+                "; the host's hypervisor took {:.0} ms of CPU from this machine during the run \
+                 (/proc/stat steal): the whole machine stalled, not the engine alone",
+                steal as f64 / 1e6
+            ));
+        }
+        text
     }
 }
 
@@ -473,6 +489,8 @@ pub struct Measured<'a> {
     pub throttling: &'a [ClientThrottling],
     /// Bare `io` events' streams.
     pub streams: &'a [crate::streams::StreamFidelity],
+    /// The machine's steal over the run's clock ([`host`]).
+    pub host_steal_ns: Option<u64>,
 }
 
 fn ms(ns: f64) -> String {
@@ -816,6 +834,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         checks,
         limits: Some(limits),
         ops,
+        host_steal_ns: m.host_steal_ns,
     }
 }
 
@@ -876,6 +895,7 @@ mod tests {
             workers_busy: Some(0.1),
             throttling: &[],
             streams: &[],
+            host_steal_ns: None,
         }
     }
 
@@ -1014,12 +1034,31 @@ mod tests {
             workers_busy: Some(0.2),
             throttling: &[],
             streams: &[],
+            host_steal_ns: Some(30_000_000),
         };
         let v = judge(&m, &o);
         assert_eq!(v.verdict, Verdict::EngineBound);
         assert_eq!(
             v.failed().map(|c| c.check.as_str()).collect::<Vec<_>>(),
             ["start_lateness.p99"]
+        );
+        // The host's steal over the run is recorded and named as the likely cause.
+        assert_eq!(v.host_steal_ns, Some(30_000_000));
+        assert!(
+            v.evidence().contains("hypervisor took 30 ms"),
+            "{}",
+            v.evidence()
+        );
+        let quiet = judge(
+            &Measured {
+                host_steal_ns: Some(200_000),
+                ..m.clone()
+            },
+            &o,
+        );
+        assert!(
+            !quiet.evidence().contains("hypervisor"),
+            "under 1 ms: not named"
         );
         let m = Measured {
             state: CompletionState::Interrupted,

@@ -157,6 +157,7 @@ mod tests {
             workers_busy: Some(0.1),
             throttling: &[],
             streams: &[],
+            host_steal_ns: None,
         }
     }
 
