@@ -326,33 +326,42 @@ impl Validity {
     /// The evidence of the failed checks, one sentence each, joined with `; ` (for a run
     /// with nothing judged: why each check was not).
     pub fn evidence(&self) -> String {
-        if self.verdict == Verdict::PartlyValid {
+        let mut text = if self.verdict == Verdict::PartlyValid {
             let bound: Vec<String> = self
                 .ops_judged(Verdict::EngineBound)
                 .map(|o| format!("{}: {}", o.op, o.evidence))
                 .collect();
-            return format!(
+            format!(
                 "valid for {}; engine-bound for {}",
                 self.valid_ops(),
                 bound.join("; ")
-            );
-        }
-        let v: Vec<&str> = if self.verdict == Verdict::NotJudged {
-            self.not_judged().map(|c| c.message.as_str()).collect()
+            )
         } else {
-            self.failed().map(|c| c.message.as_str()).collect()
+            let v: Vec<&str> = if self.verdict == Verdict::NotJudged {
+                self.not_judged().map(|c| c.message.as_str()).collect()
+            } else {
+                self.failed().map(|c| c.message.as_str()).collect()
+            };
+            v.join("; ")
         };
-        let mut text = v.join("; ");
-        if let Some(steal) = self.host_steal_ns.filter(|s| *s >= host::NAMED_STEAL_NS)
-            && matches!(self.verdict, Verdict::EngineBound | Verdict::PartlyValid)
-        {
-            text.push_str(&format!(
-                "; the host's hypervisor took {:.0} ms of CPU from this machine during the run \
-                 (/proc/stat steal): the whole machine stalled, not the engine alone",
-                steal as f64 / 1e6
-            ));
+        if let Some(note) = self.host_stall() {
+            text.push_str("; ");
+            text.push_str(&note);
         }
         text
+    }
+
+    /// The host's steal over the run, said in words, when the verdict blames the tool's
+    /// timing and the machine stalled (≥ [`host::NAMED_STEAL_NS`]).
+    pub fn host_stall(&self) -> Option<String> {
+        let steal = self.host_steal_ns.filter(|s| *s >= host::NAMED_STEAL_NS)?;
+        matches!(self.verdict, Verdict::EngineBound | Verdict::PartlyValid).then(|| {
+            format!(
+                "the host's hypervisor took {:.0} ms of CPU from this machine during the run \
+                 (/proc/stat steal): the whole machine stalled, not the engine alone",
+                steal as f64 / 1e6
+            )
+        })
     }
 }
 

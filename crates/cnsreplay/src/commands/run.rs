@@ -929,6 +929,9 @@ fn write_verdict(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
             }
         }
     }
+    if let Some(stall) = v.host_stall() {
+        writeln!(out, "  host: {stall}")?;
+    }
     if let Some(l) = &v.limits {
         writeln!(
             out,
