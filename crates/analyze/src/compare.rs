@@ -656,19 +656,18 @@ pub fn judge(samples: &[Sample], design: &Design, opts: &CompareOptions) -> Comp
                 .to_owned(),
         );
     }
-    let undecidable: Vec<String> = rows
+    let undecidable: Vec<&Row> = rows
         .iter()
         .filter(|r| r.verdict == Verdict::Inconclusive && r.runs_needed.is_none() && r.df > 0.0)
-        .map(|r| format!("{} {}", r.op, r.metric.name()))
         .collect();
     if !undecidable.is_empty() {
-        let no_room = rows.iter().any(|r| {
-            r.verdict == Verdict::Inconclusive
-                && r.runs_needed.is_none()
-                && r.df > 0.0
-                && r.margin > 0.0
-                && r.margin >= r.tolerance
-        });
+        let no_room = undecidable
+            .iter()
+            .any(|r| r.margin > 0.0 && r.margin >= r.tolerance);
+        let undecidable: Vec<String> = undecidable
+            .iter()
+            .map(|r| format!("{} {}", r.op, r.metric.name()))
+            .collect();
         notes.push(format!(
             "more runs of this design cannot decide {}: {}",
             undecidable.join(", "),

@@ -208,14 +208,14 @@ fn runs_needed(e: &Est, limit: f64, alpha_detect: f64, alpha: f64, design: &Desi
         return None;
     }
     let detect = e.d.abs() > limit;
-    // The change planned for: the lower EFFECT_CONFIDENCE bound of the observed one, never
-    // below the threshold (a change under it is no regression however many runs).
-    let lower = if e.df >= 1.0 {
-        e.d.abs() - t_quantile(2.0 * (1.0 - EFFECT_CONFIDENCE), e.df) * e.se
-    } else {
-        e.d.abs()
-    };
     let room = if detect {
+        // The change planned for: the lower EFFECT_CONFIDENCE bound of the observed one,
+        // never below the threshold (a change under it is no regression however many runs).
+        let lower = if e.df >= 1.0 {
+            e.d.abs() - t_quantile(2.0 * (1.0 - EFFECT_CONFIDENCE), e.df) * e.se
+        } else {
+            e.d.abs()
+        };
         lower.max(limit) - e.margin
     } else {
         limit - e.margin - e.d.abs()

@@ -12,7 +12,8 @@
 /// Steal at or above this over a run (all CPUs) is named in an engine-bound verdict's evidence.
 pub const NAMED_STEAL_NS: u64 = 1_000_000;
 
-/// `/proc/stat` counts in USER_HZ ticks, 100 a second on every Linux architecture's ABI.
+/// `/proc/stat` counts in USER_HZ ticks: 100 a second on x86-64 and arm64 (`getconf
+/// CLK_TCK` says 100 on this project's machines).
 const NS_PER_TICK: u64 = 10_000_000;
 
 /// The machine's steal so far, ns (all CPUs; None off Linux or when unreadable).
