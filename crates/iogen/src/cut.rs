@@ -357,14 +357,21 @@ pub fn decide(log: &OrderedLog, seen: &[Vec<Seen>]) -> CutVerdict {
 /// decides.
 pub fn verify_cut(log: &Path, members: &[&Path]) -> Result<CutReport, Error> {
     let log = OrderedLog::read(log)?;
-    if members.len() != log.header.volumes.len() {
+    let seen = scan_members(&log.header, members)?;
+    report(&log, &seen)
+}
+
+/// Reads each restored member (in the log's volume order) block by block: what a checker
+/// without the log needs (`iogen scan`, [`crate::cut_wire`]).
+pub fn scan_members(header: &LogHeader, members: &[&Path]) -> Result<Vec<Vec<Seen>>, Error> {
+    if members.len() != header.volumes.len() {
         return Err(Error::InvalidSpec {
             field: "target",
             reason: format!(
                 "{} restored members given, the log has {} volumes ({})",
                 members.len(),
-                log.header.volumes.len(),
-                log.header
+                header.volumes.len(),
+                header
                     .volumes
                     .iter()
                     .map(|v| v.path.as_str())
@@ -375,14 +382,42 @@ pub fn verify_cut(log: &Path, members: &[&Path]) -> Result<CutReport, Error> {
     }
     let mut seen = Vec::with_capacity(members.len());
     for (v, m) in members.iter().enumerate() {
-        seen.push(scan_member(m, &log.header, v as u32)?);
+        seen.push(scan_member(m, header, v as u32)?);
+    }
+    Ok(seen)
+}
+
+/// Decides on members scanned elsewhere: `seen` must have the log's volumes and blocks.
+pub fn report(log: &OrderedLog, seen: &[Vec<Seen>]) -> Result<CutReport, Error> {
+    let h = &log.header;
+    if seen.len() != h.volumes.len() {
+        return Err(Error::InvalidSpec {
+            field: "scan",
+            reason: format!(
+                "{} volumes scanned, the log has {}",
+                seen.len(),
+                h.volumes.len()
+            ),
+        });
+    }
+    for (v, s) in seen.iter().enumerate() {
+        if s.len() as u64 != h.blocks(v) {
+            return Err(Error::InvalidSpec {
+                field: "scan",
+                reason: format!(
+                    "volume {v}: {} blocks scanned, its region in the log has {}",
+                    s.len(),
+                    h.blocks(v)
+                ),
+            });
+        }
     }
     let written = seen
         .iter()
         .map(|s| s.iter().filter(|x| matches!(x, Seen::Write { .. })).count() as u64)
         .collect();
     Ok(CutReport {
-        verdict: decide(&log, &seen),
+        verdict: decide(log, seen),
         log_writes: log.records.len() as u64,
         blocks_with_writes: written,
     })

@@ -15,6 +15,7 @@
 
 mod backend;
 pub mod cut;
+pub mod cut_wire;
 mod engine;
 mod error;
 mod generate;

@@ -72,7 +72,8 @@ pub struct OrderedSpec {
     pub writes: Option<u64>,
     /// O_DIRECT (then `fdatasync` after each write as well).
     pub direct: bool,
-    /// Where the log goes.
+    /// Where the log goes; `-`: stdout, as text lines ([`crate::cut_wire`]), for a writer
+    /// whose files its caller cannot read (a pod).
     pub log: PathBuf,
     /// Seed of the block choices and of the run nonce.
     pub seed: u64,
@@ -339,11 +340,65 @@ struct Shared {
 }
 
 struct LogSink {
-    out: std::io::BufWriter<fs_err::File>,
+    out: LogOut,
     count: u64,
     per_volume: Vec<u64>,
     failed: u64,
     error: Option<String>,
+}
+
+/// Where the log goes: its file, or stdout as text lines ([`crate::cut_wire`]).
+enum LogOut {
+    File(std::io::BufWriter<fs_err::File>),
+    Text(std::io::BufWriter<std::io::Stdout>),
+}
+
+impl LogOut {
+    fn open(path: &Path, header: &LogHeader) -> Result<Self, Error> {
+        let mut out = if path == Path::new("-") {
+            let mut o = LogOut::Text(std::io::BufWriter::new(std::io::stdout()));
+            o.write(crate::cut_wire::log_begin(header).as_bytes())?;
+            return Ok(o);
+        } else {
+            LogOut::File(std::io::BufWriter::new(fs_err::File::create(path)?))
+        };
+        out.write(
+            &OrderedLog {
+                header: header.clone(),
+                records: Vec::new(),
+            }
+            .to_bytes(),
+        )?;
+        Ok(out)
+    }
+
+    fn write(&mut self, b: &[u8]) -> std::io::Result<()> {
+        match self {
+            LogOut::File(f) => f.write_all(b),
+            LogOut::Text(t) => t.write_all(b),
+        }
+    }
+
+    fn record(&mut self, r: &LogRecord) -> std::io::Result<()> {
+        match self {
+            LogOut::File(f) => f.write_all(&r.encode()),
+            LogOut::Text(t) => t.write_all(crate::cut_wire::log_record(r).as_bytes()),
+        }
+    }
+
+    /// Flushes (and fsyncs a file); the text form gets its end line.
+    fn finish(&mut self, count: u64) -> std::io::Result<()> {
+        match self {
+            LogOut::File(f) => {
+                f.flush()?;
+                f.get_ref().sync_all()
+            }
+            LogOut::Text(t) => {
+                t.write_all(crate::cut_wire::log_end(count).as_bytes())?;
+                t.flush()
+            }
+        }
+    }
 }
 
 /// A page-aligned buffer of `len` bytes inside an owned vector (O_DIRECT needs the
@@ -455,14 +510,7 @@ pub fn run_ordered(spec: &OrderedSpec, stop: &Stop) -> Result<OrderedResult, Err
         volumes,
         start_unix_ns: i64::try_from(anchor.as_nanos()).unwrap_or(i64::MAX),
     };
-    let mut out = std::io::BufWriter::new(fs_err::File::create(&spec.log)?);
-    out.write_all(
-        &OrderedLog {
-            header: header.clone(),
-            records: Vec::new(),
-        }
-        .to_bytes(),
-    )?;
+    let out = LogOut::open(&spec.log, &header)?;
     let shared = Arc::new(Shared {
         seq: AtomicU64::new(1),
         acks: AtomicU64::new(0),
@@ -499,8 +547,8 @@ pub fn run_ordered(spec: &OrderedSpec, stop: &Stop) -> Result<OrderedResult, Err
     }
     let elapsed = start.elapsed();
     let mut sink = shared.log.lock().unwrap_or_else(PoisonError::into_inner);
-    sink.out.flush()?;
-    sink.out.get_ref().sync_all()?;
+    let count = sink.count;
+    sink.out.finish(count)?;
     Ok(OrderedResult {
         writes: sink.count - sink.failed,
         failed: sink.failed,
@@ -571,7 +619,7 @@ fn writer(
             submit_ns,
             ack_ns: shared.start.elapsed().as_nanos() as u64,
         };
-        if let Err(e) = sink.out.write_all(&rec.encode()) {
+        if let Err(e) = sink.out.record(&rec) {
             sink.error.get_or_insert(format!("writing the log: {e}"));
         }
         sink.count += 1;

@@ -3,6 +3,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -40,6 +41,9 @@ enum Cmd {
     Ordered(OrderedArgs),
     /// Whether restored copies of an ordered run's targets are one consistent cut of it.
     Verify(VerifyArgs),
+    /// What restored copies of an ordered run's targets hold, block by block, as text on
+    /// stdout: `verify` for a checker that has the log's header but not the log (a pod).
+    Scan(ScanArgs),
     /// The file system holding a path, as the process sees it: size and free bytes as JSON
     /// lines, polled until it reaches a size (e.g. to see an online resize inside a pod).
     Fs(FsArgs),
@@ -50,7 +54,8 @@ struct OrderedArgs {
     /// A target (file or block device); repeat it, in volume order.
     #[arg(long, required = true)]
     target: Vec<PathBuf>,
-    /// The ordered-write log to write.
+    /// The ordered-write log to write; `-`: stdout as text lines, one per acknowledged write
+    /// (for a pod, whose log is its only way back; the summary then goes to stderr).
     #[arg(long)]
     log: PathBuf,
     /// Block size (every write is one block).
@@ -96,6 +101,28 @@ struct VerifyArgs {
     json: Option<PathBuf>,
 }
 
+#[derive(Args)]
+struct ScanArgs {
+    /// The ordered-write log's header as JSON (its first text line's JSON, or the header of
+    /// a binary log): nonce, block size and each volume's region.
+    #[arg(long)]
+    header: String,
+    /// The restored copy of each target, in the log's volume order (repeat it).
+    #[arg(long, required = true)]
+    target: Vec<PathBuf>,
+}
+
+fn scan(a: &ScanArgs) -> Result<()> {
+    let header: iogen::ordered::LogHeader =
+        serde_json::from_str(&a.header).context("--header: not an ordered-write log header")?;
+    let members: Vec<&Path> = a.target.iter().map(PathBuf::as_path).collect();
+    let seen = iogen::cut::scan_members(&header, &members)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    iogen::cut_wire::write_scan(&mut out, &seen)?;
+    out.flush()?;
+    Ok(())
+}
+
 fn write_json(path: Option<&Path>, v: &serde_json::Value) -> Result<bool> {
     match path {
         Some(p) if p == Path::new("-") => {
@@ -127,8 +154,25 @@ fn ordered(a: &OrderedArgs, stop: &Stop) -> Result<()> {
         log: a.log.clone(),
         seed: a.seed,
     };
+    let text_log = a.log == Path::new("-");
+    if text_log && a.json.as_deref() == Some(Path::new("-")) {
+        bail!("--log - and --json - both want stdout: give --json a file");
+    }
     let r = iogen::run_ordered(&spec, stop)?;
-    if !write_json(a.json.as_deref(), &serde_json::to_value(&r)?)? {
+    if text_log && a.json.is_none() {
+        eprintln!(
+            "ordered writes: {} acknowledged ({}) in {:.3} s, {} failed{}; log on stdout",
+            r.writes,
+            r.per_volume
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(" + "),
+            r.elapsed_s,
+            r.failed,
+            if r.partial { ", stopped" } else { "" },
+        );
+    } else if !write_json(a.json.as_deref(), &serde_json::to_value(&r)?)? {
         println!(
             "ordered writes: {} acknowledged ({}) in {:.3} s, {} failed{}; log {}",
             r.writes,
@@ -759,6 +803,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Fs(a) => fs(a, &stop),
         Cmd::Ordered(a) => ordered(a, &stop),
         Cmd::Verify(a) => verify(a),
+        Cmd::Scan(a) => scan(a),
     });
     match res {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -211,6 +211,70 @@ fn the_cli_writes_a_log_and_verifies_its_own_targets() {
     );
 }
 
+/// The pod path: `ordered --log -` streams the log as text on stdout, `scan` prints what the
+/// targets hold without the log, and deciding on those two gives `verify`'s verdict — also
+/// for a torn state (the first member rolled back to an earlier image).
+#[test]
+fn a_text_log_and_a_scan_decide_as_verify_does() {
+    let (d, _) = target();
+    let files = three(d.path(), "pod");
+    let mut args: Vec<std::ffi::OsString> = vec!["ordered".into(), "--log".into(), "-".into()];
+    for f in &files {
+        args.push("--target".into());
+        args.push(f.clone().into());
+    }
+    args.extend(["--size", "64k", "--writes", "120"].map(Into::into));
+    let out = Command::new(env!("CARGO_BIN_EXE_iogen"))
+        .args(&args)
+        .output()
+        .expect("iogen ordered");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("120 acknowledged"), "the summary goes to stderr: {err}");
+    let text = String::from_utf8(out.stdout).expect("utf8");
+    let log = iogen::cut_wire::parse_log_text(&text, Path::new("stdout")).expect("text log");
+    assert_eq!(log.records.len(), 120);
+    let bin = d.path().join("pod.log");
+    std::fs::write(&bin, log.to_bytes()).expect("write log");
+    let scan = |members: &[PathBuf]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_iogen"))
+            .arg("scan")
+            .arg("--header")
+            .arg(serde_json::to_string(&log.header).expect("json"))
+            .args(
+                members
+                    .iter()
+                    .flat_map(|p| ["--target".as_ref(), p.as_os_str()]),
+            )
+            .output()
+            .expect("iogen scan");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen = iogen::cut_wire::parse_scan(
+            &String::from_utf8(out.stdout).expect("utf8"),
+            Path::new("scan"),
+        )
+        .expect("scan");
+        iogen::cut::report(&log, &seen).expect("report")
+    };
+    let whole = scan(&files);
+    assert_eq!(whole, verify_cut(&bin, &paths(&files)).expect("verify"));
+    assert!(
+        matches!(whole.verdict, CutVerdict::Consistent { cut_seq: 120, .. }),
+        "{whole:?}"
+    );
+    // Member 0 as of the log's first 30 records, the others complete: torn.
+    let early = d.path().join("early0.dat");
+    log.write_image(0, |i, _| i < 30, &early).expect("image");
+    let torn = [early, files[1].clone(), files[2].clone()];
+    let r = scan(&torn);
+    assert_eq!(r, verify_cut(&bin, &paths(&torn)).expect("verify"));
+    assert!(matches!(r.verdict, CutVerdict::Torn { .. }), "{r:?}");
+}
+
 mod prop {
     use iogen::OrderedLog;
     use iogen::cut::{Seen, decide};
