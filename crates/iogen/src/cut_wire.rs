@@ -53,10 +53,11 @@ pub(crate) fn log_end(count: u64) -> String {
     format!("{LOG_MARK} end {count}\n")
 }
 
-fn bad(name: &Path, line: usize, reason: String) -> Error {
+fn bad(name: &Path, line: usize, mut reason: String) -> Error {
+    reason.insert_str(0, &format!("line {line}: "));
     Error::OrderedLog {
         path: name.to_owned(),
-        reason: format!("line {line}: {reason}"),
+        reason,
     }
 }
 
@@ -201,10 +202,11 @@ pub fn write_scan(out: &mut impl Write, seen: &[Vec<Seen>]) -> std::io::Result<(
     writeln!(out, "{SCAN_MARK} end {}", seen.len())
 }
 
-fn bad_scan(name: &Path, line: usize, reason: String) -> Error {
+fn bad_scan(name: &Path, line: usize, mut reason: String) -> Error {
+    reason.insert_str(0, &format!("{}: line {line}: ", name.display()));
     Error::InvalidSpec {
         field: "scan",
-        reason: format!("{}: line {line}: {reason}", name.display()),
+        reason,
     }
 }
 

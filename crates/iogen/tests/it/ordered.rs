@@ -230,7 +230,10 @@ fn a_text_log_and_a_scan_decide_as_verify_does() {
         .expect("iogen ordered");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("120 acknowledged"), "the summary goes to stderr: {err}");
+    assert!(
+        err.contains("120 acknowledged"),
+        "the summary goes to stderr: {err}"
+    );
     let text = String::from_utf8(out.stdout).expect("utf8");
     let log = iogen::cut_wire::parse_log_text(&text, Path::new("stdout")).expect("text log");
     assert_eq!(log.records.len(), 120);
