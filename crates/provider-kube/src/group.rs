@@ -80,6 +80,8 @@ pub(crate) struct GroupState {
     pub(crate) uid: String,
     /// Trace volume → (member VolumeSnapshot, its restore size).
     pub(crate) members: HashMap<trace_format::Name, (String, Option<u64>)>,
+    /// Trace volume → how its member was taken.
+    pub(crate) taken: HashMap<trace_format::Name, crate::ordered::Taken>,
 }
 
 /// How often the members (not watched: they lack the run's label) are listed.
@@ -154,6 +156,7 @@ impl Kube {
     ) -> Result<(), ProviderError> {
         let ns = self.ns()?;
         let w = self.group_watch()?;
+        let requested_ns = ctx.now_ns();
         let run_id = self.run()?.run_id.clone();
         let claims: Vec<String> = g.volumes.iter().map(|v| self.volume(v).pvc).collect();
         let by_claim: HashMap<&str, &trace_format::Name> =
@@ -223,25 +226,45 @@ impl Kube {
             format!("the {} member VolumeSnapshots of {ns}/{name}", claims.len()),
         );
         let snaps: Api<VolumeSnapshot> = Api::namespaced(self.client.clone(), ns);
-        let members = loop {
+        let (members, list) = loop {
             let list = self.call(snaps.list(&ListParams::default())).await?;
             let m = members_of(&list.items, &uid);
             if claims
                 .iter()
                 .all(|c| m.get(c).is_some_and(|(_, ready, _)| *ready))
             {
-                break m;
+                break (m, list.items);
             }
             tokio::time::sleep(MEMBER_POLL).await;
         };
         let done = Instant::now();
         phase_at(ctx, "members-ready", done);
         done_at(ctx, done);
+        let ready_ns = replay::provider::ns_since(ctx.origin(), done);
+        let taken = members
+            .iter()
+            .filter_map(|(claim, (snap, _, _))| {
+                let created = list
+                    .iter()
+                    .find(|s| s.name_any() == *snap)
+                    .and_then(|s| s.status.as_ref()?.creation_time.clone());
+                Some((
+                    (*by_claim.get(claim.as_str())?).clone(),
+                    crate::ordered::Taken {
+                        by: format!("group {}", g.group),
+                        requested_ns,
+                        ready_ns,
+                        created,
+                    },
+                ))
+            })
+            .collect();
         self.state().groups.insert(
             g.group.clone(),
             GroupState {
                 name: name.clone(),
                 uid,
+                taken,
                 members: members
                     .into_iter()
                     .filter_map(|(claim, (snap, _, size))| {

@@ -23,6 +23,7 @@ mod io_local;
 pub mod limiter;
 mod logs;
 mod modify;
+mod ordered;
 pub mod objects;
 mod ops;
 mod outage;
@@ -282,6 +283,14 @@ pub(crate) struct State {
     pub(crate) claim_node: HashMap<(String, String), (String, std::time::Instant)>,
     /// The run's group snapshots by trace name.
     pub(crate) groups: HashMap<trace_format::Name, group::GroupState>,
+    /// How each snapshot of the run was taken, by trace name (a restore's `taken`).
+    pub(crate) snap_taken: HashMap<trace_format::Name, ordered::Taken>,
+    /// How the snapshot each restored volume came from was taken, by trace volume.
+    pub(crate) taken: HashMap<trace_format::Name, ordered::Taken>,
+    /// Ordered-write logs by their trace name.
+    pub(crate) ordered: HashMap<trace_format::Name, ordered::OrderedRun>,
+    /// One line per cut check, for the summary's notices.
+    pub(crate) cut_notices: Vec<String>,
 }
 
 /// The kube provider.
@@ -925,6 +934,7 @@ impl Provider for KubeProvider {
     fn finish_notices(&self) -> Vec<String> {
         let mut notices = self.throttle_notices();
         notices.extend(self.retry_notices());
+        notices.extend(self.inner.state().cut_notices.clone());
         for n in &notices {
             tracing::warn!("{n}");
         }

@@ -78,6 +78,9 @@ pub struct VolumeSnapshotStatus {
     /// Restore size, a quantity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_size: Option<String>,
+    /// When the storage cut it (RFC 3339, whole seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_time: Option<String>,
     /// Last error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<VolumeSnapshotError>,

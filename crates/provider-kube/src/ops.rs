@@ -237,6 +237,22 @@ impl Kube {
             .map(|n| n.to_string());
         let class = self.config.storage_class_for(trace_class.as_deref());
         let mode = c.volume_mode.or(d.volume_mode);
+        let taken = match &c.source {
+            Some(VolumeSource::Snapshot(s)) => self.state().snap_taken.get(s).cloned(),
+            Some(VolumeSource::GroupMember(m)) => self
+                .state()
+                .groups
+                .get(&m.group)
+                .and_then(|g| g.taken.get(&m.volume).cloned()),
+            _ => None,
+        };
+        {
+            let mut st = self.state();
+            match taken {
+                Some(t) => st.taken.insert(c.volume.clone(), t),
+                None => st.taken.remove(&c.volume),
+            };
+        }
         let (source, source_size) = match &c.source {
             None => (None, None),
             Some(VolumeSource::Snapshot(s)) => {
@@ -813,6 +829,7 @@ impl Kube {
             .map(|n| n.to_string());
         let class = self.config.snapshot_class_for(trace_class.as_deref());
         let name = k8s_name(&s.snapshot);
+        let requested_ns = ctx.now_ns();
         let obj = VolumeSnapshot {
             metadata: objects::meta(&name, ns, &self.run()?.run_id, ev.tenant.as_deref()),
             spec: objects::VolumeSnapshotSpec {
@@ -874,6 +891,19 @@ impl Kube {
             return Err(e);
         }
         phase_at(ctx, "ready", at);
+        let created = w
+            .store()
+            .get(&ObjectRef::new(&name).within(ns))
+            .and_then(|o| o.status.as_ref()?.creation_time.clone());
+        self.state().snap_taken.insert(
+            s.snapshot.clone(),
+            crate::ordered::Taken {
+                by: format!("snapshot {}", s.snapshot),
+                requested_ns,
+                ready_ns: replay::provider::ns_since(ctx.origin(), at),
+                created,
+            },
+        );
         Ok(())
     }
 
@@ -1030,13 +1060,17 @@ pub(crate) async fn execute(
         Op::GroupSnapshot(g) => Box::pin(p.group_snapshot(&ev, g, ctx)).await,
         Op::DeleteGroupSnapshot(g) => Box::pin(p.delete_group_snapshot(&g.group, ctx)).await,
         Op::ForceDetach(n) => Box::pin(p.force_detach(ctx, &n.node)).await,
-        // Ordered writes and their check run on the local provider only so far.
-        Op::IoPhase(ph) if ph.ordered.is_some() => Err(ProviderError::new(
-            "unsupported",
-            "io_phase.ordered (ordered writes across volumes and their cut check) runs on the \
-             local provider; the kube provider does not run it yet",
-        )),
-        Op::IoPhase(ph) => Box::pin(crate::io::io_phase(p, &ev, ph, ctx)).await,
+        Op::IoPhase(ph) if p.config.io_exec == crate::IoExec::Local && ph.ordered.is_some() => {
+            Err(ProviderError::new(
+                "unsupported",
+                "io_phase.ordered runs its writer and checker in pods (`--io-exec pod`)",
+            ))
+        }
+        Op::IoPhase(ph) => match &ph.ordered {
+            Some(o) if ph.read_pct == 0 => Box::pin(crate::ordered::write(p, &ev, ph, o, ctx)).await,
+            Some(o) => Box::pin(crate::ordered::check(p, &ev, ph, o, ctx)).await,
+            None => Box::pin(crate::io::io_phase(p, &ev, ph, ctx)).await,
+        },
         Op::Io(_) => Err(ProviderError::new(
             "unsupported",
             "single `io` requests on a volume a workload holds cannot be sent into its pod one \
