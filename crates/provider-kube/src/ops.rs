@@ -1067,7 +1067,9 @@ pub(crate) async fn execute(
             ))
         }
         Op::IoPhase(ph) => match &ph.ordered {
-            Some(o) if ph.read_pct == 0 => Box::pin(crate::ordered::write(p, &ev, ph, o, ctx)).await,
+            Some(o) if ph.read_pct == 0 => {
+                Box::pin(crate::ordered::write(p, &ev, ph, o, ctx)).await
+            }
             Some(o) => Box::pin(crate::ordered::check(p, &ev, ph, o, ctx)).await,
             None => Box::pin(crate::io::io_phase(p, &ev, ph, ctx)).await,
         },

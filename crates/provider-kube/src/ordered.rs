@@ -21,9 +21,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use kube::ResourceExt;
 use replay::{OpCtx, ProviderError};
 use serde::Serialize;
 use trace_format::{BlockSize, Event, IoPhase, Load, Name, Ordered, Pattern};
@@ -83,7 +83,11 @@ fn target(i: usize, block: bool) -> String {
 }
 
 /// The arguments of the writer's `iogen ordered`.
-pub(crate) fn ordered_args(ph: &IoPhase, volumes: &[PodVolume], seed: u64) -> Result<Vec<String>, String> {
+pub(crate) fn ordered_args(
+    ph: &IoPhase,
+    volumes: &[PodVolume],
+    seed: u64,
+) -> Result<Vec<String>, String> {
     let BlockSize::Fixed(block) = ph.block_size else {
         return Err("ordered writes use one block size".into());
     };
@@ -256,13 +260,23 @@ async fn run_pod(
     let text = followed?.text;
     stamp::phase_at(
         ctx,
-        if ok.is_some() { "io-done" } else { "io-stopped" },
+        if ok.is_some() {
+            "io-done"
+        } else {
+            "io-stopped"
+        },
         at,
     );
     if ok.is_some() {
         p.stop_pod(ctx, &name, &[], None, Some(0))
             .await
-            .or_else(|e| if e.class == "not_found" { Ok(()) } else { Err(e) })?;
+            .or_else(|e| {
+                if e.class == "not_found" {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })?;
     }
     forget(p);
     Ok((ok, text))
@@ -467,7 +481,16 @@ pub(crate) async fn check(
             .map(|n| (n.clone(), st.taken.get(n).cloned()))
             .collect()
     };
-    let file = cut_file(ctx, o, &log_file, &log, &run.volumes, &restored, &taken, report);
+    let file = cut_file(
+        ctx,
+        o,
+        &log_file,
+        &log,
+        &run.volumes,
+        &restored,
+        &taken,
+        report,
+    );
     let path = p
         .run()?
         .run_dir
@@ -540,9 +563,9 @@ fn cut_file(
     CutFile {
         log: o.log.clone(),
         log_file: log_file.to_owned(),
-        verdict: report.verdict.describe_with(
-            &written.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
-        ),
+        verdict: report
+            .verdict
+            .describe_with(&written.iter().map(|n| n.as_str()).collect::<Vec<_>>()),
         request_to_ready_ns: t
             .iter()
             .map(|t| t.ready_ns)
