@@ -327,6 +327,7 @@ pub fn lifetimes_trace(lifetimes: &[Lifetime], file: &str) -> Trace {
                 workload: name.clone(),
                 volumes: Vec::new(),
                 node: None,
+                wait_for_room: false,
             })
         } else {
             Op::Detach(WorkloadRef {

@@ -339,6 +339,7 @@ fn prepare<P: Provider>(
                 workload: w.name.clone(),
                 volumes: w.volumes.clone(),
                 node: w.node.clone(),
+                wait_for_room: false,
             })
         }))
         .enumerate()

@@ -426,11 +426,30 @@ bin_struct!(CreateVolume {
     source
 });
 bin_struct!(VolumeRef { volume });
-bin_struct!(Attach {
-    workload,
-    volumes,
-    node
-});
+/// `attach`: its version-2 fields, then `wait_for_room` only when set (a frame that ends
+/// after `node` has it false), so version-2 frames read unchanged.
+impl Bin for Attach {
+    fn put(&self, e: &mut Enc<'_>) {
+        self.workload.put(e);
+        self.volumes.put(e);
+        self.node.put(e);
+        if self.wait_for_room {
+            self.wait_for_room.put(e);
+        }
+    }
+    fn get(d: &mut Dec<'_>) -> DecResult<Self> {
+        Ok(Attach {
+            workload: Bin::get(d)?,
+            volumes: Bin::get(d)?,
+            node: Bin::get(d)?,
+            wait_for_room: if d.pos < d.buf.len() {
+                Bin::get(d)?
+            } else {
+                false
+            },
+        })
+    }
+}
 bin_struct!(WorkloadRef { workload });
 bin_struct!(Snapshot {
     volume,

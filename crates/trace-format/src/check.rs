@@ -272,6 +272,7 @@ impl Checker {
                 workload: w.name.clone(),
                 volumes: w.volumes.clone(),
                 node: w.node.clone(),
+                wait_for_room: false,
             };
             c.attach(&a, &p, &mut |path, problem| {
                 out.push(Finding { path, problem });
@@ -617,6 +618,12 @@ impl Checker {
         p: &dyn Fn(&str) -> String,
         push: &mut dyn FnMut(String, Problem),
     ) {
+        if a.wait_for_room && self.version < 3 {
+            push(
+                p("attach.wait_for_room"),
+                since3_problem("wait_for_room", self.version),
+            );
+        }
         if self.workloads.contains_key(&a.workload) {
             push(
                 p("attach.workload"),

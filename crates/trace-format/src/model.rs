@@ -347,6 +347,11 @@ pub struct Attach {
     /// Node to pin the workload to; the scheduler's choice when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<Name>,
+    /// The pod may wait for room on a node (an attach limit reached, a full node) until the
+    /// operation's timeout, instead of failing once the provider's grace for an
+    /// unschedulable pod is over (version 3).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wait_for_room: bool,
 }
 
 /// An operation on one workload by name.

@@ -51,6 +51,7 @@ pub fn events() -> impl Iterator<Item = Event> {
                 workload: pod.clone(),
                 volumes: vec![vol.clone()],
                 node: None,
+                wait_for_room: false,
             }),
             62 => Op::Snapshot(Snapshot {
                 volume: vol.clone(),

@@ -524,6 +524,7 @@ impl Mapper {
             workload: Name::new(&pod),
             volumes: mounted.iter().map(|v| Name::new(v)).collect(),
             node: node.as_deref().map(Name::new),
+            wait_for_room: false,
         });
         self.workloads.insert(pod, mounted);
         self.emit(t, tenant, observed, op);

@@ -46,6 +46,7 @@ fn steady_state_trace(dir: &Path, n: usize) -> PathBuf {
                 workload: format!("new-{i}").into(),
                 volumes: Vec::new(),
                 node: None,
+                wait_for_room: false,
             }),
         })
         .expect("write");
@@ -134,6 +135,7 @@ fn the_manifest_with_a_big_header_is_written_before_the_clock_starts() {
             workload: "first".into(),
             volumes: vec!["pvc-000000".into()],
             node: None,
+            wait_for_room: false,
         }),
     })
     .expect("write");

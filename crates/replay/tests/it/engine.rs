@@ -25,6 +25,7 @@ fn attach(w: &str, v: &str) -> Op {
         workload: w.into(),
         volumes: vec![v.into()],
         node: None,
+        wait_for_room: false,
     })
 }
 

@@ -505,6 +505,7 @@ impl Generator {
                     workload: c.name.clone(),
                     volumes,
                     node,
+                    wait_for_room: false,
                 });
                 self.emit(at, tenant, op);
             }

@@ -385,3 +385,24 @@ fn ordered_phases_write_a_log_that_a_check_of_as_many_volumes_names() {
         ]
     );
 }
+
+/// `attach.wait_for_room` (version 3): read and kept in a version-3 trace, refused where it
+/// appears in an older one; an attach without it reads as before.
+#[test]
+fn wait_for_room_is_version_3() {
+    let lines = [
+        r#"{"at":0,"id":1,"create_volume":{"volume":"a"}}"#,
+        r#"{"at":1,"id":2,"attach":{"workload":"w","volumes":["a"],"wait_for_room":true}}"#,
+        r#"{"at":2,"id":3,"detach":{"workload":"w"}}"#,
+        r#"{"at":3,"id":4,"attach":{"workload":"w","volumes":["a"]}}"#,
+    ];
+    let v3 = trace(&lines).replacen(r#""version":1"#, r#""version":3"#, 1);
+    assert!(check(&v3).is_empty(), "{:?}", check(&v3));
+    let v2 = trace(&lines).replacen(r#""version":1"#, r#""version":2"#, 1);
+    assert_eq!(
+        check(&v2),
+        [
+            r#"t.jsonl:3: events[1].attach.wait_for_room: `wait_for_room` needs format version 3 or later; this trace says version 2"#,
+        ]
+    );
+}

@@ -227,13 +227,16 @@ pub fn op() -> impl Strategy<Value = Op> {
                 )
             ),
         name().prop_map(|volume| Op::DeleteVolume(VolumeRef { volume })),
-        (name(), vec(name(), 0..4), option::of(name())).prop_map(|(workload, volumes, node)| {
-            Op::Attach(Attach {
-                workload,
-                volumes,
-                node,
-            })
-        }),
+        (name(), vec(name(), 0..4), option::of(name()), any::<bool>()).prop_map(
+            |(workload, volumes, node, wait_for_room)| {
+                Op::Attach(Attach {
+                    workload,
+                    volumes,
+                    node,
+                    wait_for_room,
+                })
+            }
+        ),
         name().prop_map(|workload| Op::Detach(WorkloadRef { workload })),
         (name(), name(), option::of(name())).prop_map(|(volume, snapshot, class)| Op::Snapshot(
             Snapshot {
