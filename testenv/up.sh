@@ -203,6 +203,7 @@ export TESTENV_BURST=$BURST
 export TESTENV_CSI_SOCKET=$CSI_SOCKET
 export TESTENV_CSI_ROOT=$CSI_ROOT
 export TESTENV_CSI_OPS_LOG=${CSI_ROOT:+$CSI_ROOT/ops.jsonl}
+export TESTENV_CSI_MAX_VOLUMES_FILE=${CSI_ROOT:+$S/csi/max-volumes}
 export TESTENV_CSI_METRICS="${CSI_SOCKET:+$(for c in csi-provisioner csi-attacher csi-resizer csi-snapshotter; do printf 'http://127.0.0.1:%s/metrics ' "${SIDECAR_PORT[$c]}"; done)}"
 export TESTENV_STORAGE_CLASS=${CSI_ROOT:+cnsreplay-csi}
 export TESTENV_STORAGE_CLASS_WFFC=${CSI_ROOT:+cnsreplay-csi-wffc}
@@ -357,7 +358,10 @@ if $OWN_CSI; then
 		node_id=$REAL_NODE
 		registration=(--registration-socket="$KUBELET_ROOT/plugins_registry/$DRIVER@reg.sock")
 	fi
+	# The node's volume limit is read from this file at every NodeGetInfo (none while it
+	# does not exist); the kubelet refreshes the CSINode from it every 10 s (objects.yaml).
 	start_exe cnsreplay-csi "$CSI_BIN" --endpoint="$CSI_SOCKET" --root="$CSI_ROOT" \
+		--max-volumes-file="$S/csi/max-volumes" \
 		--driver-name="$DRIVER" --node-id="$node_id" --nodes="$node_ids" "${registration[@]}" \
 		--topology-key="$TOPOLOGY_KEY" ${TESTENV_CSI_TOPOLOGY:+--topology} \
 		${TESTENV_CSI_LATENCY_CONFIG:+--latency-config="$TESTENV_CSI_LATENCY_CONFIG"}

@@ -90,6 +90,13 @@ pub struct DriverConfig {
     /// The blkio directory holding the kubelet's pod cgroups, where volumes' I/O limits are
     /// written; `None`: `BLKIO/kubepods` (the kubelet's cgroupfs default).
     pub pod_cgroups: Option<PathBuf>,
+    /// NodeGetInfo's `max_volumes_per_node` (0: no limit), unless `max_volumes_file` says
+    /// otherwise.
+    pub max_volumes_per_node: u64,
+    /// A file holding the per-node volume limit, read at every NodeGetInfo, so the limit can
+    /// change while the driver runs (the kubelet refreshes the node's CSINode from it every
+    /// CSIDriver `nodeAllocatableUpdatePeriodSeconds`); absent file: `max_volumes_per_node`.
+    pub max_volumes_file: Option<PathBuf>,
 }
 
 impl DriverConfig {
@@ -107,6 +114,8 @@ impl DriverConfig {
             loop_mode: None,
             default_size: 1 << 30,
             pod_cgroups: None,
+            max_volumes_per_node: 0,
+            max_volumes_file: None,
         }
     }
 }

@@ -52,6 +52,13 @@ struct Args {
     /// using them. Default: BLKIO/kubepods.
     #[arg(long)]
     pod_cgroups: Option<PathBuf>,
+    /// The node's volume limit NodeGetInfo reports (`max_volumes_per_node`; 0: none).
+    #[arg(long, default_value_t = 0)]
+    max_volumes_per_node: u64,
+    /// A file with the node's volume limit (one integer), read at every NodeGetInfo so it can
+    /// change at run time; `--max-volumes-per-node` while it does not exist.
+    #[arg(long)]
+    max_volumes_file: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -84,6 +91,8 @@ fn main() -> anyhow::Result<()> {
         },
         default_size: args.default_size,
         pod_cgroups: args.pod_cgroups,
+        max_volumes_per_node: args.max_volumes_per_node,
+        max_volumes_file: args.max_volumes_file,
     };
     let socket = PathBuf::from(args.endpoint.trim_start_matches("unix://"));
     let driver = Driver::open(cfg)?;

@@ -350,13 +350,22 @@ impl Node for Driver {
         _request: Request<pb::NodeGetInfoRequest>,
     ) -> Result<Response<pb::NodeGetInfoResponse>, Status> {
         let cfg = &self.inner.cfg;
-        Ok(Response::new(pb::NodeGetInfoResponse {
-            node_id: cfg.node_id.clone(),
-            max_volumes_per_node: 0,
-            accessible_topology: cfg.topology.then(|| pb::Topology {
-                segments: [(cfg.topology_key.clone(), cfg.node_id.clone())].into(),
-            }),
-        }))
+        let mut call = self
+            .begin("NodeGetInfo", &std::collections::BTreeMap::new())
+            .await;
+        call.rec.node = cfg.node_id.clone();
+        let r = max_volumes(cfg).map(|max| {
+            call.rec.detail = format!("max_volumes_per_node={max}");
+            pb::NodeGetInfoResponse {
+                node_id: cfg.node_id.clone(),
+                max_volumes_per_node: i64::try_from(max).unwrap_or(i64::MAX),
+                accessible_topology: cfg.topology.then(|| pb::Topology {
+                    segments: [(cfg.topology_key.clone(), cfg.node_id.clone())].into(),
+                }),
+            }
+        });
+        self.finish(call, &r);
+        r.map(Response::new)
     }
 }
 
@@ -389,4 +398,23 @@ fn fs_usage(path: &Path) -> Result<Vec<pb::VolumeUsage>, storage::StorageError> 
             used: inodes - ifree,
         },
     ])
+}
+
+/// The node's volume limit now: `max_volumes_file`'s integer when that file exists, else
+/// `max_volumes_per_node`. A file that is not one integer is an error naming it.
+pub(crate) fn max_volumes(cfg: &crate::DriverConfig) -> Result<u64, Status> {
+    let Some(path) = &cfg.max_volumes_file else {
+        return Ok(cfg.max_volumes_per_node);
+    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => text.trim().parse().map_err(|e| {
+            Status::internal(format!(
+                "{}: the node's volume limit {:?} is not a count: {e}",
+                path.display(),
+                text.trim()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(cfg.max_volumes_per_node),
+        Err(e) => Err(Status::internal(format!("{}: {e}", path.display()))),
+    }
 }

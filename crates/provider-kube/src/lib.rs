@@ -30,6 +30,7 @@ mod outage;
 mod pods;
 mod preflight;
 mod pullcheck;
+mod room;
 mod stamp;
 mod stream;
 mod watch;
@@ -289,8 +290,8 @@ pub(crate) struct State {
     pub(crate) taken: HashMap<trace_format::Name, ordered::Taken>,
     /// Ordered-write logs by their trace name.
     pub(crate) ordered: HashMap<trace_format::Name, ordered::OrderedRun>,
-    /// One line per cut check, for the summary's notices.
-    pub(crate) cut_notices: Vec<String>,
+    /// One line each for the summary's notices: the cut checks, a missing CSINode watch.
+    pub(crate) notices: Vec<String>,
 }
 
 /// The kube provider.
@@ -325,6 +326,8 @@ pub(crate) struct Kube {
     pub(crate) stop: OnceLock<tokio::sync::watch::Receiver<bool>>,
     /// The pull check `prepare` runs, set by `KubeProvider::preflight` (`pullcheck.rs`).
     pub(crate) pull_check: OnceLock<PullCheck>,
+    /// The CSINode change log, started by the first attach that waits for room (`room.rs`).
+    pub(crate) csinodes: tokio::sync::OnceCell<Option<Arc<room::CsiNodeLog>>>,
 }
 
 /// An operation in flight, as [`KubeProvider::pending`] reports it.
@@ -396,6 +399,7 @@ impl KubeProvider {
             stop: OnceLock::new(),
             retried: Mutex::new(BTreeMap::new()),
             pull_check: OnceLock::new(),
+            csinodes: tokio::sync::OnceCell::new(),
         });
         Ok(Self { inner, rt })
     }
@@ -934,7 +938,7 @@ impl Provider for KubeProvider {
     fn finish_notices(&self) -> Vec<String> {
         let mut notices = self.throttle_notices();
         notices.extend(self.retry_notices());
-        notices.extend(self.inner.state().cut_notices.clone());
+        notices.extend(self.inner.state().notices.clone());
         for n in &notices {
             tracing::warn!("{n}");
         }

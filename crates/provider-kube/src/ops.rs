@@ -403,7 +403,8 @@ impl Kube {
 
     /// Creates a workload pod and waits until it runs: phases `created`, `scheduled`,
     /// `bound` (WaitForFirstConsumer volumes), `attached` (CSI VolumeAttachments), `running`,
-    /// `ready`.
+    /// `ready`; with `wait_for_room`, `unschedulable` and `csinode-updated` before
+    /// `scheduled` when it waited for room (`room.rs`).
     pub(crate) async fn start_pod(
         &self,
         ctx: &OpCtx,
@@ -411,9 +412,20 @@ impl Kube {
         volumes: &[Name],
         node: Option<&str>,
         tenant: Option<&str>,
+        wait_for_room: bool,
     ) -> Result<WlState, ProviderError> {
         let ns = self.ns()?;
         let w = self.watches()?;
+        // The CSINode changes are recorded from before the pod exists.
+        let room = crate::pods::Room {
+            wait: wait_for_room,
+            csinodes: if wait_for_room {
+                self.csinode_log().await
+            } else {
+                None
+            },
+            ..crate::pods::Room::default()
+        };
         let vols: Vec<VolState> = volumes.iter().map(|v| self.volume(v)).collect();
         let name = k8s_name(workload);
         // The pod object and the create call live only while it is made: what an attach
@@ -440,7 +452,9 @@ impl Kube {
             created.uid().unwrap_or_default()
         };
         let mut guard = PodGuard::new(self, ns, &name, &uid);
-        let node_name = self.run_pod(ctx, &name, &uid, volumes, &vols, node).await?;
+        let node_name = self
+            .run_pod(ctx, (&name, &uid), volumes, &vols, node, &room)
+            .await?;
         guard.disarm();
         Ok(WlState {
             pod: name,
@@ -460,11 +474,11 @@ impl Kube {
     async fn run_pod(
         &self,
         ctx: &OpCtx,
-        name: &str,
-        uid: &str,
+        (name, uid): (&str, &str),
         volumes: &[Name],
         vols: &[VolState],
         pinned: Option<&str>,
+        room: &crate::pods::Room,
     ) -> Result<String, ProviderError> {
         let ns = self.ns()?;
         let w = self.watches()?;
@@ -498,11 +512,21 @@ impl Kube {
             .collect();
         let mut objs: Vec<(&str, &str)> = vec![(name, uid)];
         objs.extend(provisioned.iter().map(|(n, u)| (n.as_str(), u.as_str())));
-        let scheduled = self.pod_wait(ctx, name, uid, PodKind::Workload, |o| {
+        let scheduled = self.pod_wait_room(ctx, name, uid, PodKind::Workload, room, |o| {
             o.spec.as_ref()?.node_name.clone()
         });
         let (r, at) = Box::pin(self.or_warning(ctx, scheduled, &objs, SCHEDULING_WARNINGS)).await;
         let node_name = r?;
+        // It waited for room: when did its node's CSINode last change before it fit?
+        let since = *room
+            .since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let (Some(since), Some(log)) = (since, &room.csinodes)
+            && let Some((changed, _)) = log.changed(&node_name, since, at)
+        {
+            phase_at(ctx, "csinode-updated", changed);
+        }
         {
             let mut st = self.state();
             for v in vols {
@@ -774,7 +798,14 @@ impl Kube {
     ) -> Result<(), ProviderError> {
         let wl = self.stop_workload(ctx, workload, false).await?;
         let new = self
-            .start_pod(ctx, workload, &wl.volumes, node, wl.tenant.as_deref())
+            .start_pod(
+                ctx,
+                workload,
+                &wl.volumes,
+                node,
+                wl.tenant.as_deref(),
+                false,
+            )
             .await?;
         self.state().workloads.insert(workload.clone(), new);
         Ok(())
@@ -1039,6 +1070,7 @@ pub(crate) async fn execute(
                 &a.volumes,
                 node.as_deref(),
                 ev.tenant.as_deref(),
+                a.wait_for_room,
             ))
             .await?;
             p.state().workloads.insert(a.workload.clone(), wl);

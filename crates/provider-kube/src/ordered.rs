@@ -496,7 +496,7 @@ pub(crate) async fn check(
         .run_dir
         .join("io")
         .join(format!("{}.cut.json", ev.id));
-    p.state().cut_notices.push(notice(ev.id, &file));
+    p.state().notices.push(notice(ev.id, &file));
     let json = serde_json::to_vec_pretty(&file).map_err(|e| io_err(e.into()))?;
     fs_err::write(&path, json).map_err(io_err)?;
     if !file.report.verdict.is_consistent() {

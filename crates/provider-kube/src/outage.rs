@@ -174,9 +174,9 @@ impl Kube {
             phase_at(ctx, "detached", t);
         }
         // Each workload again, where the scheduler puts it.
-        let starts = moved
-            .iter()
-            .map(|(name, wl)| self.start_pod(ctx, name, &wl.volumes, None, wl.tenant.as_deref()));
+        let starts = moved.iter().map(|(name, wl)| {
+            self.start_pod(ctx, name, &wl.volumes, None, wl.tenant.as_deref(), false)
+        });
         let started = join_all(starts).await;
         for ((name, _), r) in moved.iter().zip(started) {
             self.state().workloads.insert(name.clone(), r?);

@@ -137,6 +137,16 @@ pub fn unschedulable(o: &Pod) -> Option<String> {
         .map(|c| c.message.clone().unwrap_or_default())
 }
 
+/// How a workload pod meets `Unschedulable`: fail after the failure grace, or (`wait`, the
+/// trace's `attach.wait_for_room`) wait, with when it was first seen (`since`) and the
+/// CSINode changes to time the wait by (`room.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct Room {
+    pub(crate) wait: bool,
+    pub(crate) since: std::sync::Mutex<Option<Instant>>,
+    pub(crate) csinodes: Option<std::sync::Arc<crate::room::CsiNodeLog>>,
+}
+
 /// The class of a container waiting reason that means it will not run as it is, if it is one.
 fn waiting_class(reason: &str, message: &str) -> Option<&'static str> {
     Some(match reason {
@@ -488,8 +498,22 @@ impl Kube {
         kind: PodKind,
         done: impl FnMut(&Pod) -> Option<T>,
     ) -> (Result<T, ProviderError>, Instant) {
+        self.pod_wait_room(ctx, name, uid, kind, &Room::default(), done)
+            .await
+    }
+
+    /// [`Kube::pod_wait`], meeting `Unschedulable` as `room` says.
+    pub(crate) async fn pod_wait_room<T>(
+        &self,
+        ctx: &OpCtx,
+        name: &str,
+        uid: &str,
+        kind: PodKind,
+        room: &Room,
+        done: impl FnMut(&Pod) -> Option<T>,
+    ) -> (Result<T, ProviderError>, Instant) {
         tokio::select! {
-            r = self.pod_wait_inner(ctx, name, uid, kind, done) => r,
+            r = self.pod_wait_inner(ctx, name, uid, kind, room, done) => r,
             () = self.stopped(ctx) => (
                 Err(ProviderError::new(
                     "cancelled",
@@ -506,6 +530,7 @@ impl Kube {
         name: &str,
         uid: &str,
         kind: PodKind,
+        room: &Room,
         mut done: impl FnMut(&Pod) -> Option<T>,
     ) -> (Result<T, ProviderError>, Instant) {
         let (ns, w) = match (self.ns(), self.watches()) {
@@ -547,19 +572,27 @@ impl Kube {
                     .map(|m| Ok(Err(m)))
             });
             let r = match unschedulable_since {
-                None => Some(Box::pin(wait).await),
-                Some(t0) => tokio::time::timeout(
+                // Waiting for room (or not unschedulable): until the operation's timeout.
+                Some(t0) if !room.wait => tokio::time::timeout(
                     (t0 + grace).saturating_duration_since(Instant::now()),
                     Box::pin(wait),
                 )
                 .await
                 .ok(),
+                _ => Some(Box::pin(wait).await),
             };
             match r {
                 Some((Ok(Ok(t)), at)) => return (Ok(t), at),
-                Some((Ok(Err(msg)), _)) => {
+                Some((Ok(Err(msg)), at)) => {
                     self.waiting(ctx, format!("{base} (Unschedulable: {msg})"));
-                    unschedulable_since = Some(Instant::now());
+                    unschedulable_since = Some(at);
+                    if room.wait {
+                        stamp::phase_at(ctx, "unschedulable", at);
+                        *room
+                            .since
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(at);
+                    }
                 }
                 Some((Err(e), at)) => return (Err(e), at),
                 None => {
@@ -569,9 +602,15 @@ impl Kube {
                         .get(&ObjectRef::new(name).within(ns))
                         .and_then(|o| unschedulable(&o))
                         .unwrap_or_else(|| "no node was found".into());
+                    // The scheduler's NodeVolumeLimits says "exceed max volume count".
+                    let class = if msg.contains("max volume count") {
+                        "attach_limit"
+                    } else {
+                        "unschedulable"
+                    };
                     return (
                         Err(ProviderError::new(
-                            "unschedulable",
+                            class,
                             format!(
                                 "pod {ns}/{name} stayed unschedulable for {grace:?}: \
                                  PodScheduled=False reason Unschedulable: {msg}"

@@ -60,6 +60,55 @@ async fn identity_reports_name_version_and_capabilities() {
     d.stop().await;
 }
 
+/// The node's volume limit: the flag's value until the limit file exists, then the file's,
+/// re-read at every NodeGetInfo (the kubelet's refresh sees a change at once); a file that
+/// is no count is INTERNAL naming it. Every answer is in the call log.
+#[tokio::test]
+async fn node_get_info_reports_the_volume_limit_of_the_moment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let file = tmp.path().join("max-volumes");
+    let mut cfg = config(&root);
+    cfg.max_volumes_per_node = 7;
+    cfg.max_volumes_file = Some(file.clone());
+    let mut d = start(cfg, &tmp.path().join("csi.sock")).await;
+    let mut limit = async || {
+        d.node
+            .node_get_info(pb::NodeGetInfoRequest {})
+            .await
+            .map(|r| r.into_inner().max_volumes_per_node)
+    };
+    assert_eq!(limit().await.unwrap(), 7);
+    std::fs::write(&file, "2\n").unwrap();
+    assert_eq!(limit().await.unwrap(), 2);
+    std::fs::write(&file, "3").unwrap();
+    assert_eq!(limit().await.unwrap(), 3);
+    std::fs::write(&file, "three").unwrap();
+    let e = limit().await.unwrap_err();
+    assert_eq!(e.code(), Code::Internal);
+    assert!(
+        e.message().contains("max-volumes") && e.message().contains("\"three\" is not a count"),
+        "{}",
+        e.message()
+    );
+    let answers: Vec<String> = read_ops(&root.join("ops.jsonl"))
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.op == "NodeGetInfo")
+        .map(|r| format!("{} {}", r.code, r.detail))
+        .collect();
+    assert_eq!(
+        answers[..3],
+        [
+            "OK max_volumes_per_node=7",
+            "OK max_volumes_per_node=2",
+            "OK max_volumes_per_node=3"
+        ]
+    );
+    assert!(answers[3].starts_with("Internal "), "{answers:?}");
+    d.stop().await;
+}
+
 #[tokio::test]
 async fn create_is_idempotent_and_conflicts_are_already_exists() {
     let tmp = tempfile::tempdir().unwrap();
