@@ -2,6 +2,7 @@
 //! output snapshots.
 
 mod analyze;
+mod attach_limit;
 mod capacity;
 mod cleanup_run_id;
 mod group;

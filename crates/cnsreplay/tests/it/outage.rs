@@ -83,7 +83,7 @@ fn record(run: &Path, id: u64) -> Option<serde_json::Value> {
         .find(|v| v["id"] == id)
 }
 
-fn wait_record(run: &Path, id: u64, within: Duration) -> serde_json::Value {
+pub(crate) fn wait_record(run: &Path, id: u64, within: Duration) -> serde_json::Value {
     let t0 = Instant::now();
     loop {
         if let Some(r) = record(run, id) {
