@@ -12,6 +12,7 @@
 
 pub mod capacity;
 pub mod compare;
+mod cut;
 pub mod frame;
 pub mod headline;
 pub mod hist;

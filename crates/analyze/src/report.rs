@@ -705,6 +705,9 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
             ));
         }
         figures.extend(stream_figures(i, l)?);
+        for (id, caption, plot) in crate::cut::plots(&l.run, i, loaded.len())? {
+            figures.push(figure(id, caption, &plot));
+        }
     }
     let mut html = String::from(
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>cnsreplay report</title>\

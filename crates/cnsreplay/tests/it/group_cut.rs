@@ -118,6 +118,34 @@ fn a_group_snapshot_of_three_volumes_under_ordered_writes_restores_one_cut() {
             && notices.contains("write pause around the snapshot: data "),
         "{notices}"
     );
+    // The report draws the check: one figure, a line per written volume, the verdict in its
+    // title and the snapshot's band.
+    let html = dir.path().join("report.html");
+    let svgs = dir.path().join("svg");
+    ok(&crate::cnsreplay(&[
+        "analyze",
+        "report",
+        s(&run),
+        "--allow-invalid",
+        "-o",
+        s(&html),
+        "--svg",
+        s(&svgs),
+    ]));
+    let page = std::fs::read_to_string(&html).expect("report");
+    let fig = page
+        .split("<figure id=\"fig-cut-1-7\"")
+        .nth(1)
+        .and_then(|f| f.split("</figure>").next())
+        .unwrap_or_else(|| panic!("no cut figure in the report"));
+    assert!(
+        fig.contains("Cut check, event 7 (log db-writes): consistent")
+            && ["data", "wal", "index", "group_snapshot g1"]
+                .iter()
+                .all(|n| fig.contains(n)),
+        "{fig}"
+    );
+    assert!(svgs.join("cut-1-7.svg").is_file());
 }
 
 #[test]
