@@ -111,7 +111,8 @@ pub(crate) fn plots(run: &Run, i: usize, n: usize) -> Result<Vec<(String, String
                 name: m.volume.clone(),
                 points,
                 color: COLORS[v % COLORS.len()].to_owned(),
-                dash: Dash::Solid,
+                // A chained writer's volumes climb together: each its own stroke too.
+                dash: Dash::of_run(v),
             });
         }
         let mut marks = Vec::new();
@@ -138,10 +139,7 @@ pub(crate) fn plots(run: &Run, i: usize, n: usize) -> Result<Vec<(String, String
                 });
             }
         }
-        legend.push((
-            "longest write pause (volume's colour)".into(),
-            "#444444".into(),
-        ));
+        legend.push(("write pause".into(), "#444444".into()));
         let run_label = if n > 1 {
             format!("run {} ", i + 1)
         } else {
@@ -167,8 +165,9 @@ pub(crate) fn plots(run: &Run, i: usize, n: usize) -> Result<Vec<(String, String
             format!("cut-{}-{id}", i + 1),
             format!(
                 "{run_label}Writes acknowledged per volume around the snapshots checked by \
-                 event {id} (grey: each snapshot's request → ready; a volume's coloured band: \
-                 its longest pause between acknowledged writes overlapping its snapshot). {}",
+                 event {id} (grey: each snapshot's request → ready; a band in a volume's \
+                 colour, \"write pause\": its longest pause between acknowledged writes \
+                 overlapping its snapshot). {}",
                 f.verdict
             ),
             plot,
