@@ -423,6 +423,51 @@ pub fn report(log: &OrderedLog, seen: &[Vec<Seen>]) -> Result<CutReport, Error> 
     })
 }
 
+/// How one volume's acknowledged writes flowed around a snapshot (see [`write_pause`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WritePause {
+    /// The longest gap between two consecutive acknowledged writes of the volume that
+    /// overlaps the window, ns.
+    pub pause_ns: Option<u64>,
+    /// Where that gap begins, on the caller's clock.
+    pub pause_from_ns: Option<u64>,
+    /// The median gap between its consecutive acknowledged writes over the whole log, ns.
+    pub typical_gap_ns: Option<u64>,
+}
+
+/// The write pause of volume `v` of `log` around `window` (a snapshot's request → ready, on
+/// the caller's clock; `on_clock` maps the log's ack times there).
+pub fn write_pause(
+    log: &OrderedLog,
+    v: u32,
+    on_clock: impl Fn(u64) -> u64,
+    window: Option<(u64, u64)>,
+) -> WritePause {
+    let acks: Vec<u64> = log
+        .records
+        .iter()
+        .filter(|r| r.volume == v && !r.failed)
+        .map(|r| on_clock(r.ack_ns))
+        .collect();
+    let gaps: Vec<(u64, u64)> = acks
+        .windows(2)
+        .map(|w| (w[0], w[1].saturating_sub(w[0])))
+        .collect();
+    let mut sorted: Vec<u64> = gaps.iter().map(|g| g.1).collect();
+    sorted.sort_unstable();
+    let pause = window.and_then(|(from, to)| {
+        gaps.iter()
+            .filter(|(at, gap)| at + gap >= from && *at <= to)
+            .max_by_key(|g| g.1)
+            .copied()
+    });
+    WritePause {
+        pause_ns: pause.map(|g| g.1),
+        pause_from_ns: pause.map(|g| g.0),
+        typical_gap_ns: sorted.get(sorted.len() / 2).copied(),
+    }
+}
+
 /// What [`verify_cut`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CutReport {

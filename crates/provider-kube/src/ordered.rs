@@ -69,6 +69,14 @@ impl Drop for DoneOnDrop {
     }
 }
 
+/// iogen's error line in a pod's log, as ` (iogen: …)`, or nothing.
+fn last_error(log: &str) -> String {
+    log.lines()
+        .rev()
+        .find(|l| l.starts_with("iogen:"))
+        .map_or_else(String::new, |l| format!(" ({l})"))
+}
+
 fn invalid(msg: impl Into<String>) -> ProviderError {
     ProviderError::new("invalid", msg)
 }
@@ -320,10 +328,7 @@ pub(crate) async fn write(
             format!(
                 "the ordered writer's pod failed; its log is in io/{}.log{}",
                 ev.id,
-                text.lines()
-                    .rev()
-                    .find(|l| l.starts_with("iogen:"))
-                    .map_or_else(String::new, |l| format!(" ({l})"))
+                last_error(&text)
             ),
         )),
         Some(true) => parsed
@@ -460,10 +465,7 @@ pub(crate) async fn check(
                 "io_failed",
                 format!(
                     "the checker's pod failed{}; its log is in io/{}.log",
-                    text.lines()
-                        .rev()
-                        .find(|l| l.starts_with("iogen:"))
-                        .map_or_else(String::new, |l| format!(" ({l})")),
+                    last_error(&text),
                     ev.id
                 ),
             ));
@@ -530,28 +532,15 @@ fn cut_file(
         .enumerate()
         .map(|(v, (volume, restored))| {
             let taken = taken.get(restored).cloned().flatten();
-            let acks: Vec<u64> = log
-                .records
-                .iter()
-                .filter(|r| r.volume as usize == v && !r.failed)
-                .map(|r| on_run(r.ack_ns))
-                .collect();
-            let gaps: Vec<(u64, u64)> = acks.windows(2).map(|w| (w[0], w[1] - w[0])).collect();
-            let mut sorted: Vec<u64> = gaps.iter().map(|g| g.1).collect();
-            sorted.sort_unstable();
-            let pause = taken.as_ref().and_then(|t| {
-                gaps.iter()
-                    .filter(|(from, gap)| from + gap >= t.requested_ns && *from <= t.ready_ns)
-                    .max_by_key(|g| g.1)
-                    .copied()
-            });
+            let window = taken.as_ref().map(|t| (t.requested_ns, t.ready_ns));
+            let p = iogen::cut::write_pause(log, v as u32, on_run, window);
             MemberTiming {
                 volume: volume.clone(),
                 restored: restored.clone(),
                 taken,
-                pause_ns: pause.map(|g| g.1),
-                pause_from_ns: pause.map(|g| g.0),
-                typical_gap_ns: sorted.get(sorted.len() / 2).copied(),
+                pause_ns: p.pause_ns,
+                pause_from_ns: p.pause_from_ns,
+                typical_gap_ns: p.typical_gap_ns,
             }
         })
         .collect();
