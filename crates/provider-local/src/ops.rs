@@ -262,6 +262,10 @@ pub(crate) async fn execute(
             Ok(())
         }
         Op::GroupSnapshot(g) => group_snapshot(p, g, &ctx).await,
+        Op::SnapshotAllocated(_) | Op::SnapshotDelta(_) => Err(ProviderError::new(
+            "unsupported",
+            "snapshot_allocated and snapshot_delta are not implemented yet",
+        )),
         Op::DeleteGroupSnapshot(g) => {
             let members = p
                 .state()
