@@ -3,6 +3,7 @@
 
 mod analyze;
 mod capacity;
+mod cbt;
 mod cleanup_run_id;
 mod group;
 mod group_cut;
