@@ -21,6 +21,7 @@ pub mod state;
 
 mod controller;
 mod group;
+mod metadata;
 mod node;
 mod registration;
 mod server;
@@ -58,6 +59,7 @@ use std::time::Duration;
 
 use tonic::Status;
 
+pub use metadata::DEFAULT_BATCH;
 pub use registration::{Registered, check_socket_name, kubelet_authority, serve_registration};
 pub use server::{Served, serve};
 
