@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Changed-block tracking on a 1 GiB volume, local provider (as root): ROUNDS (default 5) runs
-# of one trace: a raw block volume of 1 GiB filled with 1 MiB writes, snapshot s1, 64 MiB of
-# random 4 KiB verify-mode writes (O_DIRECT), snapshot s2, then `snapshot_allocated s1` and
-# `snapshot_delta s1 → s2`. Per round it prints, from cbt/ID.json (docs/replay.md,
+# of each of two traces on a raw block volume of 1 GiB: `full` fills it with 1 MiB writes,
+# `sparse` writes 128 MiB of random 4 KiB blocks; then snapshot s1, 64 MiB of random 4 KiB
+# verify-mode writes (O_DIRECT), snapshot s2, `snapshot_allocated s1` and `snapshot_delta
+# s1 → s2`. Per round it prints, from cbt/ID.json (docs/replay.md,
 # "Changed-block tracking"): time to the first range, total time, ranges, bytes covered,
 # ranges/s and MiB/s of each listing, the delta's bytes read and its written-set check; then
 # min–max over the rounds. The snapshot images are full sparse copies unless the run
@@ -21,7 +22,13 @@ if [ -z "$bin" ]; then
 fi
 work=$(mktemp -d "${RUNROOT:-${TMPDIR:-/tmp}}/bench-cbt.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-cat > "$work/trace.yaml" <<'YAML'
+for kind in full sparse; do
+  if [ "$kind" = full ]; then
+    first='{at: 0, id: 1, io_phase: {workload: db, volume: data, pattern: sequential, read_pct: 0, block_size: 1Mi, load: {depth: 8}, bytes: 1Gi, direct: true}}'
+  else
+    first='{at: 0, id: 1, io_phase: {workload: db, volume: data, pattern: random, read_pct: 0, block_size: 4Ki, load: {depth: 16}, bytes: 128Mi, direct: true}}'
+  fi
+  cat > "$work/$kind.yaml" <<YAML
 format: cnsreplay-trace
 version: 3
 provenance:
@@ -33,7 +40,7 @@ volumes:
 workloads:
   - {name: db, volumes: [data]}
 events:
-  - {at: 0, id: 1, io_phase: {workload: db, volume: data, pattern: sequential, read_pct: 0, block_size: 1Mi, load: {depth: 8}, bytes: 1Gi, direct: true}}
+  - $first
   - {at: 15s, id: 2, snapshot: {volume: data, snapshot: s1}}
   - {at: 20s, id: 3, io_phase: {workload: db, volume: data, pattern: random, read_pct: 0, block_size: 4Ki, load: {depth: 16}, bytes: 64Mi, direct: true, verify: true}}
   - {at: 35s, id: 4, snapshot: {volume: data, snapshot: s2}}
@@ -43,20 +50,25 @@ events:
   - {at: 45s, id: 8, delete_snapshot: {snapshot: s1}}
   - {at: 45s, id: 9, delete_snapshot: {snapshot: s2}}
 YAML
+done
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-for i in $(seq 1 "$rounds"); do
-  "$bin" -q run "$work/trace.yaml" --provider local \
-    --validity=start.p99=10s,start.p99.9=10s,rate=100%,workers=100% -o "$work/run-$i" >/dev/null
-  for id in 5 6; do cp "$work/run-$i/cbt/$id.json" "$work/$i-$id.json"; done
-  grep -o '"outcome":"[a-z_]*"' "$work/run-$i/events.jsonl" | sort | uniq -c | tr '\n' ' ' >&2; echo >&2
-  rm -rf "$work/run-$i"
+for kind in full sparse; do
+  for i in $(seq 1 "$rounds"); do
+    "$bin" -q run "$work/$kind.yaml" --provider local \
+      --validity=start.p99=10s,start.p99.9=10s,rate=100%,workers=100% -o "$work/run-$i" >/dev/null
+    for id in 5 6; do cp "$work/run-$i/cbt/$id.json" "$work/$kind-$i-$id.json"; done
+    echo "$kind round $i: $(grep -o '"outcome":"[a-z_]*"' "$work/run-$i/events.jsonl" | sort | uniq -c | tr -s ' \n' ' ')" >&2
+    rm -rf "$work/run-$i"
+  done
 done
 python3 - "$work" "$rounds" <<'PY'
 import json, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
 mib = 1 << 20
-for id, name in ((5, "snapshot_allocated s1"), (6, "snapshot_delta s1 → s2")):
-    rows = [json.load(open(f"{work}/{i}-{id}.json")) for i in range(1, rounds + 1)]
+for kind, id, name in ((k, i, n) for k in ("full", "sparse")
+                       for i, n in ((5, "snapshot_allocated s1"), (6, "snapshot_delta s1 → s2"))):
+    rows = [json.load(open(f"{work}/{kind}-{i}-{id}.json")) for i in range(1, rounds + 1)]
+    name = f"{kind}: {name}"
     print(f"== {name} (1 GiB volume, block size {rows[0]['block_size']})")
     for i, f in enumerate(rows, 1):
         t = f["timing"]
@@ -75,6 +87,7 @@ for id, name in ((5, "snapshot_allocated s1"), (6, "snapshot_delta s1 → s2")):
         return f"{min(v):{fmt}}–{max(v):{fmt}}"
     print(f"{name}: {rounds} rounds; first range {rng('first_range_ns', 1e6, '.2f')} ms, "
           f"total {rng('total_ns', 1e6, '.1f')} ms, ranges {rng('ranges', 1, '.0f')}, "
-          f"{rng('ranges_per_s', 1, '.0f')} ranges/s, {rng('bytes_per_s', mib, '.0f')} MiB/s covered")
+          f"{rng('ranges_per_s', 1, '.0f')} ranges/s, {rng('bytes_per_s', mib, '.0f')} MiB/s covered, "
+          f"{rng('read_bytes', mib, '.0f')} MiB read")
 PY
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
