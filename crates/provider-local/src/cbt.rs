@@ -215,6 +215,7 @@ pub(crate) fn check(
     };
     let mut window = Vec::new();
     let mut around = Vec::new();
+    let mut missing = Vec::new();
     for (event, records) in phases {
         c.phases.push(*event);
         for w in records {
@@ -228,14 +229,11 @@ pub(crate) fn check(
             for b in blocks(w, block) {
                 window.push(b);
                 if !covered(ranges, b) {
-                    c.missing += 1;
-                    if c.missing_listed.len() < LISTED {
-                        c.missing_listed.push(Missing {
-                            block: b,
-                            event: *event,
-                            write: *w,
-                        });
-                    }
+                    missing.push(Missing {
+                        block: b,
+                        event: *event,
+                        write: *w,
+                    });
                 }
             }
         }
@@ -243,10 +241,12 @@ pub(crate) fn check(
     window.sort_unstable();
     window.dedup();
     c.blocks_in_window = window.len() as u64;
-    // A block written twice in the window is missing once.
-    c.missing_listed.sort_by_key(|m| m.block);
-    c.missing_listed.dedup_by_key(|m| m.block);
-    c.missing = c.missing.min(c.blocks_in_window);
+    // A block written twice in the window is missing once (listed with its first write).
+    missing.sort_by_key(|m| (m.block, m.write.acked_ns));
+    missing.dedup_by_key(|m| m.block);
+    c.missing = missing.len() as u64;
+    missing.truncate(LISTED);
+    c.missing_listed = missing;
     around.sort_unstable();
     around.dedup();
     c.delta_blocks = ranges.iter().map(|r| r.len / block).sum();
@@ -552,7 +552,8 @@ mod tests {
     /// `inconsistent`, naming the volume, the block and the write's times.
     #[test]
     fn a_written_block_missing_from_the_delta_is_inconsistent_and_named() {
-        let recs = vec![w(16384, 300, 400), w(65536, 600, 700)];
+        // 65536 is written twice in the window: one missing block, named with its first write.
+        let recs = vec![w(16384, 300, 400), w(65536, 600, 700), w(65536, 800, 900)];
         let delta = [r(16384, 4096)];
         let c = check(
             &delta,
@@ -562,6 +563,7 @@ mod tests {
             &taken(1000, 1100),
         );
         assert_eq!((c.missing, c.blocks_in_window), (1, 2));
+        assert_eq!(c.missing_listed.len(), 1);
         let e = c
             .error("data", "s1", "s2")
             .expect("a missing block is an error");

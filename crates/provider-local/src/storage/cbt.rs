@@ -140,37 +140,43 @@ fn up(x: u64, block: u64) -> u64 {
     x.div_ceil(block).saturating_mul(block)
 }
 
-/// The data extents of `f` (of `size` bytes) from `start`, unaligned, in order.
-fn segments(
-    f: &std::fs::File,
-    path: &Path,
-    start: u64,
+/// The data extents of a file from a start offset, unaligned, in order, found one at a time
+/// (`SEEK_DATA`, then `SEEK_HOLE`), so a listing streams from the first.
+struct Segments<'a> {
+    f: &'a std::fs::File,
+    path: &'a Path,
+    pos: u64,
     size: u64,
-) -> Result<Vec<(u64, u64)>, CbtError> {
-    let seek_err = |offset, source| CbtError::Seek {
-        path: path.to_path_buf(),
-        offset,
-        source,
-    };
-    let mut out = Vec::new();
-    let mut pos = start;
-    while pos < size {
-        let data = match rustix::fs::seek(f, SeekFrom::Data(pos)) {
-            Ok(d) => d,
-            // No data at or after `pos`.
-            Err(rustix::io::Errno::NXIO) => break,
-            Err(e) => return Err(seek_err(pos, e)),
-        };
-        if data >= size {
-            break;
+}
+
+impl Iterator for Segments<'_> {
+    type Item = Result<(u64, u64), CbtError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.size {
+            return None;
         }
-        let hole = rustix::fs::seek(f, SeekFrom::Hole(data))
-            .map_err(|e| seek_err(data, e))?
-            .min(size);
-        out.push((data, hole));
-        pos = hole;
+        let pos = self.pos;
+        // Whatever happens next, this call ends the walk unless it finds a segment.
+        self.pos = self.size;
+        let seek_err = |offset, source| CbtError::Seek {
+            path: self.path.to_path_buf(),
+            offset,
+            source,
+        };
+        let data = match rustix::fs::seek(self.f, SeekFrom::Data(pos)) {
+            Ok(d) if d < self.size => d,
+            // No data at or after `pos` (ENXIO), or only past the size read at the start.
+            Ok(_) | Err(rustix::io::Errno::NXIO) => return None,
+            Err(e) => return Some(Err(seek_err(pos, e))),
+        };
+        let hole = match rustix::fs::seek(self.f, SeekFrom::Hole(data)) {
+            Ok(h) => h.min(self.size),
+            Err(e) => return Some(Err(seek_err(data, e))),
+        };
+        self.pos = hole;
+        Some(Ok((data, hole)))
     }
-    Ok(out)
 }
 
 fn open(path: &Path) -> Result<(std::fs::File, u64), CbtError> {
@@ -197,7 +203,14 @@ pub fn allocated(
             ..Listed::default()
         },
     };
-    for (s, e) in segments(&file, path, down(start, block), size)? {
+    let segments = Segments {
+        f: &file,
+        path,
+        pos: down(start, block),
+        size,
+    };
+    for seg in segments {
+        let (s, e) = seg?;
         let (s, e) = (down(s, block), up(e, block));
         if em
             .add(Range {
@@ -237,22 +250,49 @@ fn read_at_zero_filled(
     Ok(())
 }
 
-/// The union of two sorted extent lists, aligned to `block`, merged.
-fn union(a: &[(u64, u64)], b: &[(u64, u64)], block: u64) -> Vec<(u64, u64)> {
-    let mut all: Vec<(u64, u64)> = a
-        .iter()
-        .chain(b)
-        .map(|&(s, e)| (down(s, block), up(e, block)))
-        .collect();
-    all.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
-    for (s, e) in all {
-        match out.last_mut() {
-            Some(l) if l.1 >= s => l.1 = l.1.max(e),
-            _ => out.push((s, e)),
+/// The union of two images' data extents, aligned to the block and merged, one span at a
+/// time: the next segment of either, in offset order, until a gap.
+struct Union<'a> {
+    a: Segments<'a>,
+    b: Segments<'a>,
+    /// The next segment of each, aligned, not yet taken.
+    pa: Option<(u64, u64)>,
+    pb: Option<(u64, u64)>,
+    block: u64,
+}
+
+impl Union<'_> {
+    fn next_span(&mut self) -> Result<Option<(u64, u64)>, CbtError> {
+        let block = self.block;
+        let align = |(s, e): (u64, u64)| (down(s, block), up(e, block));
+        let mut cur: Option<(u64, u64)> = None;
+        loop {
+            if self.pa.is_none() {
+                self.pa = self.a.next().transpose()?.map(align);
+            }
+            if self.pb.is_none() {
+                self.pb = self.b.next().transpose()?.map(align);
+            }
+            let from_a = match (self.pa, self.pb) {
+                (Some(x), Some(y)) => x.0 <= y.0,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => return Ok(cur),
+            };
+            let slot = if from_a { &mut self.pa } else { &mut self.pb };
+            let Some(seg) = slot.take() else {
+                return Ok(cur);
+            };
+            match cur {
+                None => cur = Some(seg),
+                Some(c) if seg.0 <= c.1 => cur = Some((c.0, c.1.max(seg.1))),
+                Some(c) => {
+                    *slot = Some(seg);
+                    return Ok(Some(c));
+                }
+            }
         }
     }
-    out
 }
 
 /// Lists the blocks whose content differs between the images at `base` and `target` from
@@ -270,11 +310,23 @@ pub fn delta(
     let (ft, size_t) = open(target)?;
     let size = size_b.max(size_t);
     let from = down(start, block);
-    let spans = union(
-        &segments(&fb, base, from, size_b)?,
-        &segments(&ft, target, from, size_t)?,
+    let mut spans = Union {
+        a: Segments {
+            f: &fb,
+            path: base,
+            pos: from,
+            size: size_b,
+        },
+        b: Segments {
+            f: &ft,
+            path: target,
+            pos: from,
+            size: size_t,
+        },
+        pa: None,
+        pb: None,
         block,
-    );
+    };
     let chunk = CHUNK.max(block);
     let mut bb = vec![0u8; chunk as usize];
     let mut bt = vec![0u8; chunk as usize];
@@ -287,7 +339,7 @@ pub fn delta(
         },
     };
     let mut read = 0u64;
-    'spans: for (s, e) in spans {
+    'spans: while let Some((s, e)) = spans.next_span()? {
         let mut off = s.max(from);
         let e = e.min(up(size, block));
         while off < e {
