@@ -3,7 +3,8 @@
 //! file under the driver's root (ext4 for mount volumes, raw for block volumes); publish
 //! attaches it as a loop device (as root), stage mounts it, node publish bind-mounts it;
 //! snapshots and clones are reflink-or-full copies; expansion grows the file, the loop
-//! device and the file system.
+//! device and the file system; the SnapshotMetadata service lists a snapshot's allocated and
+//! changed blocks from the images themselves ([`metadata`]).
 //!
 //! Why: behind the real Kubernetes controllers and CSI sidecars, with zero injected latency
 //! it isolates Kubernetes' own share of provisioning and attach time; with latency
@@ -21,6 +22,7 @@ pub mod state;
 
 mod controller;
 mod group;
+pub mod metadata;
 mod node;
 mod registration;
 mod server;

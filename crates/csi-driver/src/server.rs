@@ -11,6 +11,7 @@ use crate::pb::controller_server::ControllerServer;
 use crate::pb::group_controller_server::GroupControllerServer;
 use crate::pb::identity_server::{Identity, IdentityServer};
 use crate::pb::node_server::NodeServer;
+use crate::pb::snapshot_metadata_server::SnapshotMetadataServer;
 use crate::pb::{self, plugin_capability};
 use crate::{Driver, DriverError};
 
@@ -23,7 +24,7 @@ pub struct Served {
     pub snapshots: usize,
 }
 
-/// Serves Identity, Controller and Node on the Unix socket `socket` (a stale socket file is
+/// Serves Identity, Controller, GroupController, Node and SnapshotMetadata on the Unix socket `socket` (a stale socket file is
 /// replaced) until `shutdown` completes.
 pub async fn serve(
     driver: Driver,
@@ -48,6 +49,7 @@ pub async fn serve(
         .add_service(ControllerServer::new(driver.clone()))
         .add_service(GroupControllerServer::new(driver.clone()))
         .add_service(NodeServer::new(driver.clone()))
+        .add_service(SnapshotMetadataServer::new(driver.clone()))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
         .await;
     if let Some(t) = limits {
@@ -93,6 +95,7 @@ impl Identity for Driver {
         let mut capabilities = vec![
             service(S::ControllerService),
             service(S::GroupControllerService),
+            service(S::SnapshotMetadataService),
         ];
         if self.config().topology {
             capabilities.push(service(S::VolumeAccessibilityConstraints));

@@ -26,6 +26,7 @@ use crate::generate::{GenOp, OpGen, Rng, Schedule};
 use crate::ring::RingOp;
 use crate::stats::Recorder;
 use crate::verify::Verifier;
+use crate::written::Recording;
 use crate::{Error, Stop};
 
 /// Spin (instead of sleeping) this close to a deadline.
@@ -90,9 +91,11 @@ pub(crate) struct Worker<'a> {
     pub backend: Backend,
     pub rec: Recorder,
     pub verifier: Option<Verifier<'a>>,
+    /// The acknowledged writes, when the phase records its written set.
+    pub written: Option<Recording>,
     slots: Vec<SlotState>,
     free: Vec<usize>,
-    base: Instant,
+    pub base: Instant,
     /// `CLOCK_MONOTONIC` at `base`, ns (for absolute sleeps).
     base_mono: u64,
     done: Vec<(usize, i32)>,
@@ -143,6 +146,7 @@ impl<'a> Worker<'a> {
             backend,
             rec,
             verifier,
+            written: None,
             slots: vec![SlotState::default(); n],
             free: (0..n).rev().collect(),
             base_mono: crate::ring::monotonic_ns(),
@@ -386,6 +390,12 @@ impl<'a> Worker<'a> {
                     IoKind::Read => v.end_read(self.backend.buf(slot), st.offset, st.len, got),
                     IoKind::Trim | IoKind::Flush => {}
                 }
+            }
+            if let Some(w) = &mut self.written
+                && kind == IoKind::Write
+                && u64::try_from(res).is_ok_and(|n| n == st.len)
+            {
+                w.push(st.offset, st.len, st.submitted, t);
             }
             self.rec.record(kind, st.intended, st.submitted, t, res);
             self.slots[slot].kind = None;

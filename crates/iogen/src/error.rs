@@ -88,6 +88,14 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A written-set record is unreadable.
+    #[error("written-set record {}: {reason}", path.display())]
+    WrittenLog {
+        /// The record file.
+        path: PathBuf,
+        /// What is wrong, with the record.
+        reason: String,
+    },
     /// An ordered-write log is unreadable.
     #[error("ordered-write log {}: {reason}", path.display())]
     OrderedLog {

@@ -32,6 +32,7 @@ mod stream;
 mod suite;
 mod verify;
 mod wire;
+pub mod written;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,7 +45,7 @@ pub use cut::{CutReport, CutVerdict, verify_cut};
 pub use error::Error;
 pub use layout::DEFAULT_NEW_FILE_SIZE;
 pub use ordered::{OrderedLog, OrderedResult, OrderedSpec, run_ordered};
-pub use phase::{PhaseResult, direct_alignment, run_phase};
+pub use phase::{PhaseResult, direct_alignment, run_phase, run_phase_recording};
 pub use placement::{Placement, target_len};
 pub use replay::{
     ReplayOptions, ReplayResult, VolumeReplay, parse_phase_snippet, parse_size, replay_from,

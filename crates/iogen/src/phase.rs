@@ -17,6 +17,7 @@ use crate::layout;
 use crate::ring::{self, AlignedBuf};
 use crate::stats::{CpuTime, EngineInfo, Histograms, IntervalLog, Recorder, Summary};
 use crate::verify::{GenMap, Verifier, VerifySummary};
+use crate::written::{Recording, WriteRecord, WrittenSpec};
 use crate::{EngineOptions, Error, PhaseSpec, Stop};
 
 /// The result of a phase: summary, histograms, and whether it was cut short.
@@ -153,6 +154,8 @@ struct JobOut {
     elapsed: u64,
     cpu: (Duration, Duration),
     stopped: bool,
+    /// The acknowledged writes on the record's clock (empty unless recorded).
+    written: Vec<WriteRecord>,
 }
 
 /// Blocking: runs one I/O phase against a file or block device (creates/extends a regular
@@ -166,6 +169,18 @@ pub fn run_phase(
     opts: &EngineOptions,
     stop: &Stop,
 ) -> Result<PhaseResult, Error> {
+    run_phase_recording(spec, target, opts, stop, None)
+}
+
+/// [`run_phase`] that, with `written`, also records every acknowledged write (see
+/// [`crate::written`]) and writes the record file at the end, also after a stop.
+pub fn run_phase_recording(
+    spec: &PhaseSpec,
+    target: &Path,
+    opts: &EngineOptions,
+    stop: &Stop,
+    written: Option<&WrittenSpec>,
+) -> Result<PhaseResult, Error> {
     // A spec that cannot run is refused before anything is laid out (without a region, all
     // but the region's size, which is checked once the target's is known).
     validate(spec, spec.region.unwrap_or(u64::MAX))?;
@@ -177,7 +192,7 @@ pub fn run_phase(
         ));
     }
     let plan = validate(spec, spec.region.unwrap_or(layout.size).min(layout.size))?;
-    let r = run_planned(spec, plan, target, opts, stop)?;
+    let r = run_planned(spec, plan, target, opts, stop, written)?;
     layout.keep();
     Ok(r)
 }
@@ -188,6 +203,7 @@ fn run_planned(
     target: &Path,
     opts: &EngineOptions,
     stop: &Stop,
+    written: Option<&WrittenSpec>,
 ) -> Result<PhaseResult, Error> {
     let map = if spec.verify {
         let m = match &spec.verify_state {
@@ -218,6 +234,7 @@ fn run_planned(
         map,
         barrier: Barrier::new(n),
         start: OnceLock::new(),
+        written: written.map(|w| w.origin),
     });
     let (res_tx, res_rx) = mpsc::channel();
     for j in 0..ctx.plan.jobs {
@@ -266,8 +283,10 @@ fn run_planned(
     let (mut user, mut sys, mut elapsed, mut partial) =
         (Duration::ZERO, Duration::ZERO, 0u64, false);
     let mut verify: Option<VerifySummary> = None;
+    let mut records = Vec::new();
     for r in results {
-        let j = r?;
+        let mut j = r?;
+        records.append(&mut j.written);
         rec.merge(&j.rec)?;
         user += j.cpu.0;
         sys += j.cpu.1;
@@ -291,6 +310,9 @@ fn run_planned(
     }
     if let (Some(m), Some(p)) = (&ctx.map, &spec.verify_state) {
         m.save(p)?;
+    }
+    if let Some(w) = written {
+        crate::written::write_records(&w.path, &mut records)?;
     }
     let elapsed = Duration::from_nanos(elapsed);
     rec.summarize(&mut summary, elapsed);
@@ -340,6 +362,8 @@ struct JobCtx {
     map: Option<GenMap>,
     barrier: Barrier,
     start: OnceLock<Instant>,
+    /// The origin of the written-set record's clock, when the phase records one.
+    written: Option<Instant>,
 }
 
 fn run_job(
@@ -356,6 +380,7 @@ fn run_job(
         map,
         barrier,
         start,
+        written,
     } = ctx;
     let map = map.as_ref();
     ring::tight_timer_slack();
@@ -401,6 +426,7 @@ fn run_job(
         .map(|b| {
             let mut w = Worker::new(b, Recorder::new(iv), map.map(Verifier::new));
             w.set_spin(opts.spin);
+            w.written = written.map(|_| Recording::default());
             w
         });
     // Every job reaches the barrier, even on error, so the others are not left waiting.
@@ -424,6 +450,8 @@ fn run_job(
         backend,
         rec,
         verifier,
+        written: recording,
+        base,
         last_completion,
         ..
     } = w;
@@ -437,5 +465,9 @@ fn run_job(
         elapsed: last_completion,
         cpu: (me.0 + pool_cpu.0, me.1 + pool_cpu.1),
         stopped,
+        written: match (recording, written) {
+            (Some(r), Some(origin)) => r.finish(base, *origin),
+            _ => Vec::new(),
+        },
     })
 }

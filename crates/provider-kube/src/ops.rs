@@ -1112,6 +1112,11 @@ pub(crate) async fn execute(
              I/O stream pod); convert them to `io_phase` events",
         )),
         Op::Marker(_) => Ok(()),
+        Op::SnapshotAllocated(_) | Op::SnapshotDelta(_) => Err(ProviderError::new(
+            "unsupported",
+            "snapshot_allocated and snapshot_delta (changed-block tracking) run on the local \
+             provider; the kube provider does not run them yet",
+        )),
     }
 }
 

@@ -26,7 +26,7 @@ const INTERVAL: Duration = Duration::from_millis(200);
 
 /// Whether `p` is a device (a loop device of an attached volume), not a file — by its type:
 /// a memory-backed run directory lives under `/dev/shm`.
-fn is_device(p: &Path) -> bool {
+pub(crate) fn is_device(p: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt as _;
     fs_err::metadata(p)
         .is_ok_and(|m| m.file_type().is_block_device() || m.file_type().is_char_device())
@@ -85,6 +85,8 @@ pub(crate) async fn io_phase(
     register_io(p, &ph.workload, &stop)?;
     let io_dir = p.run()?.run_dir.join("io");
     let log = io_dir.join(format!("{}.hlog", ev.id));
+    // A verify-mode writer records its written set for the changed-block checks.
+    let written = crate::cbt::register_written(p, ev.id, ph, &target, &io_dir, ctx.origin())?;
     let opts = iogen::EngineOptions {
         engine: p.config.io_engine,
         interval_log: Some(log.clone()),
@@ -95,6 +97,9 @@ pub(crate) async fn io_phase(
     let mut spec = iogen::PhaseSpec::from_trace(ph);
     if !is_device(&target) {
         spec.region = Some(spec.region.unwrap_or(len).min(len));
+    }
+    if written.is_some() {
+        crate::cbt::carry_generations(p, ph, &mut spec, &io_dir)?;
     }
     let start_ns = ctx.now_ns();
     // If the engine drops this future (timeout, or cancel after a stop's grace period), the
@@ -113,7 +118,7 @@ pub(crate) async fn io_phase(
                 .map_or(Ok(()), crate::throttle::join_current_thread)
                 .map_err(io_err);
             let _ = tx.send(joined.and_then(|()| {
-                iogen::run_phase(&spec, &target, &opts, &stop)
+                iogen::run_phase_recording(&spec, &target, &opts, &stop, written.as_ref())
                     .map_err(|e| ProviderError::new("io_failed", e.to_string()))
             }));
         })
@@ -135,6 +140,7 @@ pub(crate) async fn io_phase(
     let res =
         res.map_err(|_| ProviderError::new("panic", "the iogen thread ended without a result"))??;
     ctx.phase(if res.partial { "io-stopped" } else { "io-done" });
+    crate::cbt::written_done(p, ev.id);
     let summary = serde_json::to_vec_pretty(&res.summary).map_err(|e| io_err(e.into()))?;
     fs_err::write(io_dir.join(format!("{}.json", ev.id)), summary).map_err(io_err)?;
     let span = (start_ns, ctx.now_ns());

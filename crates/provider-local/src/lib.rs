@@ -15,6 +15,7 @@
 //! volume the target is one data file, `cnsreplay-io.dat`, on its mount; on a block volume the
 //! loop device — and its results go to `RUNDIR/io/`.
 
+mod cbt;
 mod io;
 mod ops;
 mod ordered;
@@ -152,6 +153,10 @@ pub(crate) struct Snap {
     pub(crate) size: u64,
     pub(crate) block: bool,
     pub(crate) taken: Taken,
+    /// The volume it was taken of: its name then and its image (which tells a volume from a
+    /// later one of the same name).
+    pub(crate) volume: Name,
+    pub(crate) of: PathBuf,
 }
 
 /// When a snapshot was taken, ns since the run origin (the clock of the run's records).
@@ -186,6 +191,10 @@ pub(crate) struct State {
     pub(crate) ordered: HashMap<Name, ordered::OrderedRun>,
     /// One line per cut check, for the summary's notices.
     pub(crate) cut_notices: Vec<String>,
+    /// Phases that recorded their written set, for the changed-block checks.
+    pub(crate) written: Vec<cbt::WrittenPhase>,
+    /// One line per changed-block listing, for the summary's notices.
+    pub(crate) cbt_notices: Vec<String>,
     pub(crate) workloads: HashMap<Name, Workload>,
     pub(crate) cordoned: Vec<Name>,
 }
@@ -313,7 +322,12 @@ impl Provider for LocalProvider {
     }
 
     fn finish_notices(&self) -> Vec<String> {
-        self.state().cut_notices.clone()
+        let st = self.state();
+        st.cut_notices
+            .iter()
+            .chain(&st.cbt_notices)
+            .cloned()
+            .collect()
     }
 
     fn open_io_stream(

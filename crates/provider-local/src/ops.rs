@@ -213,6 +213,7 @@ pub(crate) async fn execute(
         }
         Op::Snapshot(s) => {
             let vol = p.volume(&s.volume)?;
+            let of = lock(&vol).image.clone();
             let image = p
                 .objects()?
                 .join(p.unique("snap", &s.snapshot))
@@ -257,11 +258,15 @@ pub(crate) async fn execute(
                     size,
                     block,
                     taken,
+                    volume: s.volume.clone(),
+                    of,
                 }),
             );
             Ok(())
         }
         Op::GroupSnapshot(g) => group_snapshot(p, g, &ctx).await,
+        Op::SnapshotAllocated(s) => crate::cbt::allocated(p, &ev, s, ctx).await,
+        Op::SnapshotDelta(d) => crate::cbt::delta(p, &ev, d, ctx).await,
         Op::DeleteGroupSnapshot(g) => {
             let members = p
                 .state()
@@ -670,6 +675,7 @@ async fn group_snapshot(
         .map(|n| p.volume(n).map(|v| (n.clone(), v)))
         .collect::<Result<Vec<_>, _>>()?;
     let loop_mode = p.loop_mode();
+    let sources: Vec<PathBuf> = vols.iter().map(|(_, v)| lock(v).image.clone()).collect();
     let mut images = Vec::with_capacity(vols.len());
     for (n, _) in &vols {
         let image = p
@@ -733,7 +739,8 @@ async fn group_snapshot(
         .zip(images)
         .zip(members)
         .zip(created)
-        .map(|(((n, image), (size, block)), created_ns)| {
+        .zip(sources)
+        .map(|((((n, image), (size, block)), created_ns), of)| {
             let taken = crate::Taken {
                 by: by.clone(),
                 requested_ns,
@@ -742,12 +749,14 @@ async fn group_snapshot(
                 ready_ns,
             };
             (
-                n,
+                n.clone(),
                 Arc::new(Snap {
                     image,
                     size,
                     block,
                     taken,
+                    volume: n,
+                    of,
                 }),
             )
         })

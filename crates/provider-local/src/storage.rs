@@ -12,6 +12,8 @@
 //! record what they intend before calling (the provider's ledger, the driver's state file)
 //! and time each step themselves. Failures name the command and its stderr, or the path.
 
+pub mod cbt;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -381,6 +381,17 @@ impl Deps {
                 removes.push(Key::Snapshot(s.snapshot.clone()));
                 after_users = Some(Key::SnapshotUsers(s.snapshot.clone()));
             }
+            // Listing blocks reads the snapshots: a delete of them waits for it.
+            Op::SnapshotAllocated(s) => {
+                needs.push(Key::Snapshot(s.snapshot.clone()));
+                uses.push(Key::SnapshotUsers(s.snapshot.clone()));
+            }
+            Op::SnapshotDelta(d) => {
+                for s in [&d.base, &d.snapshot] {
+                    needs.push(Key::Snapshot(s.clone()));
+                    uses.push(Key::SnapshotUsers(s.clone()));
+                }
+            }
             Op::Resize(r) => {
                 needs.push(vol(&r.volume));
                 uses.push(vol_users(&r.volume));

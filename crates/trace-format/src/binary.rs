@@ -458,6 +458,15 @@ bin_struct!(Snapshot {
 });
 bin_struct!(SnapshotRef { snapshot });
 bin_struct!(Resize { volume, size });
+bin_struct!(SnapshotAllocated {
+    snapshot,
+    block_size
+});
+bin_struct!(SnapshotDelta {
+    base,
+    snapshot,
+    block_size
+});
 bin_struct!(ModifyVolume { volume, class });
 bin_struct!(GroupSnapshot {
     group,
@@ -540,6 +549,8 @@ fn put_op(op: &Op, e: &mut Enc<'_>) {
         Op::Io(v) => v.put(e),
         Op::IoPhase(v) => v.put(e),
         Op::Marker(v) => v.put(e),
+        Op::SnapshotAllocated(v) => v.put(e),
+        Op::SnapshotDelta(v) => v.put(e),
     }
 }
 
@@ -563,6 +574,8 @@ fn get_op(t: OpType, d: &mut Dec<'_>) -> DecResult<Op> {
         OpType::Io => Op::Io(Bin::get(d)?),
         OpType::IoPhase => Op::IoPhase(Bin::get(d)?),
         OpType::Marker => Op::Marker(Bin::get(d)?),
+        OpType::SnapshotAllocated => Op::SnapshotAllocated(Bin::get(d)?),
+        OpType::SnapshotDelta => Op::SnapshotDelta(Bin::get(d)?),
     })
 }
 

@@ -21,6 +21,8 @@ use crate::io::TraceReader;
 use crate::model::*;
 use crate::units::Name;
 
+mod cbt;
+
 /// How many deleted names per kind the checker remembers for its messages.
 const GONE_CAP: usize = 1 << 18;
 
@@ -42,6 +44,18 @@ struct Volume {
     access: AccessMode,
     /// Workloads that have it mounted, with their pinned node.
     attached_by: Vec<(Name, Option<Name>)>,
+    /// Which volume of this name it is (a name deleted and made again is another volume).
+    serial: u64,
+}
+
+/// A live snapshot: the volume it was taken of and that volume's size then.
+#[derive(Debug)]
+struct Snap {
+    volume: Name,
+    serial: u64,
+    size: u64,
+    /// Index of the event that took it.
+    index: u64,
 }
 
 #[derive(Debug)]
@@ -78,7 +92,9 @@ pub struct Checker {
     version: u32,
     classes: std::collections::BTreeSet<Name>,
     volumes: HashMap<Name, Volume>,
-    snapshots: HashMap<Name, u64>,
+    snapshots: HashMap<Name, Snap>,
+    /// Volumes made so far (each volume's serial).
+    serials: u64,
     /// Group snapshots: their members (volume, its size when taken).
     groups: HashMap<Name, Vec<(Name, u64)>>,
     /// Ordered-write logs a writing `io_phase` made: how many volumes they cover.
@@ -189,6 +205,7 @@ impl Checker {
             classes: header.attributes_classes.keys().cloned().collect(),
             volumes: HashMap::new(),
             snapshots: HashMap::new(),
+            serials: 0,
             groups: HashMap::new(),
             ordered_logs: HashMap::new(),
             workloads: HashMap::new(),
@@ -243,11 +260,13 @@ impl Checker {
                     problem: Problem::InvalidValue("a volume size must not be 0".into()),
                 });
             }
+            c.serials += 1;
             let vol = Volume {
                 size,
                 before_grow: None,
                 access: c.defaults.access_mode(v.access_mode),
                 attached_by: Vec::new(),
+                serial: c.serials,
             };
             if c.volumes.insert(v.name.clone(), vol).is_some() {
                 out.push(Finding {
@@ -316,9 +335,14 @@ impl Checker {
         }
         let since = ev.op.op_type().since();
         if since > self.version {
+            let name = ev.op.op_type().name();
             push(
-                p(ev.op.op_type().name()),
-                since_problem(ev.op.op_type().name(), self.version),
+                p(name),
+                if since >= 3 {
+                    since3_problem(name, self.version)
+                } else {
+                    since_problem(name, self.version)
+                },
             );
         }
         // Keep the latest time so that one early event is one error, not a run of them.
@@ -367,7 +391,13 @@ impl Checker {
                             },
                         );
                     } else {
-                        self.snapshots.insert(s.snapshot.clone(), v.size);
+                        let snap = Snap {
+                            volume: s.volume.clone(),
+                            serial: v.serial,
+                            size: v.size,
+                            index,
+                        };
+                        self.snapshots.insert(s.snapshot.clone(), snap);
                         self.gone_snapshots.at.remove(&s.snapshot);
                     }
                 }
@@ -446,6 +476,8 @@ impl Checker {
             Op::CordonNode(_) | Op::DrainNode(_) | Op::ForceDetach(_) | Op::Marker(_) => {}
             Op::Io(io) => self.io(io, &p, &mut push),
             Op::IoPhase(ph) => self.io_phase(ph, &p, &mut push),
+            Op::SnapshotAllocated(s) => self.snapshot_allocated(s, &p, &mut push),
+            Op::SnapshotDelta(d) => self.snapshot_delta(d, &p, &mut push),
         }
         self.peaks();
     }
@@ -525,7 +557,7 @@ impl Checker {
         push: &mut dyn FnMut(String, Problem),
     ) {
         let source_size = match &c.source {
-            Some(VolumeSource::Snapshot(s)) => self.snapshots.get(s).copied(),
+            Some(VolumeSource::Snapshot(s)) => self.snapshots.get(s).map(|s| s.size),
             Some(VolumeSource::Volume(v)) => self.volumes.get(v).map(|v| v.size),
             Some(VolumeSource::GroupMember(m)) => self.member_size(m).ok(),
             None => None,
@@ -546,11 +578,11 @@ impl Checker {
                     p("create_volume.source.snapshot"),
                     dangling("snapshot", s, &self.gone_snapshots),
                 ),
-                Some(src) if size < *src => push(
+                Some(src) if size < src.size => push(
                     p("create_volume.size"),
                     Problem::SmallerThanSource {
                         size,
-                        source_size: *src,
+                        source_size: src.size,
                     },
                 ),
                 Some(_) => {}
@@ -601,6 +633,7 @@ impl Checker {
             return;
         }
         self.gone_volumes.at.remove(&c.volume);
+        self.serials += 1;
         self.volumes.insert(
             c.volume.clone(),
             Volume {
@@ -608,6 +641,7 @@ impl Checker {
                 before_grow: None,
                 access: self.defaults.access_mode(c.access_mode),
                 attached_by: Vec::new(),
+                serial: self.serials,
             },
         );
     }

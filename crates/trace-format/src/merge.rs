@@ -270,6 +270,11 @@ fn adapt(ev: &mut Event, prefix: &str, fill: &Defaults, n: &mut BTreeMap<String,
             filled(&mut s.class, &fill.snapshot_class, "snapshot_class", n);
         }
         Op::DeleteSnapshot(s) => p(&mut s.snapshot),
+        Op::SnapshotAllocated(s) => p(&mut s.snapshot),
+        Op::SnapshotDelta(s) => {
+            p(&mut s.base);
+            p(&mut s.snapshot);
+        }
         Op::Resize(r) => p(&mut r.volume),
         Op::ModifyVolume(m) => p(&mut m.volume),
         Op::GroupSnapshot(g) => {

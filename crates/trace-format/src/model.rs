@@ -276,6 +276,11 @@ pub enum Op {
     IoPhase(IoPhase),
     /// A named boundary, shown in analysis and plots.
     Marker(Marker),
+    /// List the allocated blocks of a snapshot (changed-block tracking, version 3).
+    SnapshotAllocated(SnapshotAllocated),
+    /// List the blocks that changed between two snapshots of one volume (changed-block
+    /// tracking, version 3).
+    SnapshotDelta(SnapshotDelta),
 }
 
 /// `create_volume`.
@@ -381,6 +386,40 @@ pub struct Snapshot {
 pub struct SnapshotRef {
     /// Snapshot name.
     pub snapshot: Name,
+}
+
+/// `snapshot_allocated` (version 3): the allocated blocks of a snapshot, as a backup reads
+/// them for a full copy (CSI `GetMetadataAllocated`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotAllocated {
+    /// The snapshot.
+    pub snapshot: Name,
+    /// Granularity of the listed blocks in bytes; the storage's own when absent.
+    #[serde(
+        default,
+        deserialize_with = "opt_bytes_de",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub block_size: Option<u64>,
+}
+
+/// `snapshot_delta` (version 3): the blocks that changed from `base` to `snapshot`, two
+/// snapshots of one volume, as an incremental backup reads them (CSI `GetMetadataDelta`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotDelta {
+    /// The earlier snapshot.
+    pub base: Name,
+    /// The later snapshot.
+    pub snapshot: Name,
+    /// Granularity of the listed blocks in bytes; the storage's own when absent.
+    #[serde(
+        default,
+        deserialize_with = "opt_bytes_de",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub block_size: Option<u64>,
 }
 
 /// `resize`.
@@ -666,11 +705,15 @@ pub enum OpType {
     DeleteGroupSnapshot = 16,
     /// `force_detach` (since version 2)
     ForceDetach = 17,
+    /// `snapshot_allocated` (since version 3)
+    SnapshotAllocated = 18,
+    /// `snapshot_delta` (since version 3)
+    SnapshotDelta = 19,
 }
 
 impl OpType {
     /// All operation types in tag order.
-    pub const ALL: [OpType; 18] = [
+    pub const ALL: [OpType; 20] = [
         OpType::CreateVolume,
         OpType::DeleteVolume,
         OpType::Attach,
@@ -689,6 +732,8 @@ impl OpType {
         OpType::GroupSnapshot,
         OpType::DeleteGroupSnapshot,
         OpType::ForceDetach,
+        OpType::SnapshotAllocated,
+        OpType::SnapshotDelta,
     ];
 
     /// The key that names this operation in text encodings.
@@ -712,6 +757,8 @@ impl OpType {
             OpType::GroupSnapshot => "group_snapshot",
             OpType::DeleteGroupSnapshot => "delete_group_snapshot",
             OpType::ForceDetach => "force_detach",
+            OpType::SnapshotAllocated => "snapshot_allocated",
+            OpType::SnapshotDelta => "snapshot_delta",
         }
     }
 
@@ -732,6 +779,7 @@ impl OpType {
             | OpType::GroupSnapshot
             | OpType::DeleteGroupSnapshot
             | OpType::ForceDetach => 2,
+            OpType::SnapshotAllocated | OpType::SnapshotDelta => 3,
             _ => 1,
         }
     }
@@ -770,6 +818,8 @@ impl Op {
             Op::Io(_) => OpType::Io,
             Op::IoPhase(_) => OpType::IoPhase,
             Op::Marker(_) => OpType::Marker,
+            Op::SnapshotAllocated(_) => OpType::SnapshotAllocated,
+            Op::SnapshotDelta(_) => OpType::SnapshotDelta,
         }
     }
 }

@@ -46,6 +46,8 @@ impl Serialize for Event {
             Op::Io(v) => m.serialize_entry(key, v)?,
             Op::IoPhase(v) => m.serialize_entry(key, v)?,
             Op::Marker(v) => m.serialize_entry(key, v)?,
+            Op::SnapshotAllocated(v) => m.serialize_entry(key, v)?,
+            Op::SnapshotDelta(v) => m.serialize_entry(key, v)?,
         }
         m.end()
     }
@@ -71,6 +73,12 @@ const EVENT_KEYS: &[&str] = &[
     "io",
     "io_phase",
     "marker",
+    "modify_volume",
+    "group_snapshot",
+    "delete_group_snapshot",
+    "force_detach",
+    "snapshot_allocated",
+    "snapshot_delta",
 ];
 
 /// An event as read from text, where `id` may be left out (the reader then numbers it).
@@ -178,6 +186,8 @@ impl<'de> Visitor<'de> for EventVisitor {
                         OpType::Io => op_value(&mut map, Op::Io)?,
                         OpType::IoPhase => op_value(&mut map, Op::IoPhase)?,
                         OpType::Marker => op_value(&mut map, Op::Marker)?,
+                        OpType::SnapshotAllocated => op_value(&mut map, Op::SnapshotAllocated)?,
+                        OpType::SnapshotDelta => op_value(&mut map, Op::SnapshotDelta)?,
                     });
                 }
             }
@@ -187,7 +197,9 @@ impl<'de> Visitor<'de> for EventVisitor {
             de::Error::custom(
                 "event has no operation; expected one of `create_volume`, `delete_volume`, \
                  `attach`, `detach`, `snapshot`, `delete_snapshot`, `resize`, `abort_workload`, \
-                 `reschedule`, `cordon_node`, `drain_node`, `io`, `io_phase`, `marker`",
+                 `reschedule`, `cordon_node`, `drain_node`, `io`, `io_phase`, `marker`, \
+                 `modify_volume`, `group_snapshot`, `delete_group_snapshot`, `force_detach`, \
+                 `snapshot_allocated`, `snapshot_delta`",
             )
         })?;
         Ok(PartialEvent {

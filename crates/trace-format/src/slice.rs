@@ -109,6 +109,10 @@ impl LeftOut {
             Op::Reschedule(r) => self.workloads.contains(&r.workload),
             Op::Snapshot(s) => v(&s.volume),
             Op::DeleteSnapshot(s) => self.snapshots.contains(&s.snapshot),
+            Op::SnapshotAllocated(s) => self.snapshots.contains(&s.snapshot),
+            Op::SnapshotDelta(s) => {
+                self.snapshots.contains(&s.base) || self.snapshots.contains(&s.snapshot)
+            }
             Op::Resize(r) => v(&r.volume),
             Op::ModifyVolume(m) => v(&m.volume),
             Op::GroupSnapshot(g) => g.volumes.iter().any(v),
@@ -399,6 +403,13 @@ fn needs_earlier(op: &Op, earlier: &mut Alive) -> Option<&'static str> {
             .groups
             .remove(&g.group)
             .then_some("group snapshot taken before the window"),
+        Op::SnapshotAllocated(s) => earlier
+            .snapshots
+            .contains(&s.snapshot)
+            .then_some("snapshot taken before the window"),
+        Op::SnapshotDelta(s) => (earlier.snapshots.contains(&s.base)
+            || earlier.snapshots.contains(&s.snapshot))
+        .then_some("snapshot taken before the window"),
         Op::CreateVolume(c) => match &c.source {
             Some(VolumeSource::Snapshot(s)) if earlier.snapshots.contains(s) => {
                 Some("restore from a snapshot taken before the window")

@@ -103,6 +103,11 @@ fn objects(op: &Op) -> Vec<(&'static str, &Name, bool)> {
             ("snapshot", &s.snapshot, false),
         ],
         Op::DeleteSnapshot(s) => vec![("snapshot", &s.snapshot, true)],
+        Op::SnapshotAllocated(s) => vec![("snapshot", &s.snapshot, false)],
+        Op::SnapshotDelta(s) => vec![
+            ("snapshot", &s.base, false),
+            ("snapshot", &s.snapshot, false),
+        ],
         Op::Resize(r) => vec![("volume", &r.volume, false)],
         Op::ModifyVolume(m) => vec![("volume", &m.volume, false)],
         Op::GroupSnapshot(g) => std::iter::once(("group snapshot", &g.group, false))

@@ -4,6 +4,7 @@
 mod analyze;
 mod attach_limit;
 mod capacity;
+mod cbt;
 mod cleanup_run_id;
 mod group;
 mod group_cut;

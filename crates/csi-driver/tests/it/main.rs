@@ -7,5 +7,6 @@ mod fs_types;
 mod group;
 mod grpc;
 mod harness;
+mod metadata;
 mod real_node;
 mod registration;

@@ -10,6 +10,7 @@ mod replay;
 mod stop;
 mod stream;
 mod verify;
+mod written;
 
 use std::path::PathBuf;
 

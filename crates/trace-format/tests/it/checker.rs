@@ -406,3 +406,57 @@ fn wait_for_room_is_version_3() {
         ]
     );
 }
+
+/// Changed-block tracking (version 3): the snapshots must be alive, a delta's two of one
+/// volume (not a later volume of the same name) and in the order taken, block sizes sane.
+#[test]
+fn changed_block_ops_name_live_snapshots_of_one_volume() {
+    let lines = [
+        r#"{"at":0,"id":1,"create_volume":{"volume":"a"}}"#,
+        r#"{"at":1,"id":2,"snapshot":{"volume":"a","snapshot":"s1"}}"#,
+        r#"{"at":2,"id":3,"snapshot":{"volume":"a","snapshot":"s2"}}"#,
+        r#"{"at":3,"id":4,"snapshot":{"volume":"old","snapshot":"o1"}}"#,
+        r#"{"at":4,"id":5,"snapshot_allocated":{"snapshot":"s1","block_size":"4Ki"}}"#,
+        r#"{"at":5,"id":6,"snapshot_delta":{"base":"s1","snapshot":"s2"}}"#,
+        // Errors from here on.
+        r#"{"at":6,"id":7,"snapshot_delta":{"base":"s1","snapshot":"o1"}}"#,
+        r#"{"at":7,"id":8,"snapshot_delta":{"base":"s2","snapshot":"s1"}}"#,
+        r#"{"at":8,"id":9,"snapshot_delta":{"base":"s1","snapshot":"s1","block_size":1000}}"#,
+        r#"{"at":9,"id":10,"delete_snapshot":{"snapshot":"s2"}}"#,
+        r#"{"at":10,"id":11,"snapshot_allocated":{"snapshot":"s2"}}"#,
+        r#"{"at":11,"id":12,"snapshot_delta":{"base":"nope","snapshot":"s2"}}"#,
+        r#"{"at":12,"id":13,"delete_volume":{"volume":"a"}}"#,
+        r#"{"at":13,"id":14,"create_volume":{"volume":"a"}}"#,
+        r#"{"at":14,"id":15,"snapshot":{"volume":"a","snapshot":"s3"}}"#,
+        r#"{"at":15,"id":16,"snapshot_delta":{"base":"s1","snapshot":"s3"}}"#,
+    ];
+    let v3 = trace(&lines).replacen(r#""version":1"#, r#""version":3"#, 1);
+    assert_eq!(
+        check(&v3),
+        [
+            r#"t.jsonl:8: events[6].snapshot_delta.snapshot: snapshots "s1" and "o1" are of volumes "a" and "old"; a delta needs two snapshots of one volume"#,
+            r#"t.jsonl:9: events[7].snapshot_delta.base: base "s2" was taken after snapshot "s1"; the base is the earlier one"#,
+            r#"t.jsonl:10: events[8].snapshot_delta.block_size: block size 1000 is not a power of two of at least 512 bytes"#,
+            r#"t.jsonl:10: events[8].snapshot_delta.snapshot: the delta of snapshot "s1" with itself: name two snapshots"#,
+            r#"t.jsonl:12: events[10].snapshot_allocated.snapshot: snapshot "s2" was deleted at t=0.000000009s"#,
+            r#"t.jsonl:13: events[11].snapshot_delta.base: snapshot "nope" does not exist"#,
+            r#"t.jsonl:13: events[11].snapshot_delta.snapshot: snapshot "s2" was deleted at t=0.000000009s"#,
+            r#"t.jsonl:17: events[15].snapshot_delta.snapshot: snapshots "s1" and "s3" are of two volumes named "a" (it was deleted and made again between them); a delta needs two snapshots of one volume"#,
+        ]
+    );
+    // Version 2 and 1 traces: the ops are refused by name.
+    for v in [1, 2] {
+        let old = trace(&lines[..6]).replacen(r#""version":1"#, &format!(r#""version":{v}"#), 1);
+        assert_eq!(
+            check(&old),
+            [
+                format!(
+                    "t.jsonl:6: events[4].snapshot_allocated: `snapshot_allocated` needs format version 3 or later; this trace says version {v}"
+                ),
+                format!(
+                    "t.jsonl:7: events[5].snapshot_delta: `snapshot_delta` needs format version 3 or later; this trace says version {v}"
+                ),
+            ]
+        );
+    }
+}

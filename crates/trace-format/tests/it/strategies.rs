@@ -246,6 +246,19 @@ pub fn op() -> impl Strategy<Value = Op> {
             }
         )),
         name().prop_map(|snapshot| Op::DeleteSnapshot(SnapshotRef { snapshot })),
+        (name(), option::of(any::<u64>())).prop_map(|(snapshot, block_size)| {
+            Op::SnapshotAllocated(SnapshotAllocated {
+                snapshot,
+                block_size,
+            })
+        }),
+        (name(), name(), option::of(any::<u64>())).prop_map(|(base, snapshot, block_size)| {
+            Op::SnapshotDelta(SnapshotDelta {
+                base,
+                snapshot,
+                block_size,
+            })
+        }),
         (name(), any::<u64>()).prop_map(|(volume, size)| Op::Resize(Resize { volume, size })),
         (name(), name())
             .prop_map(|(volume, class)| Op::ModifyVolume(ModifyVolume { volume, class })),

@@ -1,0 +1,604 @@
+//! `snapshot_allocated` and `snapshot_delta` on the local provider: the ranges come from the
+//! snapshot images themselves ([`storage::cbt`]), timed as a backup client sees them (time to
+//! the first range, total, ranges and bytes per second), and written to
+//! `RUNDIR/cbt/<event id>.json` with a one-line notice in the run summary.
+//!
+//! A delta is also checked against the written sets that verify-mode `io_phase` writers on the
+//! volume recorded (`RUNDIR/io/<event id>.written`): every block a write put there after the
+//! base snapshot was ready and before the later one was requested must be in the delta (a
+//! missing one fails the op, class `inconsistent`); delta blocks that no write around the
+//! window touched are counted as extra, not a failure (file-system metadata, or writes of
+//! another kind). Verify mode matters: each of its writes carries its own generation, so a
+//! rewritten block always differs in content. The check needs the record's offsets to be the
+//! image's: a raw block volume written with O_DIRECT (a buffered write acknowledged in the loop
+//! device's page cache is not yet in the image a snapshot copies), or a directory volume's
+//! data file. A file-system volume's data file sits at offsets only its file system knows, so
+//! there the ranges are listed and timed but not checked.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use iogen::written::{WriteRecord, WrittenSpec};
+use replay::{OpCtx, ProviderError};
+use serde::Serialize;
+use trace_format::{Event, IoPhase, Name, SnapshotAllocated, SnapshotDelta};
+
+use crate::storage::cbt::{self as scan, CbtError, Listed, Range};
+use crate::sys::io_err;
+use crate::{LocalProvider, Snap, blocking};
+
+/// Mismatches listed in the JSON (all are counted).
+const LISTED: usize = 100;
+
+/// A phase that records its written set.
+#[derive(Debug, Clone)]
+pub(crate) struct WrittenPhase {
+    event: u64,
+    /// The image of the volume it writes.
+    volume: PathBuf,
+    record: PathBuf,
+    /// Why its offsets cannot be checked against an image's, if they cannot.
+    unchecked: Option<&'static str>,
+    done: bool,
+}
+
+/// Registers a writing verify-mode phase's written set (`None` for any other phase).
+pub(crate) fn register_written(
+    p: &LocalProvider,
+    event: u64,
+    ph: &IoPhase,
+    target: &Path,
+    io_dir: &Path,
+    origin: Instant,
+) -> Result<Option<WrittenSpec>, ProviderError> {
+    if !ph.verify || ph.read_pct == 100 {
+        return Ok(None);
+    }
+    let volume = crate::ops::lock(&*p.volume(&ph.volume)?).image.clone();
+    let device = crate::io::is_device(target);
+    let unchecked = if p.loop_mode() && !device {
+        Some("a file-system volume: the written set is in its data file's offsets")
+    } else if device && !ph.direct {
+        Some("buffered writes: acknowledged in the page cache, not yet in the image")
+    } else {
+        None
+    };
+    let record = io_dir.join(format!("{event}.written"));
+    p.state().written.push(WrittenPhase {
+        event,
+        volume,
+        record: record.clone(),
+        unchecked,
+        done: false,
+    });
+    Ok(Some(WrittenSpec {
+        path: record,
+        origin,
+    }))
+}
+
+/// Makes a recording phase continue the write generations of earlier ones on the same volume
+/// (and shape: block size and region), so a block it rewrites gets new content even when an
+/// earlier phase wrote it: iogen's verify map, kept per volume under `RUNDIR/io/`. Without it
+/// each phase would start again at generation 1 and could rewrite a block with the bytes it
+/// held, a change no content comparison can see.
+pub(crate) fn carry_generations(
+    p: &LocalProvider,
+    ph: &IoPhase,
+    spec: &mut iogen::PhaseSpec,
+    io_dir: &Path,
+) -> Result<(), ProviderError> {
+    let image = crate::ops::lock(&*p.volume(&ph.volume)?).image.clone();
+    let stem = image
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let unit = match &ph.block_size {
+        trace_format::BlockSize::Fixed(n) => *n,
+        trace_format::BlockSize::Mix(m) => m.iter().map(|s| s.size).min().unwrap_or(0),
+    };
+    let region = spec
+        .region
+        .map_or_else(|| "all".to_owned(), |r| r.to_string());
+    spec.verify_state = Some(io_dir.join(format!("gens-{stem}-{unit}-{region}.state")));
+    Ok(())
+}
+
+/// Marks a phase's written set as complete (its record file is written).
+pub(crate) fn written_done(p: &LocalProvider, event: u64) {
+    if let Some(w) = p.state().written.iter_mut().find(|w| w.event == event) {
+        w.done = true;
+    }
+}
+
+/// How a listing went, as a client sees it.
+#[derive(Debug, Clone, Serialize)]
+struct Timing {
+    /// Request → first range, ns (none when there was no range).
+    first_range_ns: Option<u64>,
+    /// Request → last range, ns.
+    total_ns: u64,
+    ranges: u64,
+    bytes: u64,
+    ranges_per_s: f64,
+    bytes_per_s: f64,
+    /// Bytes read from the images to find the ranges.
+    read_bytes: u64,
+}
+
+/// One delta block a write put there that the delta lacks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Missing {
+    block: u64,
+    /// The writing phase's event id.
+    event: u64,
+    write: WriteRecord,
+}
+
+/// The written-set check of a delta.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct Check {
+    /// Writes that must be in it: submitted at or after this (the base ready), ns on the
+    /// run clock...
+    after_ns: u64,
+    /// ...and acknowledged at or before this (the later snapshot requested).
+    before_ns: u64,
+    /// Phases whose written sets were checked.
+    phases: Vec<u64>,
+    /// Phases on the volume that were not, and why.
+    not_checked: Vec<String>,
+    writes_in_window: u64,
+    blocks_in_window: u64,
+    /// Blocks written in the window that the delta lacks.
+    missing: u64,
+    missing_listed: Vec<Missing>,
+    /// Delta blocks no write around the window touched.
+    extra_blocks: u64,
+    delta_blocks: u64,
+}
+
+impl Check {
+    /// The `inconsistent` error of a check with missing blocks.
+    pub(crate) fn error(&self, volume: &str, base: &str, snap: &str) -> Option<ProviderError> {
+        let m = self.missing_listed.first()?;
+        Some(ProviderError::new(
+            "inconsistent",
+            format!(
+                "volume {volume:?}: block at byte {} (written by event {}'s write of {} bytes at \
+                 {}, submitted at {} ns and acknowledged at {} ns on the run clock, after \
+                 snapshot {base:?} was ready at {} ns and before {snap:?} was requested at {} \
+                 ns) is not in the delta; {} of {} blocks written between them are missing",
+                m.block,
+                m.event,
+                m.write.len,
+                m.write.offset,
+                m.write.submitted_ns,
+                m.write.acked_ns,
+                self.after_ns,
+                self.before_ns,
+                self.missing,
+                self.blocks_in_window
+            ),
+        ))
+    }
+}
+
+/// Whether byte `x` is in one of the sorted, disjoint `ranges`.
+fn covered(ranges: &[Range], x: u64) -> bool {
+    let i = ranges.partition_point(|r| r.end() <= x);
+    ranges.get(i).is_some_and(|r| r.offset <= x)
+}
+
+/// The blocks of `block` bytes a write touches.
+fn blocks(w: &WriteRecord, block: u64) -> impl Iterator<Item = u64> {
+    let first = w.offset / block;
+    let last = (w.offset + w.len).div_ceil(block);
+    (first..last).map(move |b| b * block)
+}
+
+/// Checks delta `ranges` (sorted) against the written sets `phases` (event id, records):
+/// every block of a write submitted at or after `base.ready` and acknowledged at or before
+/// `target.requested` must be in it; delta blocks no write acknowledged after `base.requested`
+/// and submitted before `target.ready` touched are extra.
+pub(crate) fn check(
+    ranges: &[Range],
+    block: u64,
+    phases: &[(u64, Vec<WriteRecord>)],
+    base: &crate::Taken,
+    target: &crate::Taken,
+) -> Check {
+    let mut c = Check {
+        after_ns: base.ready_ns,
+        before_ns: target.requested_ns,
+        ..Check::default()
+    };
+    let mut window = Vec::new();
+    let mut around = Vec::new();
+    let mut missing = Vec::new();
+    for (event, records) in phases {
+        c.phases.push(*event);
+        for w in records {
+            if w.acked_ns >= base.requested_ns && w.submitted_ns <= target.ready_ns {
+                around.extend(blocks(w, block));
+            }
+            if w.submitted_ns < c.after_ns || w.acked_ns > c.before_ns {
+                continue;
+            }
+            c.writes_in_window += 1;
+            for b in blocks(w, block) {
+                window.push(b);
+                if !covered(ranges, b) {
+                    missing.push(Missing {
+                        block: b,
+                        event: *event,
+                        write: *w,
+                    });
+                }
+            }
+        }
+    }
+    window.sort_unstable();
+    window.dedup();
+    c.blocks_in_window = window.len() as u64;
+    // A block written twice in the window is missing once (listed with its first write).
+    missing.sort_by_key(|m| (m.block, m.write.acked_ns));
+    missing.dedup_by_key(|m| m.block);
+    c.missing = missing.len() as u64;
+    missing.truncate(LISTED);
+    c.missing_listed = missing;
+    around.sort_unstable();
+    around.dedup();
+    c.delta_blocks = ranges.iter().map(|r| r.len / block).sum();
+    let explained = around.iter().filter(|&&b| covered(ranges, b)).count() as u64;
+    c.extra_blocks = c.delta_blocks.saturating_sub(explained);
+    c
+}
+
+#[derive(Debug, Serialize)]
+struct CbtFile {
+    event: u64,
+    op: &'static str,
+    volume: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base: Option<String>,
+    snapshot: String,
+    block_size: u64,
+    /// Size of the (larger) image listed.
+    image_size: u64,
+    timing: Timing,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    check: Option<Check>,
+    /// `[offset, length]` in bytes, in offset order.
+    ranges: Vec<[u64; 2]>,
+}
+
+fn snap(p: &LocalProvider, name: &Name) -> Result<Arc<Snap>, ProviderError> {
+    p.state()
+        .snapshots
+        .get(name)
+        .cloned()
+        .ok_or_else(|| ProviderError::new("not_found", format!("snapshot {name:?} does not exist")))
+}
+
+/// The file a snapshot's blocks are listed from: its image, or a directory volume's data file.
+fn listed_file(p: &LocalProvider, s: &Snap) -> PathBuf {
+    if p.loop_mode() {
+        s.image.clone()
+    } else {
+        s.image.join(crate::io::DATA_FILE)
+    }
+}
+
+fn cbt_err(e: &CbtError) -> ProviderError {
+    match e {
+        CbtError::BlockSize(_) => ProviderError::new("invalid", e.to_string()),
+        _ => ProviderError::new("io_failed", e.to_string()),
+    }
+}
+
+/// Runs a listing on the blocking pool, timing it and collecting its ranges.
+async fn timed(
+    ctx: &Arc<OpCtx>,
+    list: impl FnOnce(&mut dyn FnMut(Range) -> ControlFlow<()>) -> Result<Listed, CbtError>
+    + Send
+    + 'static,
+) -> Result<(Vec<Range>, Listed, Timing), ProviderError> {
+    let ctx = ctx.clone();
+    blocking(move || {
+        let start = Instant::now();
+        let mut first = None;
+        let mut ranges = Vec::new();
+        let listed = list(&mut |r| {
+            if first.is_none() {
+                first = Some(start.elapsed().as_nanos() as u64);
+                ctx.phase("first-range");
+            }
+            ranges.push(r);
+            ControlFlow::Continue(())
+        })
+        .map_err(|e| cbt_err(&e))?;
+        let total = start.elapsed().as_nanos() as u64;
+        ctx.phase("listed");
+        let secs = (total as f64 / 1e9).max(1e-9);
+        let timing = Timing {
+            first_range_ns: first,
+            total_ns: total,
+            ranges: listed.ranges,
+            bytes: listed.bytes,
+            ranges_per_s: listed.ranges as f64 / secs,
+            bytes_per_s: listed.bytes as f64 / secs,
+            read_bytes: listed.read_bytes,
+        };
+        Ok((ranges, listed, timing))
+    })
+    .await
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.2} ms", ns as f64 / 1e6)
+}
+
+fn notice(f: &CbtFile) -> String {
+    let t = &f.timing;
+    let what = match &f.base {
+        Some(b) => format!("snapshot_delta {b} → {}", f.snapshot),
+        None => format!("snapshot_allocated {}", f.snapshot),
+    };
+    let mut s = format!(
+        "changed blocks (event {}, {what}, volume {}): {} ranges, {:.1} MiB, first range {}, \
+         total {} ({:.0} ranges/s, {:.1} MiB/s)",
+        f.event,
+        f.volume,
+        t.ranges,
+        t.bytes as f64 / 1048576.0,
+        t.first_range_ns.map_or_else(|| "none".to_owned(), ms),
+        ms(t.total_ns),
+        t.ranges_per_s,
+        t.bytes_per_s / 1048576.0
+    );
+    if let Some(c) = &f.check {
+        if c.phases.is_empty() {
+            s += "; written set: none recorded";
+        } else {
+            s += &format!(
+                "; written set: {} of {} blocks written between the snapshots missing, {} extra \
+                 delta blocks",
+                c.missing, c.blocks_in_window, c.extra_blocks
+            );
+        }
+        if !c.not_checked.is_empty() {
+            s += &format!(" ({} phases not checked)", c.not_checked.len());
+        }
+    }
+    s + &format!(" (cbt/{}.json)", f.event)
+}
+
+fn write_file(p: &LocalProvider, f: &CbtFile) -> Result<PathBuf, ProviderError> {
+    let dir = p.run()?.run_dir.join("cbt");
+    fs_err::create_dir_all(&dir).map_err(io_err)?;
+    let path = dir.join(format!("{}.json", f.event));
+    let json = serde_json::to_vec_pretty(f).map_err(|e| io_err(e.into()))?;
+    fs_err::write(&path, json).map_err(io_err)?;
+    p.state().cbt_notices.push(notice(f));
+    Ok(path)
+}
+
+fn pairs(ranges: &[Range]) -> Vec<[u64; 2]> {
+    ranges.iter().map(|r| [r.offset, r.len]).collect()
+}
+
+/// `snapshot_allocated`.
+pub(crate) async fn allocated(
+    p: &LocalProvider,
+    ev: &Event,
+    s: &SnapshotAllocated,
+    ctx: Arc<OpCtx>,
+) -> Result<(), ProviderError> {
+    let sn = snap(p, &s.snapshot)?;
+    let file = listed_file(p, &sn);
+    let block = s.block_size.unwrap_or(scan::DEFAULT_BLOCK);
+    let (ranges, listed, timing) =
+        timed(&ctx, move |f| scan::allocated(&file, block, 0, f)).await?;
+    let out = CbtFile {
+        event: ev.id,
+        op: "snapshot_allocated",
+        volume: sn.volume.to_string(),
+        base: None,
+        snapshot: s.snapshot.to_string(),
+        block_size: block,
+        image_size: listed.size,
+        timing,
+        check: None,
+        ranges: pairs(&ranges),
+    };
+    write_file(p, &out).map(drop)
+}
+
+/// `snapshot_delta`.
+pub(crate) async fn delta(
+    p: &LocalProvider,
+    ev: &Event,
+    d: &SnapshotDelta,
+    ctx: Arc<OpCtx>,
+) -> Result<(), ProviderError> {
+    let (base, target) = (snap(p, &d.base)?, snap(p, &d.snapshot)?);
+    if base.of != target.of {
+        return Err(ProviderError::new(
+            "invalid",
+            format!(
+                "snapshots {:?} (of volume {:?}) and {:?} (of volume {:?}) are not of one volume",
+                d.base, base.volume, d.snapshot, target.volume
+            ),
+        ));
+    }
+    let (fb, ft) = (listed_file(p, &base), listed_file(p, &target));
+    let block = d.block_size.unwrap_or(scan::DEFAULT_BLOCK);
+    let (ranges, listed, timing) = timed(&ctx, move |f| scan::delta(&fb, &ft, block, 0, f)).await?;
+    let phases: Vec<WrittenPhase> = p
+        .state()
+        .written
+        .iter()
+        .filter(|w| w.volume == target.of)
+        .cloned()
+        .collect();
+    let (base2, target2) = (base.clone(), target.clone());
+    let ranges2 = ranges.clone();
+    let check = blocking(move || {
+        let mut sets = Vec::new();
+        let mut not_checked = Vec::new();
+        for w in phases {
+            match (w.unchecked, w.done) {
+                (Some(why), _) => not_checked.push(format!("event {}: {why}", w.event)),
+                (None, false) => not_checked.push(format!(
+                    "event {}: still running or failed (no complete written set)",
+                    w.event
+                )),
+                (None, true) => {
+                    let recs = iogen::written::read_records(&w.record)
+                        .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
+                    sets.push((w.event, recs));
+                }
+            }
+        }
+        let mut c = check(&ranges2, block, &sets, &base2.taken, &target2.taken);
+        c.not_checked = not_checked;
+        Ok(c)
+    })
+    .await?;
+    ctx.phase("checked");
+    let err = check.error(&target.volume, &d.base, &d.snapshot);
+    let out = CbtFile {
+        event: ev.id,
+        op: "snapshot_delta",
+        volume: target.volume.to_string(),
+        base: Some(d.base.to_string()),
+        snapshot: d.snapshot.to_string(),
+        block_size: block,
+        image_size: listed.size,
+        timing,
+        check: Some(check),
+        ranges: pairs(&ranges),
+    };
+    let path = write_file(p, &out)?;
+    match err {
+        Some(mut e) => {
+            e.message = format!("{} ({})", e.message, path.display());
+            Err(e)
+        }
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Taken;
+
+    fn taken(requested_ns: u64, ready_ns: u64) -> Taken {
+        Taken {
+            by: String::new(),
+            requested_ns,
+            created_ns: requested_ns,
+            cut_ns: requested_ns,
+            ready_ns,
+        }
+    }
+
+    fn w(offset: u64, submitted_ns: u64, acked_ns: u64) -> WriteRecord {
+        WriteRecord {
+            offset,
+            len: 4096,
+            submitted_ns,
+            acked_ns,
+        }
+    }
+
+    fn r(offset: u64, len: u64) -> Range {
+        Range { offset, len }
+    }
+
+    /// Base snapshot requested at 100, ready at 200; the later one requested at 1000, ready at
+    /// 1100. Writes inside (200..=1000) must be in the delta; a write straddling a snapshot
+    /// explains a delta block but is not required.
+    #[test]
+    fn a_delta_holding_every_block_written_between_passes_and_counts_extras() {
+        let recs = vec![
+            w(0, 50, 90),         // before the base: neither required nor explaining
+            w(8192, 150, 250),    // straddles the base's copy: explains, not required
+            w(16384, 300, 400),   // required
+            w(20480, 500, 1000),  // required (acknowledged as the later one was requested)
+            w(32768, 1050, 1200), // straddles the later one: explains, not required
+        ];
+        let delta = [r(8192, 4096), r(16384, 8192), r(40960, 4096)];
+        let c = check(
+            &delta,
+            4096,
+            &[(7, recs)],
+            &taken(100, 200),
+            &taken(1000, 1100),
+        );
+        assert_eq!(
+            (c.writes_in_window, c.blocks_in_window, c.missing),
+            (2, 2, 0)
+        );
+        assert_eq!(c.delta_blocks, 4);
+        // 40960 was touched by nothing: the one extra block.
+        assert_eq!(c.extra_blocks, 1);
+        assert!(c.error("v", "s1", "s2").is_none());
+    }
+
+    /// A block written between the snapshots that the delta lacks fails the check with
+    /// `inconsistent`, naming the volume, the block and the write's times.
+    #[test]
+    fn a_written_block_missing_from_the_delta_is_inconsistent_and_named() {
+        // 65536 is written twice in the window: one missing block, named with its first write.
+        let recs = vec![w(16384, 300, 400), w(65536, 600, 700), w(65536, 800, 900)];
+        let delta = [r(16384, 4096)];
+        let c = check(
+            &delta,
+            4096,
+            &[(7, recs)],
+            &taken(100, 200),
+            &taken(1000, 1100),
+        );
+        assert_eq!((c.missing, c.blocks_in_window), (1, 2));
+        assert_eq!(c.missing_listed.len(), 1);
+        let e = c
+            .error("data", "s1", "s2")
+            .expect("a missing block is an error");
+        assert_eq!(e.class, "inconsistent");
+        for part in [
+            "volume \"data\"",
+            "block at byte 65536",
+            "event 7",
+            "submitted at 600 ns",
+            "acknowledged at 700 ns",
+            "ready at 200 ns",
+            "requested at 1000 ns",
+            "1 of 2 blocks",
+        ] {
+            assert!(e.message.contains(part), "{part:?} not in: {}", e.message);
+        }
+    }
+
+    /// A write larger than a block needs every block it touched; one block short fails.
+    #[test]
+    fn a_multi_block_write_needs_all_its_blocks() {
+        let big = WriteRecord {
+            offset: 4096,
+            len: 3 * 4096,
+            submitted_ns: 300,
+            acked_ns: 400,
+        };
+        let c = check(
+            &[r(4096, 8192)],
+            4096,
+            &[(1, vec![big])],
+            &taken(100, 200),
+            &taken(1000, 1100),
+        );
+        assert_eq!(c.missing, 1);
+        assert_eq!(c.missing_listed[0].block, 12288);
+    }
+}
