@@ -184,7 +184,10 @@ async fn round(dir: &Path, full: bool) -> Result<(Timed, Timed)> {
         })
         .await?
         .into_inner();
-    let delta = timed(start, s, |m: &pb::GetMetadataDeltaResponse| &m.block_metadata).await?;
+    let delta = timed(start, s, |m: &pb::GetMetadataDeltaResponse| {
+        &m.block_metadata
+    })
+    .await?;
 
     for id in [s1, s2] {
         ctl.delete_snapshot(pb::DeleteSnapshotRequest {
@@ -214,12 +217,16 @@ fn range(v: &[f64], digits: usize) -> String {
 async fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().map_or(Ok(5), |a| a.parse())?;
-    let dir = args.next().map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+    let dir = args
+        .next()
+        .map_or_else(std::env::temp_dir, std::path::PathBuf::from);
     for full in [true, false] {
         let kind = if full { "full" } else { "sparse" };
         let mut rows = Vec::new();
         for i in 1..=rounds {
-            let d = tempfile::Builder::new().prefix("cbt-timing").tempdir_in(&dir)?;
+            let d = tempfile::Builder::new()
+                .prefix("cbt-timing")
+                .tempdir_in(&dir)?;
             let (a, dl) = round(d.path(), full).await?;
             for (what, t) in [("allocated s1", a), ("delta s1 → s2", dl)] {
                 println!(
@@ -235,7 +242,10 @@ async fn main() -> Result<()> {
             rows.push((a, dl));
         }
         for (what, pick) in [
-            ("allocated s1", (|r: &(Timed, Timed)| r.0) as fn(&(Timed, Timed)) -> Timed),
+            (
+                "allocated s1",
+                (|r: &(Timed, Timed)| r.0) as fn(&(Timed, Timed)) -> Timed,
+            ),
             ("delta s1 → s2", |r: &(Timed, Timed)| r.1),
         ] {
             let ts: Vec<Timed> = rows.iter().map(pick).collect();
