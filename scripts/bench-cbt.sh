@@ -8,7 +8,10 @@
 # ranges/s and MiB/s of each listing, the delta's bytes read and its written-set check; then
 # min–max over the rounds. The snapshot images are full sparse copies unless the run
 # directory's file system reflinks (RUNROOT picks where runs go; default a mktemp dir).
-# CNSREPLAY_BIN picks the binary (default: the release build, built here).
+# CNSREPLAY_BIN picks the binary (default: the release build, built here). Then the same two
+# volumes through cnsreplay-csi's SnapshotMetadata service, timed by a gRPC client over its
+# Unix socket (crates/csi-driver/examples/cbt_timing.rs; CBT_TIMING_BIN picks its binary,
+# default the release build, built here).
 #
 #   sudo scripts/bench-cbt.sh [ROUNDS]
 set -euo pipefail
@@ -90,4 +93,13 @@ for kind, id, name in ((k, i, n) for k in ("full", "sparse")
           f"{rng('ranges_per_s', 1, '.0f')} ranges/s, {rng('bytes_per_s', mib, '.0f')} MiB/s covered, "
           f"{rng('read_bytes', mib, '.0f')} MiB read")
 PY
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+timing=${CBT_TIMING_BIN:-}
+if [ -z "$timing" ]; then
+  cargo build --release -q -p csi-driver --example cbt_timing
+  timing=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/examples/cbt_timing
+fi
+echo "== through cnsreplay-csi (gRPC over its Unix socket, 1024 ranges per response)"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+"$timing" "$rounds" "$work"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -744,9 +744,11 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     )?;
     write_verdict(s, out)?;
     writeln!(out)?;
+    // Wide enough for the longest op name of the run (`snapshot_allocated`, …).
+    let w = s.ops.keys().map(String::len).max().unwrap_or(0).max(16);
     writeln!(
         out,
-        "{:<16} {:>7} {:>6} | {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
+        "{:<w$} {:>7} {:>6} | {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
         "operation",
         "count",
         "failed",
@@ -764,7 +766,7 @@ fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
         let (r, v) = (row(&o.response), row(&o.service));
         writeln!(
             out,
-            "{op:<16} {:>7} {:>6} | {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
+            "{op:<w$} {:>7} {:>6} | {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
             o.count, o.failed, r[0], r[1], r[2], r[3], v[0], v[1], v[2], v[3]
         )?;
     }

@@ -58,15 +58,23 @@ fn write_table(r: &StatsReport, out: &mut dyn Write) -> std::io::Result<()> {
         s.peak_rate
     )?;
     writeln!(out)?;
+    // Wide enough for the longest op name of the trace (`delete_group_snapshot`, …).
+    let w = s
+        .ops
+        .keys()
+        .map(|o| o.name().len())
+        .max()
+        .unwrap_or(0)
+        .max(16);
     writeln!(
         out,
-        "{:<16} {:>12} {:>12} {:>8}",
+        "{:<w$} {:>12} {:>12} {:>8}",
         "operation", "count", "mean/s", "peak/s"
     )?;
     for (op, o) in &s.ops {
         writeln!(
             out,
-            "{:<16} {:>12} {:>12.3} {:>8}",
+            "{:<w$} {:>12} {:>12.3} {:>8}",
             op.name(),
             o.count,
             o.mean_rate,
