@@ -125,7 +125,10 @@ fn missing_images_end_workload_io_phase_and_stream_pods_in_seconds() {
     };
     let (out, _p) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let recs = events(&run_dir);
-    let msg = failed_within(record(&recs, OpType::Attach), "image_pull_failed", 10);
+    // From `attached` the real node's kubelet mounts the volume only after its next
+    // volumes-in-use report (up to its 10 s status period, docs/PERFORMANCE.md "Pod start on
+    // the real node"), then pulls: the verdict comes within 20 s, the op's timeout is minutes.
+    let msg = failed_within(record(&recs, OpType::Attach), "image_pull_failed", 20);
     assert!(msg.contains(&pause), "the image is named: {msg}");
     let delete = record(&recs, OpType::DeleteVolume);
     assert_eq!(delete.outcome, Outcome::Ok, "{}", all_records(&recs));
@@ -155,7 +158,7 @@ fn missing_images_end_workload_io_phase_and_stream_pods_in_seconds() {
     let (out, _p) = replay_run(&trace, &run_dir, env.provider_for(cfg, &trace));
     let took = t0.elapsed();
     let recs = events(&run_dir);
-    let msg = failed_within(record(&recs, OpType::IoPhase), "image_pull_failed", 10);
+    let msg = failed_within(record(&recs, OpType::IoPhase), "image_pull_failed", 20);
     assert!(msg.contains(&iogen), "the image is named: {msg}");
     for op in [OpType::Attach, OpType::Detach, OpType::DeleteVolume] {
         let r = record(&recs, op);
