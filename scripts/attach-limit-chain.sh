@@ -14,19 +14,6 @@ set -euo pipefail
 rounds=${1:-5}
 cd "$(dirname "$0")/.."
 . scripts/lib/real-node.sh
-count() {
-  kubectl get csinode "$TESTENV_REAL_NODE" \
-    -o "jsonpath={.spec.drivers[?(@.name==\"$TESTENV_CSI_DRIVER\")].allocatable.count}"
-}
-set_limit() {
-  echo "$1" >"$TESTENV_CSI_MAX_VOLUMES_FILE"
-  for _ in $(seq 1 300); do
-    [ "$(count)" = "$1" ] && return 0
-    sleep 0.2
-  done
-  echo "the node's CSINode count is $(count), not $1, 60 s after setting the driver's limit" >&2
-  return 1
-}
 chain_finish() {
   set_limit 1000 || true
   real_node_finish

@@ -29,3 +29,19 @@ fi
 # shellcheck disable=SC1090
 . "$env_file"
 [ -n "${TESTENV_REAL_NODE:-}" ] || { echo "$env_file: the cluster has no real node" >&2; exit 1; }
+# The real node's CSI attach limit for the driver: its CSINode allocatable count, and
+# `set_limit N`, which writes cnsreplay-csi's limit file and waits until the kubelet's refresh
+# (nodeAllocatableUpdatePeriodSeconds) shows it in the CSINode.
+csinode_count() {
+  kubectl get csinode "$TESTENV_REAL_NODE" \
+    -o "jsonpath={.spec.drivers[?(@.name==\"$TESTENV_CSI_DRIVER\")].allocatable.count}"
+}
+set_limit() {
+  echo "$1" >"$TESTENV_CSI_MAX_VOLUMES_FILE"
+  for _ in $(seq 1 300); do
+    [ "$(csinode_count)" = "$1" ] && return 0
+    sleep 0.2
+  done
+  echo "the node's CSINode count is $(csinode_count), not $1, 60 s after setting the driver's limit" >&2
+  return 1
+}

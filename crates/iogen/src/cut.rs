@@ -424,7 +424,7 @@ pub fn report(log: &OrderedLog, seen: &[Vec<Seen>]) -> Result<CutReport, Error> 
 }
 
 /// How one volume's acknowledged writes flowed around a snapshot (see [`write_pause`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct WritePause {
     /// The longest gap between two consecutive acknowledged writes of the volume that
     /// overlaps the window, ns.
@@ -433,6 +433,32 @@ pub struct WritePause {
     pub pause_from_ns: Option<u64>,
     /// The median gap between its consecutive acknowledged writes over the whole log, ns.
     pub typical_gap_ns: Option<u64>,
+}
+
+impl WritePause {
+    /// `VOLUME P ms (typical gap G ms)` for a summary notice; None without a pause.
+    pub fn describe(&self, volume: &str) -> Option<String> {
+        let ms = |n: u64| format!("{:.1} ms", n as f64 / 1e6);
+        self.pause_ns.map(|p| {
+            format!(
+                "{volume} {}{}",
+                ms(p),
+                self.typical_gap_ns
+                    .map_or_else(String::new, |g| format!(" (typical gap {})", ms(g)))
+            )
+        })
+    }
+}
+
+/// `; write pause around the snapshot: A …, B …` for a cut check's notice, or nothing when no
+/// member paused: the members' volumes with their [`WritePause`].
+pub fn pauses_notice<'a>(members: impl Iterator<Item = (&'a str, &'a WritePause)>) -> String {
+    let pauses: Vec<String> = members.filter_map(|(v, p)| p.describe(v)).collect();
+    if pauses.is_empty() {
+        String::new()
+    } else {
+        format!("; write pause around the snapshot: {}", pauses.join(", "))
+    }
 }
 
 /// The write pause of volume `v` of `log` around `window` (a snapshot's request → ready, on

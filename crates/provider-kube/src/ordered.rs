@@ -343,13 +343,9 @@ struct MemberTiming {
     volume: Name,
     restored: Name,
     taken: Option<Taken>,
-    /// The longest gap between two consecutive acknowledged writes of the volume that
-    /// overlaps its snapshot operation, ns.
-    pause_ns: Option<u64>,
-    /// Where that gap begins, ns since the run origin.
-    pause_from_ns: Option<u64>,
-    /// The median gap between its consecutive acknowledged writes, ns.
-    typical_gap_ns: Option<u64>,
+    /// Its writes around its snapshot (`pause_ns`, `pause_from_ns`, `typical_gap_ns`).
+    #[serde(flatten)]
+    pause: iogen::cut::WritePause,
 }
 
 /// What `ID.cut.json` holds.
@@ -384,24 +380,7 @@ fn notice(id: u64, f: &CutFile) -> String {
             s += &format!(", members' creationTime spread {c} s");
         }
     }
-    let pauses: Vec<String> = f
-        .members
-        .iter()
-        .filter_map(|m| {
-            m.pause_ns.map(|p| {
-                format!(
-                    "{} {}{}",
-                    m.volume,
-                    ms(p),
-                    m.typical_gap_ns
-                        .map_or_else(String::new, |g| format!(" (typical gap {})", ms(g)))
-                )
-            })
-        })
-        .collect();
-    if !pauses.is_empty() {
-        s += &format!("; write pause around the snapshot: {}", pauses.join(", "));
-    }
+    s += &iogen::cut::pauses_notice(f.members.iter().map(|m| (m.volume.as_str(), &m.pause)));
     s + &format!(" (io/{id}.cut.json)")
 }
 
@@ -538,9 +517,7 @@ fn cut_file(
                 volume: volume.clone(),
                 restored: restored.clone(),
                 taken,
-                pause_ns: p.pause_ns,
-                pause_from_ns: p.pause_from_ns,
-                typical_gap_ns: p.typical_gap_ns,
+                pause: p,
             }
         })
         .collect();

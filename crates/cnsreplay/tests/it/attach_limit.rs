@@ -24,11 +24,10 @@ struct Limit<'a> {
 
 impl<'a> Limit<'a> {
     /// Sets the limit and waits until the node's CSINode shows it.
-    fn set(c: &'a Cluster, n: i64) -> (Self, Instant) {
+    fn set(c: &'a Cluster, n: i64) -> Self {
         std::fs::write(c.get("TESTENV_CSI_MAX_VOLUMES_FILE"), format!("{n}\n")).expect("limit");
-        let at = Instant::now();
         wait_count(c, n);
-        (Limit { c }, at)
+        Limit { c }
     }
 }
 
@@ -91,7 +90,7 @@ fn the_attach_limit_chain_on_the_real_node() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let run = tmp.path().join("run");
     let trace = "traces/attach-limit-chain.yaml";
-    let (limit, _) = Limit::set(&c, 2);
+    let limit = Limit::set(&c, 2);
     let kc = c.runner_kubeconfig_for(tmp.path(), trace);
     let child = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
         .args(kube_run_args(
