@@ -117,10 +117,7 @@ impl Sidecar {
             .await
             .map_err(|e| api_status("TokenReview", &e))?;
         let st = r.status.unwrap_or_default();
-        let for_us = st
-            .audiences
-            .as_ref()
-            .is_some_and(|a| a.iter().any(|x| *x == audience));
+        let for_us = st.audiences.as_ref().is_some_and(|a| a.contains(&audience));
         let user = match (st.authenticated, for_us, st.user) {
             (Some(true), true, Some(u)) => u,
             _ => {

@@ -267,7 +267,10 @@ mod tests {
             "audience": "a", "address": "no-port", "caCert": "LS0t",
         }});
         let e = parse("d", &data).unwrap_err().to_string();
-        assert!(e.starts_with("SnapshotMetadataService d: spec.address:"), "{e}");
+        assert!(
+            e.starts_with("SnapshotMetadataService d: spec.address:"),
+            "{e}"
+        );
         let data = serde_json::json!({"spec": {
             "audience": "", "address": "h:1", "caCert": "LS0t",
         }});
