@@ -17,6 +17,11 @@
 #                          cnsreplay-csi (Immediate) and cnsreplay-csi-wffc (WaitForFirstConsumer)
 #                          and VolumeSnapshotClass cnsreplay-csi
 #   TESTENV_CSI=0          do not start cnsreplay-csi even when its binary exists
+#   TESTENV_SNAPSHOT_METADATA_BIN  the changed-block tracking stand-in (default:
+#                          cnsreplay-snapshot-metadata-sidecar beside TESTENV_CSI_BIN), started
+#                          with cnsreplay-csi when present: TLS on a free 127.0.0.1 port, the
+#                          SnapshotMetadataService named after the driver, address in
+#                          TESTENV_SNAPSHOT_METADATA (README.md "Changed-block tracking")
 #   TESTENV_CSI_TOPOLOGY=1 cnsreplay-csi advertises topology: each PV is pinned to one node
 #                          (default: no topology, PVs usable from every fake node)
 #   TESTENV_CSI_LATENCY_CONFIG  JSON latency config for cnsreplay-csi (docs/csi-driver.md)
@@ -53,6 +58,10 @@ CSI_TIMEOUT=${TESTENV_CSI_TIMEOUT:-60s}
 REPO=$(cd "$TESTENV_SRC/.." && pwd)
 CSI_BIN=${TESTENV_CSI_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/debug/cnsreplay-csi}
 OWN_CSI=false
+# testenv's stand-in for the external-snapshot-metadata sidecar (README "Changed-block
+# tracking"), started beside cnsreplay-csi when built.
+SMS_BIN=${TESTENV_SNAPSHOT_METADATA_BIN:-$(dirname "$CSI_BIN")/cnsreplay-snapshot-metadata-sidecar}
+SMS_AUDIENCE=cnsreplay-testenv-snapshot-metadata
 if [ -z "${TESTENV_CSI_SOCKET:-}" ] && [ "${TESTENV_CSI:-1}" != 0 ]; then
 	if [ -x "$CSI_BIN" ]; then
 		OWN_CSI=true
@@ -172,6 +181,13 @@ for c in kwok snapshot-controller csi-provisioner csi-attacher csi-resizer csi-s
 	client "$c" "/O=system:masters/CN=$c"
 done
 mv "$S/admin.kubeconfig" "$S/kubeconfig"
+# The changed-block tracking stand-in's identity (testenv/csi/snapshot-metadata.yaml binds
+# it) and its TLS server certificate, signed by the CA its SnapshotMetadataService advertises.
+if $OWN_CSI && [ -x "$SMS_BIN" ]; then
+	client snapshot-metadata "/CN=cnsreplay-snapshot-metadata"
+	cert snapshot-metadata-server "/CN=cnsreplay-snapshot-metadata" serverAuth \
+		"IP:127.0.0.1,DNS:localhost"
+fi
 WANT_NODES=$NODES
 if [ "$REAL" = 1 ]; then
 	. "$TESTENV_SRC/node.sh"
@@ -208,6 +224,7 @@ export TESTENV_CSI_METRICS="${CSI_SOCKET:+$(for c in csi-provisioner csi-attache
 export TESTENV_STORAGE_CLASS=${CSI_ROOT:+cnsreplay-csi}
 export TESTENV_STORAGE_CLASS_WFFC=${CSI_ROOT:+cnsreplay-csi-wffc}
 export TESTENV_SNAPSHOT_CLASS=${CSI_ROOT:+cnsreplay-csi}
+export TESTENV_SNAPSHOT_METADATA=
 export TESTENV_REAL_NODE=
 export TESTENV_LOCAL_PATH_CLASS=
 export KUBECONFIG=$S/kubeconfig
@@ -337,7 +354,10 @@ for r in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
 	k apply -f "$crds/snapshot.storage.k8s.io_$r.yaml" >/dev/null
 	k apply -f "$crds/groupsnapshot.storage.k8s.io_volumegroup${r#volume}.yaml" >/dev/null
 done
+# The SnapshotMetadataService API (changed-block tracking): ours, from the published schema.
+k apply -f "$TESTENV_SRC/csi/snapshotmetadataservices.crd.yaml" >/dev/null
 wait_for "VolumeSnapshot CRDs" k wait --for=condition=Established --timeout=5s \
+	crd/snapshotmetadataservices.cbt.storage.k8s.io \
 	crd/volumesnapshotclasses.snapshot.storage.k8s.io \
 	crd/volumesnapshotcontents.snapshot.storage.k8s.io \
 	crd/volumesnapshots.snapshot.storage.k8s.io \
@@ -381,6 +401,23 @@ if $OWN_CSI; then
 	# The driver's API objects: names are a contract with the tests (docs/csi-driver.md).
 	sed -e "s|@DRIVER@|$DRIVER|g" "$TESTENV_SRC/csi/objects.yaml" >"$S/csi/objects.yaml"
 	k apply -f "$S/csi/objects.yaml" >/dev/null
+fi
+SMS_ADDRESS=
+if $OWN_CSI && [ -x "$SMS_BIN" ]; then
+	SMS_BIN=$(cd "$(dirname "$SMS_BIN")" && pwd)/$(basename "$SMS_BIN")
+	KUBECONFIG="$S/snapshot-metadata.kubeconfig" start_exe snapshot-metadata "$SMS_BIN" \
+		--csi-address="$CSI_SOCKET" --driver="$DRIVER" --listen=127.0.0.1:0 \
+		--address-file="$S/csi/snapshot-metadata.addr" \
+		--tls-cert="$P/snapshot-metadata-server.crt" --tls-key="$P/snapshot-metadata-server.key"
+	wait_for "snapshot-metadata address" test -s "$S/csi/snapshot-metadata.addr"
+	SMS_ADDRESS=$(cat "$S/csi/snapshot-metadata.addr")
+	sed -e "s|@DRIVER@|$DRIVER|g" -e "s|@AUDIENCE@|$SMS_AUDIENCE|g" \
+		-e "s|@ADDRESS@|$SMS_ADDRESS|g" -e "s|@CACERT@|$(base64 -w0 "$P/ca.crt")|g" \
+		"$TESTENV_SRC/csi/snapshot-metadata.yaml" >"$S/csi/snapshot-metadata.yaml"
+	k apply -f "$S/csi/snapshot-metadata.yaml" >/dev/null
+	echo "export TESTENV_SNAPSHOT_METADATA=$SMS_ADDRESS" >>"$S/testenv.env"
+elif $OWN_CSI; then
+	testenv_log "no $SMS_BIN: changed-block tracking through Kubernetes not served"
 fi
 
 if [ "$REAL" = 1 ]; then

@@ -62,6 +62,7 @@ const fn sub(verb: &'static str, resource: &'static str, subresource: &'static s
 const SNAP: &str = "snapshot.storage.k8s.io";
 const GROUP: &str = "groupsnapshot.storage.k8s.io";
 const STORAGE: &str = "storage.k8s.io";
+const CBT_GROUP: &str = "cbt.storage.k8s.io";
 
 /// What every run needs: its watches (PVCs, pods in its namespace; PVs and VolumeAttachments
 /// cluster-wide) and the reads of the checks before the clock.
@@ -115,6 +116,14 @@ fn needs(op: OpType) -> &'static [Access] {
         ns("delete", "", "pods"),
     ];
     const DELETE_POD: [Access; 1] = [ns("delete", "", "pods")];
+    // Changed-block tracking reads its snapshots' contents and the driver's
+    // SnapshotMetadataService (the token request is checked on its own: it is in the token
+    // account's namespace, `check_access`).
+    const CBT: [Access; 3] = [
+        ns("get", SNAP, "volumesnapshots"),
+        cluster("get", SNAP, "volumesnapshotcontents"),
+        cluster("get", CBT_GROUP, "snapshotmetadataservices"),
+    ];
     match op {
         OpType::CreateVolume | OpType::DeleteVolume => &PVC,
         OpType::Attach | OpType::Reschedule => &POD,
@@ -125,6 +134,7 @@ fn needs(op: OpType) -> &'static [Access] {
         OpType::GroupSnapshot | OpType::DeleteGroupSnapshot => &GROUPS,
         OpType::Resize | OpType::ModifyVolume => &PATCH_PVC,
         OpType::CordonNode | OpType::DrainNode | OpType::ForceDetach => &NODES,
+        OpType::SnapshotAllocated | OpType::SnapshotDelta => &CBT,
         _ => &[],
     }
 }
@@ -185,11 +195,15 @@ pub enum Piece {
     /// `fetch/`: Role `cnsreplay-fetch` (namespace `cnsreplay`), `cnsreplay fetch`; no trace
     /// needs it.
     Fetch,
+    /// `cbt/`: Role `cnsreplay-cbt` (namespace `cnsreplay`), tokens of the accounts there for
+    /// changed-block tracking's SnapshotMetadataService (`snapshot_allocated`,
+    /// `snapshot_delta`).
+    Cbt,
 }
 
 impl Piece {
     /// Every piece, in the order of their directories in `deploy/rbac/kustomization.yaml`.
-    pub const ALL: [Piece; 7] = [
+    pub const ALL: [Piece; 8] = [
         Piece::Role,
         Piece::Read,
         Piece::RunNamespaces,
@@ -197,10 +211,11 @@ impl Piece {
         Piece::AttributesClasses,
         Piece::ApiserverMetrics,
         Piece::Fetch,
+        Piece::Cbt,
     ];
 
     /// A short name: `role`, `read`, `run-namespaces`, `nodes`, `attributes-classes`,
-    /// `apiserver-metrics`, `fetch`.
+    /// `apiserver-metrics`, `fetch`, `cbt`.
     pub fn name(self) -> &'static str {
         match self {
             Piece::Role => "role",
@@ -210,13 +225,14 @@ impl Piece {
             Piece::AttributesClasses => "attributes-classes",
             Piece::ApiserverMetrics => "apiserver-metrics",
             Piece::Fetch => "fetch",
+            Piece::Cbt => "cbt",
         }
     }
 
     /// Whether it is a namespaced Role (bound by a RoleBinding in a namespace) rather than a
     /// ClusterRole.
     pub fn namespaced(self) -> bool {
-        matches!(self, Piece::Role | Piece::Fetch)
+        matches!(self, Piece::Role | Piece::Fetch | Piece::Cbt)
     }
 
     /// The name of its Role or ClusterRole.
@@ -229,6 +245,7 @@ impl Piece {
             Piece::AttributesClasses => "cnsreplay-attributes-classes",
             Piece::ApiserverMetrics => "cnsreplay-apiserver-metrics",
             Piece::Fetch => "cnsreplay-fetch",
+            Piece::Cbt => "cnsreplay-cbt",
         }
     }
 
@@ -242,6 +259,7 @@ impl Piece {
             Piece::AttributesClasses => "deploy/rbac/attributes-classes",
             Piece::ApiserverMetrics => "deploy/rbac/apiserver-metrics",
             Piece::Fetch => "deploy/rbac/fetch",
+            Piece::Cbt => "deploy/rbac/cbt",
         }
     }
 }
@@ -357,7 +375,14 @@ pub(crate) fn pieces(
     if metrics {
         out.insert(Piece::ApiserverMetrics);
     }
+    if ops.iter().any(|o| is_cbt(*o)) {
+        out.insert(Piece::Cbt);
+    }
     out
+}
+
+fn is_cbt(op: OpType) -> bool {
+    matches!(op, OpType::SnapshotAllocated | OpType::SnapshotDelta)
 }
 
 impl Kube {
@@ -435,6 +460,44 @@ impl Kube {
                 )),
                 Ok(_) => {}
                 Err(e) => tracing::debug!("SelfSubjectAccessReview: {e}; /metrics not checked"),
+            }
+        }
+        // Changed-block tracking: a token of its account, in that account's namespace.
+        if ops.iter().any(|o| is_cbt(*o)) {
+            match self.cbt_account().await {
+                Ok((acct_ns, acct)) => {
+                    let review = SelfSubjectAccessReview {
+                        spec: SelfSubjectAccessReviewSpec {
+                            resource_attributes: Some(ResourceAttributes {
+                                verb: Some("create".to_owned()),
+                                resource: Some("serviceaccounts".to_owned()),
+                                subresource: Some("token".to_owned()),
+                                namespace: Some(acct_ns.clone()),
+                                name: Some(acct.clone()),
+                                ..ResourceAttributes::default()
+                            }),
+                            ..SelfSubjectAccessReviewSpec::default()
+                        },
+                        ..SelfSubjectAccessReview::default()
+                    };
+                    self.limiter.acquire().await;
+                    match api.create(&PostParams::default(), &review).await {
+                        Ok(r) if r.status.as_ref().is_some_and(|s| !s.allowed) => {
+                            missing.push(format!(
+                                "create serviceaccounts/token of {acct} in namespace {acct_ns} \
+                                 (needed by snapshot_allocated, snapshot_delta: the \
+                                 SnapshotMetadataService's token; granted by {} when the \
+                                 account is in namespace cnsreplay; --cbt-account names another)",
+                                Piece::Cbt
+                            ));
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::debug!("SelfSubjectAccessReview: {e}; token not checked");
+                        }
+                    }
+                }
+                Err(e) => missing.push(format!("the changed-block tracking account: {e}")),
             }
         }
         if !missing.is_empty() {

@@ -12,6 +12,7 @@
 
 mod access;
 mod capability;
+mod cbt;
 mod cleanup;
 mod cluster_metrics;
 mod env;
@@ -130,6 +131,10 @@ pub struct KubeConfig {
     /// the run's pods use and iogen's seccomp profile (`pullcheck.rs`); false:
     /// `--no-pull-check`.
     pub pull_check: bool,
+    /// `NAMESPACE/NAME` of the ServiceAccount whose audience-scoped token changed-block
+    /// tracking sends (`--cbt-account`); None: the run's own account when its credentials
+    /// are a ServiceAccount, else `cnsreplay/cnsreplay` (`cbt.rs`).
+    pub cbt_account: Option<String>,
 }
 
 /// The default timeout of each op type (ns): generous for a real cloud's provisioning and
@@ -153,6 +158,8 @@ pub fn default_timeouts() -> BTreeMap<OpType, u64> {
         (OpType::DrainNode, 900 * S),
         (OpType::IoPhase, 300 * S),
         (OpType::Io, 60 * S),
+        (OpType::SnapshotAllocated, 300 * S),
+        (OpType::SnapshotDelta, 300 * S),
     ]
     .into()
 }
@@ -180,6 +187,7 @@ impl Default for KubeConfig {
             csi_metrics: Vec::new(),
             apiserver_metrics: false,
             pull_check: true,
+            cbt_account: None,
         }
     }
 }

@@ -1112,11 +1112,28 @@ pub(crate) async fn execute(
              I/O stream pod); convert them to `io_phase` events",
         )),
         Op::Marker(_) => Ok(()),
-        Op::SnapshotAllocated(_) | Op::SnapshotDelta(_) => Err(ProviderError::new(
-            "unsupported",
-            "snapshot_allocated and snapshot_delta (changed-block tracking) run on the local \
-             provider; the kube provider does not run them yet",
-        )),
+        Op::SnapshotAllocated(s) => {
+            Box::pin(crate::cbt::list(
+                p,
+                &ev,
+                None,
+                &s.snapshot,
+                s.block_size,
+                ctx,
+            ))
+            .await
+        }
+        Op::SnapshotDelta(d) => {
+            Box::pin(crate::cbt::list(
+                p,
+                &ev,
+                Some(&d.base),
+                &d.snapshot,
+                d.block_size,
+                ctx,
+            ))
+            .await
+        }
     }
 }
 

@@ -280,6 +280,12 @@ pub struct ProviderArgs {
     /// `get` on the non-resource URL `/metrics`).
     #[arg(long)]
     pub apiserver_metrics: bool,
+    /// kube: the ServiceAccount (`NAMESPACE/NAME`) whose audience-scoped token changed-block
+    /// tracking (`snapshot_allocated`, `snapshot_delta`) sends to the driver's
+    /// SnapshotMetadataService; default: the run's own account when its credentials are a
+    /// ServiceAccount, else `cnsreplay/cnsreplay` (deploy/rbac).
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub cbt_account: Option<String>,
 }
 
 /// `cleanup`.
@@ -518,6 +524,7 @@ fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
         apiserver_metrics: a.apiserver_metrics,
         failure_grace_ns: dur_ns(&a.kube_failure_grace).context("--kube-failure-grace")?,
         pull_check: !a.no_pull_check,
+        cbt_account: a.cbt_account.clone(),
     })
 }
 
