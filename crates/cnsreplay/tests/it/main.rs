@@ -5,6 +5,7 @@ mod analyze;
 mod attach_limit;
 mod capacity;
 mod cbt;
+mod cbt_kube;
 mod cleanup_run_id;
 mod group;
 mod group_cut;

@@ -1,0 +1,200 @@
+//! Changed-block tracking through Kubernetes, on testenv's real node: cnsreplay-csi's
+//! SnapshotMetadata behind testenv's stand-in for the external-snapshot-metadata sidecar
+//! (`testenv/README.md`), called as a backup application calls it — the driver's
+//! SnapshotMetadataService, an audience-scoped token of the runner's own ServiceAccount, TLS.
+//!
+//! `traces/incremental-backup-node.yaml` makes the changed set known without any record of the
+//! writes: 8 MiB of never-zero verify blocks, snapshot s1, the first 2 MiB overwritten with
+//! zeros, snapshot s2. So s1's allocated blocks must be exactly [0, 8 MiB) and the delta
+//! exactly [0, 2 MiB). The service's refusals (a token for another audience, an account that
+//! may not read the namespace's snapshots, a request without a snapshot) are checked with the
+//! published client directly, and through a run (the op's class and message).
+
+use std::path::Path;
+
+use crate::{cnsreplay_within, ok};
+
+const MIB: u64 = 1 << 20;
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("json")
+}
+
+fn events(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn record(events: &[serde_json::Value], id: u64) -> &serde_json::Value {
+    events
+        .iter()
+        .find(|e| e["id"] == id)
+        .unwrap_or_else(|| panic!("no record of event {id}"))
+}
+
+fn served(c: &crate::real_node::Cluster) -> bool {
+    if c.get("TESTENV_SNAPSHOT_METADATA").is_empty() {
+        assert!(
+            std::env::var_os("CNSREPLAY_REQUIRE_CSI").is_none(),
+            "testenv serves no SnapshotMetadataService (TESTENV_SNAPSHOT_METADATA is empty: was \
+             cnsreplay-snapshot-metadata-sidecar built before testenv/up.sh?)"
+        );
+        #[allow(clippy::print_stderr)] // the skip line is the contract
+        {
+            eprintln!("skipped: testenv serves no SnapshotMetadataService");
+        }
+        return false;
+    }
+    true
+}
+
+#[test]
+fn changed_blocks_through_the_snapshot_metadata_service_on_the_real_node() {
+    let Some(c) = crate::real_node::real_node_cluster() else {
+        return;
+    };
+    if !served(&c) {
+        return;
+    }
+    let trace = "traces/incremental-backup-node.yaml";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = c.runner_kubeconfig_for(dir.path(), trace);
+    let run = dir.path().join("run");
+    let args = crate::real_node::kube_run_args(&c, &kc, trace, &run, true, &[]);
+    ok(&cnsreplay_within(&args, 600));
+    let ev = events(&run);
+    for e in &ev {
+        assert_eq!(e["outcome"], "ok", "{e}");
+    }
+    // Open loop: each writer must have ended before the next snapshot was requested, or the
+    // expected sets below would not hold (the trace leaves 23 s for an I/O pod to start).
+    for (writer, snap) in [(3, 4), (5, 6)] {
+        let (w, s) = (record(&ev, writer), record(&ev, snap));
+        assert!(
+            w["completed"].as_u64() < s["started"].as_u64(),
+            "writer {writer} ended after snapshot {snap} was requested: {w} / {s}"
+        );
+    }
+    let mut accounts = std::collections::BTreeSet::new();
+    for (id, op, base, want) in [
+        (7, "snapshot_allocated", None, 8 * MIB),
+        (8, "snapshot_delta", Some("s1"), 2 * MIB),
+    ] {
+        let f = json(&run.join(format!("cbt/{id}.json")));
+        assert_eq!(f["op"], op, "{f:#}");
+        assert_eq!(f["volume"], "data", "{f:#}");
+        assert_eq!(f["base"].as_str(), base, "{f:#}");
+        assert_eq!(
+            f["ranges"],
+            serde_json::json!([[0, want]]),
+            "event {id}: the service must list exactly [0, {want}) ({f:#})"
+        );
+        assert_eq!(f["timing"]["bytes"], want, "{f:#}");
+        assert_eq!(f["image_size"], 64 * MIB, "{f:#}");
+        assert_eq!(f["service"]["name"], c.get("TESTENV_CSI_DRIVER"), "{f:#}");
+        assert_eq!(
+            f["service"]["address"],
+            c.get("TESTENV_SNAPSHOT_METADATA"),
+            "{f:#}"
+        );
+        // The token was the runner's own account's (the pieces' account in `cnsreplay`).
+        let acct = f["account"].as_str().expect("account");
+        assert!(acct.starts_with("cnsreplay/"), "{f:#}");
+        accounts.insert(acct.replace('/', ":"));
+        // Each step a client waits for, in order, inside the op.
+        let r = record(&ev, id);
+        let names: Vec<&str> = r["phases"]
+            .as_array()
+            .expect("phases")
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["resolved", "token", "connected", "first-range", "listed"],
+            "{r}"
+        );
+        let first = f["timing"]["first_range_ns"].as_u64().expect("first range");
+        assert!(first <= f["timing"]["total_ns"].as_u64().unwrap(), "{f:#}");
+    }
+    // The stand-in authorized the runner's account for each call.
+    let log =
+        std::fs::read_to_string(Path::new(c.get("TESTENV_DIR")).join("logs/snapshot-metadata.log"))
+            .expect("sidecar log");
+    let ns = format!("cnsreplay-{}", crate::real_node::run_id(&run));
+    assert_eq!(
+        accounts.len(),
+        1,
+        "one account for both calls: {accounts:?}"
+    );
+    let who = format!("system:serviceaccount:{}", accounts.first().unwrap());
+    assert!(
+        log.contains(&format!("GetMetadataAllocated {ns}/s1 for {who}"))
+            && log.contains(&format!("→ {ns}/s2 for {who}")),
+        "the sidecar's log lacks the run's calls as {who}:\n{log}"
+    );
+    crate::real_node::nothing_left(&c, &run);
+}
+
+/// A run whose token account may not read the run's snapshots: the listing fails with class
+/// `forbidden`, the service's PERMISSION_DENIED quoted; nothing is left.
+#[test]
+fn an_account_that_may_not_read_snapshots_is_refused_by_the_service() {
+    let Some(c) = crate::real_node::real_node_cluster() else {
+        return;
+    };
+    if !served(&c) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("cbt-denied.yaml");
+    std::fs::write(
+        &trace,
+        "format: cnsreplay-trace\nversion: 3\nprovenance: {generator: hand-written}\n\
+         defaults: {storage_class: cnsreplay-csi, snapshot_class: cnsreplay-csi, volume_size: 16Mi}\n\
+         events:\n\
+         - {at: 0, id: 1, create_volume: {volume: v, volume_mode: block}}\n\
+         - {at: 0, id: 2, snapshot: {volume: v, snapshot: s1}}\n\
+         - {at: 0, id: 3, snapshot_allocated: {snapshot: s1}}\n\
+         - {at: 1s, id: 4, delete_snapshot: {snapshot: s1}}\n\
+         - {at: 1s, id: 5, delete_volume: {volume: v}}\n",
+    )
+    .expect("trace");
+    let trace = trace.to_str().expect("utf-8");
+    let sa = format!("cbt-denied-{}", std::process::id());
+    c.apply_rbac();
+    c.kubectl(&["create", "serviceaccount", &sa, "-n", "cnsreplay"]);
+    let kc = c.runner_kubeconfig_for(dir.path(), trace);
+    let run = dir.path().join("run");
+    let account = format!("cnsreplay/{sa}");
+    let args =
+        crate::real_node::kube_run_args(&c, &kc, trace, &run, false, &["--cbt-account", &account]);
+    let out = cnsreplay_within(&args, 300);
+    c.kubectl(&["delete", "serviceaccount", &sa, "-n", "cnsreplay"]);
+    assert!(
+        run.join("events.jsonl").exists(),
+        "no run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev = events(&run);
+    let r = record(&ev, 3);
+    assert_eq!(r["outcome"], "error", "{r}");
+    assert_eq!(r["error_class"], "forbidden", "{r}");
+    let msg = r["error"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("PermissionDenied")
+            && msg.contains(&format!(
+                "system:serviceaccount:cnsreplay:{sa} may not get volumesnapshots"
+            )),
+        "{msg}"
+    );
+    assert!(
+        !run.join("cbt/3.json").exists(),
+        "a refused listing writes no result"
+    );
+    crate::real_node::nothing_left(&c, &run);
+}
