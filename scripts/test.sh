@@ -30,8 +30,9 @@ trap finish EXIT
 if [ -n "${CNSREPLAY_TESTENV:-}" ] && [ "$CNSREPLAY_TESTENV" != 0 ]; then
   export CNSREPLAY_REQUIRE_TESTENV=1 # a running cluster's testenv.env, given by the caller
 elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
-  # The driver must exist before up.sh starts it; the snapshot test verifies data with iogen.
-  cargo build --locked -q -p csi-driver -p iogen
+  # The driver (and its changed-block tracking stand-in) must exist before up.sh starts
+  # them; the snapshot test verifies data with iogen.
+  cargo build --locked -q -p csi-driver -p iogen -p snapshot-metadata-sidecar
   target=$(cargo metadata --format-version 1 --no-deps --locked |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
   export TESTENV_REAL_NODE=${TESTENV_REAL_NODE:-1}
