@@ -11,6 +11,7 @@
 //! The design and the statistics are described in `docs/analyze.md`.
 
 pub mod capacity;
+mod cbt;
 pub mod compare;
 mod cut;
 pub mod frame;

@@ -6,6 +6,8 @@
 //!   of single `io` events per time bucket, and p50/p99/p99.9 per tenant of `io_phase` units
 //!   from their interval histograms ([`crate::phase_io`]),
 //! - `rate-N`: intended vs achieved rate over time, per run,
+//! - `cut-N-ID`: a group snapshot's consistency check ([`crate::cut`]), `cbt-N`: a run's
+//!   changed-block listings and their written-set checks ([`crate::cbt`]),
 //! - percentile tables per run.
 //!
 //! Every figure is a `<figure data-figure="NAME" data-points="N">`, N being the points
@@ -707,6 +709,14 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
         figures.extend(stream_figures(i, l)?);
         for (id, caption, plot) in crate::cut::plots(&l.run, i, loaded.len())? {
             figures.push(figure(id, caption, &plot));
+        }
+        if let Some((id, caption, panels)) = crate::cbt::figure(&l.run, i, loaded.len())? {
+            figures.push(Figure {
+                id,
+                caption,
+                points: panels.iter().map(Plot::points).sum(),
+                svg: crate::svg::stack(&panels),
+            });
         }
     }
     let mut html = String::from(

@@ -42,6 +42,8 @@ pub enum Dash {
     DotDashed,
     /// Long dashes.
     Long,
+    /// No line: a dot at each point (a scatter, for points that are not a series in time).
+    Points,
 }
 
 impl Dash {
@@ -67,12 +69,13 @@ impl Dash {
             Dash::Dotted => "1.5 2.5",
             Dash::DotDashed => "7 3 1.5 3",
             Dash::Long => "12 4",
+            Dash::Points => "none",
         }
     }
 
     fn attr(self) -> String {
         match self {
-            Dash::Solid => String::new(),
+            Dash::Solid | Dash::Points => String::new(),
             d => format!(r#" stroke-dasharray="{}""#, d.pattern()),
         }
     }
@@ -319,6 +322,17 @@ impl Plot {
                 .filter(|p| p.0.is_finite() && p.1.is_finite())
                 .map(|&(a, b)| format!("{:.1},{:.1}", px(a), py(b)))
                 .collect();
+            if se.dash == Dash::Points {
+                for p in &pts {
+                    let (cx, cy) = p.split_once(',').unwrap_or_default();
+                    let _ = write!(
+                        s,
+                        r#"<circle cx="{cx}" cy="{cy}" r="3" fill="{}"/>"#,
+                        se.color
+                    );
+                }
+                continue;
+            }
             let dash = se.dash.attr();
             let _ = write!(
                 s,
@@ -339,7 +353,13 @@ impl Plot {
                     .map(|(n, c)| (n.clone(), c.clone(), None)),
             );
         for (name, color, line) in entries {
-            if let Some(dash) = line {
+            if line == Some(Dash::Points) {
+                let _ = write!(
+                    s,
+                    r#"<circle cx="{:.1}" cy="{ly:.1}" r="3.5" fill="{color}"/>"#,
+                    lx + 9.0
+                );
+            } else if let Some(dash) = line {
                 let _ = write!(
                     s,
                     r#"<line x1="{lx}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="2.5"{}/>"#,
@@ -365,6 +385,22 @@ impl Plot {
         s.push_str("</svg>");
         s
     }
+}
+
+/// Plots one above the other in one SVG document (panels sharing a figure and its caption).
+pub fn stack(plots: &[Plot]) -> String {
+    let h = H * plots.len() as f64;
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {h}" width="{W}" height="{h}">"#
+    );
+    for (k, p) in plots.iter().enumerate() {
+        // The panel's own document, placed by an outer `svg`'s offset.
+        let inner = p.render();
+        let body = inner.strip_prefix("<svg ").unwrap_or(&inner);
+        let _ = write!(s, r#"<svg x="0" y="{}" {body}"#, H * k as f64);
+    }
+    s.push_str("</svg>");
+    s
 }
 
 /// The system's fonts, loaded once, with `sans-serif` mapped to an installed family.

@@ -518,6 +518,46 @@ pub enum SnapshotPolicy {
     RoundRobin(RoundRobin),
     /// Each container volume is snapshotted on its own schedule.
     PerVolume(PerVolume),
+    /// Each container volume is backed up incrementally: a snapshot every `every`, then the
+    /// changed blocks since the previous snapshot of the volume (`snapshot_delta`), the first
+    /// snapshot listed in full (`snapshot_allocated`).
+    IncrementalBackup(IncrementalBackup),
+}
+
+/// Incremental backups of every container volume (changed-block tracking, trace version 3).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncrementalBackup {
+    /// Interval between two snapshots of one volume.
+    #[serde(deserialize_with = "dur_de")]
+    pub every: u64,
+    /// First snapshot this long after the volume's attach (default: one interval). Volumes of
+    /// the steady-state population start at a uniformly random phase instead.
+    #[serde(default, deserialize_with = "dur_opt_de")]
+    pub from: Option<u64>,
+    /// Snapshots per volume (default: until the volume is deleted).
+    #[serde(default)]
+    pub count: Option<u32>,
+    /// List the allocated blocks of a volume's first snapshot: the full backup (default true).
+    #[serde(default = "yes")]
+    pub full_first: bool,
+    /// List each later snapshot's changes since the previous one of its volume (default true).
+    #[serde(default = "yes")]
+    pub deltas: bool,
+    /// Time from a snapshot to its listing (default 0: at once; the replayer starts the
+    /// listing when the snapshots it reads are ready).
+    #[serde(default, deserialize_with = "dur_de")]
+    pub delay: u64,
+    /// Keep the newest K snapshots of each volume's chain (K ≥ 1), deleting older ones once
+    /// their listings are written; none are deleted when absent.
+    #[serde(default)]
+    pub retain: Option<u32>,
+    /// Granularity of the listed ranges (a power of two ≥ 512; the storage's own when absent).
+    #[serde(default)]
+    pub block_size: Option<Bytes>,
+    /// Snapshot class.
+    #[serde(default)]
+    pub class: Option<String>,
 }
 
 /// Round-robin snapshots.

@@ -7,7 +7,10 @@ use trace_format::{AccessMode, Name};
 
 use crate::dist::{Dist, Distribution};
 use crate::error::Error;
-use crate::model::{Arrivals, Choice, Count, Model, Phase, Profile, SnapshotPolicy, Start, Target};
+use crate::model::{
+    Arrivals, Choice, Count, IncrementalBackup, Model, Phase, Profile, SnapshotPolicy, Start,
+    Target,
+};
 use crate::rng::SynthRng;
 use crate::target::{Derivation, count_mean, solve};
 
@@ -195,6 +198,45 @@ fn check_phases(phases: &[Phase], file: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// The values of an incremental-backup policy at `path` that parse but make no backup chain.
+fn check_backup(b: &IncrementalBackup, path: &str, file: &str) -> Result<(), Error> {
+    if b.every == 0 {
+        return Err(invalid(file, &format!("{path}.every"), "must be above 0"));
+    }
+    if b.count == Some(0) {
+        return Err(invalid(
+            file,
+            &format!("{path}.count"),
+            "must be at least 1",
+        ));
+    }
+    if b.retain == Some(0) {
+        return Err(invalid(
+            file,
+            &format!("{path}.retain"),
+            "must be at least 1: the newest snapshot is the base of the next delta",
+        ));
+    }
+    if let Some(bs) = b.block_size
+        && (bs.0 < 512 || !bs.0.is_power_of_two())
+    {
+        return Err(invalid(
+            file,
+            &format!("{path}.block_size"),
+            &format!("{} is not a power of two of at least 512 bytes", bs.0),
+        ));
+    }
+    if !b.full_first && !b.deltas {
+        return Err(invalid(
+            file,
+            &format!("{path}.deltas"),
+            "with `full_first: false` and `deltas: false` nothing is listed; use `per_volume` \
+             for snapshots alone",
+        ));
+    }
+    Ok(())
+}
+
 /// Most hosts a model may have: the generator keeps a name and state per host.
 pub const MAX_HOSTS: u32 = 1_000_000;
 /// Most containers the arrival processes may start over a trace (before any event is written,
@@ -378,6 +420,10 @@ impl Plan {
             let every = match p {
                 SnapshotPolicy::RoundRobin(r) => r.every,
                 SnapshotPolicy::PerVolume(p) => p.every,
+                SnapshotPolicy::IncrementalBackup(b) => {
+                    check_backup(b, &format!("snapshots[{i}].incremental_backup"), file)?;
+                    b.every
+                }
             };
             if every == 0 {
                 return Err(invalid(

@@ -108,10 +108,14 @@ pub fn solve(m: &mut Model, lifetime: &Distribution, target: Target) -> Result<D
                     SnapshotPolicy::PerVolume(p) => {
                         per += vpc * (el + delete_after) / (p.every as f64 / 1e9);
                     }
+                    SnapshotPolicy::IncrementalBackup(b) => {
+                        let n = (el + delete_after) / (b.every as f64 / 1e9);
+                        per += vpc * b.count.map_or(n, |c| n.min(f64::from(c)));
+                    }
                 }
             }
             steps.push(format!(
-                "round-robin policies give a fixed {fixed:.4}/s; per-volume policies {per:.4} snapshots per container"
+                "round-robin policies give a fixed {fixed:.4}/s; per-volume and incremental-backup policies {per:.4} snapshots per container"
             ));
             per
         }

@@ -360,3 +360,117 @@ fn io_phase_interval_logs_land_on_the_run_axis_for_report_and_qos() {
             .is_none()
     );
 }
+
+/// A `cbt/ID.json` as the local provider writes it (crates/provider-local/src/cbt.rs).
+fn cbt_file(run: &std::path::Path, event: u64, base: Option<&str>, check: serde_json::Value) {
+    let dir = run.join("cbt");
+    fs_err::create_dir_all(&dir).expect("cbt dir");
+    let mut f = serde_json::json!({
+        "event": event,
+        "op": if base.is_some() { "snapshot_delta" } else { "snapshot_allocated" },
+        "volume": "data",
+        "snapshot": format!("s{event}"),
+        "block_size": 4096,
+        "image_size": 67108864,
+        "timing": {
+            "first_range_ns": 250_000 * event,
+            "total_ns": 2_000_000 * event,
+            "ranges": 10,
+            "bytes": 1_048_576 * event,
+            "ranges_per_s": 1000.0,
+            "bytes_per_s": 1e8,
+            "read_bytes": 4096,
+        },
+        "ranges": [[0, 4096]],
+    });
+    if let Some(b) = base {
+        f["base"] = b.into();
+        f["check"] = check;
+    }
+    fs_err::write(
+        dir.join(format!("{event}.json")),
+        serde_json::to_vec_pretty(&f).expect("json"),
+    )
+    .expect("cbt file");
+}
+
+fn cbt_check(phases: &[u64], not_checked: &[&str], missing: u64, extra: u64) -> serde_json::Value {
+    serde_json::json!({
+        "after_ns": 1, "before_ns": 2, "phases": phases, "not_checked": not_checked,
+        "writes_in_window": 10, "blocks_in_window": 10, "missing": missing,
+        "missing_listed": [], "extra_blocks": extra, "delta_blocks": 12,
+    })
+}
+
+/// A run with changed-block listings gets the `cbt-1` figure: each listing a point at its
+/// provider-call start (bytes above, first range and total below), the deltas' verdict in the
+/// title, a line in both panels at the delta with missing blocks (red) and extra ones
+/// (orange), and a listing without a record counted in the caption rather than drawn.
+#[test]
+fn report_draws_changed_block_listings_with_their_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let events = vec![(0u64, r#""marker":{"name":"m"}"#.to_owned())];
+    let trace = write_trace(dir.path(), "t.jsonl", None, &events);
+    let recs: Vec<_> = [
+        (10, OpType::SnapshotAllocated, 2),
+        (11, OpType::SnapshotDelta, 5),
+        (12, OpType::SnapshotDelta, 8),
+        (13, OpType::SnapshotDelta, 11),
+    ]
+    .into_iter()
+    .map(|(id, op, s)| rec(id, op, s * 1_000_000_000, 30_000_000))
+    .collect();
+    let run = write_run(&dir.path().join("run"), &trace, 1.0, &recs);
+    cbt_file(&run, 10, None, serde_json::Value::Null);
+    cbt_file(&run, 11, Some("s10"), cbt_check(&[1], &[], 0, 0));
+    cbt_file(&run, 12, Some("s11"), cbt_check(&[1, 4], &[], 2, 3));
+    cbt_file(
+        &run,
+        13,
+        Some("s12"),
+        cbt_check(&[1], &["event 9: still running"], 0, 0),
+    );
+    // Listed but not in events.jsonl (a crashed run's last record).
+    cbt_file(&run, 14, Some("s13"), cbt_check(&[1], &[], 0, 0));
+    let r = analyze::report::report(&[run.as_path()], false).expect("report");
+    let fig = r
+        .figures
+        .iter()
+        .find(|f| f.id == "cbt-1")
+        .expect("cbt figure");
+    // Above: 1 full + 3 deltas; below: first range and total of each.
+    assert_eq!(fig.points, 12);
+    assert_eq!(
+        fig.svg.matches("<circle").count(),
+        12 + 4,
+        "points and legend"
+    );
+    assert!(
+        fig.svg.contains(
+            "Changed blocks: deltas: 4 checked, 2 missing (1 only partly), 3 extra blocks"
+        ),
+        "{}",
+        fig.svg
+    );
+    assert!(fig.svg.contains("Listing time") && fig.svg.contains("changed (delta)"));
+    for color in ["#D55E00", "#E69F00"] {
+        assert_eq!(
+            fig.svg
+                .matches(&format!(r#"stroke="{color}" stroke-opacity"#))
+                .count(),
+            2,
+            "{color}: one line per panel"
+        );
+    }
+    assert!(
+        fig.caption
+            .contains("Not drawn, without a record in events.jsonl: 1."),
+        "{}",
+        fig.caption
+    );
+    assert!(r.html.contains(r#"data-figure="cbt-1" data-points="12""#));
+    // Rasterizes: the panels are nested documents resvg reads.
+    if let Ok(png) = fig.png(1.0) {
+        assert!(png.starts_with(b"\x89PNG"));
+    }
+}

@@ -43,6 +43,9 @@ fn ns(secs: f64) -> u64 {
     }
 }
 
+/// `Pend::BackupList::base` of a full listing (`snapshot_allocated`).
+const NO_BASE: u64 = u64::MAX;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pend {
     Arrival,
@@ -51,9 +54,28 @@ enum Pend {
     InitialAttach(u64),
     End(u64),
     DeleteVolume(u64),
-    Io { container: u64, phase: u32 },
+    Io {
+        container: u64,
+        phase: u32,
+    },
     RoundRobin(u32),
-    PerVolume { policy: u32, vol: u64 },
+    PerVolume {
+        policy: u32,
+        vol: u64,
+    },
+    /// The next snapshot of a volume's incremental-backup chain.
+    Backup {
+        policy: u32,
+        vol: u64,
+    },
+    /// The listing of a chain's snapshot `snap`: its delta from `base`, or its allocated
+    /// blocks when `base` is [`NO_BASE`].
+    BackupList {
+        policy: u32,
+        vol: u64,
+        base: u64,
+        snap: u64,
+    },
     Resize,
     Modify,
     GroupSnapshot,
@@ -138,6 +160,13 @@ struct Vol {
     snaps: VecDeque<(u32, u64)>,
 }
 
+/// One volume's incremental-backup chain.
+#[derive(Debug, Default, Clone, Copy)]
+struct Chain {
+    taken: u32,
+    newest: Option<u64>,
+}
+
 #[derive(Debug)]
 struct Snap {
     name: Name,
@@ -194,6 +223,11 @@ pub struct Generator {
     snap_pick: IdSet,
     next_snap: u64,
     rr_state: Vec<(u64, u32, VecDeque<u64>)>,
+    /// Incremental-backup chains by (policy, volume): snapshots taken and the newest.
+    chains: HashMap<(u32, u64), Chain>,
+    /// Listings scheduled and not yet written, per snapshot they read: retention keeps
+    /// such a snapshot.
+    listing_uses: HashMap<u64, u32>,
     next_derived: u64,
     counts: Counts,
     done: bool,
@@ -267,6 +301,8 @@ impl Generator {
             snap_pick: IdSet::default(),
             next_snap: 0,
             rr_state: Vec::new(),
+            chains: HashMap::new(),
+            listing_uses: HashMap::new(),
             next_derived: 0,
             counts: Counts::default(),
             done: false,
@@ -534,9 +570,10 @@ impl Generator {
             .enumerate()
             .filter_map(|(p, pol)| match pol {
                 SnapshotPolicy::PerVolume(pv) => Some((p, pv.every, pv.process)),
-                SnapshotPolicy::RoundRobin(_) => None,
+                SnapshotPolicy::RoundRobin(_) | SnapshotPolicy::IncrementalBackup(_) => None,
             })
             .collect();
+        self.start_backups(at, &vols, initial);
         for (p, every, process) in policies {
             {
                 for &v in &vols {
@@ -550,6 +587,36 @@ impl Generator {
                             },
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// Schedules the first snapshot of every incremental-backup chain of a container's
+    /// volumes (pool volumes have none: they outlive their containers).
+    fn start_backups(&mut self, at: u64, vols: &[u64], initial: bool) {
+        let policies: Vec<(u32, u64, u64)> = self
+            .plan
+            .model
+            .snapshots
+            .iter()
+            .enumerate()
+            .filter_map(|(p, pol)| match pol {
+                SnapshotPolicy::IncrementalBackup(b) => {
+                    Some((p as u32, b.every, b.from.unwrap_or(b.every)))
+                }
+                _ => None,
+            })
+            .collect();
+        for (policy, every, from) in policies {
+            for &vol in vols {
+                if self.vols.get(&vol).is_some_and(|v| !v.pool) {
+                    let dt = if initial {
+                        self.per_volume_gap(every, Process::Periodic, true)
+                    } else {
+                        from
+                    };
+                    self.push(at.saturating_add(dt), Pend::Backup { policy, vol });
                 }
             }
         }
@@ -600,6 +667,9 @@ impl Generator {
         }
         self.live_vols.remove(&vid);
         self.live_pick.remove(vid);
+        for p in 0..self.plan.model.snapshots.len() as u32 {
+            self.chains.remove(&(p, vid));
+        }
         self.emit(at, v.tenant, Op::DeleteVolume(VolumeRef { volume: v.name }));
     }
 
@@ -678,6 +748,13 @@ impl Generator {
             Pend::Io { container, phase } => self.io_phase(at, container, phase),
             Pend::RoundRobin(p) => self.round_robin(at, p),
             Pend::PerVolume { policy, vol } => self.per_volume(at, policy, vol),
+            Pend::Backup { policy, vol } => self.backup_snapshot(at, policy, vol),
+            Pend::BackupList {
+                policy,
+                vol,
+                base,
+                snap,
+            } => self.backup_listing(at, policy, vol, base, snap),
             Pend::Resize => {
                 let (rate, factor) = m
                     .failures

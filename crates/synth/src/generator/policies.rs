@@ -1,11 +1,21 @@
 //! Snapshot policies, restores and clones, and I/O phases: everything that acts on the
 //! volumes of running containers.
+//!
+//! An incremental-backup chain is per (policy, volume): each snapshot schedules its listing
+//! (`snapshot_allocated` for a full backup, `snapshot_delta` from the chain's previous
+//! snapshot) `delay` later as a pending item, and counts as read by it until the listing is
+//! written (`listing_uses`). Retention skips counted snapshots, so a `delete_snapshot` always
+//! follows every listing of its snapshot in the trace; replay orders the rest (a listing waits
+//! for its snapshots' creation, a delete for their earlier users).
 
 use std::collections::VecDeque;
 
-use trace_format::{CreateVolume, IoPhase, Name, Op, Snapshot, SnapshotRef, VolumeSource};
+use trace_format::{
+    CreateVolume, IoPhase, Name, Op, Snapshot, SnapshotAllocated, SnapshotDelta, SnapshotRef,
+    VolumeSource,
+};
 
-use super::{Generator, Pend, Snap, Vol};
+use super::{Chain, Generator, NO_BASE, Pend, Snap, Vol};
 use crate::model::{Over, SnapshotPolicy};
 
 impl Generator {
@@ -134,6 +144,130 @@ impl Generator {
                 vol: vid,
             },
         );
+    }
+
+    /// The next snapshot of a volume's incremental-backup chain, its listing (the allocated
+    /// blocks of the first, the delta from the previous one for the others) `delay` later,
+    /// and the chain's retention.
+    pub(super) fn backup_snapshot(&mut self, at: u64, p: u32, vid: u64) {
+        let SnapshotPolicy::IncrementalBackup(b) = self.plan.model.snapshots[p as usize].clone()
+        else {
+            return;
+        };
+        // Only while the volume lives (its container runs, or it awaits deletion).
+        if !self.vols.contains_key(&vid) {
+            return;
+        }
+        let chain = self.chains.get(&(p, vid)).copied().unwrap_or_default();
+        if b.count.is_some_and(|c| chain.taken >= c) {
+            return;
+        }
+        let class = b.class.as_deref().map(Name::from);
+        let Some(sid) = self.take_snapshot(at, vid, p, class) else {
+            return;
+        };
+        self.chains.insert(
+            (p, vid),
+            Chain {
+                taken: chain.taken + 1,
+                newest: Some(sid),
+            },
+        );
+        let base = match chain.newest {
+            None if b.full_first => Some(NO_BASE),
+            Some(prev) if b.deltas && self.snaps.contains_key(&prev) => Some(prev),
+            _ => None,
+        };
+        if let Some(base) = base {
+            for s in [base, sid] {
+                if s != NO_BASE {
+                    *self.listing_uses.entry(s).or_default() += 1;
+                }
+            }
+            self.push(
+                at.saturating_add(b.delay),
+                Pend::BackupList {
+                    policy: p,
+                    vol: vid,
+                    base,
+                    snap: sid,
+                },
+            );
+        }
+        self.backup_retention(at, p, vid);
+        if b.count.is_none_or(|c| chain.taken + 1 < c) {
+            self.push(
+                at.saturating_add(b.every),
+                Pend::Backup {
+                    policy: p,
+                    vol: vid,
+                },
+            );
+        }
+    }
+
+    /// A chain's listing: `snapshot_delta base → snap`, or `snapshot_allocated snap` for
+    /// [`NO_BASE`]. Dropped when the volume (and so its snapshots) was deleted meanwhile.
+    pub(super) fn backup_listing(&mut self, at: u64, p: u32, vid: u64, base: u64, snap: u64) {
+        for s in [base, snap] {
+            if let Some(n) = self.listing_uses.get_mut(&s) {
+                *n -= 1;
+                if *n == 0 {
+                    self.listing_uses.remove(&s);
+                }
+            }
+        }
+        let SnapshotPolicy::IncrementalBackup(b) = &self.plan.model.snapshots[p as usize] else {
+            return;
+        };
+        let block_size = b.block_size.map(|x| x.0);
+        let name = |g: &Self, s: u64| g.snaps.get(&s).map(|x| x.name.clone());
+        let Some(snapshot) = name(self, snap) else {
+            return;
+        };
+        let op = if base == NO_BASE {
+            Op::SnapshotAllocated(SnapshotAllocated {
+                snapshot,
+                block_size,
+            })
+        } else {
+            let Some(base) = name(self, base) else {
+                return;
+            };
+            Op::SnapshotDelta(SnapshotDelta {
+                base,
+                snapshot,
+                block_size,
+            })
+        };
+        let tenant = self.vols.get(&vid).and_then(|v| v.tenant.clone());
+        self.emit(at, tenant, op);
+        self.backup_retention(at, p, vid);
+    }
+
+    /// Deletes the snapshots of a chain older than its newest `retain`, except those a
+    /// scheduled listing still reads (they go at a later retention, after that listing, which
+    /// the replayer's delete waits for).
+    fn backup_retention(&mut self, at: u64, p: u32, vid: u64) {
+        let SnapshotPolicy::IncrementalBackup(b) = &self.plan.model.snapshots[p as usize] else {
+            return;
+        };
+        let Some(keep) = b.retain else {
+            return;
+        };
+        let mine: Vec<u64> = self.vols.get(&vid).map_or_else(Vec::new, |v| {
+            v.snaps
+                .iter()
+                .filter(|(q, _)| *q == p)
+                .map(|(_, s)| *s)
+                .collect()
+        });
+        let excess = mine.len().saturating_sub(keep as usize);
+        for &s in &mine[..excess] {
+            if !self.listing_uses.contains_key(&s) {
+                self.delete_snapshot(at, s);
+            }
+        }
     }
 
     pub(super) fn io_phase(&mut self, at: u64, id: u64, phase: u32) {

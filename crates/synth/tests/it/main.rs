@@ -1,6 +1,7 @@
 //! Integration tests of the synth crate: statistical tests at fixed seeds, the scenarios in
 //! `traces/synth/`, determinism, fitting and model errors.
 
+mod backup;
 mod dists;
 mod fitting;
 mod generate;
