@@ -19,6 +19,9 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use trace_format::{Op, TraceReader};
 
 use crate::capability::{self, Capability, Need, NeedUses};
+
+/// How long pre-flight waits for a TLS connection to a SnapshotMetadataService.
+const CBT_CONNECT: std::time::Duration = std::time::Duration::from_secs(5);
 use crate::{Kube, KubeConfig};
 
 impl KubeConfig {
@@ -232,6 +235,64 @@ fn list_names(v: &[String]) -> String {
 }
 
 impl Kube {
+    /// Changed-block tracking: the CSI driver of every snapshot class the trace uses must
+    /// advertise a SnapshotMetadataService that this process can reach over TLS — on a
+    /// cluster we did not build its address is often a Service name only pods resolve.
+    async fn check_cbt_services(
+        &self,
+        used: &BTreeMap<Option<String>, String>,
+        classes: &[DynamicObject],
+        fail: &mut impl FnMut(String),
+    ) {
+        let mut drivers: BTreeMap<String, String> = BTreeMap::new();
+        for (class, at) in used {
+            let found = classes.iter().find(|c| match class {
+                Some(n) => c.metadata.name.as_deref() == Some(n),
+                None => c.metadata.annotations.as_ref().is_some_and(|a| {
+                    a.get("snapshot.storage.kubernetes.io/is-default-class")
+                        .is_some_and(|v| v == "true")
+                }),
+            });
+            if let Some(d) = found.and_then(|c| c.data["driver"].as_str()) {
+                drivers.entry(d.to_owned()).or_insert_with(|| at.clone());
+            }
+        }
+        for (driver, at) in drivers {
+            self.limiter.acquire().await;
+            let svc = match snapshot_metadata::service(&self.client, &driver).await {
+                Ok(s) => s,
+                // Not readable: the access review names the missing grant.
+                Err(snapshot_metadata::Error::Api {
+                    source: kube::Error::Api(s),
+                    ..
+                }) if s.code == 403 => continue,
+                Err(e) => {
+                    fail(format!(
+                        "the trace lists changed blocks (snapshot_allocated, snapshot_delta) of \
+                         snapshots of CSI driver {driver} ({at}): {e}"
+                    ));
+                    continue;
+                }
+            };
+            let reach = tokio::time::timeout(CBT_CONNECT, snapshot_metadata::connect(&svc)).await;
+            let why = match reach {
+                Ok(Ok(_)) => continue,
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!(
+                    "no TLS connection to {} within {} s",
+                    svc.address,
+                    CBT_CONNECT.as_secs()
+                ),
+            };
+            fail(format!(
+                "the trace lists changed blocks of snapshots of CSI driver {driver} ({at}), but \
+                 its SnapshotMetadataService cannot be reached from here: {why}. Its address is \
+                 often a Service name only pods resolve: run cnsreplay in the cluster \
+                 (docs/kubernetes.md, \"In-cluster runs\")"
+            ));
+        }
+    }
+
     /// Checks `uses` against the cluster; `Err` lists every problem.
     pub(crate) async fn preflight(&self, uses: &TraceUses) -> Result<(), String> {
         let c = self.client.clone();
@@ -380,6 +441,16 @@ impl Kube {
             &mut fail,
         )
         .await;
+        if uses.ops.iter().any(|o| {
+            matches!(
+                o,
+                trace_format::OpType::SnapshotAllocated | trace_format::OpType::SnapshotDelta
+            )
+        }) && let Some(sc) = &snapshot_classes
+        {
+            self.check_cbt_services(&uses.snapshot_classes, sc, &mut fail)
+                .await;
+        }
         if !uses.nodes.is_empty() {
             self.limiter.acquire().await;
             match Api::<Node>::all(c).list(&lp).await {

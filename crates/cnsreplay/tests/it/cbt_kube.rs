@@ -198,3 +198,53 @@ fn an_account_that_may_not_read_snapshots_is_refused_by_the_service() {
     );
     crate::real_node::nothing_left(&c, &run);
 }
+
+/// Pre-flight: a trace listing changed blocks of snapshots whose driver advertises no
+/// SnapshotMetadataService is refused before anything is created, naming the driver and the
+/// event.
+#[test]
+fn a_driver_without_a_snapshot_metadata_service_is_refused_before_the_clock() {
+    let Some(c) = crate::real_node::real_node_cluster() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let class = format!("cbt-no-service-{}", std::process::id());
+    let driver = "no-service.cnsreplay.dev";
+    c.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: snapshot.storage.k8s.io/v1\nkind: VolumeSnapshotClass\nmetadata: \
+             {{name: {class}}}\ndriver: {driver}\ndeletionPolicy: Delete\n"
+        ),
+    );
+    let trace = dir.path().join("cbt-no-service.yaml");
+    std::fs::write(
+        &trace,
+        format!(
+            "format: cnsreplay-trace\nversion: 3\nprovenance: {{generator: hand-written}}\n\
+             defaults: {{storage_class: cnsreplay-csi, volume_size: 16Mi}}\n\
+             events:\n\
+             - {{at: 0, id: 1, create_volume: {{volume: v}}}}\n\
+             - {{at: 0, id: 2, snapshot: {{volume: v, snapshot: s1, class: {class}}}}}\n\
+             - {{at: 0, id: 3, snapshot_allocated: {{snapshot: s1}}}}\n"
+        ),
+    )
+    .expect("trace");
+    let trace = trace.to_str().expect("utf-8");
+    let kc = c.runner_kubeconfig_for(dir.path(), trace);
+    let run = dir.path().join("run");
+    let args = crate::real_node::kube_run_args(&c, &kc, trace, &run, false, &[]);
+    let out = cnsreplay_within(&args, 120);
+    c.kubectl(&["delete", "volumesnapshotclass", &class]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("the cluster lacks what the trace needs (nothing was created)")
+            && err.contains(&format!(
+                "the trace lists changed blocks (snapshot_allocated, snapshot_delta) of \
+                 snapshots of CSI driver {driver} ({trace}: event 2 (at 0.000s)): no \
+                 SnapshotMetadataService \"{driver}\""
+            )),
+        "{err}"
+    );
+}
