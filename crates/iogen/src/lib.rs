@@ -16,6 +16,7 @@
 mod backend;
 pub mod cut;
 pub mod cut_wire;
+pub mod delta_check;
 mod engine;
 mod error;
 mod generate;
@@ -33,6 +34,7 @@ mod suite;
 mod verify;
 mod wire;
 pub mod written;
+pub mod written_wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;

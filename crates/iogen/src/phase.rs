@@ -29,6 +29,9 @@ pub struct PhaseResult {
     pub histograms: Histograms,
     /// A stop request ended the phase early.
     pub partial: bool,
+    /// Every acknowledged write, in acknowledgement order, when the phase recorded them
+    /// ([`run_phase_recording`]).
+    pub written: Option<Vec<WriteRecord>>,
 }
 
 /// Validated phase parameters.
@@ -311,9 +314,18 @@ fn run_planned(
     if let (Some(m), Some(p)) = (&ctx.map, &spec.verify_state) {
         m.save(p)?;
     }
-    if let Some(w) = written {
-        crate::written::write_records(&w.path, &mut records)?;
-    }
+    let written = match written {
+        // An empty path: the caller takes the records from the result only.
+        Some(w) if w.path.as_os_str().is_empty() => {
+            records.sort_by_key(|r| (r.acked_ns, r.offset));
+            Some(records)
+        }
+        Some(w) => {
+            crate::written::write_records(&w.path, &mut records)?;
+            Some(records)
+        }
+        None => None,
+    };
     let elapsed = Duration::from_nanos(elapsed);
     rec.summarize(&mut summary, elapsed);
     summary.partial = partial;
@@ -343,6 +355,7 @@ fn run_planned(
         summary,
         histograms: rec.hists,
         partial,
+        written,
     })
 }
 

@@ -135,8 +135,8 @@ fn checksum(unit: &[u8]) -> u64 {
 }
 
 /// Fills one unit with its header and generated content.
-pub(crate) fn fill_unit(unit: &mut [u8], offset: u64, generation: u32) {
-    let mut s = offset ^ (u64::from(generation) << 40) ^ 0x5eed;
+pub(crate) fn fill_unit(unit: &mut [u8], offset: u64, generation: u32, salt: u64) {
+    let mut s = offset ^ (u64::from(generation) << 40) ^ 0x5eed ^ salt;
     for w in unit[HEADER..].chunks_mut(8) {
         let v = splitmix64(&mut s).to_le_bytes();
         w.copy_from_slice(&v[..w.len()]);
@@ -202,6 +202,20 @@ pub(crate) fn check_intact(unit: &[u8], offset: u64) -> Option<Mismatch> {
 pub(crate) struct GenMap {
     pub unit: u64,
     gens: Vec<AtomicU32>,
+    /// Mixed into every block's content (not its header): this phase's blocks differ from
+    /// any other phase's at the same offset and generation — another process that starts its
+    /// generations again at 1 (an I/O pod) still changes every block it rewrites, which a
+    /// content-compared delta must then list. Checks need only the header and checksum.
+    pub salt: u64,
+}
+
+/// A salt no other phase shares: the clock's nanoseconds and the process id, mixed.
+fn fresh_salt() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut s = now ^ (u64::from(std::process::id()) << 32);
+    splitmix64(&mut s)
 }
 
 impl GenMap {
@@ -210,6 +224,7 @@ impl GenMap {
         GenMap {
             unit,
             gens: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            salt: fresh_salt(),
         }
     }
 
@@ -259,7 +274,11 @@ impl GenMap {
             .chunks_exact(4)
             .map(|c| AtomicU32::new(u32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
             .collect();
-        Ok(GenMap { unit, gens })
+        Ok(GenMap {
+            unit,
+            gens,
+            salt: fresh_salt(),
+        })
     }
 
     pub(crate) fn save(&self, path: &Path) -> Result<(), Error> {
@@ -329,7 +348,12 @@ impl<'a> Verifier<'a> {
         let unit = self.map.unit as usize;
         for (i, u) in self.units(offset, len).enumerate() {
             let g = self.map.get(u).wrapping_add(1).max(1);
-            fill_unit(&mut buf[i * unit..(i + 1) * unit], u * self.map.unit, g);
+            fill_unit(
+                &mut buf[i * unit..(i + 1) * unit],
+                u * self.map.unit,
+                g,
+                self.map.salt,
+            );
         }
     }
 

@@ -38,7 +38,8 @@ pub struct WriteRecord {
 /// Where and on which clock a phase records its writes.
 #[derive(Debug, Clone)]
 pub struct WrittenSpec {
-    /// The record file (created or replaced at the end of the phase).
+    /// The record file (created or replaced at the end of the phase); empty: none, the
+    /// records are only in the phase's result (`PhaseResult::written`).
     pub path: PathBuf,
     /// Times are ns since this instant (e.g. the run's origin).
     pub origin: Instant,

@@ -9,24 +9,33 @@
 //! `RUNDIR/cbt/<event id>.json` with a notice: time to the first range and in total, ranges
 //! and bytes per second. The stream is checked as a client must trust it: ranges in order,
 //! not overlapping, inside the volume, and of one size when the service says FIXED_LENGTH — a
-//! service breaking that fails the op (class `inconsistent`). The written-set check of the
-//! local provider needs iogen's record of every acknowledged write, which pods do not send
-//! back; the file says so (`check: null`, `not_checked`).
+//! service breaking that fails the op (class `inconsistent`). A delta is then checked against
+//! the written sets of the verify-mode writers on its volume, as on the local provider
+//! ([`iogen::delta_check`]): their pods print every acknowledged write after the phase
+//! (`iogen phase --written-log -`, [`iogen::written_wire`]), with the Unix time of their
+//! clock's origin, and [`collect`] moves the records onto the run clock (same host: exact;
+//! another node: NTP's skew) into `io/<event id>.written`. Each phase's blocks carry a salt of
+//! its own, so a pod rewriting what an earlier pod wrote changes the bytes even at the same
+//! generation. A block written between the snapshots and missing fails the op
+//! (`inconsistent`).
 //!
 //! The token's account: `KubeConfig::cbt_account` when set, else the run's own credentials
 //! when they are a ServiceAccount (SelfSubjectReview), else `cnsreplay/cnsreplay`, the
 //! account of `deploy/rbac/`. The service lets it list only if it may `get` VolumeSnapshots
 //! in the run's namespace (its SubjectAccessReview).
 
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use futures::StreamExt as _;
+use iogen::delta_check::DeltaCheck;
+use iogen::written::WriteRecord;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use replay::{OpCtx, ProviderError};
 use serde::Serialize;
 use snapshot_metadata::pb;
-use trace_format::{Event, Name};
+use trace_format::{Event, IoPhase, Name};
 
 use crate::objects::k8s_name;
 use crate::stamp::phase;
@@ -34,6 +43,148 @@ use crate::{Kube, io_err};
 
 /// Ranges per response the client asks for (the service may send fewer).
 pub(crate) const MAX_RESULTS: i32 = 1024;
+
+/// The block size a delta is checked at when the trace names none.
+const CHECK_BLOCK: u64 = 4096;
+
+/// A verify-mode writer's written set, as the kube provider learns it.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    event: u64,
+    volume: Name,
+    /// `io/<event>.written` once the pod's log gave it back.
+    record: Option<PathBuf>,
+    /// Why its offsets cannot be checked against the service's, or why it is not complete.
+    unchecked: Option<String>,
+}
+
+/// Registers a writing verify-mode phase before its pod starts (a delta while it runs lists
+/// it as not checked).
+pub(crate) fn register(p: &Kube, ev: &Event, ph: &IoPhase, block: bool) {
+    if !crate::objects::records_written(ph) {
+        return;
+    }
+    let unchecked = if !block {
+        Some("a file-system volume: the written set is in its data file's offsets")
+    } else if !ph.direct {
+        Some("buffered writes: acknowledged in the page cache, not yet on the volume")
+    } else {
+        Some("still running, or its pod's log gave back no complete written set")
+    };
+    p.state().written.push(Written {
+        event: ev.id,
+        volume: ph.volume.clone(),
+        record: None,
+        unchecked: unchecked.map(str::to_owned),
+    });
+}
+
+/// Reads the written set out of a finished writer's `log`, moves it onto the run clock and
+/// writes `io/<event>.written`; a log without a complete set leaves the phase unchecked
+/// (saying why), never half-checked.
+pub(crate) fn collect(p: &Kube, ev: &Event, log: &str, io_dir: &Path, ctx: &OpCtx) {
+    let mut st = p.state();
+    let Some(w) = st.written.iter_mut().find(|w| w.event == ev.id) else {
+        return;
+    };
+    if w.unchecked
+        .as_deref()
+        .is_some_and(|u| !u.starts_with("still running"))
+    {
+        return;
+    }
+    let got = match iogen::written_wire::from_log(log) {
+        Ok(Some(g)) => g,
+        Ok(None) => {
+            w.unchecked = Some("its pod's log holds no written set".to_owned());
+            return;
+        }
+        Err(e) => {
+            w.unchecked = Some(format!("its pod's written set: {e}"));
+            return;
+        }
+    };
+    // The pod's origin on the run clock (ns; before the run's origin: clamped).
+    let shift = got.origin_unix_ns - replay::provider::epoch_ns(ctx.origin_wall());
+    let on_run = |t: u64| (i128::from(t) + shift).max(0) as u64;
+    let mut records: Vec<WriteRecord> = got
+        .records
+        .iter()
+        .map(|r| WriteRecord {
+            submitted_ns: on_run(r.submitted_ns),
+            acked_ns: on_run(r.acked_ns),
+            ..*r
+        })
+        .collect();
+    let path = io_dir.join(format!("{}.written", ev.id));
+    match iogen::written::write_records(&path, &mut records) {
+        Ok(()) => {
+            w.record = Some(path);
+            w.unchecked = None;
+        }
+        Err(e) => w.unchecked = Some(format!("writing its written set: {e}")),
+    }
+}
+
+/// The run-clock window in which a snapshot of the run was taken.
+fn window(t: &crate::ordered::Taken) -> iogen::delta_check::Window {
+    iogen::delta_check::Window {
+        requested_ns: t.requested_ns,
+        ready_ns: t.ready_ns,
+    }
+}
+
+/// Checks a delta's `ranges` against the written sets of `volume`'s writers.
+fn check_delta(
+    p: &Kube,
+    volume: &Name,
+    base: &Name,
+    snapshot: &Name,
+    ranges: &[[u64; 2]],
+    block: u64,
+) -> Result<DeltaCheck, ProviderError> {
+    let (writers, taken) = {
+        let st = p.state();
+        let writers: Vec<Written> = st
+            .written
+            .iter()
+            .filter(|w| w.volume == *volume)
+            .cloned()
+            .collect();
+        let taken = (
+            st.snap_taken.get(base).map(window),
+            st.snap_taken.get(snapshot).map(window),
+        );
+        (writers, taken)
+    };
+    let (Some(b), Some(t)) = taken else {
+        return Ok(DeltaCheck {
+            not_checked: vec![format!(
+                "snapshots {base} and {snapshot}: the run did not see both taken (no window)"
+            )],
+            ..DeltaCheck::default()
+        });
+    };
+    let mut sets = Vec::new();
+    let mut not_checked = Vec::new();
+    for w in writers {
+        match (&w.record, &w.unchecked) {
+            (Some(path), None) => {
+                let recs = iogen::written::read_records(path)
+                    .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
+                sets.push((w.event, recs));
+            }
+            (_, why) => not_checked.push(format!(
+                "event {}: {}",
+                w.event,
+                why.as_deref().unwrap_or("no written set")
+            )),
+        }
+    }
+    let mut c = iogen::delta_check::check(ranges, block, &sets, b, t);
+    c.not_checked = not_checked;
+    Ok(c)
+}
 
 /// How a listing went, as a client sees it (the local provider's fields, without the bytes
 /// it read from images).
@@ -80,8 +231,9 @@ struct CbtFile {
     setup: Setup,
     timing: Timing,
     responses: u64,
-    check: Option<()>,
-    not_checked: &'static str,
+    /// A delta's written-set check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    check: Option<DeltaCheck>,
     ranges: Vec<[u64; 2]>,
 }
 
@@ -405,23 +557,24 @@ pub(crate) async fn list(
         |_| format!("unknown ({kind})"),
         |k| k.as_str_name().to_owned(),
     );
-    let file = CbtFile {
+    // The trace's volume the snapshot is of (by its PVC).
+    let volume: Option<Name> = p
+        .state()
+        .volumes
+        .iter()
+        .find(|(_, v)| Some(&v.pvc) == target.pvc.as_ref())
+        .map(|(n, _)| n.clone());
+    let mut file = CbtFile {
         event: ev.id,
         op: if base.is_some() {
             "snapshot_delta"
         } else {
             "snapshot_allocated"
         },
-        volume: {
-            let st = p.state();
-            st.volumes
-                .iter()
-                .find(|(_, v)| Some(&v.pvc) == target.pvc.as_ref())
-                .map_or_else(
-                    || target.pvc.clone().unwrap_or_default(),
-                    |(n, _)| n.to_string(),
-                )
-        },
+        volume: volume.as_ref().map_or_else(
+            || target.pvc.clone().unwrap_or_default(),
+            ToString::to_string,
+        ),
         base: base.map(ToString::to_string),
         snapshot: snapshot.to_string(),
         requested_block_size: block_size,
@@ -448,17 +601,37 @@ pub(crate) async fn list(
         },
         responses,
         check: None,
-        not_checked: "the kube provider's iogen pods do not send back the record of every \
-                      acknowledged write that the check needs (the local provider checks)",
         ranges,
     };
+    let mut failed = None;
+    if let Some(b) = base {
+        let block = block_size.unwrap_or(CHECK_BLOCK);
+        let c = match &volume {
+            Some(v) => check_delta(p, v, b, snapshot, &file.ranges, block)?,
+            None => DeltaCheck {
+                not_checked: vec![format!(
+                    "snapshot {snapshot}: its volume is not one the run made"
+                )],
+                ..DeltaCheck::default()
+            },
+        };
+        phase(ctx, "checked");
+        failed = c.failure(&file.volume, b, snapshot);
+        file.check = Some(c);
+    }
     let dir = p.run()?.run_dir.join("cbt");
     fs_err::create_dir_all(&dir).map_err(io_err)?;
     let path = dir.join(format!("{}.json", ev.id));
     let json = serde_json::to_vec_pretty(&file).map_err(|e| io_err(e.into()))?;
     fs_err::write(&path, json).map_err(io_err)?;
     p.state().notices.push(notice(&file));
-    Ok(())
+    match failed {
+        Some(m) => Err(ProviderError::new(
+            "inconsistent",
+            format!("{m} ({})", path.display()),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn ms(ns: u64) -> String {
@@ -474,7 +647,7 @@ fn notice(f: &CbtFile) -> String {
     format!(
         "changed blocks (event {}, {what}, SnapshotMetadataService {} at {}, as {}): {} \
          ranges, {:.1} MiB, first range {}, total {} ({:.0} ranges/s, {:.1} MiB/s); before \
-         the call: resolve {}, token {}, TLS {} (cbt/{}.json)",
+         the call: resolve {}, token {}, TLS {}",
         f.event,
         f.service.name,
         f.service.address,
@@ -488,8 +661,27 @@ fn notice(f: &CbtFile) -> String {
         ms(f.setup.resolve_ns),
         ms(f.setup.token_ns),
         ms(f.setup.connect_ns),
-        f.event
-    )
+    ) + &check_notice(f.check.as_ref())
+        + &format!(" (cbt/{}.json)", f.event)
+}
+
+fn check_notice(c: Option<&DeltaCheck>) -> String {
+    let Some(c) = c else {
+        return String::new();
+    };
+    let mut s = if c.phases.is_empty() {
+        "; written set: none recorded".to_owned()
+    } else {
+        format!(
+            "; written set: {} of {} blocks written between the snapshots missing, {} extra \
+             delta blocks",
+            c.missing, c.blocks_in_window, c.extra_blocks
+        )
+    };
+    if !c.not_checked.is_empty() {
+        s += &format!(" ({} phases not checked)", c.not_checked.len());
+    }
+    s
 }
 
 #[cfg(test)]

@@ -92,6 +92,7 @@ pub(crate) async fn io_phase(
         return crate::io_local::io_phase(p, ev, ph, ctx, &vol.pvc, vol.block, wl.node.as_deref())
             .await;
     }
+    crate::cbt::register(p, ev, ph, vol.block);
     let pod = io_pod(
         &p.config,
         &p.run()?.run_id,
@@ -181,6 +182,7 @@ pub(crate) async fn io_phase(
         tracing::warn!(pod = %name, reconnects = followed.reconnects, "the log stream of an iogen pod was reopened");
     }
     let log = followed.text;
+    crate::cbt::collect(p, ev, &log, &io_dir, ctx);
     let Some(phase) = phase else {
         // Deleted under us: abort_workload or detach stopped the I/O. What it logged until
         // then still counts.

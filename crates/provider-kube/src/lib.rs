@@ -300,6 +300,8 @@ pub(crate) struct State {
     pub(crate) ordered: HashMap<trace_format::Name, ordered::OrderedRun>,
     /// One line each for the summary's notices: the cut checks, a missing CSINode watch.
     pub(crate) notices: Vec<String>,
+    /// The written sets of verify-mode writers, in the order they started (`cbt.rs`).
+    pub(crate) written: Vec<cbt::Written>,
 }
 
 /// The kube provider.

@@ -448,7 +448,7 @@ pub fn iogen_args(ph: &IoPhase, target: &str, seed: u64) -> Vec<String> {
         m.remove("workload");
         m.remove("volume");
     }
-    vec![
+    let mut args: Vec<String> = vec![
         "phase".into(),
         snippet.to_string(),
         "--target".into(),
@@ -459,7 +459,18 @@ pub fn iogen_args(ph: &IoPhase, target: &str, seed: u64) -> Vec<String> {
         "200ms".into(),
         "--seed".into(),
         seed.to_string(),
-    ]
+    ];
+    // A verify-mode writer's written set comes back on its log (changed-block tracking
+    // checks deltas against it: `cbt.rs`).
+    if records_written(ph) {
+        args.extend(["--written-log".into(), "-".into()]);
+    }
+    args
+}
+
+/// Whether an `io_phase` records its written set: a verify-mode phase that writes.
+pub fn records_written(ph: &IoPhase) -> bool {
+    ph.verify && ph.read_pct < 100
 }
 
 /// The affinity that pins a pod to node `n` (by `metadata.name`, so the scheduler still

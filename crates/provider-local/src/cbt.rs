@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use iogen::written::{WriteRecord, WrittenSpec};
+use iogen::delta_check::DeltaCheck;
+use iogen::written::WrittenSpec;
 use replay::{OpCtx, ProviderError};
 use serde::Serialize;
 use trace_format::{Event, IoPhase, Name, SnapshotAllocated, SnapshotDelta};
@@ -28,9 +29,6 @@ use trace_format::{Event, IoPhase, Name, SnapshotAllocated, SnapshotDelta};
 use crate::storage::cbt::{self as scan, CbtError, Listed, Range};
 use crate::sys::io_err;
 use crate::{LocalProvider, Snap, blocking};
-
-/// Mismatches listed in the JSON (all are counted).
-const LISTED: usize = 100;
 
 /// A phase that records its written set.
 #[derive(Debug, Clone)]
@@ -127,134 +125,6 @@ struct Timing {
     read_bytes: u64,
 }
 
-/// One delta block a write put there that the delta lacks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Missing {
-    block: u64,
-    /// The writing phase's event id.
-    event: u64,
-    write: WriteRecord,
-}
-
-/// The written-set check of a delta.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub(crate) struct Check {
-    /// Writes that must be in it: submitted at or after this (the base ready), ns on the
-    /// run clock...
-    after_ns: u64,
-    /// ...and acknowledged at or before this (the later snapshot requested).
-    before_ns: u64,
-    /// Phases whose written sets were checked.
-    phases: Vec<u64>,
-    /// Phases on the volume that were not, and why.
-    not_checked: Vec<String>,
-    writes_in_window: u64,
-    blocks_in_window: u64,
-    /// Blocks written in the window that the delta lacks.
-    missing: u64,
-    missing_listed: Vec<Missing>,
-    /// Delta blocks no write around the window touched.
-    extra_blocks: u64,
-    delta_blocks: u64,
-}
-
-impl Check {
-    /// The `inconsistent` error of a check with missing blocks.
-    pub(crate) fn error(&self, volume: &str, base: &str, snap: &str) -> Option<ProviderError> {
-        let m = self.missing_listed.first()?;
-        Some(ProviderError::new(
-            "inconsistent",
-            format!(
-                "volume {volume:?}: block at byte {} (written by event {}'s write of {} bytes at \
-                 {}, submitted at {} ns and acknowledged at {} ns on the run clock, after \
-                 snapshot {base:?} was ready at {} ns and before {snap:?} was requested at {} \
-                 ns) is not in the delta; {} of {} blocks written between them are missing",
-                m.block,
-                m.event,
-                m.write.len,
-                m.write.offset,
-                m.write.submitted_ns,
-                m.write.acked_ns,
-                self.after_ns,
-                self.before_ns,
-                self.missing,
-                self.blocks_in_window
-            ),
-        ))
-    }
-}
-
-/// Whether byte `x` is in one of the sorted, disjoint `ranges`.
-fn covered(ranges: &[Range], x: u64) -> bool {
-    let i = ranges.partition_point(|r| r.end() <= x);
-    ranges.get(i).is_some_and(|r| r.offset <= x)
-}
-
-/// The blocks of `block` bytes a write touches.
-fn blocks(w: &WriteRecord, block: u64) -> impl Iterator<Item = u64> {
-    let first = w.offset / block;
-    let last = (w.offset + w.len).div_ceil(block);
-    (first..last).map(move |b| b * block)
-}
-
-/// Checks delta `ranges` (sorted) against the written sets `phases` (event id, records):
-/// every block of a write submitted at or after `base.ready` and acknowledged at or before
-/// `target.requested` must be in it; delta blocks no write acknowledged after `base.requested`
-/// and submitted before `target.ready` touched are extra.
-pub(crate) fn check(
-    ranges: &[Range],
-    block: u64,
-    phases: &[(u64, Vec<WriteRecord>)],
-    base: &crate::Taken,
-    target: &crate::Taken,
-) -> Check {
-    let mut c = Check {
-        after_ns: base.ready_ns,
-        before_ns: target.requested_ns,
-        ..Check::default()
-    };
-    let mut window = Vec::new();
-    let mut around = Vec::new();
-    let mut missing = Vec::new();
-    for (event, records) in phases {
-        c.phases.push(*event);
-        for w in records {
-            if w.acked_ns >= base.requested_ns && w.submitted_ns <= target.ready_ns {
-                around.extend(blocks(w, block));
-            }
-            if w.submitted_ns < c.after_ns || w.acked_ns > c.before_ns {
-                continue;
-            }
-            c.writes_in_window += 1;
-            for b in blocks(w, block) {
-                window.push(b);
-                if !covered(ranges, b) {
-                    missing.push(Missing {
-                        block: b,
-                        event: *event,
-                        write: *w,
-                    });
-                }
-            }
-        }
-    }
-    window.sort_unstable();
-    window.dedup();
-    c.blocks_in_window = window.len() as u64;
-    // A block written twice in the window is missing once (listed with its first write).
-    missing.sort_by_key(|m| (m.block, m.write.acked_ns));
-    missing.dedup_by_key(|m| m.block);
-    c.missing = missing.len() as u64;
-    missing.truncate(LISTED);
-    c.missing_listed = missing;
-    around.sort_unstable();
-    around.dedup();
-    c.delta_blocks = ranges.iter().map(|r| r.len / block).sum();
-    let explained = around.iter().filter(|&&b| covered(ranges, b)).count() as u64;
-    c.extra_blocks = c.delta_blocks.saturating_sub(explained);
-    c
-}
-
 #[derive(Debug, Serialize)]
 struct CbtFile {
     event: u64,
@@ -268,7 +138,7 @@ struct CbtFile {
     image_size: u64,
     timing: Timing,
     #[serde(skip_serializing_if = "Option::is_none")]
-    check: Option<Check>,
+    check: Option<DeltaCheck>,
     /// `[offset, length]` in bytes, in offset order.
     ranges: Vec<[u64; 2]>,
 }
@@ -384,6 +254,14 @@ fn write_file(p: &LocalProvider, f: &CbtFile) -> Result<PathBuf, ProviderError> 
     Ok(path)
 }
 
+/// The run-clock window in which a snapshot was taken.
+fn window(t: &crate::Taken) -> iogen::delta_check::Window {
+    iogen::delta_check::Window {
+        requested_ns: t.requested_ns,
+        ready_ns: t.ready_ns,
+    }
+}
+
 fn pairs(ranges: &[Range]) -> Vec<[u64; 2]> {
     ranges.iter().map(|r| [r.offset, r.len]).collect()
 }
@@ -461,13 +339,21 @@ pub(crate) async fn delta(
                 }
             }
         }
-        let mut c = check(&ranges2, block, &sets, &base2.taken, &target2.taken);
+        let mut c = iogen::delta_check::check(
+            &pairs(&ranges2),
+            block,
+            &sets,
+            window(&base2.taken),
+            window(&target2.taken),
+        );
         c.not_checked = not_checked;
         Ok(c)
     })
     .await?;
     ctx.phase("checked");
-    let err = check.error(&target.volume, &d.base, &d.snapshot);
+    let err = check
+        .failure(&target.volume, &d.base, &d.snapshot)
+        .map(|m| ProviderError::new("inconsistent", m));
     let out = CbtFile {
         event: ev.id,
         op: "snapshot_delta",
@@ -487,118 +373,5 @@ pub(crate) async fn delta(
             Err(e)
         }
         None => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Taken;
-
-    fn taken(requested_ns: u64, ready_ns: u64) -> Taken {
-        Taken {
-            by: String::new(),
-            requested_ns,
-            created_ns: requested_ns,
-            cut_ns: requested_ns,
-            ready_ns,
-        }
-    }
-
-    fn w(offset: u64, submitted_ns: u64, acked_ns: u64) -> WriteRecord {
-        WriteRecord {
-            offset,
-            len: 4096,
-            submitted_ns,
-            acked_ns,
-        }
-    }
-
-    fn r(offset: u64, len: u64) -> Range {
-        Range { offset, len }
-    }
-
-    /// Base snapshot requested at 100, ready at 200; the later one requested at 1000, ready at
-    /// 1100. Writes inside (200..=1000) must be in the delta; a write straddling a snapshot
-    /// explains a delta block but is not required.
-    #[test]
-    fn a_delta_holding_every_block_written_between_passes_and_counts_extras() {
-        let recs = vec![
-            w(0, 50, 90),         // before the base: neither required nor explaining
-            w(8192, 150, 250),    // straddles the base's copy: explains, not required
-            w(16384, 300, 400),   // required
-            w(20480, 500, 1000),  // required (acknowledged as the later one was requested)
-            w(32768, 1050, 1200), // straddles the later one: explains, not required
-        ];
-        let delta = [r(8192, 4096), r(16384, 8192), r(40960, 4096)];
-        let c = check(
-            &delta,
-            4096,
-            &[(7, recs)],
-            &taken(100, 200),
-            &taken(1000, 1100),
-        );
-        assert_eq!(
-            (c.writes_in_window, c.blocks_in_window, c.missing),
-            (2, 2, 0)
-        );
-        assert_eq!(c.delta_blocks, 4);
-        // 40960 was touched by nothing: the one extra block.
-        assert_eq!(c.extra_blocks, 1);
-        assert!(c.error("v", "s1", "s2").is_none());
-    }
-
-    /// A block written between the snapshots that the delta lacks fails the check with
-    /// `inconsistent`, naming the volume, the block and the write's times.
-    #[test]
-    fn a_written_block_missing_from_the_delta_is_inconsistent_and_named() {
-        // 65536 is written twice in the window: one missing block, named with its first write.
-        let recs = vec![w(16384, 300, 400), w(65536, 600, 700), w(65536, 800, 900)];
-        let delta = [r(16384, 4096)];
-        let c = check(
-            &delta,
-            4096,
-            &[(7, recs)],
-            &taken(100, 200),
-            &taken(1000, 1100),
-        );
-        assert_eq!((c.missing, c.blocks_in_window), (1, 2));
-        assert_eq!(c.missing_listed.len(), 1);
-        let e = c
-            .error("data", "s1", "s2")
-            .expect("a missing block is an error");
-        assert_eq!(e.class, "inconsistent");
-        for part in [
-            "volume \"data\"",
-            "block at byte 65536",
-            "event 7",
-            "submitted at 600 ns",
-            "acknowledged at 700 ns",
-            "ready at 200 ns",
-            "requested at 1000 ns",
-            "1 of 2 blocks",
-        ] {
-            assert!(e.message.contains(part), "{part:?} not in: {}", e.message);
-        }
-    }
-
-    /// A write larger than a block needs every block it touched; one block short fails.
-    #[test]
-    fn a_multi_block_write_needs_all_its_blocks() {
-        let big = WriteRecord {
-            offset: 4096,
-            len: 3 * 4096,
-            submitted_ns: 300,
-            acked_ns: 400,
-        };
-        let c = check(
-            &[r(4096, 8192)],
-            4096,
-            &[(1, vec![big])],
-            &taken(100, 200),
-            &taken(1000, 1100),
-        );
-        assert_eq!(c.missing, 1);
-        assert_eq!(c.missing_listed[0].block, 12288);
     }
 }

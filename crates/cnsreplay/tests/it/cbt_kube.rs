@@ -3,10 +3,11 @@
 //! (`testenv/README.md`), called as a backup application calls it — the driver's
 //! SnapshotMetadataService, an audience-scoped token of the runner's own ServiceAccount, TLS.
 //!
-//! `traces/incremental-backup-node.yaml` makes the changed set known without any record of the
-//! writes: 8 MiB of never-zero verify blocks, snapshot s1, the first 2 MiB overwritten with
-//! zeros, snapshot s2. So s1's allocated blocks must be exactly [0, 8 MiB) and the delta
-//! exactly [0, 2 MiB). The service's refusals (a token for another audience, an account that
+//! `traces/incremental-backup-node.yaml`: 8 MiB of verify blocks, snapshot s1, random 4 KiB
+//! verify rewrites of them, snapshot s2. So s1's allocated blocks must be exactly [0, 8 MiB),
+//! and the delta must be exactly the second writer's written set — which its pod printed on
+//! its log — computed here from `io/5.written`, independently of the provider's check. The
+//! service's refusals (a token for another audience, an account that
 //! may not read the namespace's snapshots, a request without a snapshot) are checked with the
 //! published client directly, and through a run (the op's class and message).
 
@@ -80,20 +81,56 @@ fn changed_blocks_through_the_snapshot_metadata_service_on_the_real_node() {
         );
     }
     let mut accounts = std::collections::BTreeSet::new();
-    for (id, op, base, want) in [
-        (7, "snapshot_allocated", None, 8 * MIB),
-        (8, "snapshot_delta", Some("s1"), 2 * MIB),
+    // The second writer's written set, back from its pod's log, as blocks of 4 KiB.
+    let written = iogen::written::read_records(&run.join("io/5.written")).expect("io/5.written");
+    assert!(!written.is_empty(), "the writer's pod gave back no writes");
+    let mut rewritten: Vec<u64> = written
+        .iter()
+        .flat_map(|w| (w.offset / 4096..(w.offset + w.len).div_ceil(4096)).map(|b| b * 4096))
+        .collect();
+    rewritten.sort_unstable();
+    rewritten.dedup();
+    let blocks = |ranges: &serde_json::Value| -> Vec<u64> {
+        ranges
+            .as_array()
+            .expect("ranges")
+            .iter()
+            .flat_map(|r| {
+                let (o, l) = (r[0].as_u64().unwrap(), r[1].as_u64().unwrap());
+                (o / 4096..(o + l) / 4096).map(|b| b * 4096)
+            })
+            .collect()
+    };
+    for (id, op, base) in [
+        (7, "snapshot_allocated", None),
+        (8, "snapshot_delta", Some("s1")),
     ] {
         let f = json(&run.join(format!("cbt/{id}.json")));
         assert_eq!(f["op"], op, "{f:#}");
         assert_eq!(f["volume"], "data", "{f:#}");
         assert_eq!(f["base"].as_str(), base, "{f:#}");
-        assert_eq!(
-            f["ranges"],
-            serde_json::json!([[0, want]]),
-            "event {id}: the service must list exactly [0, {want}) ({f:#})"
-        );
-        assert_eq!(f["timing"]["bytes"], want, "{f:#}");
+        if base.is_none() {
+            assert_eq!(
+                f["ranges"],
+                serde_json::json!([[0, 8 * MIB]]),
+                "the service must list exactly the 8 MiB written ({f:#})"
+            );
+        } else {
+            assert_eq!(
+                blocks(&f["ranges"]),
+                rewritten,
+                "the delta must be exactly the blocks the second writer wrote ({} of them)",
+                rewritten.len()
+            );
+            let c = &f["check"];
+            assert_eq!(c["phases"], serde_json::json!([3, 5]), "{c:#}");
+            assert_eq!(
+                (c["missing"].as_u64(), c["extra_blocks"].as_u64()),
+                (Some(0), Some(0)),
+                "{c:#}"
+            );
+            assert_eq!(c["blocks_in_window"], rewritten.len(), "{c:#}");
+        }
         assert_eq!(f["image_size"], 64 * MIB, "{f:#}");
         assert_eq!(f["service"]["name"], c.get("TESTENV_CSI_DRIVER"), "{f:#}");
         assert_eq!(
@@ -113,11 +150,19 @@ fn changed_blocks_through_the_snapshot_metadata_service_on_the_real_node() {
             .iter()
             .filter_map(|p| p["name"].as_str())
             .collect();
-        assert_eq!(
-            names,
-            ["resolved", "token", "connected", "first-range", "listed"],
-            "{r}"
-        );
+        let want: &[&str] = if base.is_some() {
+            &[
+                "resolved",
+                "token",
+                "connected",
+                "first-range",
+                "listed",
+                "checked",
+            ]
+        } else {
+            &["resolved", "token", "connected", "first-range", "listed"]
+        };
+        assert_eq!(names, want, "{r}");
         let first = f["timing"]["first_range_ns"].as_u64().expect("first range");
         assert!(first <= f["timing"]["total_ns"].as_u64().unwrap(), "{f:#}");
     }
@@ -246,5 +291,130 @@ fn a_driver_without_a_snapshot_metadata_service_is_refused_before_the_clock() {
                  SnapshotMetadataService \"{driver}\""
             )),
         "{err}"
+    );
+}
+
+/// The service's own refusals, called with the published client as any backup application
+/// would: a token for another audience (UNAUTHENTICATED), the right audience for an account
+/// that may not read the namespace's snapshots (PERMISSION_DENIED), a request without a
+/// snapshot name (INVALID_ARGUMENT), and an authorized account naming a snapshot that does
+/// not exist (UNAVAILABLE, as upstream answers).
+#[test]
+fn the_service_checks_audience_access_and_request() {
+    let Some(c) = crate::real_node::real_node_cluster() else {
+        return;
+    };
+    if !served(&c) {
+        return;
+    }
+    c.apply_rbac();
+    let driver = c.get("TESTENV_CSI_DRIVER").to_owned();
+    let audience = c
+        .kubectl(&[
+            "get",
+            "snapshotmetadataservices.cbt.storage.k8s.io",
+            &driver,
+            "-o",
+            "jsonpath={.spec.audience}",
+        ])
+        .trim()
+        .to_owned();
+    let sa = format!("cbt-audience-{}", std::process::id());
+    let reader = format!("cbt-reader-{}", std::process::id());
+    for a in [&sa, &reader] {
+        c.kubectl(&["create", "serviceaccount", a, "-n", "cnsreplay"]);
+    }
+    let subject = format!("--serviceaccount=cnsreplay:{reader}");
+    c.kubectl(&[
+        "create",
+        "rolebinding",
+        &reader,
+        "-n",
+        "cnsreplay",
+        "--role=cnsreplay",
+        &subject,
+    ]);
+    let token = |account: &str, aud: &str| {
+        c.kubectl(&[
+            "create",
+            "token",
+            account,
+            "-n",
+            "cnsreplay",
+            "--audience",
+            aud,
+        ])
+        .trim()
+        .to_owned()
+    };
+    let (wrong, denied, allowed) = (
+        token(&sa, "not-the-snapshot-metadata-service"),
+        token(&sa, &audience),
+        token(&reader, &audience),
+    );
+    let svc = snapshot_metadata::Service {
+        name: driver,
+        audience,
+        address: c.get("TESTENV_SNAPSHOT_METADATA").to_owned(),
+        ca_cert: std::fs::read(c.get("TESTENV_CA")).expect("testenv CA"),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let answers: Vec<(tonic::Code, String)> = rt.block_on(async {
+        let ch = snapshot_metadata::connect(&svc).await.expect("TLS channel");
+        let mut client =
+            snapshot_metadata::pb::snapshot_metadata_client::SnapshotMetadataClient::new(ch);
+        let mut out = Vec::new();
+        for (token, snapshot) in [
+            (&wrong, "s1"),
+            (&denied, "s1"),
+            (&allowed, ""),
+            (&allowed, "no-such-snapshot"),
+        ] {
+            let r = client
+                .get_metadata_allocated(snapshot_metadata::pb::GetMetadataAllocatedRequest {
+                    security_token: token.clone(),
+                    namespace: "cnsreplay".to_owned(),
+                    snapshot_name: snapshot.to_owned(),
+                    starting_offset: 0,
+                    max_results: 16,
+                })
+                .await;
+            out.push(match r {
+                Ok(_) => (tonic::Code::Ok, String::new()),
+                Err(s) => (s.code(), s.message().to_owned()),
+            });
+        }
+        out
+    });
+    c.kubectl(&["delete", "rolebinding", &reader, "-n", "cnsreplay"]);
+    for a in [&sa, &reader] {
+        c.kubectl(&["delete", "serviceaccount", a, "-n", "cnsreplay"]);
+    }
+    let codes: Vec<tonic::Code> = answers.iter().map(|a| a.0).collect();
+    assert_eq!(
+        codes,
+        [
+            tonic::Code::Unauthenticated,
+            tonic::Code::PermissionDenied,
+            tonic::Code::InvalidArgument,
+            tonic::Code::Unavailable,
+        ],
+        "{answers:#?}"
+    );
+    assert!(
+        answers[1].1.contains(&format!(
+            "system:serviceaccount:cnsreplay:{sa} may not get volumesnapshots"
+        )),
+        "{answers:#?}"
+    );
+    assert_eq!(answers[2].1, "snapshot_name is required", "{answers:#?}");
+    assert!(
+        answers[3]
+            .1
+            .contains("cnsreplay/no-such-snapshot does not exist"),
+        "{answers:#?}"
     );
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -246,7 +246,7 @@ fn fs_type(path: &Path) -> Result<String> {
 }
 
 fn fs(a: &FsArgs, stop: &Stop) -> Result<()> {
-    let t0 = std::time::Instant::now();
+    let t0 = Instant::now();
     let kind = fs_type(&a.path)?;
     let mut last = None;
     loop {
@@ -306,6 +306,11 @@ struct EngineArgs {
     /// Also write the merged histograms (HdrHistogram log) to this file.
     #[arg(long)]
     histograms: Option<PathBuf>,
+    /// Record every acknowledged write (offset, length, submitted and acknowledged times):
+    /// the record file (iogen's written set) here, or with `-` text lines on stdout after the
+    /// phase, for a pod whose only way back is its log.
+    #[arg(long)]
+    written_log: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -583,9 +588,25 @@ fn run_one(
             human(iogen::DEFAULT_NEW_FILE_SIZE)
         );
     }
-    let r = iogen::run_phase(spec, target, &opts, stop)?;
+    let stdout = Path::new("-");
+    let written = e
+        .written_log
+        .as_deref()
+        .map(|p| iogen::written::WrittenSpec {
+            path: if p == stdout { PathBuf::new() } else { at(p) },
+            origin: Instant::now(),
+        });
+    // The Unix time of the records' origin, for a reader on another clock.
+    let anchor = iogen::WallAnchor::now();
+    let r = iogen::run_phase_recording(spec, target, &opts, stop, written.as_ref())?;
     if let Some(h) = &e.histograms {
         iogen::write_histograms(&at(h), &r.histograms)?;
+    }
+    if let (Some(w), Some(recs)) = (&written, &r.written)
+        && e.written_log.as_deref() == Some(stdout)
+    {
+        let origin = i128::from(anchor.unix_ns(w.origin));
+        print!("{}", iogen::written_wire::to_text(recs, origin));
     }
     Ok(r)
 }
