@@ -5,10 +5,11 @@
 # (docs/kubernetes.md, "Changed-block tracking"). ROUNDS (default 5) runs of each of
 # scripts/bench-cbt.sh's two volumes, here in iogen pods: `full` fills the raw block volume
 # with 1 MiB writes, `sparse` writes 128 MiB of random 4 KiB blocks; then snapshot s1, 64 MiB
-# of random 4 KiB writes (O_DIRECT), snapshot s2, `snapshot_allocated s1`, `snapshot_delta
-# s1 → s2`. Per round, from cbt/ID.json: what a client waits for before the call (resolve the
-# snapshots and the service, the TokenRequest, TLS), time to the first range, total, ranges,
-# MiB covered, ranges/s and MiB/s; then min–max over the rounds.
+# of random 4 KiB verify-mode writes (O_DIRECT), snapshot s2, `snapshot_allocated s1`,
+# `snapshot_delta s1 → s2`. Per round, from cbt/ID.json: what a client waits for before the
+# call (resolve the snapshots and the service, the TokenRequest, TLS), time to the first
+# range, total, ranges, MiB covered, ranges/s and MiB/s, and the delta's check against the
+# writer's written set (its pod's log); then min–max over the rounds.
 #
 # It runs as the testenv admin with the token of cnsreplay/cnsreplay (deploy/rbac/all is
 # applied, which binds that account). CNSREPLAY_BIN picks the binary (default: the release
@@ -50,7 +51,7 @@ events:
   - {at: 1s, id: 2, attach: {workload: db, volumes: [data]}}
   - {at: 2s, id: 3, io_phase: {workload: db, volume: data, $first, direct: true}}
   - {at: 45s, id: 4, snapshot: {volume: data, snapshot: s1}}
-  - {at: 47s, id: 5, io_phase: {workload: db, volume: data, pattern: random, read_pct: 0, block_size: 4Ki, load: {depth: 16}, bytes: 64Mi, direct: true}}
+  - {at: 47s, id: 5, io_phase: {workload: db, volume: data, pattern: random, read_pct: 0, block_size: 4Ki, load: {depth: 16}, bytes: 64Mi, direct: true, verify: true}}
   - {at: 80s, id: 6, snapshot: {volume: data, snapshot: s2}}
   - {at: 83s, id: 7, snapshot_allocated: {snapshot: s1}}
   - {at: 84s, id: 8, snapshot_delta: {base: s1, snapshot: s2}}
@@ -98,7 +99,9 @@ for kind, id, name in ((k, i, n) for k in ("full", "sparse")
         print(f"round {i}: resolve {s['resolve_ns']/1e6:.1f} ms, token {s['token_ns']/1e6:.1f} ms, "
               f"TLS {s['connect_ns']/1e6:.1f} ms; first range {t['first_range_ns']/1e6:.2f} ms, "
               f"total {t['total_ns']/1e6:.1f} ms, {t['ranges']} ranges in {f['responses']} responses, "
-              f"{t['bytes']/mib:.1f} MiB, {t['ranges_per_s']:.0f} ranges/s, {t['bytes_per_s']/mib:.0f} MiB/s covered")
+              f"{t['bytes']/mib:.1f} MiB, {t['ranges_per_s']:.0f} ranges/s, {t['bytes_per_s']/mib:.0f} MiB/s covered"
+              + (f"; check: {f['check']['missing']} of {f['check']['blocks_in_window']} written blocks "
+                 f"missing, {f['check']['extra_blocks']} extra" if f.get("check") else ""))
     def rng(get, scale, fmt):
         v = [get(f) / scale for f in rows]
         return f"{min(v):{fmt}}–{max(v):{fmt}}"
