@@ -45,27 +45,6 @@ struct CbtFile {
     check: Option<Check>,
 }
 
-/// The listings of a run: `cbt/ID.json`, by event id.
-fn files(run: &Path) -> Result<Vec<PathBuf>> {
-    let dir = run.join("cbt");
-    if !dir.is_dir() {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    for e in fs_err::read_dir(&dir)? {
-        let p = e?.path();
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if let Some(id) = name
-            .strip_suffix(".json")
-            .and_then(|s| s.parse::<u64>().ok())
-        {
-            out.push((id, p));
-        }
-    }
-    out.sort();
-    Ok(out.into_iter().map(|(_, p)| p).collect())
-}
-
 /// Provider-call starts of the listing events, by id.
 #[derive(Debug, Default)]
 struct Starts(HashMap<u64, u64>);
@@ -146,7 +125,10 @@ const EXTRA: &str = "#E69F00";
 
 /// The figure of run `i` of `n` with listings: `(id, caption, panels)`, or `None`.
 pub(crate) fn figure(run: &Run, i: usize, n: usize) -> Result<Option<(String, String, Vec<Plot>)>> {
-    let paths = files(&run.path)?;
+    let paths: Vec<PathBuf> = crate::load::event_files(&run.path, "cbt", ".json")?
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
     if paths.is_empty() {
         return Ok(None);
     }

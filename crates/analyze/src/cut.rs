@@ -42,24 +42,6 @@ struct CutFile {
     members: Vec<Member>,
 }
 
-/// The checks of a run: `(event id, io/ID.cut.json)`, by id.
-fn files(run: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let dir = run.join("io");
-    if !dir.is_dir() {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    for e in fs_err::read_dir(&dir)? {
-        let p = e?.path();
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if let Some(id) = name.strip_suffix(".cut.json").and_then(|s| s.parse().ok()) {
-            out.push((id, p));
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 fn bad(file: &Path, message: String) -> Error {
     Error::RunFile {
         file: file.to_owned(),
@@ -75,7 +57,7 @@ pub(crate) fn plots(run: &Run, i: usize, n: usize) -> Result<Vec<(String, String
         .unwrap_or(run.manifest.started)
         .as_nanosecond();
     let mut out = Vec::new();
-    for (id, path) in files(&run.path)? {
+    for (id, path) in crate::load::event_files(&run.path, "io", ".cut.json")? {
         let f: CutFile =
             serde_json::from_slice(&fs_err::read(&path)?).map_err(|e| bad(&path, e.to_string()))?;
         // The log beside the check (the run directory may have moved since).

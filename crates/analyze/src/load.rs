@@ -329,6 +329,25 @@ fn cut(block: &[u8], k: usize) -> Vec<&[u8]> {
     parts
 }
 
+/// A run's per-event files `RUN/DIR/<event id>SUFFIX` (`io/7.cut.json`, `cbt/8.json`), by
+/// event id; none when the directory does not exist.
+pub(crate) fn event_files(run: &Path, dir: &str, suffix: &str) -> Result<Vec<(u64, PathBuf)>> {
+    let dir = run.join(dir);
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for e in fs_err::read_dir(&dir)? {
+        let p = e?.path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if let Some(id) = name.strip_suffix(suffix).and_then(|s| s.parse().ok()) {
+            out.push((id, p));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Scans a JSON Lines file of records (see [`Run::scan`]).
 pub fn scan_file<A: Accumulator>(path: &Path, make: impl Fn() -> A + Sync) -> Result<A> {
     let threads = std::thread::available_parallelism()

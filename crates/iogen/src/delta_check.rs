@@ -17,6 +17,20 @@ use crate::written::WriteRecord;
 /// Mismatches listed in a [`DeltaCheck`] (all are counted).
 pub const LISTED: usize = 100;
 
+/// Why a written set's offsets cannot be checked against a delta's, if they cannot: the
+/// record's offsets must be the storage's — a raw block device (`device`) written with
+/// O_DIRECT (`direct`: a buffered write acknowledged in the page cache is not yet on the
+/// storage a snapshot copies). A file system's data file sits at offsets only it knows.
+pub fn uncheckable(device: bool, direct: bool) -> Option<&'static str> {
+    if !device {
+        Some("a file-system volume: the written set is in its data file's offsets")
+    } else if !direct {
+        Some("buffered writes: acknowledged in the page cache, not yet in the image")
+    } else {
+        None
+    }
+}
+
 /// When a snapshot was taken, ns on the run clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {

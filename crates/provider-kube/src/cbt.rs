@@ -64,18 +64,13 @@ pub(crate) fn register(p: &Kube, ev: &Event, ph: &IoPhase, block: bool) {
     if !crate::objects::records_written(ph) {
         return;
     }
-    let unchecked = if !block {
-        Some("a file-system volume: the written set is in its data file's offsets")
-    } else if !ph.direct {
-        Some("buffered writes: acknowledged in the page cache, not yet on the volume")
-    } else {
-        Some("still running, or its pod's log gave back no complete written set")
-    };
+    let unchecked = iogen::delta_check::uncheckable(block, ph.direct)
+        .unwrap_or("still running, or its pod's log gave back no complete written set");
     p.state().written.push(Written {
         event: ev.id,
         volume: ph.volume.clone(),
         record: None,
-        unchecked: unchecked.map(str::to_owned),
+        unchecked: Some(unchecked.to_owned()),
     });
 }
 
@@ -370,6 +365,35 @@ struct Answer {
     blocks: Vec<pb::BlockMetadata>,
 }
 
+impl From<pb::GetMetadataAllocatedResponse> for Answer {
+    fn from(a: pb::GetMetadataAllocatedResponse) -> Self {
+        Answer {
+            kind: a.block_metadata_type,
+            capacity: a.volume_capacity_bytes,
+            blocks: a.block_metadata,
+        }
+    }
+}
+
+impl From<pb::GetMetadataDeltaResponse> for Answer {
+    fn from(a: pb::GetMetadataDeltaResponse) -> Self {
+        Answer {
+            kind: a.block_metadata_type,
+            capacity: a.volume_capacity_bytes,
+            blocks: a.block_metadata,
+        }
+    }
+}
+
+type Answers = futures::stream::BoxStream<'static, Result<Answer, tonic::Status>>;
+
+/// Either call's stream as [`Answer`]s.
+fn answers<T: Into<Answer> + Send + 'static>(
+    r: Result<tonic::Response<tonic::Streaming<T>>, tonic::Status>,
+) -> Result<Answers, tonic::Status> {
+    Ok(r?.into_inner().map(|a| a.map(Into::into)).boxed())
+}
+
 /// Checks a stream's ranges as they come: in order, not overlapping, inside the volume, and
 /// of one size when the service says FIXED_LENGTH.
 #[derive(Debug, Default)]
@@ -474,9 +498,9 @@ pub(crate) async fn list(
     };
     p.waiting(ctx, format!("{what} at {}", svc.address));
     let start = Instant::now();
-    let mut stream: futures::stream::BoxStream<'static, Result<Answer, tonic::Status>> =
-        match &base_content {
-            Some(bc) => client
+    let mut stream = match &base_content {
+        Some(bc) => answers(
+            client
                 .get_metadata_delta(pb::GetMetadataDeltaRequest {
                     security_token: token,
                     namespace: ns.clone(),
@@ -485,18 +509,10 @@ pub(crate) async fn list(
                     starting_offset: 0,
                     max_results: MAX_RESULTS,
                 })
-                .await
-                .map_err(|s| grpc_err(&what, &s))?
-                .into_inner()
-                .map(|r| {
-                    r.map(|a| Answer {
-                        kind: a.block_metadata_type,
-                        capacity: a.volume_capacity_bytes,
-                        blocks: a.block_metadata,
-                    })
-                })
-                .boxed(),
-            None => client
+                .await,
+        ),
+        None => answers(
+            client
                 .get_metadata_allocated(pb::GetMetadataAllocatedRequest {
                     security_token: token,
                     namespace: ns.clone(),
@@ -504,18 +520,10 @@ pub(crate) async fn list(
                     starting_offset: 0,
                     max_results: MAX_RESULTS,
                 })
-                .await
-                .map_err(|s| grpc_err(&what, &s))?
-                .into_inner()
-                .map(|r| {
-                    r.map(|a| Answer {
-                        kind: a.block_metadata_type,
-                        capacity: a.volume_capacity_bytes,
-                        blocks: a.block_metadata,
-                    })
-                })
-                .boxed(),
-        };
+                .await,
+        ),
+    }
+    .map_err(|s| grpc_err(&what, &s))?;
     let mut first = None;
     let mut ranges = Vec::new();
     let mut bytes = 0u64;

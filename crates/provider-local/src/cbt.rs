@@ -56,10 +56,10 @@ pub(crate) fn register_written(
     }
     let volume = crate::ops::lock(&*p.volume(&ph.volume)?).image.clone();
     let device = crate::io::is_device(target);
-    let unchecked = if p.loop_mode() && !device {
-        Some("a file-system volume: the written set is in its data file's offsets")
-    } else if device && !ph.direct {
-        Some("buffered writes: acknowledged in the page cache, not yet in the image")
+    // Without loop devices a volume is a directory whose data file is what is listed: its
+    // offsets are the record's.
+    let unchecked = if p.loop_mode() || device {
+        iogen::delta_check::uncheckable(device, ph.direct)
     } else {
         None
     };

@@ -230,6 +230,20 @@ impl Sidecar {
     }
 }
 
+/// The CSI driver's response `$a` as the API's `pb::$T` (the same three fields), with its
+/// count of ranges.
+macro_rules! passed_on {
+    ($a:expr, $t:ident) => {{
+        let n = $a.block_metadata.len();
+        let b = pb::$t {
+            block_metadata_type: $a.block_metadata_type,
+            volume_capacity_bytes: $a.volume_capacity_bytes,
+            block_metadata: blocks($a.block_metadata),
+        };
+        (b, n)
+    }};
+}
+
 fn blocks(v: Vec<csi::BlockMetadata>) -> Vec<pb::BlockMetadata> {
     v.into_iter()
         .map(|b| pb::BlockMetadata {
@@ -300,13 +314,7 @@ impl pb::snapshot_metadata_server::SnapshotMetadata for Sidecar {
             r.namespace, r.snapshot_name
         );
         Ok(Response::new(relay(s, what, start, |a| {
-            let n = a.block_metadata.len();
-            let b = pb::GetMetadataAllocatedResponse {
-                block_metadata_type: a.block_metadata_type,
-                volume_capacity_bytes: a.volume_capacity_bytes,
-                block_metadata: blocks(a.block_metadata),
-            };
-            (b, n)
+            passed_on!(a, GetMetadataAllocatedResponse)
         })))
     }
 
@@ -338,13 +346,7 @@ impl pb::snapshot_metadata_server::SnapshotMetadata for Sidecar {
             r.base_snapshot_id, r.namespace, r.target_snapshot_name
         );
         Ok(Response::new(relay(s, what, start, |a| {
-            let n = a.block_metadata.len();
-            let b = pb::GetMetadataDeltaResponse {
-                block_metadata_type: a.block_metadata_type,
-                volume_capacity_bytes: a.volume_capacity_bytes,
-                block_metadata: blocks(a.block_metadata),
-            };
-            (b, n)
+            passed_on!(a, GetMetadataDeltaResponse)
         })))
     }
 }

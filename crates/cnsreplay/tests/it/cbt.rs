@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::{LENIENT, cnsreplay_within, ok, s};
+use crate::{ok, s};
 
 fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -38,23 +38,7 @@ fn the_delta_between_two_snapshots_is_the_written_set() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let run = dir.path().join("run");
-    ok(&cnsreplay_within(
-        &[
-            "run",
-            "traces/incremental-backup.yaml",
-            "--provider",
-            "local",
-            LENIENT,
-            "-o",
-            s(&run),
-        ],
-        300,
-    ));
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(run.join("events.jsonl"))
-        .expect("events")
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let events = crate::run_local("traces/incremental-backup.yaml", &run);
     for e in &events {
         assert_eq!(e["outcome"], "ok", "{e}");
     }
@@ -131,23 +115,7 @@ fn deltas_under_a_running_writer_hold_the_window_and_nothing_unwritten() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let run = dir.path().join("run");
-    ok(&cnsreplay_within(
-        &[
-            "run",
-            "traces/incremental-backup-under-load.yaml",
-            "--provider",
-            "local",
-            LENIENT,
-            "-o",
-            s(&run),
-        ],
-        300,
-    ));
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(run.join("events.jsonl"))
-        .expect("events")
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let events = crate::run_local("traces/incremental-backup-under-load.yaml", &run);
     for e in &events {
         assert_eq!(e["outcome"], "ok", "{e}");
     }
@@ -257,23 +225,7 @@ fn a_synthesized_incremental_backup_runs_with_every_delta_checked_and_drawn() {
     assert_eq!((fulls.len(), deltas.len()), (3, 9));
 
     let run = dir.path().join("run");
-    ok(&cnsreplay_within(
-        &[
-            "run",
-            s(&trace),
-            "--provider",
-            "local",
-            LENIENT,
-            "-o",
-            s(&run),
-        ],
-        300,
-    ));
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(run.join("events.jsonl"))
-        .expect("events")
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let events = crate::run_local(s(&trace), &run);
     assert_eq!(events.len(), lines.len());
     for e in &events {
         assert_eq!(e["outcome"], "ok", "{e}");
@@ -306,29 +258,12 @@ fn a_synthesized_incremental_backup_runs_with_every_delta_checked_and_drawn() {
     }
 
     // The report draws every listing (above its bytes, below first range and total).
-    let html = dir.path().join("report.html");
-    let svgs = dir.path().join("svg");
-    ok(&crate::cnsreplay(&[
-        "analyze",
-        "report",
-        s(&run),
-        "--allow-invalid",
-        "-o",
-        s(&html),
-        "--svg",
-        s(&svgs),
-    ]));
-    let page = std::fs::read_to_string(&html).expect("report");
-    let fig = page
-        .split("<figure id=\"fig-cbt-1\"")
-        .nth(1)
-        .and_then(|f| f.split("</figure>").next())
-        .unwrap_or_else(|| panic!("no cbt figure in the report"));
+    let fig = crate::report_figure(&run, dir.path(), "cbt-1");
     assert!(
         fig.starts_with(" data-figure=\"cbt-1\" data-points=\"36\"")
             && fig.contains("Changed blocks: deltas: 9 checked, 0 missing<")
             && fig.contains("3 snapshot_allocated, 9 snapshot_delta"),
         "{fig}"
     );
-    assert!(svgs.join("cbt-1.svg").is_file());
+    assert!(dir.path().join("svg/cbt-1.svg").is_file());
 }

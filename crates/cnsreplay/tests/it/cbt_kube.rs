@@ -22,14 +22,6 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("json")
 }
 
-fn events(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("events.jsonl"))
-        .expect("events")
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 fn record(events: &[serde_json::Value], id: u64) -> &serde_json::Value {
     events
         .iter()
@@ -67,7 +59,7 @@ fn changed_blocks_through_the_snapshot_metadata_service_on_the_real_node() {
     let run = dir.path().join("run");
     let args = crate::real_node::kube_run_args(&c, &kc, trace, &run, true, &[]);
     ok(&cnsreplay_within(&args, 600));
-    let ev = events(&run);
+    let ev = crate::run_events(&run);
     for e in &ev {
         assert_eq!(e["outcome"], "ok", "{e}");
     }
@@ -225,7 +217,7 @@ fn an_account_that_may_not_read_snapshots_is_refused_by_the_service() {
         "no run: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let ev = events(&run);
+    let ev = crate::run_events(&run);
     let r = record(&ev, 3);
     assert_eq!(r["outcome"], "error", "{r}");
     assert_eq!(r["error_class"], "forbidden", "{r}");

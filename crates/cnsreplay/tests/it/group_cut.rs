@@ -10,20 +10,11 @@
 
 use std::path::Path;
 
-use crate::{LENIENT, cnsreplay_within, ok, s};
+use crate::{cnsreplay_within, ok};
 
 fn run(trace: &str, dir: &Path) -> (Vec<serde_json::Value>, std::path::PathBuf) {
     let run = dir.join("run");
-    ok(&cnsreplay_within(
-        &["run", trace, "--provider", "local", LENIENT, "-o", s(&run)],
-        300,
-    ));
-    let events = std::fs::read_to_string(run.join("events.jsonl"))
-        .expect("events")
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    (events, run)
+    (crate::run_local(trace, &run), run)
 }
 
 fn record(events: &[serde_json::Value], id: u64) -> &serde_json::Value {
@@ -120,24 +111,7 @@ fn a_group_snapshot_of_three_volumes_under_ordered_writes_restores_one_cut() {
     );
     // The report draws the check: one figure, a line per written volume, the verdict in its
     // title and the snapshot's band.
-    let html = dir.path().join("report.html");
-    let svgs = dir.path().join("svg");
-    ok(&crate::cnsreplay(&[
-        "analyze",
-        "report",
-        s(&run),
-        "--allow-invalid",
-        "-o",
-        s(&html),
-        "--svg",
-        s(&svgs),
-    ]));
-    let page = std::fs::read_to_string(&html).expect("report");
-    let fig = page
-        .split("<figure id=\"fig-cut-1-7\"")
-        .nth(1)
-        .and_then(|f| f.split("</figure>").next())
-        .unwrap_or_else(|| panic!("no cut figure in the report"));
+    let fig = crate::report_figure(&run, dir.path(), "cut-1-7");
     assert!(
         fig.contains("Cut check, event 7 (log db-writes): consistent")
             && ["data", "wal", "index", "group_snapshot g1"]
@@ -145,7 +119,7 @@ fn a_group_snapshot_of_three_volumes_under_ordered_writes_restores_one_cut() {
                 .all(|n| fig.contains(n)),
         "{fig}"
     );
-    assert!(svgs.join("cut-1-7.svg").is_file());
+    assert!(dir.path().join("svg/cut-1-7.svg").is_file());
 }
 
 #[test]
@@ -256,12 +230,7 @@ fn run_on_node(
     let args = crate::real_node::kube_run_args(c, &kc, trace, &run, true, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     ok(&cnsreplay_within(&args, 600));
-    let events = std::fs::read_to_string(run.join("events.jsonl"))
-        .expect("events")
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    (events, run)
+    (crate::run_events(&run), run)
 }
 
 #[test]

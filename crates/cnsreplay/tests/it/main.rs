@@ -196,6 +196,46 @@ fn ok(o: &Output) {
     );
 }
 
+/// The records of a run's `events.jsonl`.
+fn run_events(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap_or_else(|e| panic!("{}/events.jsonl: {e}", run.display()))
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `cnsreplay run TRACE --provider local` (lenient verdict limits) into `run`, succeeding;
+/// its records.
+fn run_local(trace: &str, run: &Path) -> Vec<serde_json::Value> {
+    ok(&cnsreplay_within(
+        &["run", trace, "--provider", "local", LENIENT, "-o", s(run)],
+        300,
+    ));
+    run_events(run)
+}
+
+/// `analyze report RUN --allow-invalid` into `dir`; the HTML of figure `id` (`cbt-1`).
+fn report_figure(run: &Path, dir: &Path, id: &str) -> String {
+    let html = dir.join("report.html");
+    ok(&cnsreplay(&[
+        "analyze",
+        "report",
+        s(run),
+        "--allow-invalid",
+        "-o",
+        s(&html),
+        "--svg",
+        s(&dir.join("svg")),
+    ]));
+    let page = std::fs::read_to_string(&html).expect("report");
+    page.split(&format!("<figure id=\"fig-{id}\""))
+        .nth(1)
+        .and_then(|f| f.split("</figure>").next())
+        .unwrap_or_else(|| panic!("no figure {id} in the report"))
+        .to_owned()
+}
+
 /// Verdict limits a run on a loaded test machine cannot fail (four parallel builds on two
 /// cores gave start lateness p99 of 20–60 ms here): runs that tests analyze are then `valid`,
 /// which analysis requires. The verdict itself is tested with its own limits.
