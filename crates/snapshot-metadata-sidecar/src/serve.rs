@@ -225,6 +225,22 @@ impl Sidecar {
             })
     }
 
+    /// What both calls do first: the request names a token, a namespace and a snapshot (the
+    /// field `snapshot.0`), the token is valid and its user may read the namespace's
+    /// snapshots, and the snapshot resolves. The user's name and the snapshot's CSI handle.
+    async fn admit(
+        &self,
+        token: &str,
+        namespace: &str,
+        snapshot: (&str, &str),
+    ) -> Result<(String, String), Status> {
+        required("security_token", token)?;
+        required("namespace", namespace)?;
+        required(snapshot.0, snapshot.1)?;
+        let user = self.authorize(token, namespace).await?;
+        Ok((user, self.handle(namespace, snapshot.1).await?))
+    }
+
     fn client(&self) -> csi::snapshot_metadata_client::SnapshotMetadataClient<Channel> {
         csi::snapshot_metadata_client::SnapshotMetadataClient::new(self.csi.clone())
     }
@@ -294,11 +310,13 @@ impl pb::snapshot_metadata_server::SnapshotMetadata for Sidecar {
     ) -> Result<Response<Self::GetMetadataAllocatedStream>, Status> {
         let start = Instant::now();
         let r = req.into_inner();
-        required("security_token", &r.security_token)?;
-        required("namespace", &r.namespace)?;
-        required("snapshot_name", &r.snapshot_name)?;
-        let user = self.authorize(&r.security_token, &r.namespace).await?;
-        let id = self.handle(&r.namespace, &r.snapshot_name).await?;
+        let (user, id) = self
+            .admit(
+                &r.security_token,
+                &r.namespace,
+                ("snapshot_name", &r.snapshot_name),
+            )
+            .await?;
         let s = self
             .client()
             .get_metadata_allocated(csi::GetMetadataAllocatedRequest {
@@ -324,12 +342,14 @@ impl pb::snapshot_metadata_server::SnapshotMetadata for Sidecar {
     ) -> Result<Response<Self::GetMetadataDeltaStream>, Status> {
         let start = Instant::now();
         let r = req.into_inner();
-        required("security_token", &r.security_token)?;
-        required("namespace", &r.namespace)?;
         required("base_snapshot_id", &r.base_snapshot_id)?;
-        required("target_snapshot_name", &r.target_snapshot_name)?;
-        let user = self.authorize(&r.security_token, &r.namespace).await?;
-        let id = self.handle(&r.namespace, &r.target_snapshot_name).await?;
+        let (user, id) = self
+            .admit(
+                &r.security_token,
+                &r.namespace,
+                ("target_snapshot_name", &r.target_snapshot_name),
+            )
+            .await?;
         let s = self
             .client()
             .get_metadata_delta(csi::GetMetadataDeltaRequest {

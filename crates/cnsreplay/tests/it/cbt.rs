@@ -29,11 +29,7 @@ fn blocks_of(ranges: &serde_json::Value, block: u64) -> BTreeSet<u64> {
 
 #[test]
 fn the_delta_between_two_snapshots_is_the_written_set() {
-    if !provider_local::sys::is_root() {
-        #[allow(clippy::print_stderr)] // the skip line is the contract
-        {
-            eprintln!("skipped: the local provider's block volumes need root");
-        }
+    if crate::skip_unless_root() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -106,11 +102,7 @@ fn the_delta_between_two_snapshots_is_the_written_set() {
 /// write that overlaps the span from the earlier one's start to the later one's completion.
 #[test]
 fn deltas_under_a_running_writer_hold_the_window_and_nothing_unwritten() {
-    if !provider_local::sys::is_root() {
-        #[allow(clippy::print_stderr)] // the skip line is the contract
-        {
-            eprintln!("skipped: the local provider's block volumes need root");
-        }
+    if crate::skip_unless_root() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -180,11 +172,7 @@ fn deltas_under_a_running_writer_hold_the_window_and_nothing_unwritten() {
 /// report's `cbt-1` figure draws every listing with that verdict in its title.
 #[test]
 fn a_synthesized_incremental_backup_runs_with_every_delta_checked_and_drawn() {
-    if !provider_local::sys::is_root() {
-        #[allow(clippy::print_stderr)] // the skip line is the contract
-        {
-            eprintln!("skipped: the local provider's block volumes need root");
-        }
+    if crate::skip_unless_root() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

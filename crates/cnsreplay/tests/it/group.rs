@@ -78,11 +78,7 @@ fn check_run(run: &Path) {
 
 #[test]
 fn a_group_snapshot_of_five_volumes_under_io_restores_consistent_members_locally() {
-    if !provider_local::sys::is_root() {
-        #[allow(clippy::print_stderr)] // the skip line is the contract
-        {
-            eprintln!("skipped: the local provider's block volumes need root");
-        }
+    if crate::skip_unless_root() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

@@ -32,20 +32,9 @@ fn cut_file(run: &Path, id: u64, events: &[serde_json::Value]) -> serde_json::Va
     serde_json::from_str(&text).expect("json")
 }
 
-fn skip_unless_root() -> bool {
-    if provider_local::sys::is_root() {
-        return false;
-    }
-    #[allow(clippy::print_stderr)] // the skip line is the contract
-    {
-        eprintln!("skipped: the local provider's block volumes need root");
-    }
-    true
-}
-
 #[test]
 fn a_group_snapshot_of_three_volumes_under_ordered_writes_restores_one_cut() {
-    if skip_unless_root() {
+    if crate::skip_unless_root() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -124,7 +113,7 @@ fn a_group_snapshot_of_three_volumes_under_ordered_writes_restores_one_cut() {
 
 #[test]
 fn separate_snapshots_of_the_same_load_are_reported_torn() {
-    if skip_unless_root() {
+    if crate::skip_unless_root() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

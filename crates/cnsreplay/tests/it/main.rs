@@ -196,6 +196,18 @@ fn ok(o: &Output) {
     );
 }
 
+/// True (after the skip line) when the local provider's block volumes cannot run: not root.
+fn skip_unless_root() -> bool {
+    if provider_local::sys::is_root() {
+        return false;
+    }
+    #[allow(clippy::print_stderr)] // the skip line is the contract
+    {
+        eprintln!("skipped: the local provider's block volumes need root");
+    }
+    true
+}
+
 /// The records of a run's `events.jsonl`.
 fn run_events(run: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(run.join("events.jsonl"))
