@@ -8,6 +8,11 @@
 //!   several percent for a short run with spread-out latencies). The system *kept up* when
 //!   achieved ≥ (1 − tolerance) · offered (tolerance 2 % by default), checked for every op type
 //!   with at least `min_events` events.
+//! - Throughput and stationarity are judged over the trace's **steady part** when its header
+//!   names one ([`trace_format::STEADY_PARAMETER`]; synth writes it): a warm-up and the
+//!   burst of deletes of an `end: clean_up` tail are the trace's set-up and tear-down, not
+//!   load the system must keep up with, and 8 deletes at one instant inside `[I10, I90]`
+//!   would read as a growing backlog.
 //! - **Stationarity** by the **backlog**: over the window `[I10, I90]`, `growth =
 //!   (arrivals − completions)(I90) − (arrivals − completions)(I10)` must stay within
 //!   `backlog_sigmas` (0.5) of its counting noise `σ = √(D_a·A + D_c·C)`, for every op type
@@ -135,6 +140,12 @@ pub struct PointEval {
     pub run: String,
     /// Replay speed.
     pub speed: f64,
+    /// The window of intended instants (ns from the run's origin, end exclusive) the
+    /// throughput and stationarity were judged over: the trace's steady part
+    /// ([`trace_format::STEADY_PARAMETER`], scaled by the speed), without its set-up and
+    /// clean-up; absent when the trace names none (then the whole run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_window_ns: Option<[u64; 2]>,
     /// Throughput of all events (`all`), then per op type.
     pub throughput: Vec<OpThroughput>,
     /// Each SLO.
@@ -385,6 +396,31 @@ fn fmt_ns(ns: u64) -> String {
     crate::report::fmt_ns(ns as f64)
 }
 
+/// The trace's steady part on the run's clock ([`trace_format::STEADY_PARAMETER`] in the
+/// manifest's trace header, divided by the run's speed as the replay compressed it), `None`
+/// when the trace names none. A malformed value is an error naming the run's manifest.
+fn steady_window(run: &Run) -> Result<Option<[u64; 2]>> {
+    let steady = run
+        .manifest
+        .trace
+        .header
+        .provenance
+        .steady()
+        .map_err(|why| {
+            crate::Error::Invalid(format!(
+                "{}: trace.header.{why}",
+                run.path.join("manifest.json").display()
+            ))
+        })?;
+    let speed = run.speed();
+    Ok(steady.map(|(a, b)| {
+        let scale = |t: u64| {
+            trace_format::units::scaled_time(t, speed).map_or(u64::MAX, |t| t.round() as u64)
+        };
+        [scale(a), scale(b)]
+    }))
+}
+
 /// Judges one run against SLOs.
 pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointEval> {
     let run = Run::open(run_dir)?;
@@ -392,10 +428,17 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
     let all: Vec<&Ev> = times.0.values().flatten().collect();
     let mut reasons = Vec::new();
 
-    // Throughput, whole run.
-    let mut tp = vec![throughput("all", &all, o)];
+    // Throughput over the trace's steady part (the whole run when it names none).
+    let steady = steady_window(&run)?;
+    let in_steady = |e: &&Ev| steady.is_none_or(|[a, b]| e.intended >= a && e.intended < b);
+    let steady_all: Vec<&Ev> = all.iter().copied().filter(in_steady).collect();
+    let mut tp = vec![throughput("all", &steady_all, o)];
     for (op, ev) in &times.0 {
-        tp.push(throughput(op.name(), &ev.iter().collect::<Vec<_>>(), o));
+        tp.push(throughput(
+            op.name(),
+            &ev.iter().filter(in_steady).collect::<Vec<_>>(),
+            o,
+        ));
     }
     let single_op = times.0.len() == 1;
     for t in &tp {
@@ -512,6 +555,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
     Ok(PointEval {
         run: run_dir.display().to_string(),
         speed: run.speed(),
+        steady_window_ns: steady,
         throughput: tp,
         slos: slo_points,
         stationary,

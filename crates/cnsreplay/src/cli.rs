@@ -442,9 +442,13 @@ pub struct RewriteArgs {
     /// Output trace (encoding from its name: .yaml, .jsonl, .cnsbin).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Divide every event time by this factor (2 = twice as fast).
+    /// Compress the trace by this factor (2 = twice as fast): every event time and every
+    /// `io_phase` duration is divided by it, as `run --speed` does.
     #[arg(long, value_name = "K")]
     pub speed: Option<f64>,
+    /// What `--speed` does to `io_phase` open-loop rates: `keep` them or `scale` them by K.
+    #[arg(long, value_enum, default_value_t = IoRateArg::Keep, requires = "speed")]
+    pub io_rate: IoRateArg,
     /// Replace a name: `storage-class:gold=fast`, `snapshot-class:a=b`, `node:n1=worker-7`,
     /// `tenant:prod=bench` (or `namespace:`); repeatable.
     #[arg(long = "map", value_name = "KIND:FROM=TO")]
@@ -483,4 +487,24 @@ pub struct SliceArgs {
     /// Print the report as JSON (schema: docs/schemas/trace-slice.schema.json).
     #[arg(long)]
     pub json: bool,
+}
+
+/// What a speed factor does to an `io_phase`'s open-loop rate
+/// ([`trace_format::rewrite::IoRate`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum IoRateArg {
+    /// Keep the trace's rate for the compressed duration.
+    #[default]
+    Keep,
+    /// Multiply the rate by the speed factor.
+    Scale,
+}
+
+impl From<IoRateArg> for trace_format::rewrite::IoRate {
+    fn from(a: IoRateArg) -> Self {
+        match a {
+            IoRateArg::Keep => Self::Keep,
+            IoRateArg::Scale => Self::Scale,
+        }
+    }
 }

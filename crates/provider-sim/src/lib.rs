@@ -9,6 +9,10 @@
 //! µs), and the timer never competes with the timing lanes for a core. Each draw is a hash
 //! of the seed and the event id, so a run's latencies do not depend on thread scheduling.
 //!
+//! An `io_phase` with a `duration` lasts that duration after its drawn latency: its modelled
+//! I/O runs as long as the trace (compressed by the run's speed) says, so what the trace
+//! places after it (a detach) waits for it as on a real provider.
+//!
 //! A stall `[t0, t0 + d)` (times from the run origin) stops all progress: an operation that
 //! starts at `s` with service `l` and overlaps the stall completes at
 //! `s + l + (t0 + d − max(s, t0))`, i.e. it resumes where it was when the stall ends.
@@ -511,7 +515,13 @@ impl SimProvider {
         } else {
             (v as f64 * self.config.slowdown).round() as u64
         };
-        (v, fails)
+        // An `io_phase` runs its I/O for its duration (as the trace, compressed by the run's
+        // speed, has it) after its drawn latency, as a workload would.
+        let io = match &ev.op {
+            trace_format::Op::IoPhase(p) => p.duration.unwrap_or(0),
+            _ => 0,
+        };
+        (v.saturating_add(io), fails)
     }
 }
 

@@ -34,8 +34,12 @@ use crate::validity::{self, Measured, ValidityOptions, Verdict};
 /// Engine options (recorded in the manifest).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunOptions {
-    /// Replay speed: event `at` is dispatched at origin + at / speed.
+    /// Replay speed: the trace is compressed by it ([`trace_format::rewrite::compress`]):
+    /// event `at` is dispatched at origin + at / speed, an `io_phase` lasts duration / speed.
     pub speed: f64,
+    /// What the speed does to `io_phase` open-loop rates.
+    #[serde(default)]
+    pub io_rate: trace_format::rewrite::IoRate,
     /// Maximum operations of a type running at the provider at once.
     pub concurrency: BTreeMap<OpType, usize>,
     /// Per op type timeout of the provider call, ns.
@@ -66,6 +70,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         Self {
             speed: 1.0,
+            io_rate: trace_format::rewrite::IoRate::Keep,
             concurrency: BTreeMap::new(),
             timeouts: BTreeMap::new(),
             fail_fast: false,
@@ -592,6 +597,7 @@ fn clock<P: Provider>(
         file,
         deps,
         opts.speed,
+        opts.io_rate,
         control.stop_flag(),
         Some(router),
     )?;

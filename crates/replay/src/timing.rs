@@ -53,7 +53,8 @@ use std::sync::atomic::{
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
-use trace_format::error::{Diagnostic, Location, Problem};
+use trace_format::error::{Diagnostic, Location};
+use trace_format::rewrite::{CompressError, IoRate, compress};
 use trace_format::{Event, TraceReader};
 
 use crate::deps::{Deps, Plan};
@@ -208,29 +209,22 @@ impl Drop for Feed {
     }
 }
 
-/// `at / speed`; `None` when a small speed makes it overflow a time offset.
-fn intended_ns(at: u64, speed: f64) -> Option<u64> {
-    if speed == 1.0 {
-        Some(at)
-    } else {
-        trace_format::units::scaled_time(at, speed).map(|t| t as u64)
-    }
-}
-
-/// The located error of an event whose time overflows at `speed`: `file`, its line or
-/// record, `events[N].at`.
-fn overflow(file: &str, loc: Location, n: u64, at: u64, speed: f64) -> trace_format::Error {
+/// The located error of an event whose time (or `io_phase` end) overflows at `speed`:
+/// `file`, its line or record, `events[N].at` or `events[N].io_phase.duration`.
+fn overflow(file: &str, loc: Location, n: u64, e: CompressError) -> trace_format::Error {
     Diagnostic {
         file: file.to_owned(),
         location: loc,
-        path: format!("events[{}].at", loc.record.unwrap_or(n)),
-        problem: Problem::TimeOverflow { at, speed },
+        path: format!("events[{}].{}", loc.record.unwrap_or(n), e.field),
+        problem: e.problem,
     }
     .into()
 }
 
-/// Starts the reader thread: decodes `reader`'s events, plans their dependencies with `deps`
-/// (in trace order, which is dispatch order) and queues them. Stops after the
+/// Starts the reader thread: decodes `reader`'s events, compresses each by `speed`
+/// ([`compress`]: its time becomes its intended instant, an `io_phase`'s duration and rate
+/// follow, so dependencies are planned and providers run on the compressed trace), plans
+/// their dependencies with `deps` (in trace order, which is dispatch order) and queues them. Stops after the
 /// first read error (which it passes on), when `stop` is set, or when the feed is dropped.
 /// With a `router`, bare `io` events go to their volume's stream instead
 /// ([`crate::streams`]), and the thread ends their streams before it ends.
@@ -239,6 +233,7 @@ pub(crate) fn spawn_reader(
     file: String,
     mut deps: Deps,
     speed: f64,
+    io_rate: IoRate,
     stop: Arc<AtomicBool>,
     mut router: Option<Router>,
 ) -> std::io::Result<(std::thread::JoinHandle<()>, Feed)> {
@@ -260,15 +255,15 @@ pub(crate) fn spawn_reader(
             'events: for item in reader {
                 // A time the speed makes overflow is a located error, due at once (it stops
                 // the run), never a saturated time.
-                let item = item.and_then(|(ev, loc)| match intended_ns(ev.at, speed) {
-                    Some(t) => Ok((ev, t)),
-                    None => Err(overflow(&file, loc, n, ev.at, speed)),
+                let item = item.and_then(|(mut ev, loc)| match compress(&mut ev, speed, io_rate) {
+                    Ok(()) => Ok((ev.at, ev)),
+                    Err(e) => Err(overflow(&file, loc, n, e)),
                 });
-                if let (Some(r), Ok((ev, _))) = (&mut router, &item) {
+                if let (Some(r), Ok((_, ev))) = (&mut router, &item) {
                     r.before(&ev.op);
                 }
                 let mut item = match item {
-                    Ok((ev, intended)) => {
+                    Ok((intended, ev)) => {
                         let due = Due {
                             intended,
                             plan: deps.plan(&ev.op, ev.at),

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use trace_format::{AccessMode, Name};
+use trace_format::{AccessMode, Name, STEADY_PARAMETER};
 
 use crate::dist::{Dist, Distribution};
 use crate::error::Error;
@@ -559,7 +559,7 @@ impl Plan {
         count_mean(&self.model.cluster.containers_per_host)
     }
 
-    /// Provenance parameters recorded in the trace header.
+    /// Provenance parameters recorded in the trace header (with [`STEADY_PARAMETER`]).
     pub fn parameters(&self) -> BTreeMap<String, String> {
         let m = &self.model;
         let mut p = BTreeMap::new();
@@ -572,6 +572,21 @@ impl Plan {
         }
         p.insert("duration_s".into(), fmt_num(m.duration as f64 / 1e9));
         p.insert("warmup_s".into(), fmt_num(m.warmup as f64 / 1e9));
+        // The part of the trace in steady state, trace time in ns, end exclusive: after the
+        // warm-up, before the end (where `end: clean_up` puts its deletes). Capacity judges
+        // stationarity over it (analyze's `steady` window).
+        p.insert(
+            STEADY_PARAMETER.into(),
+            format!("{}..{}", m.warmup, m.warmup.saturating_add(m.duration)),
+        );
+        p.insert(
+            "end".into(),
+            match m.end {
+                crate::model::End::Leave => "leave",
+                crate::model::End::CleanUp => "clean_up",
+            }
+            .into(),
+        );
         p.insert(
             "start".into(),
             match m.start {

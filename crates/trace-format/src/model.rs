@@ -93,9 +93,38 @@ pub struct Provenance {
     pub parameters: BTreeMap<String, String>,
 }
 
+/// The provenance parameter naming the trace's steady part, `START..END` in trace time (ns,
+/// end exclusive): what lies outside it — a warm-up, the clean-up of an `end: clean_up`
+/// synthesized trace — is the trace's set-up and tear-down, which a capacity search does not
+/// judge for stationarity. `synth` writes it; a user may add it to any trace.
+pub const STEADY_PARAMETER: &str = "steady_ns";
+
 impl Provenance {
     fn is_empty(&self) -> bool {
         self == &Self::default()
+    }
+
+    /// The trace's steady part ([`STEADY_PARAMETER`]): `Ok(None)` when not given, an error
+    /// naming the value when it is not `START..END` with START < END.
+    pub fn steady(&self) -> Result<Option<(u64, u64)>, String> {
+        let Some(v) = self.parameters.get(STEADY_PARAMETER) else {
+            return Ok(None);
+        };
+        let bad = || {
+            format!(
+                "provenance.parameters.{STEADY_PARAMETER}: {v:?} is not START..END (integer \
+                 nanoseconds, START < END)"
+            )
+        };
+        let (a, b) = v.split_once("..").ok_or_else(bad)?;
+        let (a, b): (u64, u64) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a >= b {
+            return Err(bad());
+        }
+        Ok(Some((a, b)))
     }
 }
 

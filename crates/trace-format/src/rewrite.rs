@@ -2,11 +2,22 @@
 //! `scale` and `map`): an imported trace names storage classes, snapshot classes, nodes and
 //! tenants (namespaces) of the cluster it was recorded on, and runs at that cluster's pace.
 //!
-//! Event by event, streaming: times divided by a speed factor (`at / k`, order kept; observed
-//! latencies are the recorded system's and stay), and names replaced by `KIND:FROM=TO` maps
-//! wherever that kind of name appears (header defaults, declared volumes and declared
-//! workloads included).
+//! Event by event, streaming: the trace compressed by a speed factor ([`compress`]), and names
+//! replaced by `KIND:FROM=TO` maps wherever that kind of name appears (header defaults,
+//! declared volumes and declared workloads included).
 //! Nothing else changes, so a rewrite with no factor and no map is a lossless copy.
+//!
+//! [`compress`] is the one meaning of a speed factor, shared with `run --speed` (the replay's
+//! reader applies it to each event before planning it): every instant *and every duration the
+//! trace schedules* is divided by the factor — an event's `at`, and an `io_phase`'s
+//! `duration` (as the difference of its scaled end and scaled start, so a phase still ends
+//! exactly where the trace's later events expect it). Compressing instants alone would make
+//! a 10 s phase outlast the detach the trace placed after it, and that wait would be charged
+//! to the detach. What a rate does is a choice ([`IoRate`]): by default an `io_phase`'s
+//! open-loop rate is kept (a workload's I/O intensity is the workload's; the churn around it
+//! speeds up), `IoRate::Scale` multiplies it by the factor (the same requests in less time).
+//! Bare `io` events are instants, so their rate always scales. Observed latencies are the
+//! recorded system's and stay.
 
 use std::collections::BTreeMap;
 
@@ -39,11 +50,80 @@ impl MapKind {
     }
 }
 
+/// What a speed factor does to an `io_phase`'s open-loop rate ([`compress`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoRate {
+    /// The phase issues at the trace's rate for its compressed duration: per-workload I/O
+    /// intensity stays, fewer requests in all.
+    #[default]
+    Keep,
+    /// The rate is multiplied by the factor: the phase's requests in its compressed duration.
+    Scale,
+}
+
+impl IoRate {
+    /// Its name on the command line and in manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoRate::Keep => "keep",
+            IoRate::Scale => "scale",
+        }
+    }
+}
+
+/// Which field of an event a speed factor could not scale, with the problem.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompressError {
+    /// The field below `events[N]`: `at` or `io_phase.duration`.
+    pub field: &'static str,
+    /// The overflow.
+    pub problem: Problem,
+}
+
+/// Compresses `e` by `speed` (see the module docs): `at` and an `io_phase`'s `duration` are
+/// divided by it, an `io_phase`'s open-loop rate multiplied by it under [`IoRate::Scale`].
+/// When a time or a phase's end overflows a time offset, `e` is left as it was.
+pub fn compress(e: &mut Event, speed: f64, io_rate: IoRate) -> Result<(), CompressError> {
+    if speed == 1.0 {
+        return Ok(());
+    }
+    let scaled = |t: u64, field| {
+        crate::units::scaled_time(t, speed)
+            .map(|t| t.round() as u64)
+            .ok_or(CompressError {
+                field,
+                problem: Problem::TimeOverflow { at: t, speed },
+            })
+    };
+    let at = scaled(e.at, "at")?;
+    if let Op::IoPhase(p) = &mut e.op {
+        let duration = match p.duration {
+            Some(d) => {
+                let end = scaled(e.at.saturating_add(d), "io_phase.duration")?;
+                // A phase of a positive duration keeps one: 0 would mean "no duration bound".
+                Some((end - at).max(u64::from(d > 0)))
+            }
+            None => None,
+        };
+        p.duration = duration;
+        if io_rate == IoRate::Scale
+            && let crate::model::Load::Rate(r) = &mut p.load
+        {
+            r.iops *= speed;
+        }
+    }
+    e.at = at;
+    Ok(())
+}
+
 /// What to change.
 #[derive(Debug, Clone, Default)]
 pub struct Rewrite {
-    /// Speed factor: event times are divided by it (`None`: unchanged).
+    /// Speed factor: the trace is compressed by it ([`compress`]; `None`: unchanged).
     pub speed: Option<f64>,
+    /// What the speed factor does to `io_phase` rates.
+    pub io_rate: IoRate,
     /// Name maps per kind.
     pub maps: BTreeMap<MapKind, BTreeMap<Name, Name>>,
 }
@@ -125,19 +205,24 @@ impl Rewrite {
             self.map_opt(MapKind::Tenant, &mut w.tenant, report);
         }
         if let Some(k) = self.speed {
-            h.provenance
-                .parameters
-                .insert("speed".to_owned(), format!("times divided by {k}"));
+            h.provenance.parameters.insert(
+                "speed".to_owned(),
+                format!(
+                    "times and io_phase durations divided by {k}, io_phase rates {}",
+                    match self.io_rate {
+                        IoRate::Keep => "kept".to_owned(),
+                        IoRate::Scale => format!("multiplied by {k}"),
+                    }
+                ),
+            );
         }
     }
 
-    /// Rewrites one event; with a speed factor so small that its time overflows, the event
-    /// is left as it was and the problem returned.
-    pub fn event(&self, e: &mut Event, report: &mut RewriteReport) -> Result<(), Problem> {
+    /// Rewrites one event; with a speed factor so small that its time (or its phase's end)
+    /// overflows, the event is left as it was and the problem returned.
+    pub fn event(&self, e: &mut Event, report: &mut RewriteReport) -> Result<(), CompressError> {
         if let Some(k) = self.speed {
-            let t = crate::units::scaled_time(e.at, k)
-                .ok_or(Problem::TimeOverflow { at: e.at, speed: k })?;
-            e.at = t.round() as u64;
+            compress(e, k, self.io_rate)?;
         }
         self.map_opt(MapKind::Tenant, &mut e.tenant, report);
         match &mut e.op {
@@ -242,9 +327,10 @@ events:
         };
         rw.event(&mut e, &mut report).expect("0 fits at any speed");
         e.at = 3_000_000_000;
-        let p = rw
+        let CompressError { field, problem: p } = rw
             .event(&mut e, &mut report)
             .expect_err("3 s / 1e-12 overflows");
+        assert_eq!(field, "at");
         assert_eq!(
             p,
             Problem::TimeOverflow {
@@ -265,5 +351,54 @@ events:
             Some(u64::MAX as f64)
         );
         assert!(crate::units::scaled_time(u64::MAX / 2 + 1, 0.5).is_none());
+    }
+
+    #[test]
+    fn compress_divides_phase_durations_and_scales_rates_only_when_asked() {
+        let t = Trace::from_bytes(
+            b"format: cnsreplay-trace
+version: 1
+events:
+  - {at: 0, id: 1, create_volume: {volume: v}}
+  - {at: 0, id: 2, attach: {workload: w, volumes: [v]}}
+  - {at: 1s, id: 3, io_phase: {workload: w, volume: v, pattern: random, read_pct: 0,
+      block_size: 4Ki, load: {rate: {iops: 100}}, duration: 10s}}
+  - {at: 3s, id: 4, io_phase: {workload: w, volume: v, pattern: random, read_pct: 0,
+      block_size: 4Ki, load: {depth: 4}, bytes: 1Mi}}
+",
+            Some(Encoding::Yaml),
+        )
+        .expect("trace");
+        let rate = |e: &Event| match &e.op {
+            Op::IoPhase(p) => match &p.load {
+                crate::model::Load::Rate(r) => Some(r.iops),
+                crate::model::Load::Depth(_) => None,
+            },
+            _ => None,
+        };
+        let duration = |e: &Event| match &e.op {
+            Op::IoPhase(p) => p.duration,
+            _ => None,
+        };
+        for (io_rate, iops) in [(IoRate::Keep, 100.0), (IoRate::Scale, 300.0)] {
+            let mut evs = t.events.clone();
+            for e in &mut evs {
+                compress(e, 3.0, io_rate).expect("fits");
+            }
+            // 1 s + 10 s ends at 11 s: at speed 3 it starts at 333 333 333 and ends at
+            // 3 666 666 667 (rounded ends, so the phase ends where the trace's time does).
+            assert_eq!(evs[2].at, 333_333_333);
+            assert_eq!(duration(&evs[2]), Some(3_333_333_334));
+            assert_eq!(rate(&evs[2]), Some(iops), "{io_rate:?}");
+            // A byte-bounded closed-loop phase has nothing to compress but its start.
+            assert_eq!(evs[3].at, 1_000_000_000);
+            assert_eq!(evs[3].op, t.events[3].op);
+        }
+        // A phase whose end overflows names the duration, and the event stays as it was.
+        let mut e = t.events[2].clone();
+        e.at = 0;
+        let err = compress(&mut e, 1e-12, IoRate::Keep).expect_err("10 s / 1e-12 overflows");
+        assert_eq!(err.field, "io_phase.duration");
+        assert_eq!(duration(&e), Some(10_000_000_000));
     }
 }

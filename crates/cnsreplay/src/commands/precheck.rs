@@ -6,6 +6,10 @@
 //! replaying to its cut. The work is bounded: reading stops after [`STOP_AFTER`] located
 //! problems, and memory follows the checker's (the live objects, not the trace's length).
 //! `run --no-check` skips it for a trace checked already.
+//!
+//! A speed below 1 can push a late event's time (or an `io_phase`'s end) past the largest time
+//! offset; [`check_speed`] finds the first such event before anything is created, so a run at
+//! `--speed 1e-12` is refused before its volumes exist rather than failing mid-way.
 
 use std::path::Path;
 
@@ -62,4 +66,33 @@ pub(crate) fn check(trace: &Path) -> anyhow::Result<bool> {
         if problems == 1 { "" } else { "s" },
     );
     Ok(false)
+}
+
+/// Checks that every event of `trace` still has a time (and every `io_phase` an end) at
+/// `speed` ([`trace_format::rewrite::compress`]); logs the first that does not, located, and
+/// returns false. A speed of 1 or more never overflows, so only slower speeds read the trace.
+pub(crate) fn check_speed(
+    trace: &Path,
+    speed: f64,
+    io_rate: trace_format::rewrite::IoRate,
+) -> anyhow::Result<bool> {
+    if speed >= 1.0 {
+        return Ok(true);
+    }
+    let file = trace.display().to_string();
+    let reader = TraceReader::open(trace).with_context(|| format!("cannot read {file}"))?;
+    for (n, item) in reader.enumerate() {
+        let (mut ev, loc) = item.with_context(|| format!("cannot read {file}"))?;
+        if let Err(e) = trace_format::rewrite::compress(&mut ev, speed, io_rate) {
+            let d = trace_format::Diagnostic {
+                file,
+                location: loc,
+                path: format!("events[{}].{}", loc.record.unwrap_or(n as u64), e.field),
+                problem: e.problem,
+            };
+            tracing::error!("--speed {speed}: {d}");
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

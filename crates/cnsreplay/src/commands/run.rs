@@ -21,6 +21,8 @@ use replay::{
     TimingOptions, Verdict,
 };
 use trace_format::OpType;
+
+use crate::cli::IoRateArg;
 use trace_format::units::parse_duration;
 
 /// Which provider to replay against.
@@ -48,7 +50,8 @@ pub struct RunArgs {
     /// `runs/<trace name>-<UTC time>`.
     #[arg(short, long = "output", value_name = "RUNDIR")]
     pub output: Option<PathBuf>,
-    /// Replay speed factor (2 = twice as fast).
+    /// Replay speed factor (2 = twice as fast): every instant and every `io_phase` duration
+    /// of the trace is divided by it (`--io-rate` says what happens to I/O rates).
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
     /// Engine and provider settings (shared with `sweep`).
@@ -102,6 +105,11 @@ pub const EXIT_NOT_VALID: u8 = 4;
 /// a run.
 #[derive(Debug, Clone, Args)]
 pub struct ProviderArgs {
+    /// What `--speed` does to an `io_phase`'s open-loop rate: `keep` it (the workload's I/O
+    /// intensity stays, the churn around it speeds up) or `scale` it by the speed (the same
+    /// requests in the compressed duration). Durations are compressed either way.
+    #[arg(long, value_enum, default_value_t = IoRateArg::Keep)]
+    pub io_rate: IoRateArg,
     /// Cap concurrent operations of a type, e.g. `attach=4` (repeatable).
     #[arg(long, value_name = "OP=N")]
     pub concurrency: Vec<String>,
@@ -327,6 +335,7 @@ fn dur_ns(s: &str) -> anyhow::Result<u64> {
 fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
     let mut o = RunOptions {
         speed: a.speed,
+        io_rate: a.settings.io_rate.into(),
         fail_fast: a.fail_fast,
         grace_ns: dur_ns(&a.grace).context("--grace")?,
         seed: a.settings.seed,
@@ -625,6 +634,15 @@ fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: &Arc<P>) -> anyhow
 
 pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if !a.no_check && !super::precheck::check(&a.trace)? {
+        return Ok(ExitCode::from(crate::EXIT_INPUT));
+    }
+    if !(a.speed.is_finite() && a.speed > 0.0) {
+        bail!(
+            "--speed {}: a replay speed must be a positive factor",
+            a.speed
+        );
+    }
+    if !super::precheck::check_speed(&a.trace, a.speed, a.settings.io_rate.into())? {
         return Ok(ExitCode::from(crate::EXIT_INPUT));
     }
     let output = match &a.output {

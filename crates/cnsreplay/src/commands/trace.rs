@@ -194,6 +194,7 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
     let file = label(&a.input.file);
     let mut rw = Rewrite {
         speed: a.speed,
+        io_rate: a.io_rate.into(),
         ..Rewrite::default()
     };
     rw.check().map_err(|e| anyhow::anyhow!("--speed: {e}"))?;
@@ -213,13 +214,17 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
         .with_context(|| format!("cannot write {}", a.output.display()))?;
     for item in reader {
         let (mut ev, loc) = item.with_context(|| format!("cannot read {file}"))?;
-        if let Err(problem) = rw.event(&mut ev, &mut report) {
+        if let Err(e) = rw.event(&mut ev, &mut report) {
             // The input is fine; the speed asked for does not fit it: exit 1, located.
             let d = trace_format::Diagnostic {
                 file: file.clone(),
                 location: loc,
-                path: format!("events[{}].at", loc.record.unwrap_or(report.events)),
-                problem,
+                path: format!(
+                    "events[{}].{}",
+                    loc.record.unwrap_or(report.events),
+                    e.field
+                ),
+                problem: e.problem,
             };
             tracing::error!("--speed: {d}");
             return Ok(ExitCode::from(1));
@@ -234,7 +239,13 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
             a.output.display(),
             report.events,
             a.speed
-                .map(|k| format!(", times divided by {k}"))
+                .map(|k| format!(
+                    ", times and io_phase durations divided by {k}, io_phase rates {}",
+                    match a.io_rate {
+                        crate::cli::IoRateArg::Keep => "kept".to_owned(),
+                        crate::cli::IoRateArg::Scale => format!("multiplied by {k}"),
+                    }
+                ))
                 .unwrap_or_default()
         )?;
         for (m, n) in &report.replaced {

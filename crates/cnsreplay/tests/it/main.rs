@@ -20,6 +20,7 @@ mod prometheus;
 mod real_node;
 mod report;
 mod run;
+mod speed;
 mod validity;
 
 use std::collections::HashMap;
