@@ -238,3 +238,68 @@ fn an_engine_bound_run_is_a_failed_point_limited_by_the_engine() {
         "{limited:?}"
     );
 }
+
+/// A synthesized churn trace with `end: clean_up`: its burst of deletes at the end is the
+/// trace's tear-down, outside the steady part synth names (`steady_ns`), so it does not fail
+/// every point as a growing delete backlog; the search finds the attach pool's saturation
+/// (4 servers × 10 ms: 400/s) within 5 %.
+#[test]
+fn a_search_of_a_synthesized_trace_with_a_clean_up_tail_finds_the_saturation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = dir.path().join("churn.yaml");
+    // 100 containers of exponential 1 s lives: ~100 attach/s, 20 s, then the clean-up.
+    fs_err::write(
+        &model,
+        "duration: 20s\ncluster: {hosts: 10, containers_per_host: 10, pin_nodes: false}\n\
+         lifetime: {exponential: {mean: 1s}}\nvolumes: {size: 16Mi}\nend: clean_up\n",
+    )
+    .expect("write model");
+    let trace = dir.path().join("churn.jsonl");
+    ok(&cnsreplay(&["synth", s(&model), "-o", s(&trace), "--seed", "3"]));
+    let out = dir.path().join("cap");
+    let mut args = vec!["-q", "capacity", s(&trace), "-o", s(&out)];
+    args.extend(SIM);
+    args.extend([
+        "--slo",
+        "attach p99<=2s",
+        "--json",
+        LENIENT,
+        "--allow-invalid",
+    ]);
+    args.extend(["--start", "1.8", "--factor", "1.25", "--resolution", "0.04"]);
+    args.extend(["--repeats", "2", "--refine", "10", "--seed", "7"]);
+    let o = cnsreplay(&args);
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["complete"], true, "{v:#}");
+    let points = v["points"].as_array().expect("points");
+    for p in points {
+        let e = &p["eval"];
+        let w = e["steady_window_ns"].as_array().expect("a steady window");
+        let speed = e["speed"].as_f64().expect("speed");
+        // The steady part ends where the trace's 20 s do, on the run's clock.
+        let end = w[1].as_f64().expect("end");
+        assert!((end - 20e9 / speed).abs() <= 1.0, "window {w:?} at speed {speed}");
+        for r in e["reasons"].as_array().expect("reasons") {
+            let r = r.as_str().unwrap_or_default();
+            assert!(
+                !(r.contains("delete_volume") && speed < 3.0),
+                "a point far below saturation failed on the clean-up: {r}"
+            );
+        }
+    }
+    let attach = v["rates"]
+        .as_array()
+        .expect("rates")
+        .iter()
+        .find(|r| r["op"] == "attach")
+        .expect("attach rate");
+    let x = attach["at_probability"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no fitted rate: {}", v["answer"]));
+    assert!(
+        (x / 400.0 - 1.0).abs() <= 0.05,
+        "sustained {x} attach/s is not within 5 % of the sim's 400/s: {}",
+        v["answer"]
+    );
+}
