@@ -247,11 +247,13 @@ fn an_engine_bound_run_is_a_failed_point_limited_by_the_engine() {
 fn a_search_of_a_synthesized_trace_with_a_clean_up_tail_finds_the_saturation() {
     let dir = tempfile::tempdir().expect("tempdir");
     let model = dir.path().join("churn.yaml");
-    // 100 containers of exponential 1 s lives: ~100 attach/s, 20 s, then the clean-up.
+    // 400 containers of exponential 4 s lives: ~100 attach/s for 20 s, then the clean-up
+    // detaches and deletes the 400 alive at one instant: 16 % of each, so inside the middle
+    // 80 % of their intended instants.
     fs_err::write(
         &model,
-        "duration: 20s\ncluster: {hosts: 10, containers_per_host: 10, pin_nodes: false}\n\
-         lifetime: {exponential: {mean: 1s}}\nvolumes: {size: 16Mi}\nend: clean_up\n",
+        "duration: 20s\ncluster: {hosts: 40, containers_per_host: 10, pin_nodes: false}\n\
+         lifetime: {exponential: {mean: 4s}}\nvolumes: {size: 16Mi}\nend: clean_up\n",
     )
     .expect("write model");
     let trace = dir.path().join("churn.jsonl");
@@ -283,7 +285,7 @@ fn a_search_of_a_synthesized_trace_with_a_clean_up_tail_finds_the_saturation() {
         for r in e["reasons"].as_array().expect("reasons") {
             let r = r.as_str().unwrap_or_default();
             assert!(
-                !(r.contains("delete_volume") && speed < 3.0),
+                !((r.contains("delete_volume") || r.contains("detach")) && speed < 3.0),
                 "a point far below saturation failed on the clean-up: {r}"
             );
         }
@@ -294,12 +296,21 @@ fn a_search_of_a_synthesized_trace_with_a_clean_up_tail_finds_the_saturation() {
         .iter()
         .find(|r| r["op"] == "attach")
         .expect("attach rate");
+    // The bracket's passing side: the highest attach rate a point sustained.
+    let sustained = attach["sustained"].as_f64().expect("a sustained point");
+    assert!(
+        (sustained / 400.0 - 1.0).abs() <= 0.05,
+        "the highest sustained point, {sustained} attach/s, is not within 5 % of the sim's \
+         400/s: {}",
+        v["answer"]
+    );
+    // The rate passing 90 % of runs lies below it, within the short runs' spread.
     let x = attach["at_probability"]
         .as_f64()
         .unwrap_or_else(|| panic!("no fitted rate: {}", v["answer"]));
     assert!(
-        (x / 400.0 - 1.0).abs() <= 0.05,
-        "sustained {x} attach/s is not within 5 % of the sim's 400/s: {}",
+        x <= sustained * 1.02 && (x / 400.0 - 1.0).abs() <= 0.10,
+        "the 90 % rate {x}/s: {}",
         v["answer"]
     );
 }
