@@ -147,20 +147,35 @@ pub enum SplitError {
         events: u64,
     },
     /// Fewer tenants or lineages with events than parts asked for.
-    #[error(
-        "cannot make {parts} parts: the trace has {units} {what} with events ({why}); ask for \
-         at most {units} parts"
-    )]
+    #[error("cannot make {parts} parts: {}", too_few(*units, what, *largest, *total))]
     TooFew {
         /// Parts asked for.
         parts: usize,
         /// Units with events.
         units: u64,
-        /// `tenants` or `lineages`.
+        /// `tenant` or `lineage`.
         what: &'static str,
-        /// What the largest holds.
-        why: String,
+        /// Events of the largest unit.
+        largest: u64,
+        /// Events of all units.
+        total: u64,
     },
+}
+
+fn too_few(units: u64, what: &str, largest: u64, total: u64) -> String {
+    match units {
+        0 => format!("no {what} of the trace has an event"),
+        1 if what == "lineage" => format!(
+            "all {total} events that name an object are one lineage (objects joined by events \
+             naming them together: a snapshot, restore, clone, group snapshot, a workload \
+             mounting several volumes, an ordered-write log): it replays on one driver"
+        ),
+        1 => format!("all {total} events are one {what}'s"),
+        n => format!(
+            "the trace has {n} {what}s with events (the largest holds {largest} of their \
+             {total}); ask for at most {n} parts"
+        ),
+    }
 }
 
 /// The objects an op names: (kind, name, whether the op ends it).
@@ -336,13 +351,12 @@ fn place(
         return Ok((weights.len(), (0..weights.len()).collect()));
     };
     if n == 0 || n > with_events.max(1) {
-        let largest = weights.iter().max().copied().unwrap_or(0);
-        let total: u64 = weights.iter().sum();
         return Err(SplitError::TooFew {
             parts: n,
             units: with_events as u64,
             what,
-            why: format!("the largest holds {largest} of their {total} events"),
+            largest: weights.iter().max().copied().unwrap_or(0),
+            total: weights.iter().sum(),
         });
     }
     Ok((n, balance(weights, n, &[preload])))
@@ -362,7 +376,7 @@ fn plan(header: &Header, s: &mut Survey, opts: SplitOptions) -> Result<Plan, Spl
                 units.sort();
             }
             let weights: Vec<u64> = units.iter().map(|(_, w)| *w).collect();
-            let (n, to) = place(&weights, opts.parts, 0, "tenants")?;
+            let (n, to) = place(&weights, opts.parts, 0, "tenant")?;
             let names: Vec<String> = match opts.parts {
                 None => units.iter().map(|(u, _)| u.clone()).collect(),
                 Some(_) => (0..n).map(numbered).collect(),
@@ -411,7 +425,7 @@ fn plan(header: &Header, s: &mut Survey, opts: SplitOptions) -> Result<Plan, Spl
                     events: weights.iter().sum(),
                 });
             };
-            let (n, to) = place(&weights, opts.parts, s.unowned, "lineages")?;
+            let (n, to) = place(&weights, opts.parts, s.unowned, "lineage")?;
             let of: HashMap<u32, usize> = lineages
                 .iter()
                 .zip(&to)

@@ -20,6 +20,7 @@ mod prometheus;
 mod real_node;
 mod report;
 mod run;
+mod trace_tools;
 mod validity;
 
 use std::collections::HashMap;

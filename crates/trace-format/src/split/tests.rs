@@ -231,7 +231,7 @@ fn a_trace_without_tenants_splits_by_lineage_into_balanced_parts() {
     assert_eq!(
         e.to_string(),
         "cannot make 4 parts: the trace has 3 lineages with events (the largest holds 7 of \
-         their 16 events); ask for at most 3 parts"
+         their 16); ask for at most 3 parts"
     );
     // One part: written, with a warning.
     let (parts, r) = run_with(
