@@ -525,15 +525,13 @@ pub fn slice<S>(
     // Events before the window were read already; an event earlier than the window's start
     // after them is out of time order: an error, never dropped (the checker, unless the
     // user skipped it, stops such a trace before it gets here).
-    let mut index = report.before;
     let mut latest = w.from;
-    for ev in events {
+    for (index, ev) in (report.before..).zip(events) {
         let mut ev = ev?;
         if ev.at < latest {
             return Err(out_of_order(source, index, ev.at, latest));
         }
         latest = ev.at;
-        index += 1;
         if ev.at >= w.to {
             report.truncated = true;
             break;

@@ -287,7 +287,7 @@ fn part_header(
     header: &Header,
     keep_volume: impl Fn(usize) -> bool,
     keep_workload: impl Fn(usize) -> bool,
-    what: String,
+    what: &str,
 ) -> Header {
     let mut h = header.clone();
     let mut i = 0;
@@ -369,7 +369,9 @@ fn plan(header: &Header, s: &mut Survey, opts: SplitOptions) -> Result<Plan, Spl
         By::Tenant => {
             let t = &s.tenants;
             let mut units: Vec<(String, u64)> = t.seen.clone();
-            if units.is_empty() || (t.unused_declared() && !units.iter().any(|(n, _)| *n == t.default)) {
+            if units.is_empty()
+                || (t.unused_declared() && !units.iter().any(|(n, _)| *n == t.default))
+            {
                 units.push((t.default.clone(), 0));
             }
             if opts.parts.is_none() {
@@ -399,7 +401,7 @@ fn plan(header: &Header, s: &mut Survey, opts: SplitOptions) -> Result<Plan, Spl
                             let w = t.workload_tenant(header.workloads[i].tenant.as_ref());
                             of.get(&w) == Some(&p)
                         },
-                        format!("tenants {:?}", reports[p].tenants),
+                        &format!("tenants {:?}", reports[p].tenants),
                     )
                 })
                 .collect();
@@ -446,7 +448,7 @@ fn plan(header: &Header, s: &mut Survey, opts: SplitOptions) -> Result<Plan, Spl
                         header,
                         |i| vol_part.get(i) == Some(&p),
                         |i| wl_part.get(i) == Some(&p),
-                        format!("{} of {n}, by lineage", numbered(p)),
+                        &format!("{} of {n}, by lineage", numbered(p)),
                     )
                 })
                 .collect();

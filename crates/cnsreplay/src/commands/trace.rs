@@ -30,9 +30,8 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         bail!("trace split reads its input twice: give a file, not stdin");
     }
     let file = label(&a.input);
-    let open = || {
-        trace_format::TraceReader::open(&a.input).with_context(|| format!("cannot read {file}"))
-    };
+    let open =
+        || trace_format::TraceReader::open(&a.input).with_context(|| format!("cannot read {file}"));
     // The first pass decides the parts and goes through the checker; the second writes.
     let first = checked(open()?, &file, a.no_check)?;
     let second = open()?;

@@ -340,24 +340,6 @@ fn convert_chain_is_lossless() {
 }
 
 #[test]
-fn failed_convert_writes_nothing() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("out.cnsbin");
-    let o = cnsreplay(&["convert", BAD, "-o", out.to_str().expect("utf-8")]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("three-problems.jsonl:8: events[6].snapshot.colour"),
-        "{err}"
-    );
-    assert_eq!(
-        fs_err::read_dir(dir.path()).expect("dir").count(),
-        0,
-        "no output, no temp file"
-    );
-}
-
-#[test]
 fn missing_file_is_exit_2_with_the_path() {
     let o = cnsreplay(&["stats", "no/such/trace.jsonl"]);
     assert_eq!(o.status.code(), Some(2));

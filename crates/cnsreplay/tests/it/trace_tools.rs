@@ -113,7 +113,9 @@ fn trace_tools_refuse_what_validate_refuses_and_write_nothing() {
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("events[3].at: events out of time order: at=4s is before the previous event's at=5s"),
+        err.contains(
+            "events[3].at: events out of time order: at=4s is before the previous event's at=5s"
+        ),
         "{err}"
     );
     assert_eq!(names(&out), Vec::<String>::new());
@@ -121,10 +123,7 @@ fn trace_tools_refuse_what_validate_refuses_and_write_nothing() {
 
 /// The events (ids) of a trace but its markers, and its markers.
 fn ids(t: &Trace) -> (Vec<u64>, Vec<u64>) {
-    let (m, e): (Vec<_>, Vec<_>) = t
-        .events
-        .iter()
-        .partition(|e| matches!(e.op, Op::Marker(_)));
+    let (m, e): (Vec<_>, Vec<_>) = t.events.iter().partition(|e| matches!(e.op, Op::Marker(_)));
     (
         e.iter().map(|e| e.id).collect(),
         m.iter().map(|e| e.id).collect(),
@@ -156,10 +155,7 @@ fn experiment2_splits_by_lineage_into_two_valid_parts() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout).replace(s(&parts), "PARTS");
     insta::assert_snapshot!("split_experiment2_by_lineage", text);
-    assert_eq!(
-        names(&parts),
-        ["part-1.jsonl", "part-2.jsonl"]
-    );
+    assert_eq!(names(&parts), ["part-1.jsonl", "part-2.jsonl"]);
     let whole = Trace::read(&trace).expect("read");
     let (want, markers) = ids(&whole);
     let mut got = Vec::new();
@@ -215,10 +211,19 @@ fn a_split_that_cannot_split_says_so() {
         stderr(&o)
     );
     let group = workspace().join("traces/group-snapshot.yaml");
-    let o = cnsreplay(&["trace", "split", s(&group), "--parts", "2", "-o", s(&d.join("b"))]);
+    let o = cnsreplay(&[
+        "trace",
+        "split",
+        s(&group),
+        "--parts",
+        "2",
+        "-o",
+        s(&d.join("b")),
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("cannot make 2 parts: all 36 events that name an object are one lineage"),
+        stderr(&o)
+            .contains("cannot make 2 parts: all 36 events that name an object are one lineage"),
         "{}",
         stderr(&o)
     );
@@ -251,7 +256,9 @@ fn convert_refuses_an_empty_fio_export_and_offers_only_writable_formats() {
     let o = cnsreplay(&["convert", s(&quick), "-o", s(&out), "--to", "fio-iolog"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("no `io` event to export as a fio iolog (21 events, none a single I/O request"),
+        stderr(&o).contains(
+            "no `io` event to export as a fio iolog (21 events, none a single I/O request"
+        ),
         "{}",
         stderr(&o)
     );
@@ -263,4 +270,32 @@ fn convert_refuses_an_empty_fio_export_and_offers_only_writable_formats() {
         "{}",
         stderr(&o)
     );
+}
+
+/// A convert that fails writes nothing, and says where the input has its problem.
+#[test]
+fn failed_convert_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.cnsbin");
+    // The checker stops it at the first semantic problem; unchecked, the decoder at the
+    // first undecodable event.
+    for (check, located) in [
+        (None, "three-problems.jsonl:6: events[4].attach.volumes[0]"),
+        (
+            Some("--no-check"),
+            "three-problems.jsonl:8: events[6].snapshot.colour",
+        ),
+    ] {
+        let mut args = vec!["convert", super::BAD, "-o", out.to_str().expect("utf-8")];
+        args.extend(check);
+        let o = cnsreplay(&args);
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(located), "{err}");
+        assert_eq!(
+            fs_err::read_dir(dir.path()).expect("dir").count(),
+            0,
+            "no output, no temp file"
+        );
+    }
 }

@@ -215,5 +215,16 @@ mod tests {
         let Error::Invalid(d) = e else { panic!() };
         assert_eq!(d.location.record, Some(2));
         assert_eq!(c.events(), 3);
+        // The same through a checking writer (an importer's): the event is not written.
+        let mut w = crate::io::TraceWriter::new(std::io::sink(), Encoding::Jsonl, &h)
+            .and_then(|w| w.checking(&h, "imported"))
+            .expect("writer");
+        w.write(&evs[0]).expect("create");
+        w.write(&evs[1]).expect("delete");
+        let e = w.write(&evs[2]).expect_err("io");
+        assert_eq!(
+            e.to_string(),
+            "imported: events[2].io.volume: volume \"v\" was deleted at t=0.000000005s"
+        );
     }
 }

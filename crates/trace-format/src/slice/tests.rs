@@ -256,8 +256,20 @@ fn the_busiest_window_is_the_densest_one() {
 fn an_event_out_of_time_order_is_an_error_not_dropped() {
     let s = 1_000_000_000;
     for (late, window) in [
-        ("2s", Window { from: 3 * s, to: 20 * s }),
-        ("6500ms", Window { from: 0, to: 20 * s }),
+        (
+            "2s",
+            Window {
+                from: 3 * s,
+                to: 20 * s,
+            },
+        ),
+        (
+            "6500ms",
+            Window {
+                from: 0,
+                to: 20 * s,
+            },
+        ),
     ] {
         let text = TRACE.replace(
             "  - {at: 9s, io:",

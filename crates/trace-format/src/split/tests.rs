@@ -85,7 +85,10 @@ fn an_object_two_tenants_use_is_named() {
     );
     // Left to choose, the split goes by lineage and says why; it needs a number of parts.
     let e = run(&t).expect_err("no --parts");
-    assert!(matches!(e, SplitError::NeedParts { lineages: 4, .. }), "{e}");
+    assert!(
+        matches!(e, SplitError::NeedParts { lineages: 4, .. }),
+        "{e}"
+    );
     let (parts, r) = run_with(
         &t,
         SplitOptions {
@@ -96,7 +99,9 @@ fn an_object_two_tenants_use_is_named() {
     .expect("by lineage");
     assert_eq!(r.by, By::Lineage);
     assert!(
-        r.reason.contains("the tenants share objects: volume \"v1\" of tenant \"a\" is used by tenant \"b\""),
+        r.reason.contains(
+            "the tenants share objects: volume \"v1\" of tenant \"a\" is used by tenant \"b\""
+        ),
         "{}",
         r.reason
     );
@@ -145,7 +150,12 @@ fn assert_valid_partition(text: &str, parts: &Parts) {
         .flat_map(|(h, _)| h.volumes.iter().map(|v| v.name.to_string()))
         .collect();
     vols.sort();
-    let mut want: Vec<String> = t.header.volumes.iter().map(|v| v.name.to_string()).collect();
+    let mut want: Vec<String> = t
+        .header
+        .volumes
+        .iter()
+        .map(|v| v.name.to_string())
+        .collect();
     want.sort();
     assert_eq!(vols, want, "declared volumes");
 }

@@ -127,8 +127,10 @@ fn trace_of(choices: &[(u8, u8, u8)]) -> String {
             }
             8 => {
                 let g = a % groups.len();
-                let vs: std::collections::BTreeSet<usize> =
-                    [b % V, (b / V) % V].into_iter().filter(|&v| live_vol[v]).collect();
+                let vs: std::collections::BTreeSet<usize> = [b % V, (b / V) % V]
+                    .into_iter()
+                    .filter(|&v| live_vol[v])
+                    .collect();
                 if groups[g].is_some() || vs.is_empty() {
                     continue;
                 }
@@ -177,7 +179,9 @@ fn findings(h: &Header, evs: &[Event]) -> Vec<String> {
     for (i, e) in evs.iter().enumerate() {
         c.check(e, i as u64, &mut f);
     }
-    f.iter().map(|f| format!("{}: {}", f.path, f.problem)).collect()
+    f.iter()
+        .map(|f| format!("{}: {}", f.path, f.problem))
+        .collect()
 }
 
 proptest! {
