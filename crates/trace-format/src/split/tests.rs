@@ -274,6 +274,28 @@ fn tenants_are_balanced_over_the_parts_asked_for() {
     assert_eq!(r.parts["part-1"].tenants, ["a"]);
     assert_eq!(r.parts["part-2"].tenants, ["b", "default"]);
     assert_valid_partition(TRACE, &parts);
+    // More parts than tenants: by lineage, when not asked otherwise.
+    let four = SplitOptions {
+        by: None,
+        parts: Some(4),
+    };
+    let (parts, r) = run_with(TRACE, four).expect("split");
+    assert_eq!(
+        (r.by, r.reason.as_str()),
+        (By::Lineage, "3 tenants for 4 parts")
+    );
+    assert_eq!(parts.len(), 4);
+    assert_valid_partition(TRACE, &parts);
+    let by_tenant = SplitOptions {
+        by: Some(By::Tenant),
+        ..four
+    };
+    let e = run_with(TRACE, by_tenant).expect_err("3 tenants");
+    assert!(
+        e.to_string()
+            .starts_with("cannot make 4 parts: the trace has 3 tenants with events"),
+        "{e}"
+    );
     // One tenant asked to split by tenant: one part, and a warning.
     let one = "format: cnsreplay-trace\nversion: 1\nevents:\n  - {at: 0s, tenant: a, create_volume: {volume: v}}\n";
     let (parts, r) = run_with(
