@@ -18,7 +18,7 @@ use crate::units::Name;
 pub(super) struct Tenants {
     /// The tenant of events without one.
     pub(super) default: String,
-    /// Tenants in order of their first event, with their events.
+    /// Tenants in order of their first declared workload or event, with their events.
     pub(super) seen: Vec<(String, u64)>,
     /// The first object two tenants use, if any.
     pub(super) shared: Option<Shared>,
@@ -47,6 +47,10 @@ impl Tenants {
         };
         for w in &header.workloads {
             let tenant = t.workload_tenant(w.tenant.as_ref());
+            // A tenant of declared workloads has a part even without events.
+            if !t.seen.iter().any(|(n, _)| *n == tenant) {
+                t.seen.push((tenant.clone(), 0));
+            }
             t.owner
                 .insert(("workload", w.name.clone()), (tenant.clone(), 0));
             for v in &w.volumes {

@@ -296,6 +296,17 @@ fn tenants_are_balanced_over_the_parts_asked_for() {
             .starts_with("cannot make 4 parts: the trace has 3 tenants with events"),
         "{e}"
     );
+    // A tenant with a declared workload and no event keeps it in a part of its own.
+    let idle = TRACE.replace(
+        "events:\n",
+        "workloads: [{name: wc, tenant: c, volumes: [unused]}]\nevents:\n",
+    );
+    let (parts, r) = run(&idle).expect("split");
+    assert_eq!(parts.keys().collect::<Vec<_>>(), ["a", "b", "c", "default"]);
+    assert_eq!(parts["c"].0.workloads.len(), 1);
+    assert_eq!(parts["c"].0.volumes[0].name.as_str(), "unused");
+    assert_eq!(r.units, 3);
+    assert_valid_partition(&idle, &parts);
     // One tenant asked to split by tenant: one part, and a warning.
     let one = "format: cnsreplay-trace\nversion: 1\nevents:\n  - {at: 0s, tenant: a, create_volume: {volume: v}}\n";
     let (parts, r) = run_with(
