@@ -96,11 +96,12 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
     writeln!(
         out,
-        "{file}: {} events ({} markers, copied into every part) split by {by} into {} parts \
+        "{file}: {} events ({} markers, copied into every part) split by {by} into {} part{} \
          ({})",
         report.events,
         report.markers,
         report.parts.len(),
+        if report.parts.len() == 1 { "" } else { "s" },
         report.reason
     )?;
     for (part, path) in &files {
