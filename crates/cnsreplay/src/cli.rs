@@ -214,7 +214,7 @@ pub struct ConvertArgs {
     pub output: PathBuf,
     /// Output format; by default the trace encoding implied by the output file name.
     #[arg(long, value_enum)]
-    pub to: Option<Format>,
+    pub to: Option<OutFormat>,
     /// Importing: skip malformed lines (counted and the first few reported) instead of
     /// stopping at the first.
     #[arg(long)]
@@ -233,6 +233,34 @@ pub struct ConvertArgs {
     /// VolumeAttachments to report attached (its observed time) before it is written without.
     #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
     pub attach_horizon: u64,
+    /// Skip the check of what is converted (`validate`'s checker, in the same pass: a trace
+    /// read, or the trace an import makes) for an input checked already.
+    #[arg(long)]
+    pub no_check: bool,
+}
+
+/// Formats `convert` writes: the trace encodings and fio's iolog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutFormat {
+    /// A YAML trace.
+    Yaml,
+    /// A JSON Lines trace.
+    Jsonl,
+    /// A binary trace (`.cnsbin`).
+    Binary,
+    /// A fio version 3 iolog of the trace's `io` events, for `fio --read_iolog`.
+    FioIolog,
+}
+
+impl From<OutFormat> for Format {
+    fn from(f: OutFormat) -> Self {
+        match f {
+            OutFormat::Yaml => Format::Yaml,
+            OutFormat::Jsonl => Format::Jsonl,
+            OutFormat::Binary => Format::Binary,
+            OutFormat::FioIolog => Format::FioIolog,
+        }
+    }
 }
 
 /// A duration flag (`90s`, `1h`, `250ms`) in nanoseconds.
@@ -381,10 +409,11 @@ pub enum TraceTool {
     /// (`t1-`, `t2-`, … or `--prefix`), cluster names shared, header defaults the inputs
     /// disagree on written into their events, ids renumbered in merged order; streaming.
     Merge(MergeArgs),
-    /// Split a trace by tenant into one trace per tenant (DIR/TENANT.EXT) for several drivers
-    /// started on one instant (`run --start-at`): each part with its tenant's events, the
-    /// declared objects they use and every marker; ids and times kept. Refused, naming the
-    /// event, when two tenants use one object.
+    /// Split a trace into parts for several drivers started on one instant (`run
+    /// --start-at`): by tenant (DIR/TENANT.EXT, or DIR/part-K.EXT with --parts) or by lineage
+    /// (a volume with its snapshots, restores, clones and the workloads mounting it in one
+    /// part; DIR/part-K.EXT); each part with its events, the declared objects they use and
+    /// every marker; ids and times kept. The trace is checked in the first pass.
     Split(SplitArgs),
 }
 
@@ -393,15 +422,37 @@ pub enum TraceTool {
 pub struct SplitArgs {
     /// The trace (read twice: a file, not a pipe).
     pub input: PathBuf,
-    /// Output directory (created); one trace per tenant in it.
+    /// Output directory (created); one trace per part in it.
     #[arg(short, long)]
     pub output: PathBuf,
     /// Encoding of the parts.
     #[arg(long, value_enum, default_value = "binary")]
-    pub to: Format,
+    pub to: EncodingArg,
+    /// What a part keeps together: each tenant's events, or each lineage's (objects joined
+    /// by the events naming them together). Default: tenant when the trace has two or more
+    /// tenants that share no object (and at least --parts of them), else lineage.
+    #[arg(long, value_enum)]
+    pub by: Option<SplitBy>,
+    /// Number of parts, the tenants or lineages balanced over them by their events; refused
+    /// when the trace has fewer. Default: one part per tenant; a split by lineage needs it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub parts: Option<u32>,
+    /// Skip the check of the trace in the first pass (`validate`'s checker) for a trace
+    /// checked already.
+    #[arg(long)]
+    pub no_check: bool,
     /// Print the report as JSON (schema: docs/schemas/trace-split.schema.json).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `trace split --by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SplitBy {
+    /// Each tenant's events in one part (refused when two tenants use one object).
+    Tenant,
+    /// Each lineage's events in one part.
+    Lineage,
 }
 
 /// `trace merge`.
@@ -453,6 +504,10 @@ pub struct RewriteArgs {
     /// `tenant:prod=bench` (or `namespace:`); repeatable.
     #[arg(long = "map", value_name = "KIND:FROM=TO")]
     pub maps: Vec<String>,
+    /// Skip the check of the trace as it is read (`validate`'s checker, same pass) for a
+    /// trace checked already.
+    #[arg(long)]
+    pub no_check: bool,
     /// Print the report as JSON (schema: docs/schemas/trace-rewrite.schema.json).
     #[arg(long)]
     pub json: bool,
@@ -484,6 +539,10 @@ pub struct SliceArgs {
     /// Keep only events of this op type (`io`, `attach`, …); repeatable, as `--tenant`.
     #[arg(long = "op", value_name = "OP")]
     pub ops: Vec<String>,
+    /// Skip the check of the trace (`validate`'s checker, in the same pass, then on to the
+    /// trace's end) for a trace checked already.
+    #[arg(long)]
+    pub no_check: bool,
     /// Print the report as JSON (schema: docs/schemas/trace-slice.schema.json).
     #[arg(long)]
     pub json: bool,

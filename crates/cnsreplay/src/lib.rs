@@ -47,10 +47,16 @@ fn is_input_problem(e: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(t) = e.downcast_ref::<T>() {
         return trace(t);
     }
-    if let Some(trace_format::split::SplitError::Trace(t)) =
-        e.downcast_ref::<trace_format::split::SplitError>()
-    {
-        return trace(t);
+    if let Some(s) = e.downcast_ref::<trace_format::split::SplitError>() {
+        use trace_format::split::SplitError as S;
+        // A trace that cannot be split as asked (an object two tenants use, fewer tenants or
+        // lineages than parts) is a problem of that input, as a merge's is; a split by
+        // lineage without --parts is usage.
+        return match s {
+            S::Trace(t) => trace(t),
+            S::Shared(_) | S::TooFew { .. } => true,
+            S::NeedParts { .. } => false,
+        };
     }
     if let Some(i) = e.downcast_ref::<import::ImportError>() {
         return match i {

@@ -22,6 +22,9 @@ use crate::model::*;
 use crate::units::Name;
 
 mod cbt;
+mod stream;
+
+pub use stream::{Checked, EventCheck};
 
 /// How many deleted names per kind the checker remembers for its messages.
 const GONE_CAP: usize = 1 << 18;

@@ -221,6 +221,8 @@ enum WInner {
 /// A streaming writer of a trace in any encoding.
 pub struct TraceWriter {
     inner: WInner,
+    /// Set by [`TraceWriter::checking`]: every event passes the checker before it is written.
+    check: Option<Box<crate::check::EventCheck>>,
 }
 
 impl fmt::Debug for TraceWriter {
@@ -267,11 +269,23 @@ impl TraceWriter {
             Encoding::Yaml => WInner::Yaml(YamlWriter::new(w, header)?),
             Encoding::Binary => WInner::Binary(BinaryWriter::new(w, header)?),
         };
-        Ok(Self { inner })
+        Ok(Self { inner, check: None })
+    }
+
+    /// Checks every event before it is written (`validate`'s checker, from `header`, the one
+    /// this writer was made with): the first problem is an error naming `file` and the
+    /// event's index, and the event is not written. For writers of made events (importers),
+    /// whose output must never be a trace `validate` rejects.
+    pub fn checking(mut self, header: &Header, file: impl Into<String>) -> Result<Self, Error> {
+        self.check = Some(Box::new(crate::check::EventCheck::new(header, file)?));
+        Ok(self)
     }
 
     /// Appends one event.
     pub fn write(&mut self, e: &Event) -> Result<(), Error> {
+        if let Some(c) = &mut self.check {
+            c.event(e, Location::default())?;
+        }
         match &mut self.inner {
             WInner::Jsonl(w) => w.write(e),
             WInner::Yaml(w) => w.write(e),

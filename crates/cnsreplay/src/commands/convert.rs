@@ -1,6 +1,9 @@
 //! `cnsreplay convert`: between trace encodings, from foreign formats, and to fio.
 //!
-//! Streaming and lossless between trace encodings; the first bad event stops it. Imports stop
+//! Streaming and lossless between trace encodings; the first bad event stops it, and so does
+//! the first problem `validate`'s checker finds, in the same pass: a trace read, exported to
+//! fio, or made by an import (`--no-check` skips the checker). An export to fio of a trace
+//! without `io` events is refused. Imports stop
 //! at the first bad line unless `--skip-bad`, which counts and reports what it skipped. The
 //! output is written through [`crate::output::Output`] (a temporary file beside the target,
 //! renamed into place when complete; an output that is one of the inputs is refused), so an
@@ -24,7 +27,7 @@ use import::input::Inputs;
 use import::{ImportError, ImportReport, Policy, Source};
 use trace_format::{Encoding, Header, TraceReader, TraceWriter};
 
-use super::{label, spinner};
+use super::{checked, label, spinner};
 use crate::cli::{ConvertArgs, Format};
 use crate::output::Output;
 
@@ -45,8 +48,7 @@ impl Sink {
 
 pub(crate) fn run(a: &ConvertArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let to = match a.to {
-        Some(f) if f.encoding().is_some() || f == Format::FioIolog => f,
-        Some(f) => bail!("--to {f:?}: output formats are yaml, jsonl, binary and fio-iolog"),
+        Some(f) => Format::from(f),
         None if a.output == Path::new("-") => bail!("writing to stdout: say the format with --to"),
         None => match Encoding::from_path(&a.output) {
             Some(Encoding::Yaml) => Format::Yaml,
@@ -200,7 +202,14 @@ fn convert(
         }
         (Some(f), Some(enc)) if f.encoding().is_none() => {
             let w = sink.writer()?;
-            let factory = move |h: Header| TraceWriter::new(w, enc, &h);
+            // What an import makes goes through the checker before it is written (an
+            // importer never writes a trace `validate` rejects; this makes sure of it).
+            let made = format!("the trace imported into {}", label(&a.output));
+            let check = !a.no_check;
+            let factory = move |h: Header| {
+                let w = TraceWriter::new(w, enc, &h)?;
+                if check { w.checking(&h, made) } else { Ok(w) }
+            };
             let files = &a.files;
             let given = Source::files(files);
             let src = sources.unwrap_or(&given);
@@ -280,8 +289,19 @@ fn convert(
         }
         (_, None) => {
             let reader = open_trace(a, sources, from).context("cannot read the input trace")?;
+            let input = label(&one(a, "converting a trace")?);
+            let events = checked(reader, &input, a.no_check)?.events();
             let w = sink.writer()?;
-            let r = import::fio::export_fio_v3(reader.events(), |v| v.to_owned(), w)?;
+            let r = import::fio::export_fio_v3(events, |v| v.to_owned(), w)?;
+            if r.ios == 0 {
+                // An iolog without I/O would replay nothing: refused, nothing written.
+                bail!(
+                    "{input}: no `io` event to export as a fio iolog ({} events, none a single \
+                     I/O request; `io_phase` units are generated at replay and have no iolog \
+                     form): nothing written",
+                    r.skipped
+                );
+            }
             if r.skipped > 0 {
                 tracing::info!(
                     "{} non-I/O events have no fio equivalent and were left out",
@@ -292,9 +312,10 @@ fn convert(
         }
         (_, Some(enc)) => {
             let reader = open_trace(a, sources, from).context("cannot read the input trace")?;
+            let input = label(&one(a, "converting a trace")?);
             let mut writer = TraceWriter::new(sink.writer()?, enc, reader.header())?;
             let mut n = 0u64;
-            for item in reader {
+            for item in checked(reader, &input, a.no_check)? {
                 let (ev, _) = item?;
                 writer.write(&ev)?;
                 n += 1;

@@ -48,6 +48,22 @@ pub(crate) fn open_or_fail(input: &InputArgs) -> anyhow::Result<TraceReader> {
     open(input).with_context(|| format!("cannot read {}", label(&input.file)))
 }
 
+/// The events of `reader` through `validate`'s checker, in the caller's own pass: the first
+/// problem ends them with its located diagnostic (exit 1), before the caller's output is
+/// committed. `no_check` passes them on as they are (a trace checked already).
+pub(crate) fn checked(
+    reader: TraceReader,
+    file: &str,
+    no_check: bool,
+) -> anyhow::Result<trace_format::check::Checked<TraceReader>> {
+    use trace_format::check::Checked;
+    if no_check {
+        return Ok(Checked::unchecked(reader));
+    }
+    let header = reader.header().clone();
+    Checked::new(&header, reader, file).with_context(|| format!("cannot read {file}"))
+}
+
 /// An event counter on stderr, hidden when stderr is not a terminal and with `-q`.
 pub(crate) fn spinner(what: &str) -> ProgressBar {
     let pb = if crate::logging::progress_allowed() {

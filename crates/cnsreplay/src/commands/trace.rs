@@ -8,8 +8,10 @@ use trace_format::TraceWriter;
 use trace_format::slice::{Filter, Window, busiest, slice};
 use trace_format::units::{fmt_secs, parse_duration};
 
-use super::{label, open_or_fail};
-use crate::cli::{AlignArg, MergeArgs, RewriteArgs, SliceArgs, SplitArgs, TraceArgs, TraceTool};
+use super::{checked, label, open_or_fail};
+use crate::cli::{
+    AlignArg, MergeArgs, RewriteArgs, SliceArgs, SplitArgs, SplitBy, TraceArgs, TraceTool,
+};
 use crate::output::Output;
 
 pub(crate) fn run(a: &TraceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -22,18 +24,25 @@ pub(crate) fn run(a: &TraceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
 }
 
 fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let Some(enc) = a.to.encoding() else {
-        bail!("--to {:?}: a trace encoding (yaml, jsonl, binary)", a.to);
-    };
+    use trace_format::split::{By, SplitOptions};
+    let enc = trace_format::Encoding::from(a.to);
     if a.input.as_os_str() == "-" {
         bail!("trace split reads its input twice: give a file, not stdin");
     }
     let file = label(&a.input);
-    let first =
-        trace_format::TraceReader::open(&a.input).with_context(|| format!("cannot read {file}"))?;
-    let second =
-        trace_format::TraceReader::open(&a.input).with_context(|| format!("cannot read {file}"))?;
-    let header = first.header().clone();
+    let open =
+        || trace_format::TraceReader::open(&a.input).with_context(|| format!("cannot read {file}"));
+    // The first pass decides the parts and goes through the checker; the second writes.
+    let first = checked(open()?, &file, a.no_check)?;
+    let second = open()?;
+    let header = second.header().clone();
+    let opts = SplitOptions {
+        by: a.by.map(|b| match b {
+            SplitBy::Tenant => By::Tenant,
+            SplitBy::Lineage => By::Lineage,
+        }),
+        parts: a.parts.map(|n| n as usize),
+    };
     let created = !a.output.exists();
     fs_err::create_dir_all(&a.output)?;
     let ext = match enc {
@@ -47,29 +56,10 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         &header,
         first.events(),
         second.events(),
-        |tenant, h| {
-            // A file name for the tenant: its name with anything but [A-Za-z0-9._-] as `_`,
-            // and a number when that collides.
-            let mut stem: String = tenant
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            if stem.is_empty() || stem.starts_with('.') {
-                stem.insert(0, '_');
-            }
-            let mut path = a.output.join(format!("{stem}.{ext}"));
-            let mut n = 2;
-            while files.iter().any(|(_, p)| *p == path) {
-                path = a.output.join(format!("{stem}-{n}.{ext}"));
-                n += 1;
-            }
-            files.push((tenant.to_owned(), path.clone()));
+        opts,
+        |part, h| {
+            let path = part_path(&a.output, part, ext, &files);
+            files.push((part.to_owned(), path.clone()));
             let out = Output::create(&path, &[&a.input]).map_err(into_trace_error)?;
             let w = TraceWriter::new(out.file().map_err(into_trace_error)?, enc, h);
             outputs.push(out);
@@ -85,30 +75,44 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
     })
     .with_context(|| format!("splitting {file}"))?;
-    for (tenant, w) in writers {
+    for (part, w) in writers {
         w.finish()
-            .with_context(|| format!("writing the part of {tenant}"))?;
+            .with_context(|| format!("writing the part {part}"))?;
     }
     for o in outputs {
         o.commit()?;
+    }
+    for w in &report.warnings {
+        tracing::warn!("{file}: {w}");
     }
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let by = match report.by {
+        By::Tenant => "tenant",
+        By::Lineage => "lineage",
+    };
     writeln!(
         out,
-        "{file}: {} events ({} markers, copied into every part) split into {} parts",
+        "{file}: {} events ({} markers, copied into every part) split by {by} into {} part{} \
+         ({})",
         report.events,
         report.markers,
-        report.parts.len()
+        report.parts.len(),
+        if report.parts.len() == 1 { "" } else { "s" },
+        report.reason
     )?;
-    for (tenant, path) in &files {
-        let r = report.parts.get(tenant).cloned().unwrap_or_default();
+    for (part, path) in &files {
+        let r = report.parts.get(part).cloned().unwrap_or_default();
+        let what = match report.by {
+            By::Tenant => format!("tenants {:?}", r.tenants),
+            By::Lineage => format!("{} lineages", r.lineages),
+        };
         writeln!(
             out,
-            "  {}: tenant {tenant:?}, {} events, {} declared volumes, {} declared workloads",
+            "  {}: {what}, {} events, {} declared volumes, {} declared workloads",
             path.display(),
             r.events,
             r.volumes,
@@ -116,6 +120,36 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A part's file: its name with anything but [A-Za-z0-9._-] as `_`, and a number when that
+/// collides with a file made already.
+fn part_path(
+    dir: &std::path::Path,
+    part: &str,
+    ext: &str,
+    made: &[(String, std::path::PathBuf)],
+) -> std::path::PathBuf {
+    let mut stem: String = part
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if stem.is_empty() || stem.starts_with('.') {
+        stem.insert(0, '_');
+    }
+    let mut path = dir.join(format!("{stem}.{ext}"));
+    let mut n = 2;
+    while made.iter().any(|(_, p)| *p == path) {
+        path = dir.join(format!("{stem}-{n}.{ext}"));
+        n += 1;
+    }
+    path
 }
 
 fn run_merge(a: &MergeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -210,9 +244,10 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
     let mut report = RewriteReport::default();
     let mut header = reader.header().clone();
     rw.header(&mut header, &mut report);
+    let items = checked(reader, &file, a.no_check)?;
     let mut w = TraceWriter::new(output.file()?, enc, &header)
         .with_context(|| format!("cannot write {}", a.output.display()))?;
-    for item in reader {
+    for item in items {
         let (mut ev, loc) = item.with_context(|| format!("cannot read {file}"))?;
         if let Err(e) = rw.event(&mut ev, &mut report) {
             // The input is fine; the speed asked for does not fit it: exit 1, located.
@@ -326,10 +361,11 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             }
             // Two passes at once, the second trailing the first by the window: constant
             // memory however dense the trace.
-            let lead = open_or_fail(&a.input)?;
+            // The leading pass reads the whole trace: it is the one checked.
+            let lead = checked(open_or_fail(&a.input)?, &file, a.no_check)?.events();
             let trail = open_or_fail(&a.input)?;
             match busiest(
-                lead.events().map(|e| e.map(|e| e.at)),
+                lead.map(|e| e.map(|e| e.at)),
                 trail.events().map(|e| e.map(|e| e.at)),
                 len,
             )
@@ -355,9 +391,12 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let output = Output::create(&a.output, &[&a.input.file])?;
     let reader = open_or_fail(&a.input)?;
     let header = reader.header().clone();
+    // Checked as it is read (unless --busiest's first pass did), and on past the window to
+    // the trace's end before the output is committed.
+    let mut items = checked(reader, &file, a.no_check || a.busiest.is_some())?;
     let (writer, report) = slice(
         &header,
-        reader.events(),
+        (&mut items).map(|r| r.map(|(e, _)| e)),
         window,
         &filter,
         &file,
@@ -365,6 +404,11 @@ fn run_slice(a: &SliceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         |w, ev| w.write(ev),
     )
     .with_context(|| format!("slicing {file} into {}", a.output.display()))?;
+    if !(a.no_check || a.busiest.is_some()) {
+        for item in items {
+            item.with_context(|| format!("cannot read {file}"))?;
+        }
+    }
     if !finish_report(writer, output, a.json, &report, out)? {
         let to = if report.to == u64::MAX {
             "the end".to_owned()

@@ -107,12 +107,12 @@ fn a_bad_input_leaves_no_output_and_an_older_one_untouched() {
             let o = cnsreplay(&a);
             let err = stderr(&o);
             assert_eq!(o.status.code(), Some(1), "{a:?}: {err}");
-            // merge checks each merged event: it stops at the input's first semantic
+            // Every tool checks what it reads: it stops at the input's first semantic
             // problem (event 5 uses a deleted volume), before the parse error of line 8.
             let located = if args[1] == "merge" {
                 "three-problems.jsonl, prefix \"t2-\"): events[13].attach"
             } else {
-                "three-problems.jsonl:8: events[6].snapshot.colour"
+                "three-problems.jsonl:6: events[4].attach.volumes[0]: volume \"pvc-7\" was deleted"
             };
             assert!(err.contains(located), "{a:?}: {err}");
             assert_eq!(names(d), ["old.jsonl"], "{a:?}");

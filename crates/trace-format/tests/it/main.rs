@@ -3,5 +3,6 @@
 mod checker;
 mod corrupt;
 mod roundtrip;
+mod split;
 mod strategies;
 mod text_errors;
