@@ -268,7 +268,7 @@ fn run_summary(a: &SummaryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
 fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "{}: {} events on {} at speed {} ({:?}), {} failed; intended {:.2}/s, achieved {:.2}/s; \
+        "{}: {} events on {} at speed {} ({}), {} failed; intended {:.2}/s, achieved {:.2}/s; \
          lateness p99 {}",
         s.run,
         s.events,
