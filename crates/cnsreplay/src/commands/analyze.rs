@@ -519,7 +519,8 @@ fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
             "separate the BASE runs from the NEW runs with `--`: compare BASE... -- NEW..."
         ),
     };
-    let r = analyze::compare(&base, &new, &opts)?;
+    let r = analyze::compare(&base, &new, &opts)
+        .context(crate::CouldNotRun("analyze compare could not run"))?;
     if a.json {
         json(&r, out)?;
     } else {
