@@ -7,6 +7,7 @@ mod capacity;
 mod cbt;
 mod cbt_kube;
 mod cleanup_run_id;
+mod exit_codes;
 mod group;
 mod group_cut;
 mod in_cluster;
@@ -20,6 +21,7 @@ mod prometheus;
 mod real_node;
 mod report;
 mod run;
+mod traps;
 mod validity;
 
 use std::collections::HashMap;

@@ -120,8 +120,8 @@ impl ValidityOptions {
             (Some(_), _, _) => "fixed (--validity start.p99)".to_owned(),
             (None, Some(r), Some((_, op, m))) => format!(
                 "{:.2} % of {op} median service time {}, at least {}: a given reference \
-                 loosens the limits only that far ({:.2} % of the given reference latency {} \
-                 would be {})",
+                 loosens the limits only that far; {:.2} % of the given reference latency {} \
+                 would be {}",
                 self.reference_share * 100.0,
                 ms(m as f64),
                 ms(self.start_min_ns as f64),
