@@ -803,7 +803,11 @@ mod tests {
                 .contains("10.00 % of attach median service time 1.000 ms"),
             "{capped:?}"
         );
-        assert_eq!(o.limits(Some(("attach", 1_000))).p99_ns, 20_000, "the floor");
+        assert_eq!(
+            o.limits(Some(("attach", 1_000))).p99_ns,
+            20_000,
+            "the floor"
+        );
         assert_eq!(o.limits(None).p99_ns, 10_000_000);
         o.set("start.p99=3ms").expect("fixed");
         let l = o.limits(None);

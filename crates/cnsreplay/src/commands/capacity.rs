@@ -503,7 +503,10 @@ fn report(
         per_op: &per_op,
         lo,
         hi,
-        lo_passed: (lo_runs.iter().filter(|p| p.eval.pass).count(), lo_runs.len()),
+        lo_passed: (
+            lo_runs.iter().filter(|p| p.eval.pass).count(),
+            lo_runs.len(),
+        ),
         resolution,
     });
     if !limited_by.is_empty() {

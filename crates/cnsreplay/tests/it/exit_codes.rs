@@ -61,7 +61,8 @@ impl Fixtures {
     fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
-        let header = r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#;
+        let header =
+            r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#;
         let mut text = format!("{header}\n");
         for i in 0..5u64 {
             text.push_str(&format!(
@@ -104,7 +105,13 @@ impl Fixtures {
             .expect("events")
             .lines()
             .enumerate()
-            .map(|(i, l)| if i == 1 { l[..l.len() / 2].to_owned() } else { l.to_owned() })
+            .map(|(i, l)| {
+                if i == 1 {
+                    l[..l.len() / 2].to_owned()
+                } else {
+                    l.to_owned()
+                }
+            })
             .collect();
         assert_eq!(lines.len(), 5, "five records: {lines:?}");
         fs_err::write(&events, lines.join("\n") + "\n").expect("write events");
@@ -199,7 +206,11 @@ fn every_command_exits_as_the_table_says_for_each_class_of_bad_input() {
     // table says otherwise for the command (compare: 2 for any run it cannot read).
     let mut cases: Vec<(Class, i32, Vec<String>)> = Vec::new();
     let mut add = |class: Class, args: &[&str]| {
-        cases.push((class, class.code(), args.iter().map(|a| (*a).to_owned()).collect()));
+        cases.push((
+            class,
+            class.code(),
+            args.iter().map(|a| (*a).to_owned()).collect(),
+        ));
     };
     // Trace readers.
     for cmd in [&["validate"][..], &["stats"]] {
@@ -217,10 +228,22 @@ fn every_command_exits_as_the_table_says_for_each_class_of_bad_input() {
         add(Missing, &[cmd, &[missing.as_str(), "-o", &o]].concat());
         add(BadTrace, &[cmd, &[bad.as_str(), "-o", &o]].concat());
     }
-    add(BadImport, &["convert", "--from", "k8s-audit", &not_json, "-o", &o]);
-    add(BadImport, &["convert", "--from", "auto", &not_json, "-o", &o]);
-    add(BadImport, &["convert", "--from", "k8s-audit", &gz, "-o", &o]);
-    add(BadImport, &["convert", "--from", "k8s-audit", &zst, "-o", &o]);
+    add(
+        BadImport,
+        &["convert", "--from", "k8s-audit", &not_json, "-o", &o],
+    );
+    add(
+        BadImport,
+        &["convert", "--from", "auto", &not_json, "-o", &o],
+    );
+    add(
+        BadImport,
+        &["convert", "--from", "k8s-audit", &gz, "-o", &o],
+    );
+    add(
+        BadImport,
+        &["convert", "--from", "k8s-audit", &zst, "-o", &o],
+    );
     add(Usage, &["trace", "merge", &ok_t, "-o", &o]);
     add(Missing, &["trace", "merge", &missing, &ok_t, "-o", &o]);
     add(BadTrace, &["trace", "merge", &bad, &ok_t, "-o", &o]);
@@ -230,18 +253,36 @@ fn every_command_exits_as_the_table_says_for_each_class_of_bad_input() {
     add(BadTrace, &["trace", "split", &bad, "-o", &parts]);
     // Replays: the trace is checked before anything runs.
     let r = out("r");
-    add(Usage, &[&["run", &ok_t, "--no-such-flag"][..], &sim].concat());
+    add(
+        Usage,
+        &[&["run", &ok_t, "--no-such-flag"][..], &sim].concat(),
+    );
     add(Missing, &[&["run", &missing, "-o", &r][..], &sim].concat());
     add(BadTrace, &[&["run", &bad, "-o", &r][..], &sim].concat());
     let sw = out("sw");
     add(Usage, &[&["sweep", &ok_t, "-o", &sw][..], &sim].concat());
-    add(Missing, &[&["sweep", &missing, "--speeds", "1", "-o", &sw][..], &sim].concat());
-    add(BadTrace, &[&["sweep", &bad, "--speeds", "1", "-o", &sw][..], &sim].concat());
+    add(
+        Missing,
+        &[&["sweep", &missing, "--speeds", "1", "-o", &sw][..], &sim].concat(),
+    );
+    add(
+        BadTrace,
+        &[&["sweep", &bad, "--speeds", "1", "-o", &sw][..], &sim].concat(),
+    );
     let cap = out("cap");
     let slo_arg = ["--slo", "attach p99<=1s", "-o", &cap];
-    add(Usage, &[&["capacity", &ok_t, "--slo", "attach"][..], &sim].concat());
-    add(Missing, &[&["capacity", &missing][..], &slo_arg, &sim].concat());
-    add(BadTrace, &[&["capacity", &bad][..], &slo_arg, &sim].concat());
+    add(
+        Usage,
+        &[&["capacity", &ok_t, "--slo", "attach"][..], &sim].concat(),
+    );
+    add(
+        Missing,
+        &[&["capacity", &missing][..], &slo_arg, &sim].concat(),
+    );
+    add(
+        BadTrace,
+        &[&["capacity", &bad][..], &slo_arg, &sim].concat(),
+    );
     // Synth: a model and fit data are inputs like a trace.
     let so = out("s.jsonl");
     add(Usage, &["synth", "--no-such-flag"]);
@@ -266,7 +307,10 @@ fn every_command_exits_as_the_table_says_for_each_class_of_bad_input() {
     add(Missing, &["analyze", "capacity", &missing_run]);
     add(CorruptRun, &["analyze", "capacity", s(&f.bad_sweep)]);
     add(Usage, &["analyze", "qos", &run]);
-    add(Missing, &["analyze", "qos", &missing_run, "--slo-file", &slo]);
+    add(
+        Missing,
+        &["analyze", "qos", &missing_run, "--slo-file", &slo],
+    );
     add(Missing, &["analyze", "qos", &run, "--slo-file", &missing]);
     add(CorruptRun, &["analyze", "qos", &mf, "--slo-file", &slo]);
     let html = out("report.html");

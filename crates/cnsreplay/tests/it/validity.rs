@@ -243,12 +243,8 @@ fn a_given_reference_cannot_make_a_delay_of_40_percent_of_the_measured_latency_v
         ],
         &[("CNSREPLAY_TEST_ENGINE_DELAY", "400us")],
     );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no summary ({e}): {}",
-            String::from_utf8_lossy(&o.stderr)
-        )
-    });
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("no summary ({e}): {}", String::from_utf8_lossy(&o.stderr)));
     let validity = &v["validity"];
     assert_ne!(validity["verdict"], "valid", "{validity:#}");
     let limits = &validity["limits"];
@@ -270,10 +266,8 @@ fn a_given_reference_cannot_make_a_delay_of_40_percent_of_the_measured_latency_v
         .filter_map(|c| c["message"].as_str())
         .collect();
     assert!(
-        failed
-            .iter()
-            .any(|m| m.contains("start lateness p99")
-                && m.contains("% of the measured attach median service time")),
+        failed.iter().any(|m| m.contains("start lateness p99")
+            && m.contains("% of the measured attach median service time")),
         "the evidence must state the measured delay against the measured latency: {failed:#?}"
     );
 }

@@ -63,11 +63,20 @@ fn every_class_of_bad_input_exits_as_the_table_says() {
         &["verify", "--log", s(&missing_log), "--target", s(&t)],
     );
     // Inputs with problems.
-    expect(1, "a trace that does not parse", &["phase", s(&bad_trace), "--target", s(&t)]);
+    expect(
+        1,
+        "a trace that does not parse",
+        &["phase", s(&bad_trace), "--target", s(&t)],
+    );
     expect(
         1,
         "a phase snippet with an unknown field",
-        &["phase", "{\"volume\":\"v\",\"rw\":\"nonsense\"}", "--target", s(&t)],
+        &[
+            "phase",
+            "{\"volume\":\"v\",\"rw\":\"nonsense\"}",
+            "--target",
+            s(&t),
+        ],
     );
     expect(
         1,

@@ -285,7 +285,12 @@ mod tests {
         // Without the reference the 1 ms operations' limit is 1 % of them (the 20 µs floor):
         // the reference did loosen it, from 20 µs to 100 µs.
         let v = judge(
-            &measured(&pct(1000, 90_000, 90_000), &none, &none, vec![("attach", 1_000_000)]),
+            &measured(
+                &pct(1000, 90_000, 90_000),
+                &none,
+                &none,
+                vec![("attach", 1_000_000)],
+            ),
             &o,
         );
         assert_eq!(v.verdict, Verdict::Valid, "{v:#?}");

@@ -43,7 +43,11 @@ pub(super) fn sentence(p: &Parts<'_>) -> String {
             "Maximum sustainable rate ({}): {}between intensity {} ({} of {} runs passed) and \
              {}, resolution {:.1} %",
             p.slo_text,
-            if ops.is_empty() { String::new() } else { format!("{ops} — ") },
+            if ops.is_empty() {
+                String::new()
+            } else {
+                format!("{ops} — ")
+            },
             intensity(l),
             p.lo_passed.0,
             p.lo_passed.1,
@@ -53,7 +57,11 @@ pub(super) fn sentence(p: &Parts<'_>) -> String {
         (Some(l), None) => format!(
             "Sustained up to intensity {}{}; no limit found above it",
             intensity(l),
-            if ops.is_empty() { String::new() } else { format!(" ({ops})") },
+            if ops.is_empty() {
+                String::new()
+            } else {
+                format!(" ({ops})")
+            },
         ),
         (None, Some(h)) => format!(
             "No intensity down to {} passed ({})",
