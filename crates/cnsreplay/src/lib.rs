@@ -50,6 +50,19 @@ impl std::fmt::Display for CouldNotRun {
     }
 }
 
+/// A problem of an input that a command finds itself rather than a library reporting it
+/// (an import input with data but no event to import): exits [`EXIT_INPUT`].
+#[derive(Debug)]
+pub struct InputProblem(pub String);
+
+impl std::fmt::Display for InputProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputProblem {}
+
 /// The input has problems.
 pub const EXIT_INPUT: u8 = 1;
 /// The command could not run (usage, I/O, a refused output, a provider that could not start).
@@ -57,6 +70,9 @@ pub const EXIT_FAILED: u8 = 2;
 
 fn is_input_problem(e: &(dyn std::error::Error + 'static)) -> bool {
     use trace_format::Error as T;
+    if e.is::<InputProblem>() {
+        return true;
+    }
     // A merge refused because the inputs, merged as asked, would make an invalid trace (or
     // collide) is a problem of those inputs.
     let trace = |t: &T| matches!(t, T::Invalid(_) | T::Merge { .. });

@@ -23,7 +23,7 @@ enum Class {
     /// A trace that does not parse (an unknown field), also as a synth model or fit data.
     BadTrace,
     /// An import input with problems (a line that is not JSON, a compressed stream that
-    /// does not decode).
+    /// does not decode, an audit log without a storage request to import).
     BadImport,
     /// A run directory with a malformed record (`events.jsonl`, `ledger.jsonl`,
     /// `manifest.json`).
@@ -235,6 +235,18 @@ fn every_command_exits_as_the_table_says_for_each_class_of_bad_input() {
     add(
         BadImport,
         &["convert", "--from", "auto", &not_json, "-o", &o],
+    );
+    // An audit log with events but no storage request: nothing to import.
+    let quiet = f.path("quiet.log");
+    fs_err::write(
+        &quiet,
+        "{\"kind\":\"EventList\",\"items\":[{\"kind\":\"Event\",\"stage\":\"ResponseComplete\",\
+         \"verb\":\"get\",\"requestReceivedTimestamp\":\"2024-01-01T00:00:00Z\"}]}\n",
+    )
+    .expect("write");
+    add(
+        BadImport,
+        &["convert", "--from", "k8s-audit", s(&quiet), "-o", &o],
     );
     add(
         BadImport,
