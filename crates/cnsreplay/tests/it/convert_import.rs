@@ -448,7 +448,8 @@ fn data_without_events_and_broken_compression_are_errors() {
         ],
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_ne!(o.status.code(), Some(0), "{err}");
+    // Problems of the import input: exit 1 (the README's table), not "could not run".
+    assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
         err.contains("summary.txt") && err.contains("no blkparse event"),
         "{err}"
@@ -466,7 +467,7 @@ fn data_without_events_and_broken_compression_are_errors() {
         &["convert", "--from", "msr", "cut.csv.gz", "-o", "y.jsonl"],
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("cut.csv.gz") && err.contains("Gzip"), "{err}");
 }
 
