@@ -130,10 +130,10 @@ pub struct ProviderArgs {
     /// CAP_SYS_NICE).
     #[arg(long)]
     pub no_realtime: bool,
-    /// Thresholds of the verdict, `KEY=VALUE` (repeatable or comma-separated): `reference=1s`
-    /// (lateness limits from it, loosened only to `reference.share=10%` of measured latencies),
-    /// `start.p99=1ms`, `start.p99.9=10ms` (fixed), `rate=2%`, `window=1s`, `workers=90%`,
-    /// `throttled=0%`, … (docs/replay.md, Run validity). Defaults as shown.
+    /// Thresholds of the verdict, `KEY=VALUE` (repeatable or comma-separated), e.g.
+    /// `reference=1s` (lateness limits from it, loosened at most to `reference.share`, default
+    /// 10 %, of the measured latencies), `start.p99=1ms` (fixed); defaults `rate=2%`,
+    /// `window=1s`, `workers=90%`, `throttled=0%`, … (docs/replay.md, Run validity).
     #[arg(long, value_name = "KEY=VALUE", value_delimiter = ',')]
     pub validity: Vec<String>,
     /// sim: configuration file (YAML: seed, default, ops, errors, stalls).
