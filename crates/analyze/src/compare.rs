@@ -507,8 +507,10 @@ pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Resu
 }
 
 /// Manifest fields (flattened, `options.speed`) whose values differ between runs, other than
-/// what differs between any two runs (seed, start time, run id, pid, the host's state), with
-/// the base side's and the new side's values.
+/// what differs between any two runs (seed, start time, run id, pid, the host's state) and
+/// what each run computes rather than a user sets (the lateness limits it was held to,
+/// `options.validity.limits`: scaled from its own measured latencies), with the base side's
+/// and the new side's values.
 fn manifest_differences(base: &[Run], new: &[Run]) -> Vec<String> {
     fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
         match v {
@@ -527,7 +529,8 @@ fn manifest_differences(base: &[Run], new: &[Run]) -> Vec<String> {
             }
         }
     }
-    const SAME_FOR_NO_RUN: [&str; 12] = [
+    const SAME_FOR_NO_RUN: [&str; 13] = [
+        "options.validity.limits",
         "run_id",
         "seed",
         "options.seed",

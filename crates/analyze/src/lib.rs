@@ -150,3 +150,19 @@ pub enum Error {
 
 /// Result alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// For a run refused as not valid ([`Error::InvalidRun`]) that `--allow-invalid` admitted:
+    /// its verdict and evidence, said as analysed anyway (the refusal's advice to pass
+    /// `--allow-invalid` would be wrong there).
+    pub fn admitted(&self) -> Option<String> {
+        match self {
+            Error::InvalidRun {
+                verdict, evidence, ..
+            } => Some(format!(
+                "the run's verdict is {verdict}: {evidence}; analysed anyway (--allow-invalid)"
+            )),
+            _ => None,
+        }
+    }
+}

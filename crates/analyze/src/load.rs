@@ -130,10 +130,7 @@ impl Run {
             })
         };
         if self.manifest.state != CompletionState::Complete {
-            let state = serde_json::to_value(self.manifest.state)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
+            let state = self.manifest.state;
             return refuse(
                 Verdict::Incomplete.name(),
                 match &self.manifest.reason {

@@ -66,6 +66,11 @@ impl QosSpec {
 
     /// The targets, or what is wrong (naming the field).
     pub fn targets(&self) -> std::result::Result<Vec<Target>, String> {
+        if let Some(w) = self.window
+            && w.0 == 0
+        {
+            return Err("window: 0s: a window must be longer than 0 (e.g. 1s)".into());
+        }
         let mut out = Vec::new();
         for (tenant, m) in &self.tenants {
             for (key, limit) in m {
@@ -235,6 +240,10 @@ impl Accumulator for QosAcc<'_> {
     }
 }
 
+/// Most windows one judgement cuts a run into (a bitmask of 4 bytes each, and per target the
+/// windows with data): 10 M windows of 1 ms are 2.8 hours.
+const MAX_WINDOWS: u64 = 10_000_000;
+
 /// Checks a run against a QoS file (refusing a run that is not valid unless
 /// `allow_invalid`, see [`Run::check_valid`]).
 pub fn qos(run_dir: &Path, spec: &QosSpec, allow_invalid: bool) -> Result<QosReport> {
@@ -326,6 +335,14 @@ pub fn qos(run_dir: &Path, spec: &QosSpec, allow_invalid: bool) -> Result<QosRep
         }
     }
     let n = acc.last / window + 1;
+    if n > MAX_WINDOWS {
+        return Err(Error::Invalid(format!(
+            "window: {} cuts the run ({}) into {n} windows, more than the {MAX_WINDOWS} one \
+             judgement holds: choose a longer window",
+            fmt_ns(window as f64),
+            fmt_ns(acc.last as f64)
+        )));
+    }
     // Bit i of mask[w]: control op type with tag i in flight during window w (the binary
     // format's tags fit in 5 bits, so in a u32).
     const _: () = assert!(OpType::ALL.len() <= 32);

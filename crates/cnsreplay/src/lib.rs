@@ -8,7 +8,8 @@
 //! regression, no capacity limit found), 2 the command could not run, 3 `analyze compare`
 //! inconclusive, 4 `run --require-valid` whose verdict is not `valid`, 128 + N killed by
 //! signal N. A command returns 1 itself when it reports the problems; an error it returns is
-//! sorted by [`exit_code_of`], so an invalid trace exits 1 whichever command read it.
+//! sorted by [`exit_code_of`], so an invalid trace exits 1 whichever command read it, except
+//! under [`CouldNotRun`] (`analyze compare`, whose 1 means a regression only: 2).
 
 pub mod cli;
 pub mod commands;
@@ -27,12 +28,40 @@ use cli::{Cli, Command};
 /// of the input (a located problem in a trace, a bad import line, a bad model or data file, a
 /// malformed run-directory record), else [`EXIT_FAILED`].
 pub fn exit_code_of(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<CouldNotRun>().is_some() {
+        return EXIT_FAILED;
+    }
     if e.chain().any(is_input_problem) {
         EXIT_INPUT
     } else {
         EXIT_FAILED
     }
 }
+
+/// The context of an error of a command whose exit code 1 is its own check saying no and
+/// nothing else (`analyze compare`: a regression, which a gate acts on): whatever stopped it,
+/// also a malformed run-directory record, exits [`EXIT_FAILED`].
+#[derive(Debug)]
+pub struct CouldNotRun(pub &'static str);
+
+impl std::fmt::Display for CouldNotRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// A problem of an input that a command finds itself rather than a library reporting it
+/// (an import input with data but no event to import): exits [`EXIT_INPUT`].
+#[derive(Debug)]
+pub struct InputProblem(pub String);
+
+impl std::fmt::Display for InputProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputProblem {}
 
 /// The input has problems.
 pub const EXIT_INPUT: u8 = 1;
@@ -41,6 +70,9 @@ pub const EXIT_FAILED: u8 = 2;
 
 fn is_input_problem(e: &(dyn std::error::Error + 'static)) -> bool {
     use trace_format::Error as T;
+    if e.is::<InputProblem>() {
+        return true;
+    }
     // A merge refused because the inputs, merged as asked, would make an invalid trace (or
     // collide) is a problem of those inputs.
     let trace = |t: &T| matches!(t, T::Invalid(_) | T::Merge { .. });
@@ -71,8 +103,12 @@ fn is_input_problem(e: &(dyn std::error::Error + 'static)) -> bool {
             s => commands::synth::input_problem(s),
         };
     }
-    if let Some(replay::Error::Trace(t)) = e.downcast_ref::<replay::Error>() {
-        return trace(t);
+    // A malformed run-directory record (events.jsonl, ledger.jsonl, manifest.json) is a
+    // problem of that input; a JSON error of the file system is not.
+    match e.downcast_ref::<replay::Error>() {
+        Some(replay::Error::Trace(t)) => return trace(t),
+        Some(replay::Error::Json { source, .. }) => return !source.is_io(),
+        _ => {}
     }
     #[cfg(feature = "analyze")]
     if let Some(a) = e.downcast_ref::<analyze::Error>() {

@@ -85,7 +85,28 @@ impl Inputs {
                 Box::new(zstd::stream::read::Decoder::with_buffer(reader).map_err(named)?)
             }
         };
-        std::io::copy(&mut src, &mut out).map_err(named)?;
+        // A stream that does not decode is a problem of the input (exit 1), not of this
+        // machine: told apart from a failed write of the spool.
+        let mut buf = vec![0u8; 256 << 10];
+        loop {
+            let n = match src.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if is_corrupt(&e) => {
+                    return Err(crate::BadInput {
+                        file: name,
+                        line: 0,
+                        record: false,
+                        field: String::new(),
+                        message: format!("{compression:?} input does not decode: {e}"),
+                    }
+                    .into());
+                }
+                Err(e) => return Err(named(e).into()),
+            };
+            std::io::Write::write_all(&mut out, &buf[..n])?;
+        }
         std::io::Write::flush(&mut out)?;
         self.spooled += 1;
         Ok(Source::Spooled { name, path: dest })
@@ -117,4 +138,12 @@ impl Default for Inputs {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Whether a decoder's read error says its input is corrupt (not that reading failed): flate2
+/// says so as invalid input or data, a truncated stream as an unexpected end, zstd as
+/// `Other` (an error of the file system has its own kind).
+fn is_corrupt(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{InvalidData, InvalidInput, Other, UnexpectedEof};
+    matches!(e.kind(), InvalidData | InvalidInput | UnexpectedEof | Other)
 }

@@ -29,7 +29,8 @@ use std::sync::Arc;
 pub struct BadInput {
     /// The file as the user named it.
     pub file: String,
-    /// 1-based line (text) or 0-based record index (binary, with `record: true`).
+    /// 1-based line (text) or 0-based record index (binary, with `record: true`); 0 for a
+    /// text input as a whole (a compressed stream that does not decode).
     pub line: u64,
     /// Whether `line` is a record index rather than a line number.
     pub record: bool,
@@ -43,6 +44,8 @@ impl fmt::Display for BadInput {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.record {
             write!(f, "{}: record {}", self.file, self.line)?;
+        } else if self.line == 0 {
+            write!(f, "{}", self.file)?;
         } else {
             write!(f, "{}:{}", self.file, self.line)?;
         }

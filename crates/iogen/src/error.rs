@@ -105,3 +105,21 @@ pub enum Error {
         reason: String,
     },
 }
+
+impl Error {
+    /// Whether the error is a problem of an input the caller gave (a phase, a trace, a verify
+    /// state file, an ordered-write log or written-set record) rather than of this machine
+    /// (a file that cannot be opened, io_uring refused, no room): the `iogen` binary exits 1
+    /// for the first, 2 for the second, as `cnsreplay` does.
+    pub fn is_input_problem(&self) -> bool {
+        match self {
+            Error::InvalidSpec { .. }
+            | Error::InvalidRequest(_)
+            | Error::VerifyState { .. }
+            | Error::WrittenLog { .. }
+            | Error::OrderedLog { .. } => true,
+            Error::Trace(t) => matches!(t, trace_format::Error::Invalid(_)),
+            _ => false,
+        }
+    }
+}

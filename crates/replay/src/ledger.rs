@@ -4,7 +4,8 @@
 //!
 //! Format (`RUNDIR/ledger.jsonl`, one JSON object per line):
 //! `{"op":"create","kind":"image","id":"/run/objects/vol-db-0.img","detail":{…}}` and
-//! `{"op":"release","kind":"image","id":"…"}`. A torn last line (crash mid-write) is ignored.
+//! `{"op":"release","kind":"image","id":"…"}`. A torn last line (crash mid-write) is ignored;
+//! any other malformed line is an error naming it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -110,8 +111,8 @@ impl Ledger {
         )
     }
 
-    /// The objects created and not released, oldest first.
-    pub fn live(&self) -> std::io::Result<Vec<LedgerEntry>> {
+    /// The objects created and not released, oldest first ([`read_live`]).
+    pub fn live(&self) -> Result<Vec<LedgerEntry>, crate::Error> {
         if self.path.as_os_str().is_empty() {
             return Ok(Vec::new());
         }
@@ -120,17 +121,30 @@ impl Ledger {
 }
 
 /// Reads a ledger file: the objects created and not released, oldest first. A missing file
-/// is an empty ledger; an unparsable line (a torn write) is skipped.
-pub fn read_live(path: &Path) -> std::io::Result<Vec<LedgerEntry>> {
+/// is an empty ledger; a torn last line (a crash mid-write: no newline after it) is ignored.
+/// Any other line that is not a ledger entry is an error naming the file and line: skipping
+/// it would leave what it records out of a cleanup, silently.
+pub fn read_live(path: &Path) -> Result<Vec<LedgerEntry>, crate::Error> {
     let text = match fs_err::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
+    let n = text.lines().count();
     let mut live: Vec<LedgerEntry> = Vec::new();
-    for line in text.lines() {
-        let Ok(l) = serde_json::from_str::<Line>(line) else {
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
             continue;
+        }
+        let l = match serde_json::from_str::<Line>(line) {
+            Ok(l) => l,
+            Err(_) if i + 1 == n && !text.ends_with('\n') => continue,
+            Err(source) => {
+                return Err(crate::Error::Json {
+                    file: format!("{}:{}", path.display(), i + 1).into(),
+                    source,
+                });
+            }
         };
         match l.op {
             LineOp::Create => {
@@ -141,4 +155,28 @@ pub fn read_live(path: &Path) -> std::io::Result<Vec<LedgerEntry>> {
         }
     }
     Ok(live)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_live;
+
+    const CREATE: &str = r#"{"op":"create","kind":"image","id":"a"}"#;
+
+    /// A crash mid-write tears the last line only: ignored. A malformed line anywhere else is
+    /// damage a cleanup would silently work around, leaving what it recorded behind.
+    #[test]
+    fn a_torn_last_line_is_ignored_and_a_malformed_one_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ledger.jsonl");
+        fs_err::write(&path, format!("{CREATE}\n{{\"op\":\"cre")).expect("write");
+        let live = read_live(&path).expect("torn last line ignored");
+        assert_eq!(live.len(), 1);
+        fs_err::write(&path, format!("{{\"op\":\n{CREATE}\n")).expect("write");
+        let e = read_live(&path).expect_err("a malformed first line");
+        assert!(
+            matches!(e, crate::Error::Json { .. }) && e.to_string().contains("ledger.jsonl:1:"),
+            "{e}"
+        );
+    }
 }

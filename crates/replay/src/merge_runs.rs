@@ -124,7 +124,7 @@ pub fn merge_runs(out: &Path, runs: &[PathBuf]) -> Result<MergedRuns, Error> {
         .filter(|(_, (m, _))| m.state != CompletionState::Complete)
         .map(|(r, (m, _))| {
             format!(
-                "{}: {:?}{}",
+                "{}: {}{}",
                 r.display(),
                 m.state,
                 m.reason

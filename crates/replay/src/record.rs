@@ -159,6 +159,24 @@ pub enum CompletionState {
     CrashedDetected,
 }
 
+impl CompletionState {
+    /// The name as written in the manifest and summary (`complete`, `crashed-detected`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CompletionState::Running => "running",
+            CompletionState::Complete => "complete",
+            CompletionState::Interrupted => "interrupted",
+            CompletionState::CrashedDetected => "crashed-detected",
+        }
+    }
+}
+
+impl std::fmt::Display for CompletionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Latency percentiles in nanoseconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -438,5 +456,17 @@ mod tests {
                 .unwrap()
                 .contains("backends")
         );
+    }
+
+    /// People read the state as the manifest writes it (`complete`), not as Rust spells the
+    /// variant (`Complete`).
+    #[test]
+    fn a_state_prints_as_the_manifest_writes_it() {
+        use super::CompletionState as S;
+        for s in [S::Running, S::Complete, S::Interrupted, S::CrashedDetected] {
+            let json = serde_json::to_value(s).expect("json");
+            assert_eq!(json.as_str(), Some(s.to_string().as_str()));
+        }
+        assert_eq!(S::CrashedDetected.to_string(), "crashed-detected");
     }
 }

@@ -40,168 +40,9 @@ use crate::record::{CompletionState, Percentiles};
 
 pub mod host;
 mod ops;
+mod options;
 pub use ops::{IO_PHASE_IO, OpValidity};
-
-/// Thresholds of the engine checks (recorded in the manifest with the run options; the
-/// limits a run was held to are in its summary's [`Validity::limits`]).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ValidityOptions {
-    /// A fixed limit of the lateness p99 checks, ns (none: scaled, see [`Self::limits`]).
-    pub start_p99_ns: Option<u64>,
-    /// A fixed limit of the lateness p99.9 checks, ns (none: 10 × the p99 limit).
-    pub start_p999_ns: Option<u64>,
-    /// The latency the lateness is judged against, ns: e.g. the smallest latency SLO of a
-    /// capacity search (none: the smallest median service time the run measured).
-    pub reference_ns: Option<u64>,
-    /// The scaled p99 limit as a fraction of the reference (0.01 = 1 %).
-    pub start_fraction: f64,
-    /// Bounds of the scaled p99 limit, ns.
-    pub start_min_ns: u64,
-    /// See `start_min_ns`.
-    pub start_max_ns: u64,
-    /// Fewest events behind a p99 check for it to be judged (a p99.9 needs ten times as
-    /// many); fewer: `not judged`.
-    pub min_events: u64,
-    /// Largest shortfall of the achieved dispatch rate below the intended one, over the run
-    /// and between consecutive windows (fraction, 0.02 = 2 %).
-    pub rate_tolerance: f64,
-    /// Window of intended time for the rate check, ns (0: no window check).
-    pub window_ns: u64,
-    /// Fewest events in a window for it to be judged.
-    pub window_events: u64,
-    /// Largest mean busy fraction of the runtime's workers over the run (origin until every event finished).
-    pub workers_busy: f64,
-    /// Largest fraction of the provider's requests that waited in a client-side limiter.
-    pub throttled: f64,
-}
-
-impl Default for ValidityOptions {
-    fn default() -> Self {
-        Self {
-            start_p99_ns: None,
-            start_p999_ns: None,
-            reference_ns: None,
-            start_fraction: 0.01,
-            start_min_ns: 20_000,
-            start_max_ns: 10_000_000,
-            min_events: 100,
-            rate_tolerance: 0.02,
-            window_ns: 1_000_000_000,
-            window_events: 100,
-            workers_busy: 0.9,
-            throttled: 0.0,
-        }
-    }
-}
-
-/// The lateness limits a run was held to, and what they were scaled from.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct Limits {
-    /// Limit of every lateness p99 check, ns.
-    pub p99_ns: u64,
-    /// Limit of every lateness p99.9 check, ns.
-    pub p999_ns: u64,
-    /// The reference latency, ns (none: no latency measured and none given).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reference_ns: Option<u64>,
-    /// Where the limits come from, in words (`1 % of attach median service time 10.2 ms`,
-    /// `--validity start.p99`, …).
-    pub basis: String,
-    /// Fewest events behind a p99 check (a p99.9 needs ten times as many).
-    pub min_events: u64,
-}
-
-impl ValidityOptions {
-    /// The lateness limits: fixed ones as given, else `start_fraction` of the reference
-    /// (`reference_ns`, else `measured`: the smallest median service time, with its op type)
-    /// clamped to [`start_min_ns`, `start_max_ns`]; the p99.9 limit is ten times the p99
-    /// one unless given. Without any reference the limits are the upper bounds.
-    pub fn limits(&self, measured: Option<(&str, u64)>) -> Limits {
-        let (reference, what) = match (self.reference_ns, measured) {
-            (Some(r), _) => (Some(r), "the given reference latency".to_owned()),
-            (None, Some((op, r))) => (Some(r), format!("{op} median service time")),
-            (None, None) => (None, String::new()),
-        };
-        let scaled = match reference {
-            Some(r) => ((r as f64 * self.start_fraction) as u64)
-                .clamp(self.start_min_ns, self.start_max_ns.max(self.start_min_ns)),
-            None => self.start_max_ns,
-        };
-        let p99 = self.start_p99_ns.unwrap_or(scaled);
-        let p999 = self.start_p999_ns.unwrap_or(p99.saturating_mul(10));
-        let basis = match (self.start_p99_ns, reference) {
-            (Some(_), _) => "fixed (--validity start.p99)".to_owned(),
-            (None, Some(r)) => format!(
-                "{:.2} % of {what} {}, clamped to [{}, {}]",
-                self.start_fraction * 100.0,
-                ms(r as f64),
-                ms(self.start_min_ns as f64),
-                ms(self.start_max_ns as f64)
-            ),
-            (None, None) => "no latency measured: the upper bound".to_owned(),
-        };
-        Limits {
-            p99_ns: p99,
-            p999_ns: p999,
-            reference_ns: reference,
-            basis,
-            min_events: self.min_events,
-        }
-    }
-
-    /// Sets one threshold from `KEY=VALUE` (the CLI's `--validity`): `start.p99`,
-    /// `start.p99.9` (fixed limits), `reference`, `start.min`, `start.max`, `window`
-    /// (durations such as `100us`), `start.fraction`, `rate`, `workers`, `throttled`
-    /// (fractions or percentages: `0.02`, `2%`), `min.events`, `window.events` (counts).
-    pub fn set(&mut self, kv: &str) -> Result<(), String> {
-        let (key, value) = kv
-            .split_once('=')
-            .ok_or_else(|| format!("{kv:?}: expected KEY=VALUE"))?;
-        let dur = || {
-            trace_format::units::parse_duration(value).map_err(|e| format!("{key}={value}: {e}"))
-        };
-        let frac = || parse_fraction(value).map_err(|e| format!("{key}={value}: {e}"));
-        let count = || value.parse().map_err(|e| format!("{key}={value}: {e}"));
-        match key {
-            "start.p99" => self.start_p99_ns = Some(dur()?),
-            "start.p99.9" => self.start_p999_ns = Some(dur()?),
-            "reference" => self.reference_ns = Some(dur()?),
-            "start.fraction" => self.start_fraction = frac()?,
-            "start.min" => self.start_min_ns = dur()?,
-            "start.max" => self.start_max_ns = dur()?,
-            "min.events" => self.min_events = count()?,
-            "rate" => self.rate_tolerance = frac()?,
-            "window" => self.window_ns = dur()?,
-            "window.events" => self.window_events = count()?,
-            "workers" => self.workers_busy = frac()?,
-            "throttled" => self.throttled = frac()?,
-            _ => {
-                return Err(format!(
-                    "unknown validity check {key:?}; expected start.p99, start.p99.9, \
-                     reference, start.fraction, start.min, start.max, min.events, rate, \
-                     window, window.events, workers or throttled"
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `0.02` or `2%`, within [0, 1].
-fn parse_fraction(s: &str) -> Result<f64, String> {
-    let v = match s.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => s.trim().parse::<f64>(),
-    }
-    .map_err(|e| format!("not a fraction or percentage ({e})"))?;
-    if (0.0..=1.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err("must be between 0 and 1 (0 % and 100 %)".into())
-    }
-}
+pub use options::{Limits, ValidityOptions};
 
 /// What a run's results are good for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -543,6 +384,8 @@ impl Checks {
     /// The p99 and p99.9 checks of one lateness (`what`: `start lateness`, …; `population`:
     /// `events that did not wait`, …): each judged only with `min_events` (p99) or ten
     /// times as many (p99.9) values behind it, else recorded as not judged, in words.
+    /// `share_of`: the measured latency a judged value is also said as a share of (with a
+    /// given reference, whose limits say nothing of what was measured).
     fn lateness(
         &mut self,
         prefix: &str,
@@ -550,6 +393,7 @@ impl Checks {
         population: &str,
         l: &Percentiles,
         limits: &Limits,
+        share_of: Option<(&str, u64)>,
     ) {
         // No event of the kind (no event waited, no I/O reported): nothing to say. Start
         // lateness is always said, as the check a reader looks for first.
@@ -593,12 +437,22 @@ impl Checks {
                 });
                 continue;
             }
+            let share = share_of
+                .filter(|(_, m)| *m > 0)
+                .map(|(op, m)| {
+                    format!(
+                        "; {:.1} % of the measured {op} median service time {}",
+                        value as f64 / m as f64 * 100.0,
+                        ms(m as f64)
+                    )
+                })
+                .unwrap_or_default();
             self.timing(
                 &name,
                 value <= limit,
                 v,
                 format!(
-                    "{what} {pct} {} (limit {}) over {} {population}",
+                    "{what} {pct} {} (limit {}) over {} {population}{share}",
                     ms(value as f64),
                     ms(limit as f64),
                     l.count
@@ -629,7 +483,8 @@ fn stream_checks(f: &crate::streams::StreamFidelity, o: &ValidityOptions, c: &mu
                 .unwrap_or_default()
         ),
     );
-    let limits = o.limits((f.service.count > 0).then_some(("I/O", f.service.p50)));
+    let measured = (f.service.count > 0).then_some(("I/O", f.service.p50));
+    let limits = o.limits(measured);
     c.lateness(
         "io_stream.lateness",
         &format!("volume {v:?}: issue lateness"),
@@ -640,6 +495,7 @@ fn stream_checks(f: &crate::streams::StreamFidelity, o: &ValidityOptions, c: &mu
         ),
         &f.lateness,
         &limits,
+        o.reference_ns.and(measured),
     );
     if let Some(w) = &f.worst_window {
         c.timing(
@@ -701,12 +557,16 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
     );
     let reference = m.medians.iter().copied().min_by_key(|(_, p50)| *p50);
     let limits = o.limits(reference);
+    // A given reference says nothing of what was measured: each judged lateness is then also
+    // said as a share of the smallest measured median.
+    let share_of = o.reference_ns.and(reference);
     c.lateness(
         "start_lateness",
         "start lateness",
         "events that did not wait",
         m.start_lateness,
         &limits,
+        share_of,
     );
     c.lateness(
         "resume_lateness",
@@ -714,6 +574,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         "events that waited",
         m.resume_lateness,
         &limits,
+        share_of,
     );
     c.lateness(
         "completion_lateness",
@@ -721,15 +582,18 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         "probes",
         m.completion_lateness,
         &limits,
+        share_of,
     );
     if let Some((late, service)) = m.io_lateness {
-        let io_limits = o.limits((service.count > 0).then_some(("iogen I/O", service.p50)));
+        let io = (service.count > 0).then_some(("iogen I/O", service.p50));
+        let io_limits = o.limits(io);
         c.lateness(
             "io_phase.lateness",
             "iogen issue lateness",
             "I/Os of io_phase units",
             late,
             &io_limits,
+            o.reference_ns.and(io),
         );
     }
     if let Some(r) = m.rate {
@@ -926,11 +790,25 @@ mod tests {
                 .basis
                 .contains("attach median service time 50.000 ms")
         );
-        // A given reference (a capacity search's smallest SLO) wins over the measured one; a
-        // fixed limit over both.
+        // A given reference (a capacity search's smallest SLO) wins over the measured one, but
+        // loosens a limit only up to 10 % of the measured latency; a fixed limit wins over both.
         let mut o = ValidityOptions::default();
         o.set("reference=1s").expect("reference");
-        assert_eq!(o.limits(Some(("attach", 1_000))).p99_ns, 10_000_000);
+        assert_eq!(o.limits(Some(("attach", 1_000_000_000))).p99_ns, 10_000_000);
+        let capped = o.limits(Some(("attach", 1_000_000)));
+        assert_eq!(capped.p99_ns, 100_000, "10 % of a 1 ms median: {capped:?}");
+        assert!(
+            capped
+                .basis
+                .contains("10.00 % of attach median service time 1.000 ms"),
+            "{capped:?}"
+        );
+        assert_eq!(
+            o.limits(Some(("attach", 1_000))).p99_ns,
+            20_000,
+            "the floor"
+        );
+        assert_eq!(o.limits(None).p99_ns, 10_000_000);
         o.set("start.p99=3ms").expect("fixed");
         let l = o.limits(None);
         assert_eq!((l.p99_ns, l.p999_ns), (3_000_000, 30_000_000));

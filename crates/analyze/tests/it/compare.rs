@@ -342,6 +342,62 @@ fn design_and_manifest_differences_come_from_the_manifests() {
     );
 }
 
+/// Sets `options.validity` of a run's manifest (as `run` writes it: what the user gave, and
+/// the limits the run computed from its own latencies).
+fn set_validity(run: &std::path::Path, validity: serde_json::Value) {
+    let path = run.join("manifest.json");
+    let mut m: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(&path).expect("manifest")).expect("json");
+    m["options"]["validity"] = validity;
+    fs_err::write(&path, serde_json::to_vec(&m).expect("json")).expect("write manifest");
+}
+
+/// Each run scales its lateness limits from its own medians (`options.validity.limits`):
+/// values no user set differ between any two runs and are no reason to warn. A threshold the
+/// user set differently is.
+#[test]
+fn limits_each_run_computed_are_not_manifest_differences() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = trace(dir.path());
+    let base = runs(dir.path(), "b", &t, 0..2, 1.0, 0);
+    let new = runs(dir.path(), "n", &t, 10..12, 1.0, 0);
+    for (i, r) in base.iter().chain(&new).enumerate() {
+        let median = 20_000_000 + i as u64 * 1_234;
+        set_validity(
+            r,
+            serde_json::json!({
+                "start_fraction": 0.01,
+                "limits": {
+                    "p99_ns": median / 100,
+                    "p999_ns": median / 10,
+                    "reference_ns": median,
+                    "basis": format!("1.00 % of attach median service time {median} ns"),
+                    "min_events": 100
+                }
+            }),
+        );
+    }
+    let r = compare(&base, &new, &CompareOptions::default()).expect("compare");
+    assert!(
+        r.manifest_differences.is_empty(),
+        "computed limits reported as differences: {:?}",
+        r.manifest_differences
+    );
+    set_validity(
+        &new[0],
+        serde_json::json!({"start_fraction": 0.1, "limits": {"basis": "other"}}),
+    );
+    set_validity(
+        &new[1],
+        serde_json::json!({"start_fraction": 0.1, "limits": {"basis": "another"}}),
+    );
+    let r = compare(&base, &new, &CompareOptions::default()).expect("compare");
+    assert_eq!(
+        r.manifest_differences,
+        vec!["options.validity.start_fraction: 0.01 vs 0.1".to_owned()]
+    );
+}
+
 #[test]
 fn error_rate_regression_and_different_traces_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");

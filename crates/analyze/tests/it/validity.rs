@@ -106,6 +106,16 @@ fn engine_bound_and_incomplete_runs_are_refused_unless_allowed() {
     .expect("admitted");
     let rep = analyze::report::report(&[bound.as_path()], true).expect("admitted");
     assert!(rep.html.contains("not valid"), "the report marks it");
+    // It was analysed anyway: the report says so, not the refusal's advice to pass the flag
+    // that was passed.
+    assert!(
+        rep.html.contains("analysed anyway (--allow-invalid)"),
+        "the report says the run was analysed anyway"
+    );
+    assert!(
+        !rep.html.contains("analyze it anyway with"),
+        "the report repeats the refusal's advice after --allow-invalid was given"
+    );
 
     // A valid run passes; summary describes any run and carries its verdict.
     Run::open_for_analysis(&valid, false).expect("valid");

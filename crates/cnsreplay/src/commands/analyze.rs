@@ -7,15 +7,18 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use analyze::compare::{Metric, Row};
+use analyze::compare::Metric;
 use analyze::report::fmt_ns;
 use analyze::summary::{RunSummary, SummaryReport, summary};
-use analyze::{CompareOptions, CompareReport, QosSpec, Slo, Verdict};
+use analyze::{CompareOptions, QosSpec, Slo};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use crate::output::Output;
+
+mod compare_table;
+use compare_table::write_compare;
 
 /// `analyze`.
 #[derive(Debug, Args)]
@@ -268,7 +271,7 @@ fn run_summary(a: &SummaryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
 fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "{}: {} events on {} at speed {} ({:?}), {} failed; intended {:.2}/s, achieved {:.2}/s; \
+        "{}: {} events on {} at speed {} ({}), {} failed; intended {:.2}/s, achieved {:.2}/s; \
          lateness p99 {}",
         s.run,
         s.events,
@@ -519,131 +522,14 @@ fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
             "separate the BASE runs from the NEW runs with `--`: compare BASE... -- NEW..."
         ),
     };
-    let r = analyze::compare(&base, &new, &opts)?;
+    let r = analyze::compare(&base, &new, &opts)
+        .context(crate::CouldNotRun("analyze compare could not run"))?;
     if a.json {
         json(&r, out)?;
     } else {
         write_compare(&r, out)?;
     }
     Ok(ExitCode::from(r.exit_code()))
-}
-
-fn show(m: Metric, v: f64) -> String {
-    if m == Metric::ErrorRate {
-        format!("{:.2}%", v * 100.0)
-    } else {
-        fmt_ns(v)
-    }
-}
-
-fn change(r: &Row, v: f64) -> String {
-    if r.metric == Metric::ErrorRate {
-        format!("{:+.2}pp", v * 100.0)
-    } else if v.is_finite() {
-        format!("{:+.1}%", v * 100.0)
-    } else {
-        "∞".to_owned()
-    }
-}
-
-fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "base: {} run(s) {}\nnew:  {} run(s) {}{}",
-        r.base.len(),
-        r.base.join(" "),
-        r.new.len(),
-        r.new.join(" "),
-        if r.same_trace {
-            ""
-        } else {
-            "\n(different traces: by op type)"
-        },
-    )?;
-    if !r.manifest_differences.is_empty() {
-        writeln!(
-            out,
-            "WARNING: the runs' manifests differ in more than the seed; unless this is the \
-             system under test, the comparison measures it too:"
-        )?;
-        for d in &r.manifest_differences {
-            writeln!(out, "WARNING:   {d}")?;
-        }
-    }
-    writeln!(out, "design: {}", r.design.summary)?;
-    writeln!(
-        out,
-        "latencies: per-run values on the log scale; error rate: counts (Fisher's exact test); \
-         {:.0}% intervals; Holm over {} tested row(s) at α = {}; no change = interval within \
-         ±threshold",
-        (1.0 - r.options.alpha) * 100.0,
-        r.tested,
-        r.options.alpha
-    )?;
-    writeln!(
-        out,
-        "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>8} {:>9}  verdict",
-        "operation", "metric", "base", "new", "change", "interval", "p(Holm)", "threshold"
-    )?;
-    for row in &r.rows {
-        let verdict = match row.verdict {
-            Verdict::Regression => "REGRESSION".to_owned(),
-            Verdict::Improvement => "improvement".to_owned(),
-            Verdict::NoChange => "no change".to_owned(),
-            Verdict::Inconclusive => match row.runs_needed {
-                Some(n) if r.design.kind == analyze::compare::DesignKind::BatchBaseline => {
-                    format!("inconclusive ({n} runs a side, in batches, would decide it)")
-                }
-                Some(n) => format!("inconclusive ({n} runs a side would decide it)"),
-                None if row.df > 0.0 => "inconclusive (more runs cannot decide it)".to_owned(),
-                None => "inconclusive".to_owned(),
-            },
-            Verdict::InsufficientData => format!(
-                "insufficient data (< {} events in a run)",
-                row.required_events
-            ),
-        };
-        let ci = match (row.ci_low, row.ci_high) {
-            (Some(l), Some(h)) => format!("[{}, {}]", change(row, l), change(row, h)),
-            _ => "-".to_owned(),
-        };
-        let p = if row.df > 0.0 && row.verdict != Verdict::InsufficientData {
-            format!("{:.3}", row.p_holm)
-        } else {
-            "-".to_owned()
-        };
-        writeln!(
-            out,
-            "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>8} {:>9}  {verdict}",
-            row.op,
-            row.metric.name(),
-            show(row.metric, row.base),
-            show(row.metric, row.new),
-            change(row, row.change),
-            ci,
-            p,
-            change(row, row.tolerance).trim_start_matches('+'),
-        )?;
-    }
-    if !r.unmatched.is_empty() {
-        writeln!(out, "not in every run: {}", r.unmatched.join(", "))?;
-    }
-    for n in &r.notes {
-        writeln!(out, "note: {n}")?;
-    }
-    writeln!(
-        out,
-        "{} regression(s), {} improvement(s), {} inconclusive, {} with insufficient data",
-        r.regressions, r.improvements, r.inconclusive, r.insufficient
-    )?;
-    if let Some(n) = r.runs_needed {
-        writeln!(
-            out,
-            "runs needed: {n} a side would decide every inconclusive row that more runs can \
-             decide (80% power at the observed noise)"
-        )?;
-    }
-    Ok(())
 }
 
 fn run_capacity(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

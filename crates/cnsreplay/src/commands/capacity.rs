@@ -38,6 +38,8 @@ use crate::commands::run::{ProviderArgs, ProviderKind, RunArgs};
 use crate::output::Output;
 use crate::search::{Next, Search, SearchOptions};
 
+mod answer;
+
 /// `capacity`.
 #[derive(Debug, Args)]
 pub struct CapacityArgs {
@@ -493,31 +495,20 @@ fn report(
             ))
         })
         .collect();
-    let mut answer = match (lo, hi) {
-        _ if !fitted.is_empty() => format!(
-            "Sustainable rate ({slo_text}), passing {:.0} % of runs: {} — logistic fit over {} \
-             runs; bracket between intensity {} and {}",
-            a.pass_probability * 100.0,
-            fitted.join(", "),
-            fit.len(),
-            lo.map_or("-".into(), |l| format!("{l:.4}")),
-            hi.map_or("-".into(), |h| format!("{h:.4}")),
-        ),
-        (Some(l), Some(h)) => format!(
-            "Maximum sustainable rate ({slo_text}): {} — between intensity {l:.4} ({} of {} \
-             runs passed) and {h:.4}, resolution {:.1} %",
-            per_op.join(", "),
+    let mut answer = answer::sentence(&answer::Parts {
+        slo_text: &slo_text,
+        pass_probability: a.pass_probability,
+        fitted: &fitted,
+        fit_runs: fit.len(),
+        per_op: &per_op,
+        lo,
+        hi,
+        lo_passed: (
             lo_runs.iter().filter(|p| p.eval.pass).count(),
             lo_runs.len(),
-            resolution.unwrap_or(0.0) * 100.0
         ),
-        (Some(l), None) => format!(
-            "Sustained up to intensity {l:.4} ({}); no limit found above it",
-            per_op.join(", ")
-        ),
-        (None, Some(h)) => format!("No intensity down to {h:.4} passed ({slo_text})"),
-        (None, None) => "No point was run".to_owned(),
-    };
+        resolution,
+    });
     if !limited_by.is_empty() {
         answer.push_str(&format!("; limited by: {}", limited_by.join(", ")));
     }
@@ -776,7 +767,8 @@ fn search_loop(
         if !a.json {
             writeln!(
                 out,
-                "intensity {x:.4} run {}: offered {:.2}/s achieved {:.2}/s → {}",
+                "intensity {} run {}: offered {:.2}/s achieved {:.2}/s → {}",
+                answer::intensity(x),
                 repeat + 1,
                 t.as_ref().map_or(0.0, |t| t.offered_rate),
                 t.as_ref().map_or(0.0, |t| t.achieved_rate),

@@ -272,19 +272,22 @@ fn convert(
             }
             log_report(files, &report);
             if let Some(n) = audit_events.filter(|&n| n > 0 && report.events == 0) {
-                // The log is fine; it just recorded no storage work (warnings say what it had).
-                bail!(
+                // The log is well formed but recorded no storage work (warnings say what it
+                // had): nothing to import is a problem of this input (exit 1).
+                return Err(crate::InputProblem(format!(
                     "{}: no storage requests (PVC/pod/snapshot) found in {n} audit events: \
                      nothing to import",
                     src.iter().map(Source::name).collect::<Vec<_>>().join(", ")
-                );
+                ))
+                .into());
             }
             if report.events == 0 && report.skipped == 0 && any_bytes(src)? {
-                bail!(
+                return Err(crate::InputProblem(format!(
                     "{}: the input has data but no {} event was found in it",
                     src.iter().map(Source::name).collect::<Vec<_>>().join(", "),
                     format_name(f)
-                );
+                ))
+                .into());
             }
         }
         (_, None) => {

@@ -1,4 +1,5 @@
-//! The check of a trace before `run`, `sweep` and `capacity` replay it.
+//! The check of a trace before `run`, `sweep` and `capacity` replay it, and what `run
+//! --preflight-only` checks and prints besides (the run directory; kube's findings).
 //!
 //! `validate`'s checker ([`trace_format::check::Checker`]) in one streaming pass before the
 //! run directory is created, so a trace with problems is refused with its located problems
@@ -11,6 +12,7 @@
 //! offset; [`check_speed`] finds the first such event before anything is created, so a run at
 //! `--speed 1e-12` is refused before its volumes exist rather than failing mid-way.
 
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
@@ -95,4 +97,94 @@ pub(crate) fn check_speed(
         }
     }
     Ok(true)
+}
+
+/// `run --preflight-only`'s check of the run directory `dir`, creating nothing: it must be
+/// absent or an empty directory (as the run requires), and its nearest existing ancestor a
+/// directory this process can create in (tried with a temporary file, removed at once: the
+/// permission bits do not tell, e.g. for root on `/proc`). A failure is an error naming the
+/// directory (the command could not run: exit 2).
+pub(crate) fn output_dir(dir: &Path) -> anyhow::Result<()> {
+    let refuse = |why: String| anyhow::anyhow!("-o {}: {why}", dir.display());
+    if dir.exists() {
+        if !dir.is_dir() {
+            return Err(refuse("exists and is not a directory".into()));
+        }
+        let mut entries = fs_err::read_dir(dir).map_err(|e| refuse(e.to_string()))?;
+        if entries.next().is_some() {
+            return Err(refuse(
+                "is not empty: a run directory must be new or empty".into(),
+            ));
+        }
+        return try_create_in(dir).map_err(refuse);
+    }
+    let mut parent = dir.parent();
+    while let Some(p) = parent {
+        let p = if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        };
+        if p.exists() {
+            if !p.is_dir() {
+                return Err(refuse(format!(
+                    "cannot be created: {} is not a directory",
+                    p.display()
+                )));
+            }
+            return try_create_in(p).map_err(|e| refuse(format!("cannot be created: {e}")));
+        }
+        parent = p.parent();
+    }
+    Ok(())
+}
+
+/// Creates and removes a temporary file in `dir`.
+fn try_create_in(dir: &Path) -> Result<(), String> {
+    tempfile::Builder::new()
+        .prefix(".cnsreplay-preflight-")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| format!("{}: cannot write there ({e})", dir.display()))
+}
+
+/// What `--preflight-only` found usable: each class and node the trace will use, with where
+/// it is first used, and the capabilities its classes were checked for.
+pub(crate) fn write_preflight(
+    trace: &Path,
+    uses: &provider_kube::TraceUses,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let name = |c: &Option<String>| c.clone().unwrap_or_else(|| "(the cluster default)".into());
+    writeln!(
+        out,
+        "pre-flight passed for {} on kube (nothing was created):",
+        trace.display()
+    )?;
+    for (c, at) in &uses.storage_classes {
+        writeln!(out, "  StorageClass {}: first used by {at}", name(c))?;
+    }
+    for (c, at) in &uses.snapshot_classes {
+        writeln!(out, "  VolumeSnapshotClass {}: first used by {at}", name(c))?;
+    }
+    for (n, (at, pods)) in &uses.nodes {
+        let how = if *pods { ", schedulable" } else { "" };
+        writeln!(out, "  node {n}{how}: first used by {at}")?;
+    }
+    for (need, u) in &uses.needs {
+        writeln!(
+            out,
+            "  {} on StorageClass {}: supported ({} event(s), first {})",
+            need.capability.op(),
+            name(&need.storage_class),
+            u.events.len().max(1),
+            u.first
+        )?;
+    }
+    let ops: Vec<&str> = uses.ops.iter().map(|o| o.name()).collect();
+    writeln!(
+        out,
+        "  credentials: may make the requests of {}",
+        ops.join(", ")
+    )
 }

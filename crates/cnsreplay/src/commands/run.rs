@@ -84,7 +84,7 @@ pub struct RunArgs {
     /// Print the summary as JSON (schema: docs/schemas/run.schema.json).
     #[arg(long)]
     pub json: bool,
-    /// Exit 4 unless the run's verdict is `valid` (not engine-bound, incomplete or failed).
+    /// Exit 4 unless the verdict is `valid` (also when `partly-valid` or `not-judged`).
     #[arg(long)]
     pub require_valid: bool,
     /// Skip the check of the trace before the run (`validate`'s checker, one streaming pass)
@@ -138,10 +138,10 @@ pub struct ProviderArgs {
     /// CAP_SYS_NICE).
     #[arg(long)]
     pub no_realtime: bool,
-    /// Thresholds of the run's verdict, `KEY=VALUE` (repeatable or comma-separated):
-    /// `start.p99=1ms`, `start.p99.9=10ms` (start lateness), `rate=2%` (dispatch rate
-    /// shortfall), `window=1s`, `window.events=100`, `workers=90%` (runtime workers busy),
-    /// `throttled=0%` (requests held back by the provider's client). Defaults as shown.
+    /// Thresholds of the verdict, `KEY=VALUE` (repeatable or comma-separated), e.g.
+    /// `reference=1s` (lateness limits from it, loosened at most to `reference.share`, default
+    /// 10 %, of the measured latencies), `start.p99=1ms` (fixed); defaults `rate=2%`,
+    /// `window=1s`, `workers=90%`, `throttled=0%`, … (docs/replay.md, Run validity).
     #[arg(long, value_name = "KEY=VALUE", value_delimiter = ',')]
     pub validity: Vec<String>,
     /// sim: configuration file (YAML: seed, default, ops, errors, stalls).
@@ -649,12 +649,16 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         Some(o) => o.clone(),
         None => default_run_dir(&a.trace),
     };
+    if a.preflight_only {
+        super::precheck::output_dir(&output)?;
+    }
     if a.preflight_only && !matches!(a.provider, ProviderKind::Kube) {
         writeln!(
             out,
-            "pre-flight passed: {} is a valid trace; the {} provider checks nothing else \
-             before its clock",
+            "pre-flight passed: {} is a valid trace, {} can be created; the {} provider \
+             checks nothing else before its clock",
             a.trace.display(),
+            output.display(),
             a.provider
                 .to_possible_value()
                 .map_or_else(String::new, |v| v.get_name().to_owned())
@@ -677,7 +681,7 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
             let p = KubeProvider::new(kube_config(&a.settings)?)?;
             let uses = p.preflight(&a.trace)?;
             if a.preflight_only {
-                write_preflight(&a.trace, &uses, out)?;
+                super::precheck::write_preflight(&a.trace, &uses, out)?;
                 return Ok(ExitCode::SUCCESS);
             }
             execute(a, &output, &Arc::new(p))?
@@ -691,47 +695,6 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         writeln!(out, "run directory: {}", output.display())?;
     }
     Ok(exit_code(&summary, a.require_valid))
-}
-
-/// What `--preflight-only` found usable: each class and node the trace will use, with where
-/// it is first used, and the capabilities its classes were checked for.
-fn write_preflight(
-    trace: &Path,
-    uses: &provider_kube::TraceUses,
-    out: &mut dyn Write,
-) -> std::io::Result<()> {
-    let name = |c: &Option<String>| c.clone().unwrap_or_else(|| "(the cluster default)".into());
-    writeln!(
-        out,
-        "pre-flight passed for {} on kube (nothing was created):",
-        trace.display()
-    )?;
-    for (c, at) in &uses.storage_classes {
-        writeln!(out, "  StorageClass {}: first used by {at}", name(c))?;
-    }
-    for (c, at) in &uses.snapshot_classes {
-        writeln!(out, "  VolumeSnapshotClass {}: first used by {at}", name(c))?;
-    }
-    for (n, (at, pods)) in &uses.nodes {
-        let how = if *pods { ", schedulable" } else { "" };
-        writeln!(out, "  node {n}{how}: first used by {at}")?;
-    }
-    for (need, u) in &uses.needs {
-        writeln!(
-            out,
-            "  {} on StorageClass {}: supported ({} event(s), first {})",
-            need.capability.op(),
-            name(&need.storage_class),
-            u.events.len().max(1),
-            u.first
-        )?;
-    }
-    let ops: Vec<&str> = uses.ops.iter().map(|o| o.name()).collect();
-    writeln!(
-        out,
-        "  credentials: may make the requests of {}",
-        ops.join(", ")
-    )
 }
 
 /// 0 complete; 1 interrupted or every operation failed; 4 (`--require-valid`) any verdict

@@ -105,7 +105,7 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
         let s = RunDir::open(&dir).summary()?;
         writeln!(
             out,
-            "speed {speed}: {} events, {:.1} ops/s, {} failed, state {:?} → {}",
+            "speed {speed}: {} events, {:.1} ops/s, {} failed, state {} → {}",
             s.dispatched,
             s.ops_per_second,
             s.failed,

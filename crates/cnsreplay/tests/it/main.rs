@@ -7,6 +7,7 @@ mod capacity;
 mod cbt;
 mod cbt_kube;
 mod cleanup_run_id;
+mod exit_codes;
 mod group;
 mod group_cut;
 mod in_cluster;
@@ -22,6 +23,7 @@ mod report;
 mod run;
 mod speed;
 mod trace_tools;
+mod traps;
 mod validity;
 
 use std::collections::HashMap;

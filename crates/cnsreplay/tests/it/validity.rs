@@ -204,3 +204,70 @@ fn a_delay_that_sinks_only_the_fast_op_type_is_partly_valid_and_compare_leaves_i
         "{bound:?}"
     );
 }
+
+/// `--validity reference=1s` on operations of about 1 ms: the reference alone would allow
+/// 10 ms of lateness, and an injected engine delay of 0.4 ms — 40 % of what each operation
+/// measured — made such runs `valid`. A given reference loosens the limits only up to 10 % of
+/// the measured latency (`reference.share`), so the run is not `valid`, and its evidence says
+/// the delay as a share of the measured median.
+#[test]
+fn a_given_reference_cannot_make_a_delay_of_40_percent_of_the_measured_latency_valid() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut text = String::from(
+        r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#,
+    );
+    text.push('\n');
+    for i in 0..300u64 {
+        text.push_str(&format!(
+            "{{\"at\":{},\"id\":{},\"attach\":{{\"workload\":\"w{i}\",\"volumes\":[]}}}}\n",
+            i * 2_000_000,
+            i + 1
+        ));
+    }
+    let t = dir.path().join("fast.jsonl");
+    fs_err::write(&t, text).expect("write trace");
+    let out = dir.path().join("run");
+    let o = cnsreplay_env(
+        &[
+            "-q",
+            "run",
+            s(&t),
+            "--provider",
+            "sim",
+            "--sim-latency",
+            "attach=constant:1ms",
+            "-o",
+            s(&out),
+            "--validity=reference=1s",
+            "--json",
+        ],
+        &[("CNSREPLAY_TEST_ENGINE_DELAY", "400us")],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("no summary ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+    let validity = &v["validity"];
+    assert_ne!(validity["verdict"], "valid", "{validity:#}");
+    let limits = &validity["limits"];
+    assert!(
+        limits["p99_ns"].as_u64().is_some_and(|l| l < 400_000),
+        "the limit is held below the injected delay: {limits:#}"
+    );
+    assert!(
+        limits["basis"]
+            .as_str()
+            .is_some_and(|b| b.contains("of attach median service time")),
+        "{limits:#}"
+    );
+    let failed: Vec<&str> = validity["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["passed"] == false)
+        .filter_map(|c| c["message"].as_str())
+        .collect();
+    assert!(
+        failed.iter().any(|m| m.contains("start lateness p99")
+            && m.contains("% of the measured attach median service time")),
+        "the evidence must state the measured delay against the measured latency: {failed:#?}"
+    );
+}

@@ -50,7 +50,8 @@ fn run_too_big(target: &Path, size: u64) -> String {
     ]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     eprintln!("iogen failed after {:?}: {err}", t0.elapsed());
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    // No room: the command could not run (exit 2), not a problem of an input.
+    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("no room to lay out") && err.contains("--size"),
         "the error must say there is no room and name --size: {err}"
@@ -137,7 +138,8 @@ fn on_a_small_file_system_only_what_fits_is_laid_out() {
     let q = dir.join("new.dat");
     let o = iogen(&["run", "--target", s(&q), "--ios", "100"]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    // No room: the command could not run (exit 2), not a problem of an input.
+    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("default size") && err.contains("--size"),
         "{err}"

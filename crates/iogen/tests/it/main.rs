@@ -1,6 +1,7 @@
 //! Integration tests of iogen: engines, modes, results, verify and streams.
 
 mod closed;
+mod exit_codes;
 mod hist;
 mod layout;
 mod open;

@@ -139,7 +139,8 @@ fn members_taken_at_different_points_are_torn_and_the_first_missing_write_is_nam
         .output()
         .expect("iogen verify");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(!out.status.success(), "{text}");
+    // Exit 1: the check said no (2 would be "could not run").
+    assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.contains(&format!(
             "torn: volume 0 block {} lacks write {}",

@@ -22,7 +22,8 @@ pub const IO_PHASE_IO: &str = "io_phase I/O";
 pub struct OpValidity {
     /// The op type (`attach`, …), or `io_phase I/O` for the I/O of `io_phase` units.
     pub op: String,
-    /// Its median service time, ns (the reference of its limits unless one was given).
+    /// Its median service time, ns (the reference of its limits; a given reference loosens
+    /// them only up to `reference.share` of it).
     pub median_ns: u64,
     /// Its lateness p99 limit, ns.
     pub p99_limit_ns: u64,
@@ -245,5 +246,53 @@ mod tests {
         };
         let v = judge(&m, &o);
         assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
+    }
+
+    /// `--validity reference=1s` on operations of 1 ms: the reference would allow 10 ms of
+    /// lateness, but 0.4 ms is 40 % of what was measured. The run is not `valid`, and its
+    /// evidence says the delay against the measured latency; an op type slow enough for the
+    /// reference keeps its own verdict.
+    #[test]
+    fn a_given_reference_loosens_the_limits_only_up_to_a_share_of_the_measured_latency() {
+        let mut o = ValidityOptions::default();
+        o.set("reference=1s").expect("reference");
+        let none = Percentiles::default();
+        let start = pct(1000, 400_000, 450_000);
+        let v = judge(
+            &measured(&start, &none, &none, vec![("attach", 1_000_000)]),
+            &o,
+        );
+        assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
+        let e = v.evidence();
+        assert!(
+            e.contains(
+                "start lateness p99 0.400 ms (limit 0.100 ms) over 1000 events that did not \
+                 wait; 40.0 % of the measured attach median service time 1.000 ms"
+            ),
+            "{e}"
+        );
+        let v = judge(
+            &measured(
+                &start,
+                &none,
+                &none,
+                vec![("attach", 1_000_000_000), ("delete_snapshot", 1_000_000)],
+            ),
+            &o,
+        );
+        assert_eq!(v.verdict, Verdict::PartlyValid, "{v:#?}");
+        assert_eq!(v.valid_ops(), "attach", "{v:#?}");
+        // Without the reference the 1 ms operations' limit is 1 % of them (the 20 µs floor):
+        // the reference did loosen it, from 20 µs to 100 µs.
+        let v = judge(
+            &measured(
+                &pct(1000, 90_000, 90_000),
+                &none,
+                &none,
+                vec![("attach", 1_000_000)],
+            ),
+            &o,
+        );
+        assert_eq!(v.verdict, Verdict::Valid, "{v:#?}");
     }
 }
