@@ -296,6 +296,7 @@ fn prepare<P: Provider>(
         state: CompletionState::Running,
         reason: None,
         pid: std::process::id(),
+        merged: None,
     };
     let written = Instant::now();
     rd.write_manifest(&manifest)?;

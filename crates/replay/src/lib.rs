@@ -13,6 +13,7 @@ pub mod cluster;
 mod deps;
 pub mod engine;
 mod event;
+pub mod identity;
 pub mod ledger;
 mod line;
 pub mod live;
@@ -36,6 +37,7 @@ pub use record::{
     CompletionState, EventRecord, IoBackend, IoPhaseBackend, IoSplit, OpSummary, Outcome,
     Percentiles, Phase, Retry, Summary,
 };
+pub use identity::{CombineError, Purpose, RunIdentity, combinable};
 pub use rundir::{Manifest, RunDir};
 pub use streams::{IoStream, IoStreamReport, StreamFidelity, Submit};
 pub use timing::TimingOptions;
@@ -72,4 +74,7 @@ pub enum Error {
     /// Options are inconsistent.
     #[error("invalid option: {0}")]
     Options(String),
+    /// Runs that may not be combined (merged): they do not belong together.
+    #[error(transparent)]
+    Combine(#[from] CombineError),
 }

@@ -216,8 +216,9 @@ pub fn split<S>(
     parts.sort();
     // The parts' headers.
     let mut sinks = BTreeMap::new();
-    for p in &parts {
+    for (i, p) in parts.iter().enumerate() {
         let mut h = header.clone();
+        crate::split_part::stamp_part(&mut h, i, parts.len());
         h.volumes.retain(|v| {
             declared_vol
                 .get(&v.name)

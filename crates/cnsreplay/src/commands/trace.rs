@@ -33,7 +33,11 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         trace_format::TraceReader::open(&a.input).with_context(|| format!("cannot read {file}"))?;
     let second =
         trace_format::TraceReader::open(&a.input).with_context(|| format!("cannot read {file}"))?;
-    let header = first.header().clone();
+    let mut header = first.header().clone();
+    // Each part says which trace it is a part of, so that the parts' runs merge back and
+    // nothing else does (`merge-runs`).
+    let sha = replay::rundir::sha256_file(&a.input).with_context(|| format!("cannot read {file}"))?;
+    trace_format::split_part::stamp_original(&mut header, &sha);
     let created = !a.output.exists();
     fs_err::create_dir_all(&a.output)?;
     let ext = match enc {
