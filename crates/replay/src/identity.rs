@@ -167,9 +167,7 @@ impl std::fmt::Display for Purpose {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CombineError {
     /// The same run twice (one directory, or a copy: the same run id).
-    #[error(
-        "{a} and {b} are the same run (run id {run_id}): it would count twice if {purpose}"
-    )]
+    #[error("{a} and {b} are the same run (run id {run_id}): it would count twice if {purpose}")]
     SameRun {
         /// One run directory.
         a: PathBuf,
@@ -244,7 +242,11 @@ pub fn combinable(purpose: Purpose, runs: &[(&Path, &RunIdentity)]) -> Result<()
         && let Some(s) = &first.split
     {
         let missing: Vec<u32> = (1..=s.parts)
-            .filter(|n| !runs.iter().any(|(_, r)| r.split.as_ref().map(|x| x.part) == Some(*n)))
+            .filter(|n| {
+                !runs
+                    .iter()
+                    .any(|(_, r)| r.split.as_ref().map(|x| x.part) == Some(*n))
+            })
             .collect();
         if !missing.is_empty() {
             return Err(CombineError::MissingParts {
@@ -375,4 +377,157 @@ fn config_difference(a: &Value, b: &Value) -> String {
         }
     }
     a.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(run_id: &str, sha: &str, split: Option<(u32, u32)>, speed: f64) -> RunIdentity {
+        RunIdentity {
+            run_id: run_id.into(),
+            trace_sha256: sha.into(),
+            split: split.map(|(part, parts)| SplitPart {
+                of: "whole".into(),
+                part,
+                parts,
+            }),
+            generated: None,
+            speed,
+            provider: "sim".into(),
+            provider_config: serde_json::json!({"slowdown": 1.0}),
+            kind: RunKind::Single,
+        }
+    }
+
+    fn check(purpose: Purpose, runs: &[(&str, &RunIdentity)]) -> Result<(), CombineError> {
+        let runs: Vec<(&Path, &RunIdentity)> =
+            runs.iter().map(|(p, i)| (Path::new(*p), *i)).collect();
+        combinable(purpose, &runs)
+    }
+
+    #[test]
+    fn merge_takes_every_part_of_one_split_once_at_one_speed() {
+        let (a, b) = (
+            id("1", "pa", Some((1, 2)), 2.0),
+            id("2", "pb", Some((2, 2)), 2.0),
+        );
+        check(Purpose::Merge, &[("a", &a), ("b", &b)]).expect("the two parts");
+        let e = check(Purpose::Merge, &[("a", &a), ("a2", &a)]).expect_err("same run");
+        assert!(matches!(e, CombineError::SameRun { .. }), "{e}");
+        let again = id("3", "pa", Some((1, 2)), 2.0);
+        let e = check(Purpose::Merge, &[("a", &a), ("x", &again), ("b", &b)]).expect_err("twice");
+        assert!(
+            matches!(
+                e,
+                CombineError::Differ {
+                    field: "trace.sha256",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let other = id("4", "zz", None, 2.0);
+        let e = check(Purpose::Merge, &[("a", &a), ("o", &other)]).expect_err("unrelated");
+        assert!(
+            matches!(e, CombineError::Differ { field: "trace", .. }),
+            "{e}"
+        );
+        let slow = id("5", "pb", Some((2, 2)), 1.0);
+        let e = check(Purpose::Merge, &[("a", &a), ("s", &slow)]).expect_err("speeds");
+        assert!(
+            matches!(
+                e,
+                CombineError::Differ {
+                    field: "options.speed",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let three = id("6", "pc", Some((1, 3)), 2.0);
+        let three_b = id("7", "pd", Some((3, 3)), 2.0);
+        let e = check(Purpose::Merge, &[("x", &three), ("y", &three_b)]).expect_err("missing");
+        assert!(
+            matches!(&e, CombineError::MissingParts { missing, parts: 3, .. } if *missing == [2]),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn points_share_trace_provider_and_setup_and_may_differ_in_speed_and_seed() {
+        let a = id("1", "t", None, 1.0);
+        let b = id("2", "t", None, 2.0);
+        check(Purpose::Points, &[("a", &a), ("b", &b)]).expect("speeds differ");
+        let mut c = id("3", "t", None, 4.0);
+        c.provider_config = serde_json::json!({"slowdown": 2.0});
+        let e = check(Purpose::Points, &[("a", &a), ("c", &c)]).expect_err("setup");
+        assert!(
+            e.to_string()
+                .contains("provider.config slowdown=1.0 vs slowdown=2.0"),
+            "{e}"
+        );
+        let o = id("4", "u", None, 1.0);
+        let e = check(Purpose::Points, &[("a", &a), ("o", &o)]).expect_err("trace");
+        assert!(
+            matches!(
+                e,
+                CombineError::Differ {
+                    field: "trace.sha256",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // One model generated at two rates: two traces, one curve.
+        let (mut g1, mut g2) = (id("5", "r1", None, 1.0), id("6", "r2", None, 1.0));
+        g1.generated = Some("synth seed 1 model=m.yaml target=attach".into());
+        g2.generated = g1.generated.clone();
+        check(Purpose::Points, &[("g1", &g1), ("g2", &g2)]).expect("one model");
+    }
+
+    #[test]
+    fn compare_refuses_other_traces_unless_by_op_type_and_admits_a_run_with_itself() {
+        let a = id("1", "t", None, 1.0);
+        let o = id("2", "u", None, 1.0);
+        let strict = Purpose::Compare { by_op_type: false };
+        check(strict, &[("a", &a), ("a", &a)]).expect("a run with itself");
+        let e = check(strict, &[("a", &a), ("o", &o)]).expect_err("traces");
+        assert!(e.to_string().contains("--by-op-type"), "{e}");
+        check(
+            Purpose::Compare { by_op_type: true },
+            &[("a", &a), ("o", &o)],
+        )
+        .expect("by op");
+    }
+
+    #[test]
+    fn a_generated_traces_identity_leaves_out_its_rate_and_hosts() {
+        let mut h = Header::default();
+        h.provenance.generator = Some("cnsreplay-synth 0.1.0".into());
+        h.provenance.seed = Some(7);
+        let p = &mut h.provenance.parameters;
+        p.insert("model".into(), "m.yaml".into());
+        p.insert("target".into(), "attach=10/s".into());
+        p.insert("hosts".into(), "3".into());
+        let c = serde_json::json!({"seed": 1, "x": 2});
+        let a = RunIdentity::planned("s1", &h, 1.0, "sim", &c);
+        let p = &mut h.provenance.parameters;
+        p.insert("target".into(), "attach=20/s".into());
+        p.insert("hosts".into(), "6".into());
+        let b = RunIdentity::planned(
+            "s2",
+            &h,
+            1.0,
+            "sim",
+            &serde_json::json!({"seed": 2, "x": 2}),
+        );
+        assert_eq!(a.generated, b.generated);
+        assert_eq!(a.provider_config, b.provider_config, "the seed is left out");
+        assert!(
+            a.generated
+                .as_deref()
+                .is_some_and(|g| g.contains("target=attach"))
+        );
+    }
 }

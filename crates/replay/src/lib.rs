@@ -30,6 +30,7 @@ mod timing;
 pub mod validity;
 
 pub use engine::{RunControl, RunOptions, RunOutcome, run};
+pub use identity::{CombineError, Purpose, RunIdentity, combinable};
 pub use ledger::{Ledger, LedgerEntry};
 pub use live::Live;
 pub use provider::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline};
@@ -37,7 +38,6 @@ pub use record::{
     CompletionState, EventRecord, IoBackend, IoPhaseBackend, IoSplit, OpSummary, Outcome,
     Percentiles, Phase, Retry, Summary,
 };
-pub use identity::{CombineError, Purpose, RunIdentity, combinable};
 pub use rundir::{Manifest, RunDir};
 pub use streams::{IoStream, IoStreamReport, StreamFidelity, Submit};
 pub use timing::TimingOptions;

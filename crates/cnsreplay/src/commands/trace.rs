@@ -36,7 +36,8 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut header = first.header().clone();
     // Each part says which trace it is a part of, so that the parts' runs merge back and
     // nothing else does (`merge-runs`).
-    let sha = replay::rundir::sha256_file(&a.input).with_context(|| format!("cannot read {file}"))?;
+    let sha =
+        replay::rundir::sha256_file(&a.input).with_context(|| format!("cannot read {file}"))?;
     trace_format::split_part::stamp_original(&mut header, &sha);
     let created = !a.output.exists();
     fs_err::create_dir_all(&a.output)?;

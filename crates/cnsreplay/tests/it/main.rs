@@ -9,6 +9,7 @@ mod cbt_kube;
 mod cleanup_run_id;
 mod group;
 mod group_cut;
+mod identity;
 mod in_cluster;
 mod least_privilege;
 mod local_path;
