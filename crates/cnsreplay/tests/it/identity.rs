@@ -438,3 +438,46 @@ fn sweep_and_capacity_keep_to_one_trace_and_setup() {
         ],
     );
 }
+
+/// A capacity search over a synth model generates one trace per rate (`DIR/traces/`): its
+/// points are one curve all the same (one model, its seed, the target op; the rate and the
+/// hosts solved from it differ), and `analyze capacity` re-reads them.
+#[test]
+fn a_model_search_is_one_curve_across_its_rates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let model = d.join("m.yaml");
+    fs_err::write(
+        &model,
+        "duration: 3s\ncluster: {hosts: 2, containers_per_host: 4}\n\
+         lifetime: {exponential: {mean: 5s}}\nvolumes: {size: 64Mi}\n",
+    )
+    .expect("model");
+    let out = d.join("cap");
+    let o = cnsreplay(&[
+        "-q",
+        "capacity",
+        s(&model),
+        "--target",
+        "attach=2/s",
+        "--provider",
+        "sim",
+        "--max-runs",
+        "2",
+        "--refine",
+        "0",
+        "--allow-invalid",
+        "-o",
+        s(&out),
+    ]);
+    // The budget ends the search before a limit: exit 1.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let traces = fs_err::read_dir(out.join("traces"))
+        .expect("traces")
+        .count();
+    assert_eq!(traces, 2, "one trace per rate");
+    let o = cnsreplay(&["analyze", "capacity", s(&out), "--allow-invalid", "--json"]);
+    ok(&o);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(r["points"].as_array().map(Vec::len), Some(2), "{r:#}");
+}
