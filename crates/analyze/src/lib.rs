@@ -87,7 +87,7 @@ pub enum Error {
     /// different traces without `--by-op-type`, capacity points of different traces or
     /// setups (`replay::identity`).
     #[error(transparent)]
-    Combine(#[from] replay::CombineError),
+    Combine(#[from] Box<replay::CombineError>),
     /// A figure could not be rasterized (no fonts, or a rendering failure).
     #[error("PNG export: {0}")]
     Render(String),

@@ -218,7 +218,10 @@ pub enum CombineError {
 /// Whether `runs` (directory, identity) may be combined for `purpose`: `Ok` when they may,
 /// else the first pair that may not, naming both and the field. Directories are compared as
 /// the files they are (through links and `..`).
-pub fn combinable(purpose: Purpose, runs: &[(&Path, &RunIdentity)]) -> Result<(), CombineError> {
+pub fn combinable(
+    purpose: Purpose,
+    runs: &[(&Path, &RunIdentity)],
+) -> Result<(), Box<CombineError>> {
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
     let reals: Vec<PathBuf> = runs.iter().map(|(p, _)| real(p)).collect();
     for (i, (pa, a)) in runs.iter().enumerate() {
@@ -227,12 +230,12 @@ pub fn combinable(purpose: Purpose, runs: &[(&Path, &RunIdentity)]) -> Result<()
             let same = (!a.run_id.is_empty() && a.run_id == b.run_id) || reals[i] == reals[j];
             // Comparing a run with itself is a sanity check, not a double count.
             if same && !matches!(purpose, Purpose::Compare { .. }) {
-                return Err(CombineError::SameRun {
+                return Err(Box::new(CombineError::SameRun {
                     a: pa.to_path_buf(),
                     b: pb.to_path_buf(),
                     run_id: a.run_id.clone(),
                     purpose,
-                });
+                }));
             }
             pair(purpose, pa, a, pb, b)?;
         }
@@ -249,12 +252,12 @@ pub fn combinable(purpose: Purpose, runs: &[(&Path, &RunIdentity)]) -> Result<()
             })
             .collect();
         if !missing.is_empty() {
-            return Err(CombineError::MissingParts {
+            return Err(Box::new(CombineError::MissingParts {
                 a: p0.to_path_buf(),
                 of: s.of.clone(),
                 parts: s.parts,
                 missing,
-            });
+            }));
         }
     }
     Ok(())
@@ -267,9 +270,9 @@ fn pair(
     a: &RunIdentity,
     pb: &Path,
     b: &RunIdentity,
-) -> Result<(), CombineError> {
+) -> Result<(), Box<CombineError>> {
     let differ = |field: &'static str, av: String, bv: String, why: &str| {
-        Err(CombineError::Differ {
+        Err(Box::new(CombineError::Differ {
             a: pa.to_path_buf(),
             b: pb.to_path_buf(),
             field,
@@ -277,7 +280,7 @@ fn pair(
             b_value: bv,
             purpose,
             why: why.to_owned(),
-        })
+        }))
     };
     match purpose {
         Purpose::Merge => {
@@ -400,7 +403,7 @@ mod tests {
         }
     }
 
-    fn check(purpose: Purpose, runs: &[(&str, &RunIdentity)]) -> Result<(), CombineError> {
+    fn check(purpose: Purpose, runs: &[(&str, &RunIdentity)]) -> Result<(), Box<CombineError>> {
         let runs: Vec<(&Path, &RunIdentity)> =
             runs.iter().map(|(p, i)| (Path::new(*p), *i)).collect();
         combinable(purpose, &runs)
@@ -414,12 +417,12 @@ mod tests {
         );
         check(Purpose::Merge, &[("a", &a), ("b", &b)]).expect("the two parts");
         let e = check(Purpose::Merge, &[("a", &a), ("a2", &a)]).expect_err("same run");
-        assert!(matches!(e, CombineError::SameRun { .. }), "{e}");
+        assert!(matches!(*e, CombineError::SameRun { .. }), "{e}");
         let again = id("3", "pa", Some((1, 2)), 2.0);
         let e = check(Purpose::Merge, &[("a", &a), ("x", &again), ("b", &b)]).expect_err("twice");
         assert!(
             matches!(
-                e,
+                *e,
                 CombineError::Differ {
                     field: "trace.sha256",
                     ..
@@ -430,14 +433,14 @@ mod tests {
         let other = id("4", "zz", None, 2.0);
         let e = check(Purpose::Merge, &[("a", &a), ("o", &other)]).expect_err("unrelated");
         assert!(
-            matches!(e, CombineError::Differ { field: "trace", .. }),
+            matches!(*e, CombineError::Differ { field: "trace", .. }),
             "{e}"
         );
         let slow = id("5", "pb", Some((2, 2)), 1.0);
         let e = check(Purpose::Merge, &[("a", &a), ("s", &slow)]).expect_err("speeds");
         assert!(
             matches!(
-                e,
+                *e,
                 CombineError::Differ {
                     field: "options.speed",
                     ..
@@ -449,7 +452,7 @@ mod tests {
         let three_b = id("7", "pd", Some((3, 3)), 2.0);
         let e = check(Purpose::Merge, &[("x", &three), ("y", &three_b)]).expect_err("missing");
         assert!(
-            matches!(&e, CombineError::MissingParts { missing, parts: 3, .. } if *missing == [2]),
+            matches!(&*e, CombineError::MissingParts { missing, parts: 3, .. } if *missing == [2]),
             "{e}"
         );
     }
@@ -471,7 +474,7 @@ mod tests {
         let e = check(Purpose::Points, &[("a", &a), ("o", &o)]).expect_err("trace");
         assert!(
             matches!(
-                e,
+                *e,
                 CombineError::Differ {
                     field: "trace.sha256",
                     ..

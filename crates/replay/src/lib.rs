@@ -76,5 +76,5 @@ pub enum Error {
     Options(String),
     /// Runs that may not be combined (merged): they do not belong together.
     #[error(transparent)]
-    Combine(#[from] CombineError),
+    Combine(#[from] Box<CombineError>),
 }

@@ -367,8 +367,8 @@ fn error_rate_regression_and_different_traces_are_refused() {
     let err = compare(&base, &elsewhere, &CompareOptions::default()).expect_err("different traces");
     assert!(
         matches!(
-            err,
-            analyze::Error::Combine(replay::CombineError::Differ {
+            &err,
+            analyze::Error::Combine(c) if matches!(**c, replay::CombineError::Differ {
                 field: "trace.sha256",
                 ..
             })
