@@ -83,6 +83,11 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
         .iter()
         .map(|s| a.output.join(format!("{}", (s * 1e6).round() / 1e6)))
         .collect();
+    for (i, d) in dirs.iter().enumerate() {
+        if dirs[..i].contains(d) {
+            bail!("speed {} is given twice (as {})", speeds[i], d.display());
+        }
+    }
     if a.output.exists() {
         check_existing(a, &speeds, &dirs)?;
     }

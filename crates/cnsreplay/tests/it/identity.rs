@@ -413,6 +413,8 @@ fn sweep_and_capacity_keep_to_one_trace_and_setup() {
     refused(&o, &["provider.config", "ops="]);
     let o = sweep(&t, "1,2", "attach=constant:20ms");
     refused(&o, &["already holds a run at this speed"]);
+    let o = sweep(&t, "2,2.0000001", "attach=constant:20ms");
+    refused(&o, &["speed 2.0000001 is given twice"]);
     assert_eq!(names(), ["1"], "a refused sweep ran a point");
     // Its own trace and setup, at a new speed: added, and capacity reads both points.
     ok(&sweep(&t, "2", "attach=constant:20ms"));
