@@ -238,20 +238,27 @@ fn severity(v: Verdict) -> u8 {
 /// a `partly-valid` worst, the op types any partly-valid part judged engine-bound are
 /// engine-bound in the merged run too.
 fn worst_validity(runs: &[PathBuf], validities: &[Option<Validity>]) -> Option<Validity> {
-    let (run, worst) = runs
+    let (idx, worst) = validities
         .iter()
-        .zip(validities)
-        .filter_map(|(r, v)| v.as_ref().map(|v| (r, v)))
+        .enumerate()
+        .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
         // The first of equally bad parts.
         .rev()
         .max_by_key(|(_, v)| severity(v.verdict))?;
+    let run = runs[idx].display();
     let mut merged = worst.clone();
     for c in &mut merged.checks {
-        c.message = format!("{}: {}", run.display(), c.message);
+        c.message = format!("{run}: {}", c.message);
+    }
+    for o in merged.ops.iter_mut().filter(|o| !o.evidence.is_empty()) {
+        o.evidence = format!("{run}: {}", o.evidence);
     }
     if merged.verdict == Verdict::PartlyValid {
-        for (r, v) in runs.iter().zip(validities) {
-            let Some(v) = v.as_ref().filter(|v| v.verdict == Verdict::PartlyValid) else {
+        for (i, (r, v)) in runs.iter().zip(validities).enumerate() {
+            let Some(v) = v
+                .as_ref()
+                .filter(|v| i != idx && v.verdict == Verdict::PartlyValid)
+            else {
                 continue;
             };
             for o in v.ops_judged(Verdict::EngineBound) {
@@ -266,4 +273,84 @@ fn worst_validity(runs: &[PathBuf], validities: &[Option<Validity>]) -> Option<V
         }
     }
     Some(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validity::{Check, OpValidity};
+
+    fn validity(verdict: Verdict, bound: &[&str]) -> Validity {
+        Validity {
+            verdict,
+            checks: vec![Check {
+                check: "start_lateness.p99".into(),
+                passed: verdict == Verdict::Valid,
+                judged: true,
+                fails_as: Verdict::EngineBound,
+                value: 2.0,
+                limit: 1.0,
+                unit: "ns".into(),
+                message: "start lateness p99 2 ns".into(),
+            }],
+            ops: ["attach", "cordon_node", "resize"]
+                .iter()
+                .map(|op| OpValidity {
+                    op: (*op).into(),
+                    median_ns: 1,
+                    p99_limit_ns: 1,
+                    p999_limit_ns: 1,
+                    verdict: if bound.contains(op) {
+                        Verdict::EngineBound
+                    } else {
+                        Verdict::Valid
+                    },
+                    evidence: if bound.contains(op) {
+                        format!("{op} late")
+                    } else {
+                        String::new()
+                    },
+                })
+                .collect(),
+            ..Validity::default()
+        }
+    }
+
+    #[test]
+    fn the_worst_part_gives_the_verdict_named_by_that_part() {
+        let runs = [PathBuf::from("a"), PathBuf::from("b"), PathBuf::from("c")];
+        let v = [
+            Some(validity(Verdict::Valid, &[])),
+            Some(validity(Verdict::EngineBound, &[])),
+            None,
+        ];
+        let w = worst_validity(&runs, &v).expect("a verdict");
+        assert_eq!(w.verdict, Verdict::EngineBound);
+        assert_eq!(w.checks[0].message, "b: start lateness p99 2 ns");
+        assert_eq!(worst_validity(&runs, &[None, None, None]), None);
+    }
+
+    #[test]
+    fn partly_valid_parts_leave_every_op_type_any_of_them_could_not_measure() {
+        let runs = [PathBuf::from("a"), PathBuf::from("b"), PathBuf::from("c")];
+        let v = [
+            Some(validity(Verdict::PartlyValid, &["cordon_node"])),
+            Some(validity(Verdict::Valid, &[])),
+            Some(validity(Verdict::PartlyValid, &["resize"])),
+        ];
+        let w = worst_validity(&runs, &v).expect("a verdict");
+        assert_eq!(w.verdict, Verdict::PartlyValid);
+        let bound: Vec<(&str, &str)> = w
+            .ops_judged(Verdict::EngineBound)
+            .map(|o| (o.op.as_str(), o.evidence.as_str()))
+            .collect();
+        assert_eq!(
+            bound,
+            [
+                ("cordon_node", "a: cordon_node late"),
+                ("resize", "c: resize late")
+            ]
+        );
+        assert_eq!(w.valid_ops(), "attach");
+    }
 }
