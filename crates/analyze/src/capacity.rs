@@ -20,10 +20,12 @@
 
 use std::path::{Path, PathBuf};
 
+use replay::RunIdentity;
 use serde::{Deserialize, Serialize};
 use trace_format::{IoKind, OpType};
 
 use crate::hist::at;
+use crate::load::Run;
 use crate::point::{PointEval, PointOptions, evaluate};
 use crate::summary::{OpAcc, RunStats};
 use crate::{Error, Result};
@@ -188,13 +190,14 @@ pub struct CapacityReport {
 /// The pass probability of the reported sustained rate.
 pub const PASS_PROBABILITY: f64 = 0.9;
 
-/// The run directories of a sweep: subdirectories with a `manifest.json`.
+/// The run directories of a sweep: subdirectories with a `manifest.json`, refused unless
+/// they are points of one curve — one trace (or one model at several rates) on one provider
+/// with one setup ([`replay::identity`], purpose `Points`).
 pub fn sweep_runs(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut runs: Vec<PathBuf> = fs_err::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("manifest.json").is_file())
-        .collect();
-    runs.sort();
+    let runs = replay::rundir::run_dirs_in(dir).map_err(|e| match e {
+        replay::Error::Io(e) => Error::Io(e),
+        e => Error::Invalid(format!("{}: {e}", dir.display())),
+    })?;
     if runs.is_empty() {
         return Err(Error::Invalid(format!(
             "{}: no run directories (subdirectories with manifest.json); create them with \
@@ -202,7 +205,19 @@ pub fn sweep_runs(dir: &Path) -> Result<Vec<PathBuf>> {
             dir.display()
         )));
     }
+    check_points(&runs)?;
     Ok(runs)
+}
+
+/// `Err(Error::Combine)` unless `runs` are points of one capacity curve.
+pub fn check_points(runs: &[PathBuf]) -> Result<()> {
+    let ids = runs
+        .iter()
+        .map(|p| Ok((p.as_path(), RunIdentity::of(&Run::open(p)?.manifest))))
+        .collect::<Result<Vec<_>>>()?;
+    let pairs: Vec<(&Path, &RunIdentity)> = ids.iter().map(|(p, i)| (*p, i)).collect();
+    replay::combinable(replay::Purpose::Points, &pairs)?;
+    Ok(())
 }
 
 /// The offered rate of all events of a point.

@@ -15,7 +15,7 @@
 //! metric (left out with `skip`). The method and its calibration: `docs/analyze.md`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -432,21 +432,21 @@ pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Resu
         open_runs(base, opts.allow_invalid)?,
         open_runs(new, opts.allow_invalid)?,
     );
-    let first = &b[0];
-    let mut same_trace = true;
-    for r in b.iter().chain(&n) {
-        if r.manifest.trace.sha256 != first.manifest.trace.sha256 {
-            same_trace = false;
-            if !opts.by_op_type {
-                return Err(Error::TraceMismatch {
-                    base: first.path.clone(),
-                    base_sha: first.manifest.trace.sha256.clone(),
-                    new: r.path.clone(),
-                    new_sha: r.manifest.trace.sha256.clone(),
-                });
-            }
-        }
-    }
+    let ids: Vec<(&Path, replay::RunIdentity)> = b
+        .iter()
+        .chain(&n)
+        .map(|r| (r.path.as_path(), replay::RunIdentity::of(&r.manifest)))
+        .collect();
+    let pairs: Vec<(&Path, &replay::RunIdentity)> = ids.iter().map(|(p, i)| (*p, i)).collect();
+    replay::combinable(
+        replay::Purpose::Compare {
+            by_op_type: opts.by_op_type,
+        },
+        &pairs,
+    )?;
+    let same_trace = ids
+        .iter()
+        .all(|(_, i)| i.trace_sha256 == ids[0].1.trace_sha256);
     let values = |runs: &[Run]| -> Result<Vec<BTreeMap<(String, Metric), RunValue>>> {
         runs.iter().map(run_values).collect()
     };
@@ -529,9 +529,11 @@ fn manifest_differences(base: &[Run], new: &[Run]) -> Vec<String> {
             }
         }
     }
-    const SAME_FOR_NO_RUN: [&str; 13] = [
+    const SAME_FOR_NO_RUN: [&str; 15] = [
         "options.validity.limits",
         "run_id",
+        "merged",
+        "options.merged_from",
         "seed",
         "options.seed",
         "options.start_at",

@@ -83,21 +83,11 @@ pub enum Error {
     /// polars failed (building a frame or writing CSV).
     #[error("polars: {0}")]
     Polars(#[from] polars::error::PolarsError),
-    /// `compare` was given runs of different traces without `--by-op-type`.
-    #[error(
-        "the runs replayed different traces ({base} sha256 {base_sha}, {new} sha256 {new_sha}); \
-         compare them by op type only (--by-op-type) if that is what you mean"
-    )]
-    TraceMismatch {
-        /// Base run.
-        base: PathBuf,
-        /// Its trace hash.
-        base_sha: String,
-        /// New run.
-        new: PathBuf,
-        /// Its trace hash.
-        new_sha: String,
-    },
+    /// Runs that do not belong together were given to be combined: `compare` runs of
+    /// different traces without `--by-op-type`, capacity points of different traces or
+    /// setups (`replay::identity`).
+    #[error(transparent)]
+    Combine(#[from] Box<replay::CombineError>),
     /// A figure could not be rasterized (no fonts, or a rendering failure).
     #[error("PNG export: {0}")]
     Render(String),

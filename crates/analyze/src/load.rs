@@ -69,8 +69,9 @@ pub struct Run {
     pub path: PathBuf,
     /// Its manifest.
     pub manifest: Manifest,
-    /// The run's verdict from `summary.json`; `None` when there is no readable summary (a
-    /// crashed run) or it predates verdicts.
+    /// The run's verdict from `summary.json` (a merged run's: its worst part's, from the
+    /// manifest); `None` when there is no readable summary (a crashed run) or it predates
+    /// verdicts.
     pub validity: Option<Validity>,
 }
 
@@ -85,7 +86,12 @@ impl Run {
                 path: path.to_owned(),
                 source,
             })?;
-        let validity = RunDir::open(path).summary().ok().and_then(|s| s.validity);
+        // A merged run has no summary: it is held to its worst part's verdict.
+        let validity = RunDir::open(path)
+            .summary()
+            .ok()
+            .and_then(|s| s.validity)
+            .or_else(|| manifest.merged.as_ref().and_then(|m| m.validity.clone()));
         Ok(Self {
             path: path.to_owned(),
             manifest,

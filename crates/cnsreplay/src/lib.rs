@@ -145,6 +145,8 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
         Command::Idle => commands::fetch::idle(),
         Command::MergeRuns(a) => {
+            let parts: Vec<&std::path::Path> = a.runs.iter().map(|r| r.as_path()).collect();
+            output::refuse_inputs(&a.output, &parts)?;
             let m = replay::merge_runs::merge_runs(&a.output, &a.runs)?;
             writeln!(
                 out,

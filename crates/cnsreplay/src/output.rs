@@ -12,7 +12,11 @@
 //!
 //! An output that is one of the command's inputs (the same device and inode: the same path, a
 //! symbolic or hard link) is refused before anything is written, naming both: `rewrite a.jsonl
-//! -o a.jsonl` would otherwise read what it is overwriting.
+//! -o a.jsonl` would otherwise read what it is overwriting. So is an output inside an input
+//! that is a directory — a run directory `analyze report` or `merge-runs` reads — with both
+//! paths resolved through symbolic links and `..` (the output's also where it does not exist
+//! yet): `analyze report RUN -o RUN/events.jsonl` would replace the run's records.
+//! [`refuse_inputs`] is that check alone, for commands whose output is a directory.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -158,16 +162,19 @@ fn install_handler() {
     }
 }
 
-/// Refuses `dest` when it exists and is the same file (device and inode) as an input.
-fn refuse_inputs(dest: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
-    let Ok(out) = std::fs::metadata(dest) else {
-        return Ok(());
-    };
+/// Refuses `dest` when it is the same file (device and inode) as an input, or lies inside
+/// (or is) an input that is a directory, both resolved through links and `..`.
+pub fn refuse_inputs(dest: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
+    let out = std::fs::metadata(dest).ok();
+    let resolved = resolve(dest);
     for input in inputs {
         if *input == Path::new("-") {
             continue;
         }
-        if let Ok(i) = std::fs::metadata(input)
+        let Ok(i) = std::fs::metadata(input) else {
+            continue;
+        };
+        if let Some(out) = &out
             && (i.dev(), i.ino()) == (out.dev(), out.ino())
         {
             bail!(
@@ -177,8 +184,44 @@ fn refuse_inputs(dest: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
                 input.display()
             );
         }
+        if i.is_dir()
+            && let Ok(dir) = std::fs::canonicalize(input)
+            && resolved.starts_with(&dir)
+        {
+            bail!(
+                "refusing to write {}: it is inside {}, a directory this command reads (a run \
+                 directory keeps only what its run wrote); write it outside",
+                dest.display(),
+                input.display()
+            );
+        }
     }
     Ok(())
+}
+
+/// `p` absolute, with links and `..` resolved as far as it exists and the rest (which cannot
+/// hold links) appended, `..` taken lexically.
+fn resolve(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    let comps: Vec<Component<'_>> = abs.components().collect();
+    for k in (0..=comps.len()).rev() {
+        let prefix: PathBuf = comps[..k].iter().collect();
+        let Ok(mut out) = std::fs::canonicalize(&prefix) else {
+            continue;
+        };
+        for c in &comps[k..] {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::Normal(n) => out.push(n),
+                _ => {}
+            }
+        }
+        return out;
+    }
+    abs
 }
 
 /// Removes `OUT.partial-PID` files beside `output` whose process no longer exists; never

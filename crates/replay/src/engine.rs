@@ -301,6 +301,7 @@ fn prepare<P: Provider>(
         state: CompletionState::Running,
         reason: None,
         pid: std::process::id(),
+        merged: None,
     };
     let written = Instant::now();
     rd.write_manifest(&manifest)?;

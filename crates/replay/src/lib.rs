@@ -13,6 +13,7 @@ pub mod cluster;
 mod deps;
 pub mod engine;
 mod event;
+pub mod identity;
 pub mod ledger;
 mod line;
 pub mod live;
@@ -29,6 +30,7 @@ mod timing;
 pub mod validity;
 
 pub use engine::{RunControl, RunOptions, RunOutcome, run};
+pub use identity::{CombineError, Purpose, RunIdentity, combinable};
 pub use ledger::{Ledger, LedgerEntry};
 pub use live::Live;
 pub use provider::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline};
@@ -72,4 +74,7 @@ pub enum Error {
     /// Options are inconsistent.
     #[error("invalid option: {0}")]
     Options(String),
+    /// Runs that may not be combined (merged): they do not belong together.
+    #[error(transparent)]
+    Combine(#[from] Box<CombineError>),
 }

@@ -7,8 +7,14 @@
 //! run's origin by the difference of the origins, so whatever `analyze` computes from the
 //! merged directory is what one run holding all the events would give — its histograms are
 //! built from the same values. A `marker` that every part replayed (`trace split` copies them)
-//! is kept once. There is no `summary.json` (its verdict was each driver's; see theirs), and
-//! the manifest says what was merged (`options.merged_from`).
+//! is kept once.
+//!
+//! Only the runs of every part of one split, at one speed, on one provider, each once, are
+//! merged ([`crate::identity`], purpose `Merge`): anything else would count events twice or
+//! put unrelated events on one clock. The merged manifest is the whole trace's (`trace.sha256`
+//! the split trace's, the speed the parts'), lists the parts (`merged`), and carries the worst
+//! part's verdict (`merged.validity`, each check naming its part), so `analyze` refuses the
+//! merged run as it refuses that part. There is no `summary.json`: the parts' are theirs.
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -18,8 +24,10 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::Error;
+use crate::identity::{Purpose, RunIdentity, combinable};
 use crate::record::CompletionState;
-use crate::rundir::RunDir;
+use crate::rundir::{Manifest, Merged, MergedPart, RunDir};
+use crate::validity::{Validity, Verdict};
 
 /// What [`merge_runs`] made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -53,6 +61,13 @@ pub fn merge_runs(out: &Path, runs: &[PathBuf]) -> Result<MergedRuns, Error> {
             Error::Options(format!("{}: the run's clock never started", r.display()))
         })?;
         manifests.push((m, origin));
+    }
+    let ids: Vec<RunIdentity> = manifests.iter().map(|(m, _)| RunIdentity::of(m)).collect();
+    let pairs: Vec<(&Path, &RunIdentity)> = runs.iter().map(PathBuf::as_path).zip(&ids).collect();
+    combinable(Purpose::Merge, &pairs)?;
+    let mut validities = Vec::new();
+    for r in runs {
+        validities.push(part_validity(r)?);
     }
     let base = manifests.iter().map(|(_, o)| *o).min().unwrap_or_default();
     let latest = manifests.iter().map(|(_, o)| *o).max().unwrap_or_default();
@@ -101,7 +116,7 @@ pub fn merge_runs(out: &Path, runs: &[PathBuf]) -> Result<MergedRuns, Error> {
     }
     w.flush()?;
     let (first, _) = &manifests[0];
-    let mut m = first.clone();
+    let mut m: Manifest = first.clone();
     m.run_id = format!(
         "merged-{}",
         manifests
@@ -148,9 +163,45 @@ pub fn merge_runs(out: &Path, runs: &[PathBuf]) -> Result<MergedRuns, Error> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    m.options = json!({
-        "merged_from": runs.iter().map(|r| r.display().to_string()).collect::<Vec<_>>(),
-        "options": manifests.iter().map(|(m, _)| m.options.clone()).collect::<Vec<_>>(),
+    // The whole trace: the one the parts were split from (checked above: every part).
+    if let Some(s) = &ids[0].split {
+        m.trace.sha256 = s.of.clone();
+    }
+    m.trace.header.provenance.parameters.retain(|k, _| {
+        ![
+            trace_format::split_part::PART,
+            trace_format::split_part::PARTS,
+            trace_format::split_part::OF,
+        ]
+        .contains(&k.as_str())
+    });
+    // The parts' common options (one speed: checked above), and which runs they were.
+    if let Some(o) = m.options.as_object_mut() {
+        o.insert(
+            "merged_from".into(),
+            json!(
+                runs.iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+            ),
+        );
+    }
+    m.merged = Some(Merged {
+        parts: runs
+            .iter()
+            .zip(&manifests)
+            .zip(&validities)
+            .map(|((r, (pm, _)), v)| MergedPart {
+                path: r.display().to_string(),
+                run_id: pm.run_id.clone(),
+                trace_sha256: pm.trace.sha256.clone(),
+                speed: pm.options["speed"].as_f64().unwrap_or(1.0),
+                state: pm.state,
+                verdict: v.as_ref().map(|v| v.verdict),
+                options: pm.options.clone(),
+            })
+            .collect(),
+        validity: worst_validity(runs, &validities),
     });
     rd.write_manifest(&m)?;
     Ok(MergedRuns {
@@ -159,4 +210,147 @@ pub fn merge_runs(out: &Path, runs: &[PathBuf]) -> Result<MergedRuns, Error> {
         duplicate_markers,
         origin_spread_ns: u64::try_from(latest.duration_since(base).as_nanos()).unwrap_or(0),
     })
+}
+
+/// A part's verdict from its `summary.json`; `None` when it has none (a crashed run, or one
+/// from before verdicts). A summary that exists and does not parse is an error.
+fn part_validity(run: &Path) -> Result<Option<Validity>, Error> {
+    if !run.join("summary.json").exists() {
+        return Ok(None);
+    }
+    Ok(RunDir::open(run).summary()?.validity)
+}
+
+/// How bad a verdict is for `analyze`: admitted ones first, then the refused in the order
+/// the engine ranks failed checks (`engine-bound`, `failed`, `incomplete`).
+fn severity(v: Verdict) -> u8 {
+    match v {
+        Verdict::Valid => 0,
+        Verdict::NotJudged => 1,
+        Verdict::PartlyValid => 2,
+        Verdict::EngineBound => 3,
+        Verdict::Failed => 4,
+        Verdict::Incomplete => 5,
+    }
+}
+
+/// The worst part's verdict, each check's message prefixed with that part's directory; for
+/// a `partly-valid` worst, the op types any partly-valid part judged engine-bound are
+/// engine-bound in the merged run too.
+fn worst_validity(runs: &[PathBuf], validities: &[Option<Validity>]) -> Option<Validity> {
+    let (idx, worst) = validities
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
+        // The first of equally bad parts.
+        .rev()
+        .max_by_key(|(_, v)| severity(v.verdict))?;
+    let run = runs[idx].display();
+    let mut merged = worst.clone();
+    for c in &mut merged.checks {
+        c.message = format!("{run}: {}", c.message);
+    }
+    for o in merged.ops.iter_mut().filter(|o| !o.evidence.is_empty()) {
+        o.evidence = format!("{run}: {}", o.evidence);
+    }
+    if merged.verdict == Verdict::PartlyValid {
+        for (i, (r, v)) in runs.iter().zip(validities).enumerate() {
+            let Some(v) = v
+                .as_ref()
+                .filter(|v| i != idx && v.verdict == Verdict::PartlyValid)
+            else {
+                continue;
+            };
+            for o in v.ops_judged(Verdict::EngineBound) {
+                let mut o = o.clone();
+                o.evidence = format!("{}: {}", r.display(), o.evidence);
+                match merged.ops.iter_mut().find(|x| x.op == o.op) {
+                    Some(x) if x.verdict != Verdict::EngineBound => *x = o,
+                    Some(_) => {}
+                    None => merged.ops.push(o),
+                }
+            }
+        }
+    }
+    Some(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validity::{Check, OpValidity};
+
+    fn validity(verdict: Verdict, bound: &[&str]) -> Validity {
+        Validity {
+            verdict,
+            checks: vec![Check {
+                check: "start_lateness.p99".into(),
+                passed: verdict == Verdict::Valid,
+                judged: true,
+                fails_as: Verdict::EngineBound,
+                value: 2.0,
+                limit: 1.0,
+                unit: "ns".into(),
+                message: "start lateness p99 2 ns".into(),
+            }],
+            ops: ["attach", "cordon_node", "resize"]
+                .iter()
+                .map(|op| OpValidity {
+                    op: (*op).into(),
+                    median_ns: 1,
+                    p99_limit_ns: 1,
+                    p999_limit_ns: 1,
+                    verdict: if bound.contains(op) {
+                        Verdict::EngineBound
+                    } else {
+                        Verdict::Valid
+                    },
+                    evidence: if bound.contains(op) {
+                        format!("{op} late")
+                    } else {
+                        String::new()
+                    },
+                })
+                .collect(),
+            ..Validity::default()
+        }
+    }
+
+    #[test]
+    fn the_worst_part_gives_the_verdict_named_by_that_part() {
+        let runs = [PathBuf::from("a"), PathBuf::from("b"), PathBuf::from("c")];
+        let v = [
+            Some(validity(Verdict::Valid, &[])),
+            Some(validity(Verdict::EngineBound, &[])),
+            None,
+        ];
+        let w = worst_validity(&runs, &v).expect("a verdict");
+        assert_eq!(w.verdict, Verdict::EngineBound);
+        assert_eq!(w.checks[0].message, "b: start lateness p99 2 ns");
+        assert_eq!(worst_validity(&runs, &[None, None, None]), None);
+    }
+
+    #[test]
+    fn partly_valid_parts_leave_every_op_type_any_of_them_could_not_measure() {
+        let runs = [PathBuf::from("a"), PathBuf::from("b"), PathBuf::from("c")];
+        let v = [
+            Some(validity(Verdict::PartlyValid, &["cordon_node"])),
+            Some(validity(Verdict::Valid, &[])),
+            Some(validity(Verdict::PartlyValid, &["resize"])),
+        ];
+        let w = worst_validity(&runs, &v).expect("a verdict");
+        assert_eq!(w.verdict, Verdict::PartlyValid);
+        let bound: Vec<(&str, &str)> = w
+            .ops_judged(Verdict::EngineBound)
+            .map(|o| (o.op.as_str(), o.evidence.as_str()))
+            .collect();
+        assert_eq!(
+            bound,
+            [
+                ("cordon_node", "a: cordon_node late"),
+                ("resize", "c: resize late")
+            ]
+        );
+        assert_eq!(w.valid_ops(), "attach");
+    }
 }

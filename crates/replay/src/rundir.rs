@@ -13,6 +13,7 @@ use trace_format::Header;
 
 use crate::Error;
 use crate::record::{CompletionState, Summary};
+use crate::validity::{Validity, Verdict};
 
 /// The trace a run replayed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,6 +100,41 @@ pub struct Manifest {
     pub reason: Option<String>,
     /// Process id of the run (for crash detection).
     pub pid: u32,
+    /// A run made by `merge-runs`: its parts and the verdict it is held to (absent in a run
+    /// of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<Merged>,
+}
+
+/// What a merged run was made of (`merge-runs`, [`crate::merge_runs`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Merged {
+    /// The parts, in the order given.
+    pub parts: Vec<MergedPart>,
+    /// The worst part's verdict, each check's message naming that part: what `analyze`
+    /// holds the merged run to. Absent when no part had one (runs older than verdicts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<Validity>,
+}
+
+/// One run a merged run was made of.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergedPart {
+    /// Its directory, as given.
+    pub path: String,
+    /// Its run id.
+    pub run_id: String,
+    /// SHA-256 of the part's trace.
+    pub trace_sha256: String,
+    /// Its replay speed.
+    pub speed: f64,
+    /// Its completion state.
+    pub state: CompletionState,
+    /// Its verdict (absent: none recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// Its engine options.
+    pub options: serde_json::Value,
 }
 
 /// A run directory.
@@ -163,6 +199,20 @@ impl RunDir {
         }
         Ok(m)
     }
+}
+
+/// The run directories directly inside `dir` (subdirectories with a `manifest.json`), sorted:
+/// the points of a sweep or a capacity search.
+pub fn run_dirs_in(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut runs = Vec::new();
+    for e in fs_err::read_dir(dir)? {
+        let p = e?.path();
+        if p.join("manifest.json").is_file() {
+            runs.push(p);
+        }
+    }
+    runs.sort();
+    Ok(runs)
 }
 
 /// Whether a process with this pid exists (Linux: `/proc/PID`).

@@ -23,6 +23,7 @@ pub mod sample;
 mod serde_impl;
 pub mod slice;
 pub mod split;
+pub mod split_part;
 mod text;
 pub mod units;
 mod yaml;

@@ -479,7 +479,10 @@ pub fn split<S>(
     let mut s = survey(header, first)?;
     let mut plan = plan(header, &mut s, opts)?;
     let mut sinks = Vec::new();
-    for (p, (name, h)) in plan.names.iter().zip(&plan.headers).enumerate() {
+    let count = plan.headers.len();
+    for (p, (name, h)) in plan.names.iter().zip(&mut plan.headers).enumerate() {
+        // Which split the part is of, so that the parts' runs merge back (`split_part`).
+        crate::split_part::stamp_part(h, p, count);
         plan.reports[p].volumes = h.volumes.len() as u64;
         plan.reports[p].workloads = h.workloads.len() as u64;
         sinks.push(open(name, h)?);

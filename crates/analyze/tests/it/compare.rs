@@ -421,7 +421,16 @@ fn error_rate_regression_and_different_traces_are_refused() {
     );
     let elsewhere = vec![attach_run(dir.path(), "other", &other, 1, 1.0, 0)];
     let err = compare(&base, &elsewhere, &CompareOptions::default()).expect_err("different traces");
-    assert!(matches!(err, analyze::Error::TraceMismatch { .. }));
+    assert!(
+        matches!(
+            &err,
+            analyze::Error::Combine(c) if matches!(**c, replay::CombineError::Differ {
+                field: "trace.sha256",
+                ..
+            })
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("--by-op-type"));
     let ok = compare(
         &base,

@@ -55,7 +55,8 @@ pub fn write_run_at(
     let t = trace_format::TraceReader::open(trace).expect("trace");
     let manifest = serde_json::json!({
         "tool": "cnsreplay 0.1.0",
-        "run_id": "test-run",
+        // Unique, as a run's id is: the points of a sweep are different runs.
+        "run_id": format!("test-run:{}", dir.display()),
         "trace": {
             "path": trace.display().to_string(),
             "sha256": replay::rundir::sha256_file(trace).expect("sha"),

@@ -209,7 +209,12 @@ pub(crate) fn run(a: &AnalyzeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
 }
 
 fn run_export(a: &ExportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let inputs = [a.run.join("events.jsonl"), a.run.join("manifest.json")];
+    // The run directory itself: nothing is written inside it.
+    let inputs = [
+        a.run.clone(),
+        a.run.join("events.jsonl"),
+        a.run.join("manifest.json"),
+    ];
     let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
     for (path, csv) in [(&a.csv, true), (&a.parquet, false)] {
         let Some(path) = path else { continue };
@@ -668,12 +673,16 @@ fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
 fn run_report(a: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let runs: Vec<&Path> = a.runs.iter().map(PathBuf::as_path).collect();
+    // Every output outside every run, checked before anything is computed or written.
+    for dest in std::iter::once(&a.output).chain(&a.svg).chain(&a.png) {
+        crate::output::refuse_inputs(dest, &runs)?;
+    }
     let r = analyze::report::report(&runs, a.allow_invalid)?;
     crate::output::write(&a.output, &runs, r.html.as_bytes())?;
     if let Some(dir) = &a.svg {
         fs_err::create_dir_all(dir)?;
         for f in &r.figures {
-            crate::output::write(&dir.join(format!("{}.svg", f.id)), &[], f.svg.as_bytes())?;
+            crate::output::write(&dir.join(format!("{}.svg", f.id)), &runs, f.svg.as_bytes())?;
         }
     }
     if let Some(dir) = &a.png {
@@ -682,7 +691,7 @@ fn run_report(a: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             let png = f
                 .png(a.png_scale)
                 .with_context(|| format!("figure {}", f.id))?;
-            crate::output::write(&dir.join(format!("{}.png", f.id)), &[], &png)?;
+            crate::output::write(&dir.join(format!("{}.png", f.id)), &runs, &png)?;
         }
     }
     let figs: Vec<String> = r

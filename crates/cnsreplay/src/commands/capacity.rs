@@ -624,6 +624,7 @@ pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitC
     {
         tracing::warn!("the sim provider runs no I/O: an io SLO has no events to judge");
     }
+    crate::output::refuse_inputs(&a.output, &[&a.input])?;
     if a.output.exists() && fs_err::read_dir(&a.output)?.next().is_some() {
         bail!(
             "{} exists and is not empty; choose a new directory",

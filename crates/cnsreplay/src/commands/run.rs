@@ -402,7 +402,7 @@ pub(crate) fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
     Ok(c)
 }
 
-fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
+pub(crate) fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
     let mode = match a.local_mode.as_str() {
         "auto" => Mode::Auto,
         "loop" => Mode::Loop,
@@ -493,7 +493,7 @@ pub(crate) fn pod_options(
     })
 }
 
-fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
+pub(crate) fn kube_config(a: &ProviderArgs) -> anyhow::Result<KubeConfig> {
     if !(a.kube_qps.is_finite() && a.kube_qps >= 0.0) {
         bail!("--kube-qps {}: expected a rate >= 0", a.kube_qps);
     }

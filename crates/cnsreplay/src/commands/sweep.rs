@@ -3,14 +3,18 @@
 //! very `run` command (same provider flags, same engine entry point). `--rates` gives target
 //! event rates instead; each becomes the speed that offers it (rate ÷ the trace's own mean
 //! rate). `cnsreplay analyze capacity SWEEPDIR` reads the result.
+//!
+//! A sweep may add points to an existing SWEEPDIR, only of the same trace on the same provider
+//! and setup (`replay::identity`, purpose `Points`) and only at speeds it has no run of yet:
+//! both are checked before the first point runs, against the runs already there.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use replay::RunDir;
+use replay::{Purpose, RunDir, RunIdentity};
 use trace_format::TraceReader;
 
 use crate::commands::run::{ProviderArgs, ProviderKind, RunArgs};
@@ -74,10 +78,23 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     if !crate::commands::precheck::check(&a.trace)? {
         return Ok(ExitCode::from(crate::EXIT_INPUT));
     }
+    crate::output::refuse_inputs(&a.output, &[&a.trace])?;
+    let dirs: Vec<PathBuf> = speeds
+        .iter()
+        .map(|s| a.output.join(format!("{}", (s * 1e6).round() / 1e6)))
+        .collect();
+    for (i, d) in dirs.iter().enumerate() {
+        if dirs[..i].contains(d) {
+            bail!("speed {} is given twice (as {})", speeds[i], d.display());
+        }
+    }
+    if a.output.exists() {
+        check_existing(a, &speeds, &dirs)?;
+    }
     fs_err::create_dir_all(&a.output)?;
     let mut code = ExitCode::SUCCESS;
-    for &speed in &speeds {
-        let dir = a.output.join(format!("{}", (speed * 1e6).round() / 1e6));
+    for (&speed, dir) in speeds.iter().zip(&dirs) {
+        let dir = dir.clone();
         let args = RunArgs {
             trace: a.trace.clone(),
             provider: a.provider,
@@ -114,4 +131,56 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
         )?;
     }
     Ok(code)
+}
+
+/// The provider's name and configuration as a run with these settings records them
+/// (`manifest.provider`), without starting it.
+pub(crate) fn provider_setup(
+    kind: ProviderKind,
+    settings: &ProviderArgs,
+) -> anyhow::Result<(&'static str, serde_json::Value)> {
+    use crate::commands::run::{kube_config, local_config, sim_config};
+    Ok(match kind {
+        ProviderKind::Sim => ("sim", serde_json::to_value(sim_config(settings)?)?),
+        ProviderKind::Noop => ("noop", serde_json::json!({})),
+        ProviderKind::Local => ("local", serde_json::to_value(local_config(settings)?)?),
+        ProviderKind::Kube => ("kube", serde_json::to_value(kube_config(settings)?)?),
+    })
+}
+
+/// Before anything runs: the points this sweep adds (`dirs`, one per speed) must be new, and
+/// of the trace, provider and setup of the runs already in SWEEPDIR.
+fn check_existing(a: &SweepArgs, speeds: &[f64], dirs: &[PathBuf]) -> anyhow::Result<()> {
+    for d in dirs {
+        if d.exists() && fs_err::read_dir(d)?.next().is_some() {
+            bail!(
+                "{} already holds a run at this speed; sweep other speeds or into a new \
+                 directory",
+                d.display()
+            );
+        }
+    }
+    let existing = replay::rundir::run_dirs_in(&a.output)?;
+    if existing.is_empty() {
+        return Ok(());
+    }
+    let sha = replay::rundir::sha256_file(&a.trace)
+        .with_context(|| format!("cannot read {}", a.trace.display()))?;
+    let header = TraceReader::open(&a.trace)?.header().clone();
+    let (provider, config) = provider_setup(a.provider, &a.settings)?;
+    let mut ids: Vec<(&Path, RunIdentity)> = Vec::new();
+    for r in &existing {
+        let m = RunDir::open(r).manifest()?;
+        ids.push((r.as_path(), RunIdentity::of(&m)));
+    }
+    for (d, &speed) in dirs.iter().zip(speeds) {
+        ids.push((
+            d.as_path(),
+            RunIdentity::planned(&sha, &header, speed, provider, &config),
+        ));
+    }
+    let pairs: Vec<(&Path, &RunIdentity)> = ids.iter().map(|(p, i)| (*p, i)).collect();
+    replay::combinable(Purpose::Points, &pairs)
+        .with_context(|| format!("adding to the sweep in {}", a.output.display()))?;
+    Ok(())
 }

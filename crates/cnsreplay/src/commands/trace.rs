@@ -35,7 +35,12 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     // The first pass decides the parts and goes through the checker; the second writes.
     let first = checked(open()?, &file, a.no_check)?;
     let second = open()?;
-    let header = second.header().clone();
+    let mut header = second.header().clone();
+    // Each part says which trace it is a part of, so that the parts' runs merge back and
+    // nothing else does (`merge-runs`).
+    let sha =
+        replay::rundir::sha256_file(&a.input).with_context(|| format!("cannot read {file}"))?;
+    trace_format::split_part::stamp_original(&mut header, &sha);
     let opts = SplitOptions {
         by: a.by.map(|b| match b {
             SplitBy::Tenant => By::Tenant,

@@ -10,6 +10,7 @@ mod cleanup_run_id;
 mod exit_codes;
 mod group;
 mod group_cut;
+mod identity;
 mod in_cluster;
 mod least_privilege;
 mod local_path;
