@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use trace_format::Header;
+use trace_format::rewrite::IoRate;
 use trace_format::split_part::{self, SplitPart};
 
 use crate::rundir::Manifest;
@@ -41,6 +42,8 @@ pub struct RunIdentity {
     pub generated: Option<String>,
     /// Replay speed (`options.speed`, 1 when absent).
     pub speed: f64,
+    /// What the speed did to `io_phase` rates (`options.io_rate`: `keep` when absent).
+    pub io_rate: IoRate,
     /// Provider name.
     pub provider: String,
     /// Provider configuration, without its `seed`.
@@ -72,6 +75,7 @@ impl RunIdentity {
             &m.provider.config,
         );
         id.run_id = m.run_id.clone();
+        id.io_rate = serde_json::from_value(m.options["io_rate"].clone()).unwrap_or_default();
         if let Some(x) = &m.merged {
             id.kind = RunKind::Merged {
                 parts: x.parts.iter().map(|p| p.run_id.clone()).collect(),
@@ -122,6 +126,7 @@ impl RunIdentity {
             split: split_part::split_part(header),
             generated,
             speed,
+            io_rate: IoRate::Keep,
             provider: provider.to_owned(),
             provider_config,
             kind: RunKind::Single,
@@ -323,6 +328,14 @@ fn pair(
                     "parts replayed against different providers are not one system under test",
                 );
             }
+            if a.io_rate != b.io_rate {
+                return differ(
+                    "options.io_rate",
+                    a.io_rate.name().into(),
+                    b.io_rate.name().into(),
+                    "parts whose I/O rates the speed treated differently are not one replay",
+                );
+            }
         }
         Purpose::Points => {
             let same_workload = a.trace_sha256 == b.trace_sha256
@@ -342,6 +355,15 @@ fn pair(
                     a.provider.clone(),
                     b.provider.clone(),
                     "the points of one capacity curve measure one system",
+                );
+            }
+            if a.io_rate != b.io_rate {
+                return differ(
+                    "options.io_rate",
+                    a.io_rate.name().into(),
+                    b.io_rate.name().into(),
+                    "the points of one capacity curve vary the speed with one treatment of \
+                     I/O rates (--io-rate)",
                 );
             }
             if a.provider_config != b.provider_config {
@@ -397,6 +419,7 @@ mod tests {
             }),
             generated: None,
             speed,
+            io_rate: IoRate::Keep,
             provider: "sim".into(),
             provider_config: serde_json::json!({"slowdown": 1.0}),
             kind: RunKind::Single,
@@ -462,6 +485,21 @@ mod tests {
         let a = id("1", "t", None, 1.0);
         let b = id("2", "t", None, 2.0);
         check(Purpose::Points, &[("a", &a), ("b", &b)]).expect("speeds differ");
+        let scaled = RunIdentity {
+            io_rate: IoRate::Scale,
+            ..b.clone()
+        };
+        let e = check(Purpose::Points, &[("a", &a), ("s", &scaled)]).expect_err("io rates");
+        assert!(
+            matches!(
+                *e,
+                CombineError::Differ {
+                    field: "options.io_rate",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let mut c = id("3", "t", None, 4.0);
         c.provider_config = serde_json::json!({"slowdown": 2.0});
         let e = check(Purpose::Points, &[("a", &a), ("c", &c)]).expect_err("setup");

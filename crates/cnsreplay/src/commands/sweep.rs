@@ -174,10 +174,9 @@ fn check_existing(a: &SweepArgs, speeds: &[f64], dirs: &[PathBuf]) -> anyhow::Re
         ids.push((r.as_path(), RunIdentity::of(&m)));
     }
     for (d, &speed) in dirs.iter().zip(speeds) {
-        ids.push((
-            d.as_path(),
-            RunIdentity::planned(&sha, &header, speed, provider, &config),
-        ));
+        let mut id = RunIdentity::planned(&sha, &header, speed, provider, &config);
+        id.io_rate = a.settings.io_rate.into();
+        ids.push((d.as_path(), id));
     }
     let pairs: Vec<(&Path, &RunIdentity)> = ids.iter().map(|(p, i)| (*p, i)).collect();
     replay::combinable(Purpose::Points, &pairs)

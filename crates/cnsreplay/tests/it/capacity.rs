@@ -257,7 +257,14 @@ fn a_search_of_a_synthesized_trace_with_a_clean_up_tail_finds_the_saturation() {
     )
     .expect("write model");
     let trace = dir.path().join("churn.jsonl");
-    ok(&cnsreplay(&["synth", s(&model), "-o", s(&trace), "--seed", "3"]));
+    ok(&cnsreplay(&[
+        "synth",
+        s(&model),
+        "-o",
+        s(&trace),
+        "--seed",
+        "3",
+    ]));
     let out = dir.path().join("cap");
     let mut args = vec!["-q", "capacity", s(&trace), "-o", s(&out)];
     args.extend(SIM);
@@ -281,7 +288,10 @@ fn a_search_of_a_synthesized_trace_with_a_clean_up_tail_finds_the_saturation() {
         let speed = e["speed"].as_f64().expect("speed");
         // The steady part ends where the trace's 20 s do, on the run's clock.
         let end = w[1].as_f64().expect("end");
-        assert!((end - 20e9 / speed).abs() <= 1.0, "window {w:?} at speed {speed}");
+        assert!(
+            (end - 20e9 / speed).abs() <= 1.0,
+            "window {w:?} at speed {speed}"
+        );
         for r in e["reasons"].as_array().expect("reasons") {
             let r = r.as_str().unwrap_or_default();
             assert!(
