@@ -487,7 +487,7 @@ mod tests {
         check(Purpose::Points, &[("a", &a), ("b", &b)]).expect("speeds differ");
         let scaled = RunIdentity {
             io_rate: IoRate::Scale,
-            ..b.clone()
+            ..b
         };
         let e = check(Purpose::Points, &[("a", &a), ("s", &scaled)]).expect_err("io rates");
         assert!(

@@ -33,14 +33,11 @@ const SIM: [&str; 6] = [
     "attach=exponential:10ms",
 ];
 
-/// One search of [`SIM`] at seed `seed` (short: a 2000-attach trace, bracket to 4 % with up to
-/// two runs a point — a run failed by a hiccup of a loaded machine is run again — then 12 runs
-/// around the boundary): its JSON report.
-fn search(dir: &Path, seed: u64) -> serde_json::Value {
-    let t = attach_trace(dir, 2000, 5_000_000);
-    let out = dir.join("cap");
-    let seed = seed.to_string();
-    let mut args = vec!["-q", "capacity", s(&t), "-o", s(&out)];
+/// `capacity TRACE -o OUT` on [`SIM`] against `attach p99<=2s` at seed `seed`: bracket to 4 %
+/// with up to two runs a point, then `refine` runs around the boundary; its JSON report.
+fn search_sim(trace: &Path, out: &Path, refine: u32, seed: u64) -> serde_json::Value {
+    let (refine, seed) = (refine.to_string(), seed.to_string());
+    let mut args = vec!["-q", "capacity", s(trace), "-o", s(out)];
     args.extend(SIM);
     args.extend([
         "--slo",
@@ -50,10 +47,19 @@ fn search(dir: &Path, seed: u64) -> serde_json::Value {
         "--allow-invalid",
     ]);
     args.extend(["--start", "1.8", "--factor", "1.25", "--resolution", "0.04"]);
-    args.extend(["--repeats", "2", "--refine", "12", "--seed", &seed]);
+    args.extend(["--repeats", "2", "--refine", &refine, "--seed", &seed]);
     let o = cnsreplay(&args);
     ok(&o);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    serde_json::from_slice(&o.stdout).expect("json")
+}
+
+/// One search of [`SIM`] at seed `seed` (short: a 2000-attach trace, bracket to 4 % with up to
+/// two runs a point — a run failed by a hiccup of a loaded machine is run again — then 12 runs
+/// around the boundary): its JSON report.
+fn search(dir: &Path, seed: u64) -> serde_json::Value {
+    let t = attach_trace(dir, 2000, 5_000_000);
+    let out = dir.join("cap");
+    let v = search_sim(&t, &out, 12, seed);
     let file: serde_json::Value =
         serde_json::from_slice(&fs_err::read(out.join("capacity.json")).expect("capacity.json"))
             .expect("json");
@@ -265,21 +271,7 @@ fn a_search_of_a_synthesized_trace_with_a_clean_up_tail_finds_the_saturation() {
         "--seed",
         "3",
     ]));
-    let out = dir.path().join("cap");
-    let mut args = vec!["-q", "capacity", s(&trace), "-o", s(&out)];
-    args.extend(SIM);
-    args.extend([
-        "--slo",
-        "attach p99<=2s",
-        "--json",
-        LENIENT,
-        "--allow-invalid",
-    ]);
-    args.extend(["--start", "1.8", "--factor", "1.25", "--resolution", "0.04"]);
-    args.extend(["--repeats", "2", "--refine", "10", "--seed", "7"]);
-    let o = cnsreplay(&args);
-    ok(&o);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let v = search_sim(&trace, &dir.path().join("cap"), 10, 7);
     assert_eq!(v["complete"], true, "{v:#}");
     let points = v["points"].as_array().expect("points");
     for p in points {
