@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a group snapshot costs and whether it is one cut, on testenv's real kubelet node through
-# the kube provider and cnsreplay-csi (docs/PERFORMANCE.md, "Group snapshot cut on the real
-# node"): ROUNDS (default 5) runs each of traces/group-snapshot-cut-node.yaml (a
+# the kube provider and cnsreplay-csi (docs/PERFORMANCE.md, "On the real node" under "Group
+# snapshots"): ROUNDS (default 5) runs each of traces/group-snapshot-cut-node.yaml (a
 # VolumeGroupSnapshot of three volumes under chained ordered writes in a pod) and
 # traces/separate-snapshots-cut-node.yaml (three VolumeSnapshots a second apart). Per round it
 # prints the check's verdict and, from its io/ID.cut.json (docs/replay.md): where the cut fell

@@ -12,7 +12,7 @@
 //! 92 % and `x_0.5` in 93 % of 400 trials; the 97.5 % one covers them in 94.75 % and 96.5 %
 //! (99 %: 97.5 % and 99 %). End to end on the sim, 2 of 12 saturation searches' capacity
 //! intervals ended just below the true 400/s (399.1 and 399.9) with the nominal 95 % cutoff
-//! (docs/PERFORMANCE.md, Capacity search). Unlike a delta-method interval it
+//! (docs/performance-history.md, Capacity search). Unlike a delta-method interval it
 //! stays honest when the runs barely overlap (a pass/fail step gives the gap between the
 //! highest pass and the lowest fail, widened by what the runs cannot exclude), and it is
 //! open (None) on a side the runs do not bound.
@@ -24,9 +24,9 @@
 //! happened to fall pass-below, fail-above (complete separation, common when the refinement
 //! runs pile up within 1 % of the boundary) fitted a step, and its interval shrank to the gap
 //! between two runs: 2 of 20 saturation searches of the calibration then reported intervals
-//! ([398.3, 398.9]/s and [398.3, 399.8]/s) that excluded the true 400/s (docs/PERFORMANCE.md, Capacity search). The
+//! ([398.3, 398.9]/s and [398.3, 399.8]/s) that excluded the true 400/s (docs/performance-history.md, Capacity search). The
 //! curves measured on the sim at `N` = 10 000 have `|b|` ≈ 104 (saturation) and ≈ 48 (an SLO
-//! bound), under the cap of 172 (`scripts/calibrate-capacity.sh`, docs/PERFORMANCE.md).
+//! bound), under the cap of 172 (`scripts/calibrate-capacity.sh`, docs/performance-history.md).
 //!
 //! The profile is evaluated on a grid of `ln(rate)` steps of 0.0002 (0.02 % of the rate),
 //! and for each grid value the one-dimensional concave maximisation over `b` is a bisection

@@ -180,7 +180,7 @@ pub struct EngineOptions {
 /// (io-wq, which carry out requests the submitting call cannot finish without blocking: a
 /// buffered write that allocates pages, an O_DIRECT write that allocates blocks) are woken
 /// onto the spinning stream thread's CPU and delay its next request by the length of their
-/// turn (docs/PERFORMANCE.md, *A real MSR Cambridge trace*). Binding the thread to a CPU of
+/// turn (docs/performance-history.md, *A real MSR Cambridge trace*). Binding the thread to a CPU of
 /// its own and the workers to the others keeps them apart; the process's other threads are
 /// left where the scheduler puts them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -678,7 +678,7 @@ impl Kube {
         // it knows which PVs are foreign. Their lists come in pages of 100, not kube's 500:
         // each page is decoded whole before the filter drops the foreign objects, and with
         // 10 000 foreign PVs and VolumeAttachments 500 cost ~6–13 MB more peak RSS
-        // (docs/PERFORMANCE.md, watch memory); 10 000 objects take 100 list requests, not 20.
+        // (docs/performance-history.md, watch memory); 10 000 objects take 100 list requests, not 20.
         let foreign = foreign::Foreign::default();
         let pv_va = async {
             let pv = Watch::start_filtered(

@@ -85,7 +85,7 @@ pub enum StreamCpus {
     /// use CPUs: the i-th volume's stream on the i-th CPU from the last, every ring's kernel
     /// I/O workers on the CPUs left over. Otherwise, as `none`: a stream whose requests the
     /// submitting call carries out itself is better free to move away from whatever else
-    /// wakes on its CPU (docs/PERFORMANCE.md, *Block-trace replay*).
+    /// wakes on its CPU (docs/performance-history.md, *Block-trace replay*).
     #[default]
     Auto,
     /// Wherever the scheduler puts them.

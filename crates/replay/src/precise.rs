@@ -5,8 +5,8 @@
 //! slack to 1 µs and sleeps until each absolute deadline (`origin + offset`, so error never
 //! accumulates the way it does with relative sleeps). It does not spin: on this 2-core
 //! machine at 100 k events/s, yield-spinning in the last 20 µs gave lateness p90 0.73 ms and
-//! p99 1.83 ms, pure sleeping p90 82–86 µs and p99 0.42–0.50 ms (docs/PERFORMANCE.md, Replay
-//! engine) — our reading: a thread that is always runnable gets time-sliced against the
+//! p99 1.83 ms, pure sleeping p90 82–86 µs and p99 0.42–0.50 ms (docs/performance-history.md,
+//! Replay engine) — our reading: a thread that is always runnable gets time-sliced against the
 //! workers, while one that sleeps wins its core back at each wake-up. It runs real-time
 //! (SCHED_FIFO) when permitted, else at nice −10 (both need root or `CAP_SYS_NICE`); when
 //! neither is allowed, the run says so in its notices. The module notes of `timing` say why.
@@ -16,7 +16,7 @@
 //! CPUs out of deep idle states. On this VM an idle CPU sometimes took its timer interrupt a
 //! whole 4 ms tick late (seen with `perf` as `hrtimer_expire_entry` 4006 µs after expiry,
 //! on the idle task); with the request held, dispatch lateness p99.9 fell from 2.1–3.4 ms to
-//! 0.69–1.12 ms in 4 runs (docs/PERFORMANCE.md, Replay engine). Idle CPUs then poll instead
+//! 0.69–1.12 ms in 4 runs (docs/performance-history.md, Replay engine). Idle CPUs then poll instead
 //! of halting, which costs power, not time of the run's threads; the request ends with the run.
 
 use std::num::NonZeroU64;

@@ -1,7 +1,7 @@
 //! The dispatch path: a reader thread decoding the trace ahead of time, timing lanes that
 //! hand events over at their deadlines, and a dispatch thread that gives them to the runtime.
 //!
-//! Measured on the 2-core benchmark VM (docs/PERFORMANCE.md, Replay engine), three things
+//! Measured on the 2-core benchmark VM (docs/performance-history.md, Replay engine), three things
 //! decide dispatch lateness at 100 k events/s:
 //! - **The host stops a vCPU** for up to ~3 ms at a time, tens of times in 10 s
 //!   (`cyclictest -p80` sees it with nothing else running). One timing thread stalls with its

@@ -16,7 +16,7 @@
 //! is always done: side and drift are confounded there up to what the within-side trends
 //! tell, an unadjusted drift biases `d` by `β·gap` (the whole drift across one side), and a
 //! pre-test of the slope lets that bias through whenever it misses (with 1 %/run and 15 runs
-//! a side it called 10.7 % of identical builds regressions: docs/PERFORMANCE.md). The adjusted
+//! a side it called 10.7 % of identical builds regressions: docs/performance-history.md). The adjusted
 //! estimate is unbiased under any linear drift and its interval carries the slope's own
 //! uncertainty; the price is `gap²/Sxx ≈ 6/n` in `se²` (≈ 4× the runs at equal power).
 //! **Interleaved**, `gap ≈ 1`: a drift barely biases `d`, so it is adjusted only when
@@ -33,14 +33,14 @@
 //! 80 % confidence bound of the unit variance, `s²·df / χ²_{0.2}(df)` (Browne's upper
 //! confidence limit method), not `s²` itself: from a 5-run pilot (df 7) `s²` is below the true
 //! variance half the time, and a figure planned on it gave 38–39 runs a side in separate
-//! batches where 60.7 % and 38.3 % power followed (docs/PERFORMANCE.md, compare calibration).
+//! batches where 60.7 % and 38.3 % power followed (docs/performance-history.md, compare calibration).
 //! The change it plans to detect is the lower 80 % bound of the observed one, `|d| − t·se`
 //! (safeguard power analysis, Perugini et al. 2014), never below the threshold: an
 //! inconclusive pilot's `|d|` is, by selection, more often above the true change than below
 //! (a larger one would have been significant), and in separate batches its `se` is as large
 //! as the change itself. Planned on `|d|`, the before/after pilots told under 40 runs (27 %)
 //! found the change in 22–25 % of comparisons; over the pilots' own counts 70–73 %
-//! (docs/PERFORMANCE.md, compare calibration). A
+//! (docs/performance-history.md, compare calibration). A
 //! change observed where neither verdict can be reached however many runs (between the
 //! threshold less the batch-shift allowance, and the threshold) is planned as a change of 0
 //! or of the threshold (the same count).
