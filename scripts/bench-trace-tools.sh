@@ -9,7 +9,10 @@
 # twice), `slice` of its middle half, `rewrite --speed 2`, `merge` of the
 # trace with itself (twice the events out) — and prints, per tool, the range over the rounds
 # of wall time, events per second through it (the trace's events; a merge's 2× output) and
-# peak RSS (getrusage of the child).
+# peak RSS (getrusage of the child). The tools check their input in their own pass
+# (validate's checker); slice and rewrite also run with `--no-check`, alternating with the
+# checked run in each round, and the check's cost is printed as the range over the rounds of
+# checked / unchecked wall time.
 # Results go in docs/PERFORMANCE.md (## Trace tools). Needs ~0.5 GiB free in $TMPDIR per
 # 10 M events.
 set -euo pipefail
@@ -38,19 +41,30 @@ tools = {
     "rewrite --speed 2": ["trace", "rewrite", big, "--speed", "2", "-o", f"{d}/out.cnsbin"],
     "merge (itself, 2× out)": ["trace", "merge", big, big, "-o", f"{d}/out.cnsbin"],
 }
-for name, args in tools.items():
-    walls, rss = [], []
-    for _ in range(rounds):
-        t = time.monotonic()
-        r = subprocess.run(["python3", "-c", """
+def once(args):
+    t = time.monotonic()
+    r = subprocess.run(["python3", "-c", """
 import resource, subprocess, sys
 subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 """, bin, "-q", *args], check=True, capture_output=True, text=True)
-        walls.append(time.monotonic() - t)
-        rss.append(int(r.stdout.strip()) / 1024)
+    return time.monotonic() - t, int(r.stdout.strip()) / 1024
+for name, args in tools.items():
+    unchecked = not name.startswith("merge")
+    walls, rss, plain = [], [], []
+    for _ in range(rounds):
+        w, m = once(args)
+        walls.append(w)
+        rss.append(m)
+        if unchecked:
+            plain.append(once(args + ["--no-check"])[0])
     out = 2 * n if name.startswith("merge") else n
     rate = [out / w / 1e6 for w in walls]
-    print(f"{name}: {min(walls):.2f}–{max(walls):.2f} s, {min(rate):.2f}–{max(rate):.2f} M events/s through it, "
-          f"peak RSS {min(rss):.1f}–{max(rss):.1f} MiB ({rounds} rounds)")
+    line = (f"{name}: {min(walls):.2f}–{max(walls):.2f} s, {min(rate):.2f}–{max(rate):.2f} M events/s through it, "
+            f"peak RSS {min(rss):.1f}–{max(rss):.1f} MiB ({rounds} rounds)")
+    if unchecked:
+        ratio = [w / p for w, p in zip(walls, plain)]
+        line += (f"; --no-check {min(plain):.2f}–{max(plain):.2f} s, checked/unchecked "
+                 f"{min(ratio):.2f}–{max(ratio):.2f}")
+    print(line)
 PY

@@ -307,7 +307,9 @@ fn every_command_exits_as_the_table_says_for_each_class_of_bad_input() {
     let mr = out("merged");
     add(Usage, &["merge-runs", &run, "-o", &mr]);
     add(Missing, &["merge-runs", &run, &missing_run, "-o", &mr]);
-    add(CorruptRun, &["merge-runs", &run, &ev, "-o", &mr]);
+    // A corrupt part's manifest (a copy with corrupt records is the same run: refused as
+    // such, exit 2, before its records are read).
+    add(CorruptRun, &["merge-runs", &run, &mf, "-o", &mr]);
     add(Usage, &["cleanup", &run, "--no-such-flag"]);
     add(Missing, &["cleanup", &missing_run]);
     add(CorruptRun, &["cleanup", &lg]);
