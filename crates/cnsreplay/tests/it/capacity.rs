@@ -4,25 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{LENIENT, cnsreplay, ok, s, stdout};
-
-/// `n` attaches, one every `gap_ns` (evenly: the offered rate is exact at every speed).
-fn attach_trace(dir: &Path, n: u64, gap_ns: u64) -> PathBuf {
-    let mut text = String::from(
-        r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#,
-    );
-    text.push('\n');
-    for i in 0..n {
-        text.push_str(&format!(
-            "{{\"at\":{},\"id\":{},\"attach\":{{\"workload\":\"w{i}\",\"volumes\":[]}}}}\n",
-            i * gap_ns,
-            i + 1
-        ));
-    }
-    let path = dir.join("attach.jsonl");
-    fs_err::write(&path, text).expect("write trace");
-    path
-}
+use super::{LENIENT, attach_trace, cnsreplay, ok, s, stdout};
 
 const SIM: [&str; 6] = [
     "--provider",

@@ -222,6 +222,24 @@ fn run_events(run: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// `n` attaches, one every `gap_ns` (evenly: the offered rate is exact at every speed).
+pub(crate) fn attach_trace(dir: &Path, n: u64, gap_ns: u64) -> PathBuf {
+    let mut text = String::from(
+        r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#,
+    );
+    text.push('\n');
+    for i in 0..n {
+        text.push_str(&format!(
+            "{{\"at\":{},\"id\":{},\"attach\":{{\"workload\":\"w{i}\",\"volumes\":[]}}}}\n",
+            i * gap_ns,
+            i + 1
+        ));
+    }
+    let path = dir.join("attach.jsonl");
+    fs_err::write(&path, text).expect("write trace");
+    path
+}
+
 /// `cnsreplay run TRACE --provider local` (lenient verdict limits) into `run`, succeeding;
 /// its records.
 fn run_local(trace: &str, run: &Path) -> Vec<serde_json::Value> {

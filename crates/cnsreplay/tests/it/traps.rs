@@ -5,24 +5,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{cnsreplay, ok, s, stdout};
+use super::{attach_trace, cnsreplay, ok, s, stdout};
 
 /// Five 1 ms attaches on the sim, into `dir/name`.
 fn tiny_run(dir: &Path, name: &str) -> PathBuf {
-    let t = dir.join("five.jsonl");
+    let t = dir.join("attach.jsonl");
     if !t.exists() {
-        let mut text = String::from(
-            r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#,
-        );
-        text.push('\n');
-        for i in 0..5u64 {
-            text.push_str(&format!(
-                "{{\"at\":{},\"id\":{},\"attach\":{{\"workload\":\"w{i}\",\"volumes\":[]}}}}\n",
-                i * 1_000_000,
-                i + 1
-            ));
-        }
-        fs_err::write(&t, text).expect("write trace");
+        attach_trace(dir, 5, 1_000_000);
     }
     let out = dir.join(name);
     ok(&cnsreplay(&[
@@ -126,7 +115,7 @@ fn states_print_as_words() {
     let o = cnsreplay(&[
         "-q",
         "sweep",
-        s(&dir.path().join("five.jsonl")),
+        s(&dir.path().join("attach.jsonl")),
         "--provider",
         "sim",
         "--sim-latency",

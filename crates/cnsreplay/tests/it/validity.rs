@@ -17,23 +17,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{cnsreplay_env, s};
+use super::{attach_trace, cnsreplay_env, s};
 
 fn trace(dir: &Path) -> PathBuf {
-    let mut text = String::from(
-        r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#,
-    );
-    text.push('\n');
-    for i in 0..300u64 {
-        text.push_str(&format!(
-            "{{\"at\":{},\"id\":{},\"attach\":{{\"workload\":\"w{i}\",\"volumes\":[]}}}}\n",
-            i * 5_000_000,
-            i + 1
-        ));
-    }
-    let path = dir.join("attach.jsonl");
-    fs_err::write(&path, text).expect("write trace");
-    path
+    attach_trace(dir, 300, 5_000_000)
 }
 
 /// The verdict of one run, and its evidence.
@@ -213,19 +200,7 @@ fn a_delay_that_sinks_only_the_fast_op_type_is_partly_valid_and_compare_leaves_i
 #[test]
 fn a_given_reference_cannot_make_a_delay_of_40_percent_of_the_measured_latency_valid() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut text = String::from(
-        r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#,
-    );
-    text.push('\n');
-    for i in 0..300u64 {
-        text.push_str(&format!(
-            "{{\"at\":{},\"id\":{},\"attach\":{{\"workload\":\"w{i}\",\"volumes\":[]}}}}\n",
-            i * 2_000_000,
-            i + 1
-        ));
-    }
-    let t = dir.path().join("fast.jsonl");
-    fs_err::write(&t, text).expect("write trace");
+    let t = attach_trace(dir.path(), 300, 2_000_000);
     let out = dir.path().join("run");
     let o = cnsreplay_env(
         &[
