@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use provider_local::storage::{self, FsType, GrowKind};
+use local_storage::{self as storage, FsType, GrowKind};
 use tonic::{Request, Response, Status};
 
 use crate::pb::controller_server::Controller;
@@ -316,9 +316,9 @@ impl Driver {
                 "{size} bytes is above the class's maxSize of {max} bytes"
             )));
         }
-        let limits = provider_local::throttle::Limits::parse(&params_of(&req.mutable_parameters))
+        let limits = local_storage::throttle::Limits::parse(&params_of(&req.mutable_parameters))
             .map_err(Status::invalid_argument)?;
-        if limits != provider_local::throttle::Limits::default()
+        if limits != local_storage::throttle::Limits::default()
             && let Some(why) = self.cannot_throttle()
         {
             return Err(Status::invalid_argument(format!(
@@ -612,7 +612,7 @@ impl Driver {
         call.injected_failure()?;
         // INVALID_ARGUMENT before anything changes: the resizer marks the claim Infeasible.
         let next =
-            provider_local::throttle::Limits::parse(params).map_err(Status::invalid_argument)?;
+            local_storage::throttle::Limits::parse(params).map_err(Status::invalid_argument)?;
         if let Some(why) = self.cannot_throttle() {
             return Err(Status::invalid_argument(format!(
                 "mutable parameters cannot be applied: {why}"

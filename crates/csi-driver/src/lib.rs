@@ -1,5 +1,5 @@
 //! `cnsreplay-csi`: a CSI driver (Identity, Controller, Node over a Unix socket, tonic) whose
-//! storage work is the `local` provider's ([`provider_local::storage`]): a volume is an image
+//! storage work is the `local` provider's ([`local_storage`], shared with it): a volume is an image
 //! file under the driver's root (ext4 for mount volumes, raw for block volumes); publish
 //! attaches it as a loop device (as root), stage mounts it, node publish bind-mounts it;
 //! snapshots and clones are reflink-or-full copies; expansion grows the file, the loop
@@ -178,7 +178,7 @@ impl Driver {
     /// Opens the root directory (creates it), loads the state and finds loop devices again.
     pub fn open(cfg: DriverConfig) -> Result<Self, DriverError> {
         cfg.latency.validate()?;
-        let root_user = provider_local::storage::is_root();
+        let root_user = local_storage::is_root();
         let loop_mode = match cfg.loop_mode {
             Some(true) if !root_user => return Err(DriverError::NotRoot),
             Some(m) => m,
@@ -190,7 +190,7 @@ impl Driver {
         let mut state = State::load(&cfg.root.join("state.json"))?;
         if loop_mode {
             for v in state.volumes.values_mut() {
-                let mut loops = provider_local::storage::loops_of(&v.image);
+                let mut loops = local_storage::loops_of(&v.image);
                 v.loop_dev = if v.published.is_empty() {
                     None
                 } else {
@@ -198,7 +198,7 @@ impl Driver {
                 };
                 // Extra devices (a crash between losetup and the state write) are released.
                 for dev in loops {
-                    let _ = provider_local::storage::detach_loop(&dev);
+                    let _ = local_storage::detach_loop(&dev);
                 }
             }
         }
@@ -354,7 +354,7 @@ impl Drop for Busy {
 
 /// Runs blocking storage work off the async workers; storage errors become INTERNAL.
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, provider_local::storage::StorageError> + Send + 'static,
+    f: impl FnOnce() -> Result<T, local_storage::StorageError> + Send + 'static,
 ) -> Result<T, Status> {
     tokio::task::spawn_blocking(f)
         .await

@@ -13,7 +13,7 @@
 
 use std::ops::ControlFlow;
 
-use provider_local::storage::{self, cbt::CbtError, cbt::Listed, cbt::Range};
+use local_storage::{self as storage, cbt::CbtError, cbt::Listed, cbt::Range};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 

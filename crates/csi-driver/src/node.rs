@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use provider_local::storage::{self, GrowKind};
+use local_storage::{self as storage, GrowKind};
 use tonic::{Request, Response, Status};
 
 use crate::controller::{Access, one_cap};

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use provider_local::storage;
+use local_storage as storage;
 use tonic::Status;
 
 use crate::controller::to_i64;

@@ -1,5 +1,5 @@
 //! `snapshot_allocated` and `snapshot_delta` on the local provider: the ranges come from the
-//! snapshot images themselves ([`storage::cbt`]), timed as a backup client sees them (time to
+//! snapshot images themselves ([`local_storage::cbt`]), timed as a backup client sees them (time to
 //! the first range, total, ranges and bytes per second), and written to
 //! `RUNDIR/cbt/<event id>.json` with a one-line notice in the run summary.
 //!
@@ -26,9 +26,9 @@ use replay::{OpCtx, ProviderError};
 use serde::Serialize;
 use trace_format::{Event, IoPhase, Name, SnapshotAllocated, SnapshotDelta};
 
-use crate::storage::cbt::{self as scan, CbtError, Listed, Range};
 use crate::sys::io_err;
 use crate::{LocalProvider, Snap, blocking};
+use local_storage::cbt::{self as scan, CbtError, Listed, Range};
 
 /// A phase that records its written set.
 #[derive(Debug, Clone)]

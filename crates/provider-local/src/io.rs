@@ -115,7 +115,7 @@ pub(crate) async fn io_phase(
         .spawn(move || {
             let joined = cgroup
                 .as_deref()
-                .map_or(Ok(()), crate::throttle::join_current_thread)
+                .map_or(Ok(()), local_storage::throttle::join_current_thread)
                 .map_err(io_err);
             let _ = tx.send(joined.and_then(|()| {
                 iogen::run_phase_recording(&spec, &target, &opts, &stop, written.as_ref())

@@ -19,9 +19,12 @@ mod cbt;
 mod io;
 mod ops;
 mod ordered;
-pub mod storage;
 pub mod sys;
-pub mod throttle;
+
+/// The storage primitives ([`local_storage`]), where this crate used to keep them.
+pub use local_storage as storage;
+/// The block throttle ([`local_storage::throttle`]), where this crate used to keep it.
+pub use local_storage::throttle;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -10,9 +10,10 @@ use replay::{OpCtx, ProviderError};
 use serde_json::json;
 use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
 
-use crate::storage;
 use crate::sys::{self, io_err, path_str, storage_err};
-use crate::{LocalProvider, Snap, Volume, Workload, blocking, throttle};
+use crate::{LocalProvider, Snap, Volume, Workload, blocking};
+use local_storage as storage;
+use local_storage::throttle;
 
 fn missing(what: &str, name: &str) -> ProviderError {
     ProviderError::new("not_found", format!("{what} {name:?} does not exist"))
