@@ -29,29 +29,8 @@ mod server;
 mod snapshot;
 pub mod throttle;
 
-#[allow(
-    missing_docs,
-    clippy::all,
-    clippy::pedantic,
-    unused_qualifications,
-    rust_2018_idioms
-)]
-/// Code generated from `proto/csi.proto` (CSI v1 wire format).
-pub mod pb {
-    tonic::include_proto!("csi.v1");
-}
-
-#[allow(
-    missing_docs,
-    clippy::all,
-    clippy::pedantic,
-    unused_qualifications,
-    rust_2018_idioms
-)]
-/// Code generated from `proto/pluginregistration.proto` (the kubelet's plugin registration).
-pub mod pb_registration {
-    tonic::include_proto!("pluginregistration");
-}
+/// The generated CSI wire types ([`csi_proto`]), where this crate used to generate them.
+pub use csi_proto::{pb, pb_registration};
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
