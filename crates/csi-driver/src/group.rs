@@ -19,11 +19,11 @@ use std::path::PathBuf;
 use local_storage as storage;
 use tonic::{Request, Response, Status};
 
+use crate::driver::{Call, Driver, blocking, required};
 use crate::pb;
 use crate::pb::group_controller_server::GroupController;
 use crate::snapshot::{snapshot_msg, timestamp};
 use crate::state::{GroupRec, SnapRec, now_ns};
-use crate::{Call, Driver, blocking, required};
 
 fn group_msg(g: &GroupRec, snaps: &BTreeMap<String, SnapRec>) -> pb::VolumeGroupSnapshot {
     pb::VolumeGroupSnapshot {

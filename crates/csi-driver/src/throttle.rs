@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use local_storage::throttle::{self, Limits};
 
-use crate::Driver;
+use crate::driver::Driver;
 use crate::state::VolumeRec;
 
 /// How often the node re-applies limits to containers started since.
