@@ -26,21 +26,10 @@ use replay::{OpCtx, ProviderError};
 use serde::Serialize;
 use trace_format::{Event, IoPhase, Name, SnapshotAllocated, SnapshotDelta};
 
+use crate::context::{LocalProvider, Snap, Taken, WrittenPhase, blocking, lock};
 use crate::sys::io_err;
-use crate::{LocalProvider, Snap, blocking};
+use crate::target::{DATA_FILE, is_device};
 use local_storage::cbt::{self as scan, CbtError, Listed, Range};
-
-/// A phase that records its written set.
-#[derive(Debug, Clone)]
-pub(crate) struct WrittenPhase {
-    event: u64,
-    /// The image of the volume it writes.
-    volume: PathBuf,
-    record: PathBuf,
-    /// Why its offsets cannot be checked against an image's, if they cannot.
-    unchecked: Option<&'static str>,
-    done: bool,
-}
 
 /// Registers a writing verify-mode phase's written set (`None` for any other phase).
 pub(crate) fn register_written(
@@ -54,8 +43,8 @@ pub(crate) fn register_written(
     if !ph.verify || ph.read_pct == 100 {
         return Ok(None);
     }
-    let volume = crate::ops::lock(&*p.volume(&ph.volume)?).image.clone();
-    let device = crate::io::is_device(target);
+    let volume = lock(&*p.volume(&ph.volume)?).image.clone();
+    let device = is_device(target);
     // Without loop devices a volume is a directory whose data file is what is listed: its
     // offsets are the record's.
     let unchecked = if p.loop_mode() || device {
@@ -88,7 +77,7 @@ pub(crate) fn carry_generations(
     spec: &mut iogen::PhaseSpec,
     io_dir: &Path,
 ) -> Result<(), ProviderError> {
-    let image = crate::ops::lock(&*p.volume(&ph.volume)?).image.clone();
+    let image = lock(&*p.volume(&ph.volume)?).image.clone();
     let stem = image
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
@@ -156,7 +145,7 @@ fn listed_file(p: &LocalProvider, s: &Snap) -> PathBuf {
     if p.loop_mode() {
         s.image.clone()
     } else {
-        s.image.join(crate::io::DATA_FILE)
+        s.image.join(DATA_FILE)
     }
 }
 
@@ -255,7 +244,7 @@ fn write_file(p: &LocalProvider, f: &CbtFile) -> Result<PathBuf, ProviderError> 
 }
 
 /// The run-clock window in which a snapshot was taken.
-fn window(t: &crate::Taken) -> iogen::delta_check::Window {
+fn window(t: &Taken) -> iogen::delta_check::Window {
     iogen::delta_check::Window {
         requested_ns: t.requested_ns,
         ready_ns: t.ready_ns,

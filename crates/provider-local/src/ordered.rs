@@ -20,21 +20,9 @@ use replay::{OpCtx, ProviderError};
 use serde::Serialize;
 use trace_format::{BlockSize, Event, IoPhase, Load, Name, Ordered};
 
-use crate::io::{StopOnDrop, data_len, ensure_file, volume_size};
-use crate::ops::{io_target, lock, register_io};
+use crate::context::{LocalProvider, OrderedRun, Taken, blocking, lock};
 use crate::sys::io_err;
-use crate::{LocalProvider, Taken, blocking};
-
-/// A writing phase's log, as a check finds it.
-#[derive(Debug, Clone)]
-pub(crate) struct OrderedRun {
-    /// The log file.
-    pub(crate) log: PathBuf,
-    /// The volumes written, in order.
-    pub(crate) volumes: Vec<Name>,
-    /// Becomes true when the writer has ended (its log is complete).
-    pub(crate) done: tokio::sync::watch::Receiver<bool>,
-}
+use crate::target::{StopOnDrop, data_len, ensure_file, io_target, register_io, volume_size};
 
 /// Marks the writer ended however its phase ends (also when the engine drops it).
 struct DoneOnDrop(tokio::sync::watch::Sender<bool>);
