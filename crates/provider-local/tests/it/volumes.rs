@@ -271,3 +271,69 @@ fn a_block_volume_gets_a_loop_device_and_no_file_system() {
     run.ok(5);
     assert!(!image.exists());
 }
+
+/// A group snapshot freezes every mounted member before the first copy and thaws them after
+/// the last, so the copies share one instant; a member restored from it holds what its volume
+/// held; deleting the group removes every member's copy.
+#[test]
+fn a_group_snapshot_copies_its_frozen_members_and_restores_one_of_them() {
+    let Some(mode) = loop_or_skip("a group snapshot of mounted volumes") else {
+        return;
+    };
+    let run = Run::start(
+        mode,
+        &format!(
+            "{HEADER}events:
+  - {{at: 0, id: 1, create_volume: {{volume: data, size: 32Mi}}}}
+  - {{at: 0, id: 2, create_volume: {{volume: log, size: 32Mi}}}}
+  - {{at: 0, id: 3, attach: {{workload: db, volumes: [data, log]}}}}
+  - {{at: 0, id: 4, io: {{volume: log, kind: write, offset: 4096, len: 4096}}}}
+  - {{at: 0, id: 5, group_snapshot: {{group: g, volumes: [log, data]}}}}
+  - {{at: 0, id: 6, create_volume: {{volume: back, source: {{group_member: {{group: g, volume: log}}}}}}}}
+  - {{at: 0, id: 7, attach: {{workload: check, volumes: [back]}}}}
+  - {{at: 0, id: 8, detach: {{workload: check}}}}
+  - {{at: 0, id: 9, detach: {{workload: db}}}}
+  - {{at: 0, id: 10, delete_group_snapshot: {{group: g}}}}
+"
+        ),
+    );
+    for id in 1..=4 {
+        run.ok(id);
+    }
+    let phases = run.ok(5);
+    let at = |name: &str| phases.iter().position(|p| p == name);
+    assert!(
+        matches!((at("freeze-all"), at("thaw-all")), (Some(f), Some(t)) if f < t),
+        "every member frozen, then all thawed: {phases:?}"
+    );
+    assert!(
+        has(&phases, "copy-reflink") || has(&phases, "copy-full"),
+        "{phases:?}"
+    );
+    let (gdata, glog) = (run.object("group-g-data-"), run.object("group-g-log-"));
+    sh("e2fsck", &["-f", "-n", glog.to_str().expect("utf-8")]);
+
+    run.ok(6);
+    run.ok(7);
+    let mnt = run.objects().join("mnt");
+    let mounted: Vec<_> = fs_err::read_dir(&mnt)
+        .expect("mount points")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("back-"))
+        })
+        .collect();
+    assert_eq!(mounted.len(), 1, "{mounted:?}");
+    assert!(
+        read_at(&mounted[0].join(DATA_FILE), 4096, 4096) == [0xA5; 4096],
+        "the restored member holds the write made before the group snapshot"
+    );
+    run.ok(8);
+    run.ok(9);
+    run.ok(10);
+    assert!(
+        !gdata.exists() && !glog.exists(),
+        "the group's copies are removed"
+    );
+}
