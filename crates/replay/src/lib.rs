@@ -13,6 +13,7 @@ pub mod cluster;
 mod deps;
 pub mod engine;
 mod event;
+pub mod files;
 pub mod identity;
 pub mod ledger;
 mod line;
