@@ -190,7 +190,7 @@ pub struct CbtTiming {
 }
 
 /// The SnapshotMetadataService a kube listing called.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CbtService {
     /// The SnapshotMetadataService object's name.
@@ -202,7 +202,7 @@ pub struct CbtService {
 }
 
 /// What a kube listing took before its call, ns each.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CbtSetup {
     /// Reading the snapshots' contents and the SnapshotMetadataService object.
