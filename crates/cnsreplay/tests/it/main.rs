@@ -393,6 +393,27 @@ fn committed_json_schemas_match_the_reports() {
     }
 }
 
+/// The run-directory files' schemas (`replay::files`: `io/ID.cut.json`, `cbt/ID.json`) are
+/// committed as `docs/schemas/run-dir-*.schema.json`, like the commands' (`UPDATE_SCHEMAS=1`
+/// rewrites them).
+#[test]
+fn committed_json_schemas_match_the_run_dir_files() {
+    for (name, schema) in replay::files::schemas() {
+        let path = workspace().join(format!("docs/schemas/{name}.schema.json"));
+        let mut want = serde_json::to_string_pretty(&schema).expect("schema");
+        want.push('\n');
+        if std::env::var_os("UPDATE_SCHEMAS").is_some() {
+            fs_err::write(&path, &want).expect("write schema");
+        }
+        let have = fs_err::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is stale: run `UPDATE_SCHEMAS=1 cargo test -p cnsreplay` and commit it",
+            path.display()
+        );
+    }
+}
+
 /// A Python with the `jsonschema` package: the readers' venv (scripts/install-py-readers.sh)
 /// or the system's `python3`; `None` (and a note) when neither has it, a failure with
 /// `CNSREPLAY_REQUIRE_PY=1`.
@@ -454,6 +475,13 @@ fn assert_matches_schema(json: &[u8], name: &str) {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// Validates a run-directory file (`io/ID.cut.json`, `cbt/ID.json`) against its committed
+/// `docs/schemas/NAME.schema.json`, as [`assert_matches_schema`] does a command's output.
+fn assert_file_matches_schema(path: &Path, name: &str) {
+    let bytes = fs_err::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_matches_schema(&bytes, name);
 }
 
 #[test]
