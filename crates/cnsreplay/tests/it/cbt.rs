@@ -12,12 +12,6 @@ use std::path::Path;
 
 use crate::{ok, s};
 
-/// A `cbt/ID.json`, valid against `docs/schemas/run-dir-cbt.schema.json`.
-fn listing(path: &Path) -> serde_json::Value {
-    crate::assert_file_matches_schema(path, "run-dir-cbt");
-    json(path)
-}
-
 fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("json")
@@ -46,14 +40,14 @@ fn the_delta_between_two_snapshots_is_the_written_set() {
     }
     // The allocated blocks of s1: the 8 MiB the first phase wrote, nothing else (the image of
     // a raw block volume is sparse).
-    let alloc = listing(&run.join("cbt/5.json"));
+    let alloc = json(&run.join("cbt/5.json"));
     assert_eq!(
         alloc["ranges"],
         serde_json::json!([[0, 8 << 20]]),
         "{alloc:#}"
     );
     // The delta: exactly the blocks of the second phase's recorded writes.
-    let delta = listing(&run.join("cbt/6.json"));
+    let delta = json(&run.join("cbt/6.json"));
     let block = delta["block_size"].as_u64().expect("block_size");
     let got = blocks_of(&delta["ranges"], block);
     let records = iogen::written::read_records(&run.join("io/3.written")).expect("written set");
@@ -127,7 +121,7 @@ fn deltas_under_a_running_writer_hold_the_window_and_nothing_unwritten() {
     let records = iogen::written::read_records(&run.join("io/1.written")).expect("written set");
     // (delta event, earlier snapshot's event, later snapshot's event)
     for (delta_id, base, target) in [(5, 2, 3), (6, 3, 4)] {
-        let delta = listing(&run.join(format!("cbt/{delta_id}.json")));
+        let delta = json(&run.join(format!("cbt/{delta_id}.json")));
         let block = delta["block_size"].as_u64().expect("block_size");
         let got = blocks_of(&delta["ranges"], block);
         let of = |w: &iogen::written::WriteRecord| {
@@ -225,13 +219,13 @@ fn a_synthesized_incremental_backup_runs_with_every_delta_checked_and_drawn() {
         assert_eq!(e["outcome"], "ok", "{e}");
     }
     for id in &fulls {
-        let f = listing(&run.join(format!("cbt/{id}.json")));
+        let f = json(&run.join(format!("cbt/{id}.json")));
         assert_eq!(f["op"], "snapshot_allocated", "{f:#}");
         // The first burst wrote before the full backup's snapshot.
         assert!(f["timing"]["bytes"].as_u64() > Some(1 << 20), "{f:#}");
     }
     for id in &deltas {
-        let f = listing(&run.join(format!("cbt/{id}.json")));
+        let f = json(&run.join(format!("cbt/{id}.json")));
         let c = &f["check"];
         assert_eq!(f["block_size"], 4096, "{f:#}");
         assert!(

@@ -17,12 +17,6 @@ use crate::{cnsreplay_within, ok};
 
 const MIB: u64 = 1 << 20;
 
-/// A `cbt/ID.json`, valid against `docs/schemas/run-dir-cbt.schema.json`.
-fn listing(path: &Path) -> serde_json::Value {
-    crate::assert_file_matches_schema(path, "run-dir-cbt");
-    json(path)
-}
-
 fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("json")
@@ -103,7 +97,7 @@ fn changed_blocks_through_the_snapshot_metadata_service_on_the_real_node() {
         (7, "snapshot_allocated", None),
         (8, "snapshot_delta", Some("s1")),
     ] {
-        let f = listing(&run.join(format!("cbt/{id}.json")));
+        let f = json(&run.join(format!("cbt/{id}.json")));
         assert_eq!(f["op"], op, "{f:#}");
         assert_eq!(f["volume"], "data", "{f:#}");
         assert_eq!(f["base"].as_str(), base, "{f:#}");
