@@ -4,21 +4,24 @@
 //! | file | type |
 //! |---|---|
 //! | `manifest.json` | [`Manifest`](crate::rundir::Manifest) |
-//! | `events.jsonl` | one [`EventRecord`](crate::record::EventRecord) per line |
+//! | `events.jsonl` | one [`EventRecord`](crate::record::EventRecord) per line (`run-dir-events`) |
 //! | `histograms/OP.hlog` | HdrHistogram V2 interval logs, one per op type |
 //! | `summary.json` | [`Summary`](crate::record::Summary) (`docs/schemas/run.schema.json`) |
-//! | `ledger.jsonl` | one [`LedgerEntry`](crate::ledger::LedgerEntry) per line |
+//! | `ledger.jsonl` | one [`LedgerEntry`](crate::ledger::LedgerEntry) per line, with its `op` (`run-dir-ledger`) |
 //! | `io/ID.json` | iogen's own report, [`iogen::Summary`] |
 //! | `io/ID.hlog` | iogen's interval log (HdrHistogram V2, tags `<kind>.<metric>`) |
 //! | `io/ID.log` | a kube `io_phase` pod's log, as text |
 //! | `io/ID.ordered.log` | iogen's binary ordered-write log, [`iogen::OrderedLog`] |
-//! | `io/ID.ordered.json` | the local ordered writer's counts, [`iogen::OrderedResult`] |
-//! | `io/ID.cut.json` | a cut check, [`CutFile`] (`docs/schemas/run-dir-cut.schema.json`) |
+//! | `io/ID.ordered.json` | the local ordered writer's counts, [`iogen::OrderedResult`] (`run-dir-ordered`) |
+//! | `io/ID.cut.json` | a cut check, [`CutFile`] (`run-dir-cut`) |
 //! | `io/ID.written` | a verify-mode writer's written set ([`iogen::written`]) |
 //! | `io/gens-*.state` | iogen's verify generation map of a volume |
 //! | `io/streams/*.json` | a bare I/O stream's rate curve, [`RateCurve`](crate::streams::RateCurve) |
 //! | `io/stream-pods/NAME.log` | a kube I/O stream pod's log, as text |
-//! | `cbt/ID.json` | a changed-block listing, [`CbtFile`] (`docs/schemas/run-dir-cbt.schema.json`) |
+//! | `cbt/ID.json` | a changed-block listing, [`CbtFile`] (`run-dir-cbt`) |
+//!
+//! A name in parentheses is the file's JSON Schema, `docs/schemas/NAME.schema.json`
+//! (`schemas()`; `summary.json`'s is `run.schema.json`, the `run --json` output).
 //!
 //! The local and the kube provider write the same `io/ID.cut.json` and `cbt/ID.json` types,
 //! but they do not measure the same things: the local provider times a snapshot on its own
@@ -218,6 +221,15 @@ pub struct CbtSetup {
 #[cfg(feature = "schema")]
 pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
     vec![
+        (
+            "run-dir-events",
+            schemars::schema_for!(crate::record::EventRecord),
+        ),
+        ("run-dir-ledger", schemars::schema_for!(crate::ledger::Line)),
+        (
+            "run-dir-ordered",
+            schemars::schema_for!(iogen::OrderedResult),
+        ),
         ("run-dir-cut", schemars::schema_for!(CutFile)),
         ("run-dir-cbt", schemars::schema_for!(CbtFile)),
     ]

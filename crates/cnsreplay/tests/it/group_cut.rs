@@ -24,14 +24,14 @@ fn record(events: &[serde_json::Value], id: u64) -> &serde_json::Value {
         .unwrap_or_else(|| panic!("no record of event {id}"))
 }
 
-/// The check's `io/ID.cut.json`, valid against `docs/schemas/run-dir-cut.schema.json`;
-/// without one, the run's records say why.
+/// The check's `io/ID.cut.json`; without one, the run's records say why. Every file of the run
+/// (this one too) must match its schema (`docs/schemas/run-dir-*.schema.json`).
 fn cut_file(run: &Path, id: u64, events: &[serde_json::Value]) -> serde_json::Value {
     let path = run.join(format!("io/{id}.cut.json"));
     let Ok(text) = std::fs::read_to_string(&path) else {
         panic!("no io/{id}.cut.json; the run's records:\n{events:#?}");
     };
-    crate::assert_file_matches_schema(&path, "run-dir-cut");
+    crate::assert_run_dir_matches_schemas(run);
     serde_json::from_str(&text).expect("json")
 }
 
