@@ -20,11 +20,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use iogen::delta_check::DeltaCheck;
 use iogen::written::WrittenSpec;
+use replay::files::{CbtFile, CbtTiming};
 use replay::{OpCtx, ProviderError};
-use serde::Serialize;
-use trace_format::{Event, IoPhase, Name, SnapshotAllocated, SnapshotDelta};
+use trace_format::{Event, IoPhase, Name, OpType, SnapshotAllocated, SnapshotDelta};
 
 use crate::context::{LocalProvider, Snap, Taken, WrittenPhase, blocking, lock};
 use crate::sys::io_err;
@@ -99,39 +98,6 @@ pub(crate) fn written_done(p: &LocalProvider, event: u64) {
     }
 }
 
-/// How a listing went, as a client sees it.
-#[derive(Debug, Clone, Serialize)]
-struct Timing {
-    /// Request → first range, ns (none when there was no range).
-    first_range_ns: Option<u64>,
-    /// Request → last range, ns.
-    total_ns: u64,
-    ranges: u64,
-    bytes: u64,
-    ranges_per_s: f64,
-    bytes_per_s: f64,
-    /// Bytes read from the images to find the ranges.
-    read_bytes: u64,
-}
-
-#[derive(Debug, Serialize)]
-struct CbtFile {
-    event: u64,
-    op: &'static str,
-    volume: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    base: Option<String>,
-    snapshot: String,
-    block_size: u64,
-    /// Size of the (larger) image listed.
-    image_size: u64,
-    timing: Timing,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    check: Option<DeltaCheck>,
-    /// `[offset, length]` in bytes, in offset order.
-    ranges: Vec<[u64; 2]>,
-}
-
 fn snap(p: &LocalProvider, name: &Name) -> Result<Arc<Snap>, ProviderError> {
     p.state()
         .snapshots
@@ -162,7 +128,7 @@ async fn timed(
     list: impl FnOnce(&mut dyn FnMut(Range) -> ControlFlow<()>) -> Result<Listed, CbtError>
     + Send
     + 'static,
-) -> Result<(Vec<Range>, Listed, Timing), ProviderError> {
+) -> Result<(Vec<Range>, Listed, CbtTiming), ProviderError> {
     let ctx = ctx.clone();
     blocking(move || {
         let start = Instant::now();
@@ -180,14 +146,14 @@ async fn timed(
         let total = start.elapsed().as_nanos() as u64;
         ctx.phase("listed");
         let secs = (total as f64 / 1e9).max(1e-9);
-        let timing = Timing {
+        let timing = CbtTiming {
             first_range_ns: first,
             total_ns: total,
             ranges: listed.ranges,
             bytes: listed.bytes,
             ranges_per_s: listed.ranges as f64 / secs,
             bytes_per_s: listed.bytes as f64 / secs,
-            read_bytes: listed.read_bytes,
+            read_bytes: Some(listed.read_bytes),
         };
         Ok((ranges, listed, timing))
     })
@@ -269,15 +235,22 @@ pub(crate) async fn allocated(
         timed(&ctx, move |f| scan::allocated(&file, block, 0, f)).await?;
     let out = CbtFile {
         event: ev.id,
-        op: "snapshot_allocated",
+        op: OpType::SnapshotAllocated,
         volume: sn.volume.to_string(),
         base: None,
         snapshot: s.snapshot.to_string(),
-        block_size: block,
+        block_size: Some(block),
         image_size: listed.size,
         timing,
         check: None,
         ranges: pairs(&ranges),
+        // What only the kube provider measures (the service, its token, its responses).
+        requested_block_size: None,
+        block_metadata_type: None,
+        service: None,
+        account: None,
+        setup: None,
+        responses: None,
     };
     write_file(p, &out).map(drop)
 }
@@ -345,15 +318,22 @@ pub(crate) async fn delta(
         .map(|m| ProviderError::new("inconsistent", m));
     let out = CbtFile {
         event: ev.id,
-        op: "snapshot_delta",
+        op: OpType::SnapshotDelta,
         volume: target.volume.to_string(),
         base: Some(d.base.to_string()),
         snapshot: d.snapshot.to_string(),
-        block_size: block,
+        block_size: Some(block),
         image_size: listed.size,
         timing,
         check: Some(check),
         ranges: pairs(&ranges),
+        // What only the kube provider measures (the service, its token, its responses).
+        requested_block_size: None,
+        block_metadata_type: None,
+        service: None,
+        account: None,
+        setup: None,
+        responses: None,
     };
     let path = write_file(p, &out)?;
     match err {

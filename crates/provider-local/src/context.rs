@@ -63,6 +63,20 @@ pub(crate) struct Taken {
     pub(crate) ready_ns: u64,
 }
 
+impl From<&Taken> for replay::files::SnapshotTaken {
+    /// As a cut check's member records it: every instant on the provider's own clock.
+    fn from(t: &Taken) -> Self {
+        Self {
+            by: t.by.clone(),
+            requested_ns: t.requested_ns,
+            ready_ns: t.ready_ns,
+            created_ns: Some(t.created_ns),
+            cut_ns: Some(t.cut_ns),
+            api_creation_time: None,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Workload {
     pub(crate) volumes: Vec<Name>,
