@@ -19,7 +19,7 @@ pub use verdict::{Check, DispatchRate, Limits, OpValidity, Validity, Verdict};
 
 /// Requests a provider's own client held back (a client-side rate limiter, a connection
 /// pool): time the tool, not the system, added to the measured latencies. Reported through
-/// `Provider::client_throttling`; any of it above the run's `throttled` threshold makes the
+/// [`Provider::client_throttling`]; any of it above the run's `throttled` threshold makes the
 /// run `engine-bound`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

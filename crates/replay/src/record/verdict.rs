@@ -94,7 +94,7 @@ pub struct Validity {
     pub ops: Vec<OpValidity>,
     /// CPU time the host's hypervisor took from this machine over the run's clock, ns, all
     /// CPUs (`/proc/stat` steal; absent off Linux and in runs from before): a stall of the
-    /// whole machine, named in the evidence of an engine-bound verdict (`validity::host`).
+    /// whole machine, named in the evidence of an engine-bound verdict ([`host`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_steal_ns: Option<u64>,
 }
