@@ -10,6 +10,15 @@
 //! signal N. A command returns 1 itself when it reports the problems; an error it returns is
 //! sorted by [`exit_code_of`], so an invalid trace exits 1 whichever command read it, except
 //! under [`CouldNotRun`] (`analyze compare`, whose 1 means a regression only: 2).
+//!
+//! ## Layers
+//!
+//! Lowest first; a module imports only from its own layer or below (checked by
+//! `scripts/check-layers.py`).
+//!
+//! 1. `logging`, `output`, `report`, `search` — log setup, safe outputs, reports, the search
+//! 2. `commands` — one module per command, each with its arguments
+//! 3. `cli` — the command line: [`cli::Cli`] and the list of commands
 
 pub mod cli;
 pub mod commands;
@@ -22,6 +31,7 @@ pub mod search;
 use std::io::Write;
 use std::process::ExitCode;
 
+use clap::CommandFactory as _;
 use cli::{Cli, Command};
 
 /// Exit code of a command that failed with `e`: [`EXIT_INPUT`] when the error is a problem
@@ -137,29 +147,14 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Command::Stats(a) => commands::stats::run(&a, out),
         Command::Convert(a) => commands::convert::run(&a, out),
         Command::Run(a) => commands::run::run(&a, out),
-        Command::Cleanup(a) => commands::run::cleanup(&a, out),
+        Command::Cleanup(a) => commands::cleanup::run(&a, out),
         Command::Fetch(a) => commands::fetch::run(&a, out),
         Command::Pack(a) => {
             commands::fetch::stdout_ok()?;
             commands::fetch::pack(&a, out)
         }
         Command::Idle => commands::fetch::idle(),
-        Command::MergeRuns(a) => {
-            let parts: Vec<&std::path::Path> = a.runs.iter().map(|r| r.as_path()).collect();
-            output::refuse_inputs(&a.output, &parts)?;
-            let m = replay::merge_runs::merge_runs(&a.output, &a.runs)?;
-            writeln!(
-                out,
-                "{}: {} records from {} runs ({} duplicate markers left out); their clocks \
-                 started {:.3} ms apart",
-                a.output.display(),
-                m.events,
-                m.runs.len(),
-                m.duplicate_markers,
-                m.origin_spread_ns as f64 / 1e6
-            )?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::MergeRuns(a) => commands::merge_runs::run(&a, out),
         Command::Synth(a) => commands::synth::run(&a, out),
         Command::Sweep(a) => commands::sweep::run(&a, out),
         #[cfg(feature = "analyze")]
@@ -167,8 +162,8 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "analyze")]
         Command::Analyze(a) => commands::analyze::run(&a, out),
         Command::Trace(a) => commands::trace::run(&a, out),
-        Command::Completions(a) => commands::meta::completions(&a, out),
-        Command::Man(a) => commands::meta::man(&a, out),
+        Command::Completions(a) => commands::meta::completions(&a, Cli::command(), out),
+        Command::Man(a) => commands::meta::man(&a, Cli::command(), out),
         Command::JsonSchema(a) => commands::meta::json_schema(&a, out),
     }
 }

@@ -365,7 +365,7 @@ pub fn verify_cut(log: &Path, members: &[&Path]) -> Result<CutReport, Error> {
 }
 
 /// Reads each restored member (in the log's volume order) block by block: what a checker
-/// without the log needs (`iogen scan`, [`crate::cut_wire`]).
+/// without the log needs (`iogen scan`, `cut_wire`).
 pub fn scan_members(header: &LogHeader, members: &[&Path]) -> Result<Vec<Vec<Seen>>, Error> {
     if members.len() != header.volumes.len() {
         return Err(Error::InvalidSpec {

@@ -12,6 +12,19 @@
 //! Entry points: [`run_phase`] (one `io_phase` profile, closed or open loop),
 //! [`start_stream`] (single requests, e.g. a trace's `io` events, at intended times) and
 //! [`run_suite`] (the storage summary). Only [`ring`] holds `unsafe`; see `docs/iogen.md`.
+//!
+//! ## Layers
+//!
+//! Lowest first; a module imports only from its own layer or below (checked by
+//! `scripts/check-layers.py`).
+//!
+//! 1. `error`, `ring`, `generate`, `placement`, `written` — errors, io_uring, data, placement
+//! 2. `backend`, `verify`, `layout`, `written_wire`, `delta_check` — engines' backends, checks
+//! 3. `stats`, `ordered` — histograms and summaries; ordered writes and their log
+//! 4. `engine`, `wire`, `cut` — the I/O engine; result lines; a crash-consistent cut judged
+//! 5. `phase`, `cut_wire` — one `io_phase`; a cut scan as text lines
+//! 6. `stream`, `suite` — single requests at intended times; the storage summary
+//! 7. `replay`, `report` — a trace's `io` replayed; the tables
 
 mod backend;
 pub mod cut;

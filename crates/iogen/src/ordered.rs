@@ -39,6 +39,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+pub mod log_text;
+
 use crate::generate::splitmix64;
 use crate::verify::hash64;
 use crate::{Error, Pattern, Stop};
@@ -72,7 +74,7 @@ pub struct OrderedSpec {
     pub writes: Option<u64>,
     /// O_DIRECT (then `fdatasync` after each write as well).
     pub direct: bool,
-    /// Where the log goes; `-`: stdout, as text lines ([`crate::cut_wire`]), for a writer
+    /// Where the log goes; `-`: stdout, as text lines ([`log_text`]), for a writer
     /// whose files its caller cannot read (a pod).
     pub log: PathBuf,
     /// Seed of the block choices and of the run nonce.
@@ -348,7 +350,7 @@ struct LogSink {
     error: Option<String>,
 }
 
-/// Where the log goes: its file, or stdout as text lines ([`crate::cut_wire`]).
+/// Where the log goes: its file, or stdout as text lines ([`log_text`]).
 enum LogOut {
     File(std::io::BufWriter<fs_err::File>),
     Text(std::io::BufWriter<std::io::Stdout>),
@@ -358,7 +360,7 @@ impl LogOut {
     fn open(path: &Path, header: &LogHeader) -> Result<Self, Error> {
         let mut out = if path == Path::new("-") {
             let mut o = LogOut::Text(std::io::BufWriter::new(std::io::stdout()));
-            o.write(crate::cut_wire::log_begin(header).as_bytes())?;
+            o.write(log_text::log_begin(header).as_bytes())?;
             return Ok(o);
         } else {
             LogOut::File(std::io::BufWriter::new(fs_err::File::create(path)?))
@@ -383,7 +385,7 @@ impl LogOut {
     fn record(&mut self, r: &LogRecord) -> std::io::Result<()> {
         match self {
             LogOut::File(f) => f.write_all(&r.encode()),
-            LogOut::Text(t) => t.write_all(crate::cut_wire::log_record(r).as_bytes()),
+            LogOut::Text(t) => t.write_all(log_text::log_record(r).as_bytes()),
         }
     }
 
@@ -395,7 +397,7 @@ impl LogOut {
                 f.get_ref().sync_all()
             }
             LogOut::Text(t) => {
-                t.write_all(crate::cut_wire::log_end(count).as_bytes())?;
+                t.write_all(log_text::log_end(count).as_bytes())?;
                 t.flush()
             }
         }

@@ -55,7 +55,7 @@ struct PendingIo {
 pub(crate) fn mono_ns() -> u64 {
     static ANCHOR: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     let anchor = *ANCHOR.get_or_init(std::time::Instant::now);
-    crate::provider::ns_since(anchor, std::time::Instant::now())
+    crate::precise::ns_since(anchor, std::time::Instant::now())
 }
 
 /// Progress of a creating operation.

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use trace_format::{Event, OpType};
 
+use crate::control::RunControl;
 use crate::deps::{self, Plan, Wait};
-use crate::engine::RunControl;
 use crate::ledger::Ledger;
 use crate::live::Live;
 use crate::provider::{OpCtx, Provider, ProviderError, SnapshotMark, SnapshotTimeline, ns_since};

@@ -10,8 +10,28 @@
 //! The design and the run directory are described in `docs/replay.md` and `docs/run-dir.md`;
 //! every file of a run directory has its one type here ([`files`] lists them), also the files
 //! the providers write, which embed iogen's reports (the one dependency on iogen).
+//!
+//! ## Layers
+//!
+//! Lowest first; a module imports only from its own layer or below (checked by
+//! `scripts/check-layers.py`).
+//!
+//! 1. `precise`, `cluster` — clocks and deadlines; the cluster's own timing
+//! 2. `record` — what a run writes: event records, the summary and every type it holds
+//! 3. `ledger`, `line`, `rundir`, `deps`, `live`, `files` — run-directory files, dependencies, live counters
+//! 4. `identity`, `control` — which runs combine; how a run is stopped and watched
+//! 5. `provider`, `streams`, `timing` — the provider trait, bare-`io` streams, timing lanes
+//! 6. `validity`, `noop` — the verdict judged from what was measured; the no-op provider
+//! 7. `sink` — the thread that writes and sums the records
+//! 8. `probe`, `event` — the completion probe; one event's life on the runtime
+//! 9. `engine`, `merge_runs` (apart) — a run from trace to summary; merging split runs
+//!
+//! Layer 5 is one layer because its modules need each other: a provider hands out
+//! [`IoStream`]s and a stream's errors are [`ProviderError`]s; the timing lanes route `io`
+//! events to the streams, which take the lanes' due instants.
 
 pub mod cluster;
+pub mod control;
 mod deps;
 pub mod engine;
 mod event;
@@ -32,7 +52,8 @@ pub mod streams;
 mod timing;
 pub mod validity;
 
-pub use engine::{RunControl, RunOptions, RunOutcome, run};
+pub use control::RunControl;
+pub use engine::{RunOptions, RunOutcome, run};
 pub use identity::{CombineError, Purpose, RunIdentity, combinable};
 pub use ledger::{Ledger, LedgerEntry};
 pub use live::Live;

@@ -101,7 +101,7 @@ pub struct Live {
     pub done: AtomicU64,
     /// Events failed.
     pub failed: AtomicU64,
-    /// Bare `io` requests handed to per-volume I/O streams (`crate::streams`): they are not
+    /// Bare `io` requests handed to per-volume I/O streams (module `streams`): they are not
     /// in `done` (a stream reports its completions when it ends).
     pub streamed: AtomicU64,
     /// Events dispatched more than 1 ms after their intended time.
@@ -118,7 +118,7 @@ pub struct Live {
     /// Per op type, from the records.
     pub ops: Mutex<BTreeMap<OpType, OpMetrics>>,
     /// `io_phase` I/O per (tenant, kind), from the providers' interval histograms
-    /// ([`crate::OpCtx::io_interval`]).
+    /// (`OpCtx::io_interval`).
     pub io: Mutex<BTreeMap<(String, String), IoLive>>,
 }
 

@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 use crate::Error;
 use crate::identity::{Purpose, RunIdentity, combinable};
 use crate::record::CompletionState;
+use crate::record::{Validity, Verdict};
 use crate::rundir::{Manifest, Merged, MergedPart, RunDir};
-use crate::validity::{Validity, Verdict};
 
 /// What [`merge_runs`] made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -278,7 +278,7 @@ fn worst_validity(runs: &[PathBuf], validities: &[Option<Validity>]) -> Option<V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validity::{Check, OpValidity};
+    use crate::record::{Check, OpValidity};
 
     fn validity(verdict: Verdict, bound: &[&str]) -> Validity {
         Validity {

@@ -148,3 +148,8 @@ pub fn wait_until(deadline: Instant, mut stop: impl FnMut() -> bool) -> bool {
         std::thread::sleep((deadline - now).min(Duration::from_millis(50)));
     }
 }
+
+/// Nanoseconds from `origin` to `t` (0 when `t` is earlier).
+pub fn ns_since(origin: Instant, t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
+}

@@ -44,7 +44,7 @@ impl Probe {
                     });
                     // The runtime is shut down: nothing more to probe.
                     let Ok(ran) = rx.recv() else { break };
-                    h.saturating_record(crate::provider::ns_since(sent, ran).max(1));
+                    h.saturating_record(crate::precise::ns_since(sent, ran).max(1));
                     // After a long stall, do not probe in a burst to catch up.
                     next = next.max(Instant::now());
                 }

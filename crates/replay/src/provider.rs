@@ -16,6 +16,9 @@ use std::time::{Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 use trace_format::{Event, Header};
 
+pub use crate::precise::ns_since;
+pub use crate::record::ClientThrottling;
+
 use crate::ledger::{Ledger, LedgerEntry};
 use crate::record::{Phase, Retry};
 
@@ -452,11 +455,6 @@ pub fn interval_base_ns(
     b
 }
 
-/// Nanoseconds from `origin` to `t` (0 when `t` is earlier).
-pub fn ns_since(origin: Instant, t: Instant) -> u64 {
-    u64::try_from(t.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
-}
-
 /// What cleanup did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -467,26 +465,6 @@ pub struct CleanupReport {
     pub already_gone: u64,
     /// Entries that could not be removed, with the reason.
     pub failed: Vec<String>,
-}
-
-/// Requests a provider's own client held back (a client-side rate limiter, a connection
-/// pool): time the tool, not the system, added to the measured latencies. Reported through
-/// [`Provider::client_throttling`]; any of it above the run's `throttled` threshold makes the
-/// run `engine-bound`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct ClientThrottling {
-    /// What limited them, with its settings, e.g. `kube client rate limiter (--kube-qps 50,
-    /// --kube-burst 100)`.
-    pub limiter: String,
-    /// Requests that went through it.
-    pub requests: u64,
-    /// Requests that had to wait.
-    pub throttled: u64,
-    /// Total time they waited, ns.
-    pub waited_ns: u64,
-    /// Longest single wait, ns.
-    pub max_wait_ns: u64,
 }
 
 /// A storage backend the engine replays against.
@@ -531,7 +509,7 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Client-side limits that held back the provider's own requests during the run, asked
     /// once after the last operation (one entry per limiter; empty when it has none). They
-    /// go into the run's verdict: see [`crate::validity`].
+    /// go into the run's verdict: see the `validity` module.
     fn client_throttling(&self) -> Vec<ClientThrottling> {
         Vec::new()
     }

@@ -1,6 +1,10 @@
 //! What a run records: one [`EventRecord`] per dispatched event (`events.jsonl`), and the
 //! [`Summary`] (`summary.json`, also `run --json`). All instants are nanoseconds since the run
 //! origin (the `Instant` the timing lanes start from); durations are nanoseconds.
+//!
+//! Every type the summary holds is defined here or in a submodule ([`verdict`]: the verdict
+//! and its checks; [`stream`]: a bare-`io` stream's fidelity), so the record is the floor the
+//! engine, the providers and the validity checks build on, and imports none of them.
 
 use std::collections::BTreeMap;
 
@@ -8,8 +12,30 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use trace_format::OpType;
 
-use crate::provider::ClientThrottling;
-use crate::validity::{DispatchRate, Validity};
+pub mod stream;
+pub mod verdict;
+
+pub use verdict::{Check, DispatchRate, Limits, OpValidity, Validity, Verdict};
+
+/// Requests a provider's own client held back (a client-side rate limiter, a connection
+/// pool): time the tool, not the system, added to the measured latencies. Reported through
+/// [`Provider::client_throttling`]; any of it above the run's `throttled` threshold makes the
+/// run `engine-bound`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ClientThrottling {
+    /// What limited them, with its settings, e.g. `kube client rate limiter (--kube-qps 50,
+    /// --kube-burst 100)`.
+    pub limiter: String,
+    /// Requests that went through it.
+    pub requests: u64,
+    /// Requests that had to wait.
+    pub throttled: u64,
+    /// Total time they waited, ns.
+    pub waited_ns: u64,
+    /// Longest single wait, ns.
+    pub max_wait_ns: u64,
+}
 
 /// A provider-reported phase: its name and when it ended (ns since origin).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -400,7 +426,7 @@ pub struct Summary {
     /// Bare `io` events replayed through per-volume streams: their fidelity (see
     /// `replay::streams`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub io_streams: Vec<crate::streams::StreamFidelity>,
+    pub io_streams: Vec<stream::StreamFidelity>,
     /// The cluster's own timing of the run's calls (CSI sidecars, API server), when the
     /// provider scraped it (kube with `--csi-metrics` or API server metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,7 +13,7 @@ use trace_format::Header;
 
 use crate::Error;
 use crate::record::{CompletionState, Summary};
-use crate::validity::{Validity, Verdict};
+use crate::record::{Validity, Verdict};
 
 /// The trace a run replayed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,7 +106,7 @@ pub struct Manifest {
     pub merged: Option<Merged>,
 }
 
-/// What a merged run was made of (`merge-runs`, [`crate::merge_runs`]).
+/// What a merged run was made of (`merge-runs`, module `merge_runs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Merged {
     /// The parts, in the order given.

@@ -57,11 +57,11 @@ use trace_format::error::{Diagnostic, Location};
 use trace_format::rewrite::{CompressError, IoRate, compress};
 use trace_format::{Event, TraceReader};
 
+use crate::control::RunControl;
 use crate::deps::{Deps, Plan};
-use crate::engine::RunControl;
 use crate::live::Live;
+use crate::precise::ns_since;
 use crate::precise::{self, wait_until};
-use crate::provider::ns_since;
 use crate::streams::Router;
 
 /// Most events a timing lane hands over per wake-up before it looks at the clock again,

@@ -7,7 +7,7 @@
 //! pickup are its parts); **resume lateness** for the events that did wait = the call − the
 //! later of the intended instant and the release of what they waited for (the system's wait
 //! is not the engine's, the delay after it is); **completion lateness** = how late the
-//! runtime runs a task woken from outside it (`crate::probe`). The **dispatch rate** is
+//! runtime runs a task woken from outside it (module `probe`). The **dispatch rate** is
 //! judged from when the runtime began each event (`dispatched + pickup`): per window of
 //! intended time, the mean intended instant and the mean engine delay (begun − intended) of
 //! its events; between two windows the engine kept up at `Δ intended / Δ begun` of the
@@ -33,206 +33,17 @@
 //! failed but no timing check had enough events to judge; else `valid`. Defaults and the reasoning
 //! behind them are in `docs/replay.md` (Run validity).
 
-use serde::{Deserialize, Serialize};
-
-use crate::provider::ClientThrottling;
-use crate::record::{CompletionState, Percentiles};
+use crate::record::stream::StreamFidelity;
+use crate::record::{ClientThrottling, CompletionState, Percentiles};
 
 pub mod host;
 mod ops;
 mod options;
-pub use ops::{IO_PHASE_IO, OpValidity};
-pub use options::{Limits, ValidityOptions};
-
-/// What a run's results are good for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// Every check passed: the numbers describe the system under test.
-    #[default]
-    Valid,
-    /// The tool, not the system, limited the run (see the failed checks).
-    EngineBound,
-    /// The run stopped early (signal, `--fail-fast`, a trace read error).
-    Incomplete,
-    /// Every provider operation failed: nothing but errors was measured.
-    Failed,
-    /// No timing check had enough events to judge (e.g. fewer than 100 events that did
-    /// not wait): nothing says the engine limited the run, and nothing says it did not.
-    NotJudged,
-    /// Only lateness checks failed, and only against some op types' own limits: the numbers
-    /// of the op types judged `valid` ([`Validity::ops`]) describe the system; those of the
-    /// others are within reach of the tool's own delay.
-    PartlyValid,
-}
-
-impl Verdict {
-    /// The name as written in `summary.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Valid => "valid",
-            Verdict::EngineBound => "engine-bound",
-            Verdict::Incomplete => "incomplete",
-            Verdict::Failed => "failed",
-            Verdict::NotJudged => "not-judged",
-            Verdict::PartlyValid => "partly-valid",
-        }
-    }
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// One check behind a verdict: what was measured, against which limit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct Check {
-    /// Name: `completion`, `outcomes`, `start_lateness.p99`, `start_lateness.p99.9`,
-    /// `dispatch_rate`, `dispatch_rate.window`, `workers_busy`, `client_throttling`.
-    pub check: String,
-    /// Whether the run passed it (a check not judged passed nothing and failed nothing:
-    /// `passed` true, `judged` false).
-    pub passed: bool,
-    /// Whether there were enough events to judge it (absent in runs from before: judged).
-    #[serde(default = "judged_default")]
-    pub judged: bool,
-    /// The verdict a failure of this check gives.
-    pub fails_as: Verdict,
-    /// The measured value (unit: `unit`).
-    pub value: f64,
-    /// The limit it was held to (same unit).
-    pub limit: f64,
-    /// `ns`, `ratio` (achieved ÷ intended rate), `fraction`, or `count`.
-    pub unit: String,
-    /// The evidence in words.
-    pub message: String,
-}
-
-fn judged_default() -> bool {
-    true
-}
-
-/// The verdict of a run and every check behind it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct Validity {
-    /// The verdict: the worst failed check's (`incomplete` before `failed` before
-    /// `engine-bound`); when none failed, `not-judged` if no timing check was judged, else
-    /// `valid`.
-    pub verdict: Verdict,
-    /// Every check made, passed or not.
-    pub checks: Vec<Check>,
-    /// The lateness limits the run was held to (absent in runs from before they scaled).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<Limits>,
-    /// Each op type judged against limits scaled from its own median (absent in runs from
-    /// before).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ops: Vec<OpValidity>,
-    /// CPU time the host's hypervisor took from this machine over the run's clock, ns, all
-    /// CPUs (`/proc/stat` steal; absent off Linux and in runs from before): a stall of the
-    /// whole machine, named in the evidence of an engine-bound verdict ([`host`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_steal_ns: Option<u64>,
-}
-
-impl Validity {
-    /// The op types judged `verdict` against their own limits ([`Validity::ops`]).
-    pub fn ops_judged(&self, verdict: Verdict) -> impl Iterator<Item = &OpValidity> {
-        self.ops.iter().filter(move |o| o.verdict == verdict)
-    }
-
-    /// The op types judged `valid`, by name, comma-separated.
-    pub fn valid_ops(&self) -> String {
-        self.ops_judged(Verdict::Valid)
-            .map(|o| o.op.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// The checks that failed.
-    pub fn failed(&self) -> impl Iterator<Item = &Check> {
-        self.checks.iter().filter(|c| !c.passed)
-    }
-
-    /// The checks there were too few events to judge.
-    pub fn not_judged(&self) -> impl Iterator<Item = &Check> {
-        self.checks.iter().filter(|c| !c.judged)
-    }
-
-    /// The evidence of the failed checks, one sentence each, joined with `; ` (for a run
-    /// with nothing judged: why each check was not).
-    pub fn evidence(&self) -> String {
-        let mut text = if self.verdict == Verdict::PartlyValid {
-            let bound: Vec<String> = self
-                .ops_judged(Verdict::EngineBound)
-                .map(|o| format!("{}: {}", o.op, o.evidence))
-                .collect();
-            format!(
-                "valid for {}; engine-bound for {}",
-                self.valid_ops(),
-                bound.join("; ")
-            )
-        } else {
-            let v: Vec<&str> = if self.verdict == Verdict::NotJudged {
-                self.not_judged().map(|c| c.message.as_str()).collect()
-            } else {
-                self.failed().map(|c| c.message.as_str()).collect()
-            };
-            v.join("; ")
-        };
-        if let Some(note) = self.host_stall() {
-            text.push_str("; ");
-            text.push_str(&note);
-        }
-        text
-    }
-
-    /// The host's steal over the run, said in words, when the verdict blames the tool's
-    /// timing and the machine stalled (≥ [`host::NAMED_STEAL_NS`]).
-    pub fn host_stall(&self) -> Option<String> {
-        let steal = self.host_steal_ns.filter(|s| *s >= host::NAMED_STEAL_NS)?;
-        matches!(self.verdict, Verdict::EngineBound | Verdict::PartlyValid).then(|| {
-            format!(
-                "the host's hypervisor took {:.0} ms of CPU from this machine during the run \
-                 (/proc/stat steal): the whole machine stalled, not the engine alone",
-                steal as f64 / 1e6
-            )
-        })
-    }
-}
-
-/// Achieved against intended dispatch rate.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct DispatchRate {
-    /// Events per second the trace asked for, from the first to the last judged window.
-    pub intended: f64,
-    /// Events per second the engine handed to the runtime over the same stretch.
-    pub achieved: f64,
-    /// Windows judged (with at least `window_events` events).
-    pub windows: u64,
-    /// The window where the engine fell furthest behind (lowest achieved ÷ intended
-    /// against the window before it), if two or more windows were judged.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worst_window: Option<RateWindow>,
-}
-
-/// The dispatch rate between one window and the judged window before it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct RateWindow {
-    /// Start of the window, ns of intended time since the origin.
-    pub start: u64,
-    /// Intended events per second in it.
-    pub intended: f64,
-    /// Achieved events per second (intended × the ratio).
-    pub achieved: f64,
-}
+pub use crate::record::verdict::{
+    Check, DispatchRate, Limits, OpValidity, RateWindow, Validity, Verdict,
+};
+pub use ops::IO_PHASE_IO;
+pub use options::ValidityOptions;
 
 /// Per window: events, and sums of their intended instants and engine delays (ns).
 #[derive(Debug, Clone, Copy, Default)]
@@ -321,7 +132,7 @@ pub struct Measured<'a> {
     /// what they waited for was released).
     pub resume_lateness: &'a Percentiles,
     /// Completion lateness: how late the runtime ran a task woken from outside it (the
-    /// engine's probe, `crate::probe`).
+    /// engine's probe, module `probe`).
     pub completion_lateness: &'a Percentiles,
     /// iogen's own issue lateness inside `io_phase` units (submission − intended), when the
     /// provider reported it, with the I/O service time it is judged against.
@@ -338,7 +149,7 @@ pub struct Measured<'a> {
     /// Client-side throttling the provider reported.
     pub throttling: &'a [ClientThrottling],
     /// Bare `io` events' streams.
-    pub streams: &'a [crate::streams::StreamFidelity],
+    pub streams: &'a [StreamFidelity],
     /// The machine's steal over the run's clock ([`host`]).
     pub host_steal_ns: Option<u64>,
 }
@@ -465,7 +276,7 @@ impl Checks {
 /// A stream's checks: nothing dropped or reordered, issue lateness within the limits scaled
 /// from the stream's own median service time, every full second's issued count within the
 /// rate tolerance of its intended one.
-fn stream_checks(f: &crate::streams::StreamFidelity, o: &ValidityOptions, c: &mut Checks) {
+fn stream_checks(f: &StreamFidelity, o: &ValidityOptions, c: &mut Checks) {
     let v = &f.volume;
     let lost = f.dropped + f.reordered;
     c.timing(

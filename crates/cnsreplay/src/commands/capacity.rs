@@ -60,7 +60,7 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "OP=RATE/s")]
     pub target: Option<synth::Target>,
     /// Model input: trace duration per point after the warm-up (default: the model's).
-    #[arg(long, value_name = "DUR", value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::commands::args::parse_duration)]
     pub duration: Option<u64>,
     /// Trace input: the starting speed.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
@@ -738,24 +738,7 @@ fn search_loop(
         {
             settings.validity.push(format!("reference={r}ns"));
         }
-        let args = RunArgs {
-            trace,
-            provider: a.provider,
-            output: Some(dir.clone()),
-            speed,
-            settings,
-            fail_fast: false,
-            grace: "30s".into(),
-            metrics_addr: None,
-            metrics_any_address: false,
-            start_at: None,
-            metrics_linger: 0,
-            json: true,
-            require_valid: false,
-            // Checked once before the first point.
-            no_check: true,
-            preflight_only: false,
-        };
+        let args = RunArgs::point(trace, a.provider, dir.clone(), speed, settings);
         let mut sink = Vec::new();
         crate::commands::run::run(&args, &mut sink)
             .with_context(|| format!("capacity point at intensity {x} ({})", dir.display()))?;

@@ -23,13 +23,121 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
 use import::input::Inputs;
 use import::{ImportError, ImportReport, Policy, Source};
 use trace_format::{Encoding, Header, TraceReader, TraceWriter};
 
 use super::{checked, label, spinner};
-use crate::cli::{ConvertArgs, Format};
+use crate::commands::args::parse_duration;
 use crate::output::Output;
+
+/// `convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The inputs (`-` for stdin, trace encodings only). Several inputs are merged by time
+    /// where the format allows it (msr, alibaba, tencent, k8s-audit, blktrace per-CPU files).
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Input format; by default a trace encoding from the name (.yaml, .jsonl, .cnsbin) or
+    /// content. `auto` sniffs every input and says what it chose.
+    #[arg(long, value_enum)]
+    pub from: Option<Format>,
+    /// Output file (`-` for stdout). Written to a temporary name and renamed when complete.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Output format; by default the trace encoding implied by the output file name.
+    #[arg(long, value_enum)]
+    pub to: Option<OutFormat>,
+    /// Importing: skip malformed lines (counted and the first few reported) instead of
+    /// stopping at the first.
+    #[arg(long)]
+    pub skip_bad: bool,
+    /// Importing alibaba: the `device_size.csv` file giving each device's capacity.
+    #[arg(long, value_name = "FILE")]
+    pub device_sizes: Option<PathBuf>,
+    /// Importing k8s-audit: keep failed requests (code >= 400) instead of dropping them.
+    #[arg(long)]
+    pub keep_failed: bool,
+    /// Importing k8s-audit: how far a request may be out of order in its file (an API server
+    /// logs requests as they complete, stamped when received); one further back is bad input.
+    #[arg(long, value_name = "DUR", default_value = "120s", value_parser = parse_duration)]
+    pub reorder_window: u64,
+    /// Importing k8s-audit: how long an attach waits for its pod's binding and its volumes'
+    /// VolumeAttachments to report attached (its observed time) before it is written without.
+    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
+    pub attach_horizon: u64,
+    /// Skip the check of what is converted (`validate`'s checker, in the same pass: a trace
+    /// read, or the trace an import makes) for an input checked already.
+    #[arg(long)]
+    pub no_check: bool,
+}
+
+/// Formats `convert` writes: the trace encodings and fio's iolog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutFormat {
+    /// A YAML trace.
+    Yaml,
+    /// A JSON Lines trace.
+    Jsonl,
+    /// A binary trace (`.cnsbin`).
+    Binary,
+    /// A fio version 3 iolog of the trace's `io` events, for `fio --read_iolog`.
+    FioIolog,
+}
+
+impl From<OutFormat> for Format {
+    fn from(f: OutFormat) -> Self {
+        match f {
+            OutFormat::Yaml => Format::Yaml,
+            OutFormat::Jsonl => Format::Jsonl,
+            OutFormat::Binary => Format::Binary,
+            OutFormat::FioIolog => Format::FioIolog,
+        }
+    }
+}
+
+/// Formats `convert` reads and writes: the trace encodings, and foreign formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A YAML trace.
+    Yaml,
+    /// A JSON Lines trace.
+    Jsonl,
+    /// A binary trace (`.cnsbin`).
+    Binary,
+    /// fio iolog, version 2 or 3 (`--write_iolog`); written as version 3 for `--read_iolog`.
+    FioIolog,
+    /// blktrace binary per-CPU files: give the NAME prefix or any `NAME.blktrace.N` file.
+    Blktrace,
+    /// blkparse text output in its default format.
+    Blkparse,
+    /// MSR Cambridge block CSV.
+    Msr,
+    /// Alibaba block-trace CSV (see --device-sizes).
+    Alibaba,
+    /// Tencent CBS block CSV.
+    Tencent,
+    /// Kubernetes audit log (audit.k8s.io/v1 JSON lines; GKE and AKS wrappers).
+    #[value(name = "k8s-audit")]
+    K8sAudit,
+    /// Pod lifecycle CSV (Alibaba GPU 2023 pod list, or name,creation_time,deletion_time).
+    PodCsv,
+    /// Sniff each input's format (import formats and trace encodings).
+    Auto,
+}
+
+impl Format {
+    /// The trace encoding, if this is one.
+    pub fn encoding(self) -> Option<Encoding> {
+        match self {
+            Format::Yaml => Some(Encoding::Yaml),
+            Format::Jsonl => Some(Encoding::Jsonl),
+            Format::Binary => Some(Encoding::Binary),
+            _ => None,
+        }
+    }
+}
 
 /// Where the output goes: an [`Output`] (a temporary file renamed on success), or stdout.
 enum Sink {
@@ -512,7 +620,7 @@ fn sniff_all(sources: &[Source]) -> anyhow::Result<Format> {
 }
 
 fn format_name(f: Format) -> String {
-    clap::ValueEnum::to_possible_value(&f)
+    ValueEnum::to_possible_value(&f)
         .map(|v| v.get_name().to_owned())
         .unwrap_or_default()
 }

@@ -69,7 +69,7 @@ pub struct FetchArgs {
     #[arg(long, value_name = "NAME")]
     pub image_pull_secret: Vec<String>,
     /// How long the fetch pod may take to start (pull, attach, mount).
-    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = crate::commands::args::parse_duration)]
     pub start_timeout: u64,
     /// The user the fetch pod runs as (must be able to read the run directories; the Job
     /// writes them as 65532).

@@ -3,13 +3,81 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::CommandFactory;
+use std::path::PathBuf;
 
-use crate::cli::{Cli, CompletionsArgs, JsonSchemaArgs, ManArgs, SchemaFor};
+use clap::{Args, ValueEnum};
+
 use crate::report::{StatsReport, ValidateReport};
 
-pub(crate) fn completions(a: &CompletionsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let mut cmd = Cli::command();
+/// `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write `cnsreplay.1` and one page per command into this directory instead of stdout.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// `json-schema`.
+#[derive(Debug, Args)]
+pub struct JsonSchemaArgs {
+    /// The command whose output schema to print.
+    #[arg(value_enum)]
+    pub command: SchemaFor,
+}
+
+/// Commands with a `--json` output; each schema is committed as
+/// `docs/schemas/<value name>.schema.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaFor {
+    /// `validate --json`.
+    Validate,
+    /// `stats --json`.
+    Stats,
+    /// `synth --json`.
+    Synth,
+    /// `synth fit --json`.
+    SynthFit,
+    /// `run --json`.
+    Run,
+    #[cfg(feature = "analyze")]
+    /// `analyze summary --json`.
+    AnalyzeSummary,
+    #[cfg(feature = "analyze")]
+    /// `analyze compare --json`.
+    AnalyzeCompare,
+    #[cfg(feature = "analyze")]
+    /// `analyze capacity --json`.
+    AnalyzeCapacity,
+    #[cfg(feature = "analyze")]
+    /// `analyze qos --json`.
+    AnalyzeQos,
+    #[cfg(feature = "analyze")]
+    /// `capacity --json`.
+    Capacity,
+    /// `trace slice --json`.
+    TraceSlice,
+    /// `trace rewrite --json`.
+    TraceRewrite,
+    /// `trace merge --json`.
+    TraceMerge,
+    /// `trace split --json`.
+    TraceSplit,
+}
+
+/// `completions`; `cmd` is the whole command line (`Cli::command()`).
+pub(crate) fn completions(
+    a: &CompletionsArgs,
+    mut cmd: clap::Command,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
     // clap_complete panics on a failed write: render into memory, then write.
     let mut buf = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "cnsreplay", &mut buf);
@@ -17,8 +85,12 @@ pub(crate) fn completions(a: &CompletionsArgs, out: &mut dyn Write) -> anyhow::R
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn man(a: &ManArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let cmd = Cli::command();
+/// `man`; `cmd` is the whole command line (`Cli::command()`).
+pub(crate) fn man(
+    a: &ManArgs,
+    cmd: clap::Command,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
     match &a.dir {
         None => clap_mangen::Man::new(cmd).render(out)?,
         Some(dir) => {

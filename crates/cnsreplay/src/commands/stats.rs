@@ -3,12 +3,24 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use clap::Args;
 use trace_format::check::check_trace;
 use trace_format::units::fmt_secs;
 
 use super::{label, open_or_fail, spinner};
-use crate::cli::StatsArgs;
+use crate::commands::args::InputArgs;
 use crate::report::StatsReport;
+
+/// `stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The trace.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Print the report as JSON (schema: docs/schemas/stats.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub(crate) fn run(a: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let file = label(&a.input.file);

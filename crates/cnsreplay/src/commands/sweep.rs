@@ -95,24 +95,13 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     let mut code = ExitCode::SUCCESS;
     for (&speed, dir) in speeds.iter().zip(&dirs) {
         let dir = dir.clone();
-        let args = RunArgs {
-            trace: a.trace.clone(),
-            provider: a.provider,
-            output: Some(dir.clone()),
+        let args = RunArgs::point(
+            a.trace.clone(),
+            a.provider,
+            dir.clone(),
             speed,
-            settings: a.settings.clone(),
-            fail_fast: false,
-            grace: "30s".into(),
-            metrics_addr: None,
-            metrics_any_address: false,
-            start_at: None,
-            metrics_linger: 0,
-            json: true,
-            require_valid: false,
-            // Checked once before the first point.
-            no_check: true,
-            preflight_only: false,
-        };
+            a.settings.clone(),
+        );
         let mut sink = Vec::new();
         let c = crate::commands::run::run(&args, &mut sink)
             .with_context(|| format!("sweep run at speed {speed}"))?;

@@ -18,7 +18,7 @@ use synth::data::Objects;
 use synth::{Derivation, Model, Observation, Options, Plan, Target};
 use trace_format::{Encoding, TraceWriter};
 
-use crate::cli::EncodingArg;
+use crate::commands::args::EncodingArg;
 use crate::output::Output;
 
 /// `synth`.
@@ -66,7 +66,7 @@ pub struct GenArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Duration after the warm-up, e.g. `1h`, `90s` (default: the model's).
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::commands::args::parse_duration)]
     pub duration: Option<u64>,
     /// Solve the cluster size for an operation rate, e.g. `attach=100/s` (Little's law).
     #[arg(long)]

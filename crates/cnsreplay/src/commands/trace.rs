@@ -1,18 +1,182 @@
 //! `cnsreplay trace`: tools that make a trace from traces (`slice`, `rewrite`, `merge`).
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
 use trace_format::TraceWriter;
 use trace_format::slice::{Filter, Window, busiest, slice};
 use trace_format::units::{fmt_secs, parse_duration};
 
 use super::{checked, label, open_or_fail};
-use crate::cli::{
-    AlignArg, MergeArgs, RewriteArgs, SliceArgs, SplitArgs, SplitBy, TraceArgs, TraceTool,
-};
+use crate::commands::args::{EncodingArg, InputArgs, IoRateArg};
 use crate::output::Output;
+
+/// `trace`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The tool.
+    #[command(subcommand)]
+    pub tool: TraceTool,
+}
+
+/// The trace tools.
+#[derive(Debug, Subcommand)]
+pub enum TraceTool {
+    /// Cut a time window out of a trace: events in [START, END) shifted to start at 0, volumes
+    /// alive and workloads running at the cut declared in the header, events needing a
+    /// snapshot taken before the window dropped and counted; optionally only some tenants or op types
+    /// (docs/trace-format.md, Trace tools).
+    Slice(SliceArgs),
+    /// Rewrite a trace for the cluster it will meet: times divided by `--speed K`, names
+    /// replaced by `--map KIND:FROM=TO` (storage-class, snapshot-class, node, tenant);
+    /// streaming, lossless where nothing was asked to change.
+    #[command(visible_aliases = ["scale", "map"])]
+    Rewrite(RewriteArgs),
+    /// Merge traces onto one clock: each input's volumes, workloads and snapshots prefixed
+    /// (`t1-`, `t2-`, … or `--prefix`), cluster names shared, header defaults the inputs
+    /// disagree on written into their events, ids renumbered in merged order; streaming.
+    Merge(MergeArgs),
+    /// Split a trace into parts for several drivers started on one instant (`run
+    /// --start-at`): by tenant (DIR/TENANT.EXT, or DIR/part-K.EXT with --parts) or by lineage
+    /// (a volume with its snapshots, restores, clones and the workloads mounting it in one
+    /// part; DIR/part-K.EXT); each part with its events, the declared objects they use and
+    /// every marker; ids and times kept. The trace is checked in the first pass.
+    Split(SplitArgs),
+}
+
+/// `trace split`.
+#[derive(Debug, Args)]
+pub struct SplitArgs {
+    /// The trace (read twice: a file, not a pipe).
+    pub input: PathBuf,
+    /// Output directory (created); one trace per part in it.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Encoding of the parts.
+    #[arg(long, value_enum, default_value = "binary")]
+    pub to: EncodingArg,
+    /// What a part keeps together: each tenant's events, or each lineage's (objects joined
+    /// by the events naming them together). Default: tenant when the trace has two or more
+    /// tenants that share no object (and at least --parts of them), else lineage.
+    #[arg(long, value_enum)]
+    pub by: Option<SplitBy>,
+    /// Number of parts, the tenants or lineages balanced over them by their events; refused
+    /// when the trace has fewer. Default: one part per tenant; a split by lineage needs it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub parts: Option<u32>,
+    /// Skip the check of the trace in the first pass (`validate`'s checker) for a trace
+    /// checked already.
+    #[arg(long)]
+    pub no_check: bool,
+    /// Print the report as JSON (schema: docs/schemas/trace-split.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `trace split --by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SplitBy {
+    /// Each tenant's events in one part (refused when two tenants use one object).
+    Tenant,
+    /// Each lineage's events in one part.
+    Lineage,
+}
+
+/// `trace merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The traces (two or more; `-` for at most one of them).
+    #[arg(required = true, num_args = 2..)]
+    pub inputs: Vec<PathBuf>,
+    /// Output trace (encoding from its name: .yaml, .jsonl, .cnsbin).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Prefix of each input's objects, in input order (repeatable; default `t1-`, `t2-`, …).
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: Vec<String>,
+    /// Put the inputs on one clock by their start (all at 0) or by their header origins.
+    #[arg(long, value_enum, default_value = "start")]
+    pub align: AlignArg,
+    /// Print the report as JSON (schema: docs/schemas/trace-merge.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `trace merge --align`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AlignArg {
+    /// Every input starts at 0.
+    Start,
+    /// By the header origins: the earliest starts at 0 (each input needs one).
+    Origin,
+}
+
+/// `trace rewrite`.
+#[derive(Debug, Args)]
+pub struct RewriteArgs {
+    /// The trace.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Output trace (encoding from its name: .yaml, .jsonl, .cnsbin).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Compress the trace by this factor (2 = twice as fast): every event time and every
+    /// `io_phase` duration is divided by it, as `run --speed` does.
+    #[arg(long, value_name = "K")]
+    pub speed: Option<f64>,
+    /// What `--speed` does to `io_phase` open-loop rates: `keep` them or `scale` them by K.
+    #[arg(long, value_enum, default_value_t = IoRateArg::Keep, requires = "speed")]
+    pub io_rate: IoRateArg,
+    /// Replace a name: `storage-class:gold=fast`, `snapshot-class:a=b`, `node:n1=worker-7`,
+    /// `tenant:prod=bench` (or `namespace:`); repeatable.
+    #[arg(long = "map", value_name = "KIND:FROM=TO")]
+    pub maps: Vec<String>,
+    /// Skip the check of the trace as it is read (`validate`'s checker, same pass) for a
+    /// trace checked already.
+    #[arg(long)]
+    pub no_check: bool,
+    /// Print the report as JSON (schema: docs/schemas/trace-rewrite.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `trace slice`.
+#[derive(Debug, Args)]
+pub struct SliceArgs {
+    /// The trace.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Output trace (encoding from its name: .yaml, .jsonl, .cnsbin).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Window start, trace time (e.g. `90s`, `1h`).
+    #[arg(long, value_name = "DURATION", conflicts_with = "busiest")]
+    pub start: Option<String>,
+    /// Window end (exclusive), trace time; default: the end of the trace.
+    #[arg(long, value_name = "DURATION", conflicts_with = "busiest")]
+    pub end: Option<String>,
+    /// Instead of START/END: the window of this length holding the most events.
+    #[arg(long, value_name = "DURATION")]
+    pub busiest: Option<String>,
+    /// Keep only this tenant's events (the event's tenant, else the header's default
+    /// namespace); repeatable. Events needing an object a left-out event made are dropped
+    /// and counted too.
+    #[arg(long, value_name = "TENANT")]
+    pub tenant: Vec<String>,
+    /// Keep only events of this op type (`io`, `attach`, …); repeatable, as `--tenant`.
+    #[arg(long = "op", value_name = "OP")]
+    pub ops: Vec<String>,
+    /// Skip the check of the trace (`validate`'s checker, in the same pass, then on to the
+    /// trace's end) for a trace checked already.
+    #[arg(long)]
+    pub no_check: bool,
+    /// Print the report as JSON (schema: docs/schemas/trace-slice.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub(crate) fn run(a: &TraceArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match &a.tool {
@@ -55,7 +219,7 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         trace_format::Encoding::Jsonl => "jsonl",
         trace_format::Encoding::Binary => "cnsbin",
     };
-    let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
     let mut outputs: Vec<Output> = Vec::new();
     let (writers, report) = trace_format::split::split(
         &header,
@@ -129,12 +293,7 @@ fn run_split(a: &SplitArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
 /// A part's file: its name with anything but [A-Za-z0-9._-] as `_`, and a number when that
 /// collides with a file made already.
-fn part_path(
-    dir: &std::path::Path,
-    part: &str,
-    ext: &str,
-    made: &[(String, std::path::PathBuf)],
-) -> std::path::PathBuf {
+fn part_path(dir: &std::path::Path, part: &str, ext: &str, made: &[(String, PathBuf)]) -> PathBuf {
     let mut stem: String = part
         .chars()
         .map(|c| {
@@ -171,7 +330,7 @@ fn run_merge(a: &MergeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     let mut inputs = Vec::new();
     for (i, path) in a.inputs.iter().enumerate() {
-        let input = crate::cli::InputArgs {
+        let input = InputArgs {
             file: path.clone(),
             from: None,
         };
@@ -282,8 +441,8 @@ fn run_rewrite(a: &RewriteArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
                 .map(|k| format!(
                     ", times and io_phase durations divided by {k}, io_phase rates {}",
                     match a.io_rate {
-                        crate::cli::IoRateArg::Keep => "kept".to_owned(),
-                        crate::cli::IoRateArg::Scale => format!("multiplied by {k}"),
+                        IoRateArg::Keep => "kept".to_owned(),
+                        IoRateArg::Scale => format!("multiplied by {k}"),
                     }
                 ))
                 .unwrap_or_default()

@@ -3,11 +3,26 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use clap::Args;
 use trace_format::check::check_trace;
 
 use super::{label, open, spinner};
-use crate::cli::ValidateArgs;
+use crate::commands::args::InputArgs;
 use crate::report::{DiagnosticJson, ValidateReport};
+
+/// `validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The trace.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Report at most this many problems (all are counted).
+    #[arg(long, default_value_t = 100)]
+    pub max_errors: usize,
+    /// Print the report as JSON (schema: docs/schemas/validate.schema.json).
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub(crate) fn run(a: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let file = label(&a.input.file);

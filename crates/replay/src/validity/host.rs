@@ -9,8 +9,7 @@
 //! 2–19 ms later; `scripts/calibrate-validity.sh` prints steal per run). So the run records the
 //! machine's steal over its clock, and an engine-bound verdict names it when it is there.
 
-/// Steal at or above this over a run (all CPUs) is named in an engine-bound verdict's evidence.
-pub const NAMED_STEAL_NS: u64 = 1_000_000;
+pub use crate::record::verdict::NAMED_STEAL_NS;
 
 /// `/proc/stat` counts in USER_HZ ticks: 100 a second on x86-64 and arm64 (`getconf
 /// CLK_TCK` says 100 on this project's machines).

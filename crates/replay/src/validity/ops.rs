@@ -9,32 +9,10 @@
 //! within its own limits, `engine-bound` when one is not, `not-judged` when no lateness
 //! percentile had enough values behind it.
 
-use serde::{Deserialize, Serialize};
-
-use super::{Check, Measured, ValidityOptions, Verdict, ms};
+use super::{Check, Measured, OpValidity, ValidityOptions, Verdict, ms};
 
 /// The entry of `io_phase` units' I/O in [`super::Validity::ops`].
 pub const IO_PHASE_IO: &str = "io_phase I/O";
-
-/// One op type's verdict against limits scaled from its own median.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct OpValidity {
-    /// The op type (`attach`, …), or `io_phase I/O` for the I/O of `io_phase` units.
-    pub op: String,
-    /// Its median service time, ns (the reference of its limits; a given reference loosens
-    /// them only up to `reference.share` of it).
-    pub median_ns: u64,
-    /// Its lateness p99 limit, ns.
-    pub p99_limit_ns: u64,
-    /// Its lateness p99.9 limit, ns.
-    pub p999_limit_ns: u64,
-    /// `valid`, `engine-bound` or `not-judged`.
-    pub verdict: Verdict,
-    /// The lateness percentiles past its limits, in words (empty when none is).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub evidence: String,
-}
 
 /// Whether a check is one of the lateness checks (which op types are judged by).
 pub(super) fn is_lateness(check: &str) -> bool {

@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::record::Limits;
+
 use super::ms;
 
 /// Thresholds of the engine checks (recorded in the manifest with the run options; the
@@ -67,24 +69,6 @@ impl Default for ValidityOptions {
             throttled: 0.0,
         }
     }
-}
-
-/// The lateness limits a run was held to, and what they were scaled from.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct Limits {
-    /// Limit of every lateness p99 check, ns.
-    pub p99_ns: u64,
-    /// Limit of every lateness p99.9 check, ns.
-    pub p999_ns: u64,
-    /// The reference latency, ns (none: no latency measured and none given).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reference_ns: Option<u64>,
-    /// Where the limits come from, in words (`1 % of attach median service time 10.2 ms`,
-    /// `--validity start.p99`, …).
-    pub basis: String,
-    /// Fewest events behind a p99 check (a p99.9 needs ten times as many).
-    pub min_events: u64,
 }
 
 impl ValidityOptions {
