@@ -233,6 +233,26 @@ pub fn fmt_secs(ns: u64) -> String {
     }
 }
 
+/// Nanoseconds as the duration formatters take them: a count (`u64`) or a mean, a scaled or a
+/// stored value (`f64`).
+pub trait Nanos: Copy {
+    /// The value in nanoseconds as `f64` (a `u64` beyond 2^53 ns, 104 days, loses its last
+    /// digits).
+    fn as_f64(self) -> f64;
+}
+
+impl Nanos for u64 {
+    fn as_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Nanos for f64 {
+    fn as_f64(self) -> f64 {
+        self
+    }
+}
+
 /// Formats a duration in nanoseconds in the unit that suits it, with three significant digits:
 /// `850 ns`, `1.25 µs`, `12.5 ms`, `3.20 s`, `250 s`.
 ///
@@ -241,7 +261,8 @@ pub fn fmt_secs(ns: u64) -> String {
 /// (`3600e9` is `3600 s`). Fractions of a nanosecond round (`2.5` is `2 ns`, ties to even).
 /// Negative and non-finite values are printed as they are, in ns (`-5 ns`, `NaN ns`), except
 /// `+∞`, which is `inf s`.
-pub fn fmt_ns(ns: f64) -> String {
+pub fn fmt_ns(ns: impl Nanos) -> String {
+    let ns = ns.as_f64();
     let (v, u) = if ns >= 1e9 {
         (ns / 1e9, "s")
     } else if ns >= 1e6 {
@@ -262,16 +283,15 @@ pub fn fmt_ns(ns: f64) -> String {
 
 /// Formats a duration in nanoseconds as milliseconds with `decimals` decimals and a space
 /// before the unit: `fmt_ms(12_345_678, 1)` is `12.3 ms`, `fmt_ms(12_345_678, 2)` is
-/// `12.35 ms`, `fmt_ms(0, 3)` is `0.000 ms`. Values beyond 2^53 ns (104 days) lose their last
-/// digits to `f64`.
-pub fn fmt_ms(ns: u64, decimals: usize) -> String {
-    format!("{:.decimals$} ms", ns as f64 / 1e6)
+/// `12.35 ms`, `fmt_ms(0, 3)` is `0.000 ms`. Rounds half to even at the last decimal.
+pub fn fmt_ms(ns: impl Nanos, decimals: usize) -> String {
+    format!("{:.decimals$} ms", ns.as_f64() / 1e6)
 }
 
 /// [`fmt_ms`] without the space, for fixed-width table columns: `fmt_ms_compact(12_345_678,
 /// 3)` is `12.346ms`.
-pub fn fmt_ms_compact(ns: u64, decimals: usize) -> String {
-    format!("{:.decimals$}ms", ns as f64 / 1e6)
+pub fn fmt_ms_compact(ns: impl Nanos, decimals: usize) -> String {
+    format!("{:.decimals$}ms", ns.as_f64() / 1e6)
 }
 
 struct IntOr(&'static str, fn(&str) -> Result<u64, UnitError>);
@@ -482,5 +502,12 @@ mod tests {
         assert_eq!(fmt_ms_compact(12_345_678, 3), "12.346ms");
         assert_eq!(fmt_ms_compact(0, 3), "0.000ms");
         assert_eq!(fmt_ms_compact(u64::MAX, 3), "18446744073709.551ms");
+        // f64 input (a stored check value, a mean) formats as the same count would.
+        assert_eq!(fmt_ms(12_345_678.0, 3), fmt_ms(12_345_678u64, 3));
+        assert_eq!(fmt_ms(1_250.5, 3), "0.001 ms");
+        assert_eq!(fmt_ms(-2e6, 1), "-2.0 ms");
+        assert_eq!(fmt_ms(f64::NAN, 1), "NaN ms");
+        // u64 input formats as its f64 value would (fmt_ns included).
+        assert_eq!(fmt_ns(1_250u64), fmt_ns(1_250.0));
     }
 }
