@@ -216,7 +216,7 @@ pub(crate) fn figure(run: &Run, i: usize, n: usize) -> Result<Option<(String, St
         x_log: false,
         y_log: true,
         x_fmt: |v| format!("{v:.1}"),
-        y_fmt: |v| crate::report::fmt_ns(v * 1e6),
+        y_fmt: |v| trace_format::units::fmt_ns(v * 1e6),
         series: vec![
             points("first range", first, "#CC79A7"),
             points("total", total, "#000000"),

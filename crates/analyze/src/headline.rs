@@ -18,12 +18,12 @@ use std::fmt::Write;
 
 use hdrhistogram::Histogram;
 use replay::{IoSplit, Outcome, Percentiles, SnapshotTimeline};
+use trace_format::units::fmt_ns;
 use trace_format::{IoKind, Op, OpType, TraceReader};
 
 use crate::Result;
 use crate::load::{Accumulator, Rec, Run};
 use crate::phase_io::{IO_KINDS, PhaseUnit, io_kind_name};
-use crate::report::fmt_ns;
 use crate::svg::esc;
 
 /// One row of the headline table: one I/O kind (or all kinds).

@@ -48,6 +48,7 @@ use hdrhistogram::Histogram;
 use replay::{CompletionState, Outcome, Verdict};
 use serde::{Deserialize, Serialize};
 use trace_format::OpType;
+use trace_format::units::fmt_ns;
 
 use crate::Result;
 use crate::capacity::{Slo, SloTarget};
@@ -369,9 +370,9 @@ pub fn control_plane(run_dir: &Path, slo_ns: Option<u64>) -> Vec<String> {
             .map(|(k, l)| {
                 format!(
                     "{what} {k}: wait p99 {} over {} (p50 {})",
-                    fmt_ns((l.p99 * 1e9) as u64),
+                    fmt_ns((l.p99 * 1e9) as u64 as f64),
                     l.count,
-                    fmt_ns((l.p50 * 1e9) as u64)
+                    fmt_ns((l.p50 * 1e9) as u64 as f64)
                 )
             })
             .collect::<Vec<_>>()
@@ -390,10 +391,6 @@ pub fn control_plane(run_dir: &Path, slo_ns: Option<u64>) -> Vec<String> {
         &c.client_limiter,
     ));
     out
-}
-
-fn fmt_ns(ns: u64) -> String {
-    crate::report::fmt_ns(ns as f64)
 }
 
 /// The trace's steady part on the run's clock ([`trace_format::STEADY_PARAMETER`] in the
@@ -533,7 +530,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
         let met = value_ns.is_some_and(|v| v <= s.limit_ns);
         if !met {
             reasons.push(match value_ns {
-                Some(v) => format!("{} was {}", s.spec, fmt_ns(v)),
+                Some(v) => format!("{} was {}", s.spec, fmt_ns(v as f64)),
                 None => format!("{} had no events", s.spec),
             });
         }

@@ -28,14 +28,13 @@ use std::path::Path;
 use hdrhistogram::Histogram;
 use replay::Outcome;
 use serde::{Deserialize, Serialize};
-use trace_format::units::Dur;
+use trace_format::units::{Dur, fmt_ns};
 use trace_format::{IoKind, Op, OpType, TraceReader};
 
 use crate::capacity::parse_percentile;
 use crate::hist::{at, coarse};
 use crate::load::{Accumulator, Rec, Run};
 use crate::phase_io::{self, Spans};
-use crate::report::fmt_ns;
 use crate::{Error, Result};
 
 /// The QoS file.

@@ -10,8 +10,8 @@
 use std::fmt::Write;
 
 use replay::Percentiles;
+use trace_format::units::fmt_ns;
 
-use crate::report::fmt_ns;
 use crate::summary::RunSummary;
 use crate::svg::{COLORS, Dash, Plot, Series, esc};
 

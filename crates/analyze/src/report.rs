@@ -20,6 +20,7 @@ use std::path::Path;
 use hdrhistogram::Histogram;
 use replay::Percentiles;
 use trace_format::OpType;
+use trace_format::units::fmt_ns;
 
 use crate::Result;
 use crate::hist::{at, coarse};
@@ -34,26 +35,6 @@ pub const BUCKETS: u64 = 200;
 pub const RATE_GROUP: u64 = 4;
 /// Control operations marked at most per timeline (evenly thinned beyond).
 pub const MAX_MARKS: usize = 400;
-
-/// A duration in ns, human-readable (`850 ns`, `1.25 µs`, `12.5 ms`, `3.20 s`).
-pub fn fmt_ns(ns: f64) -> String {
-    let (v, u) = if ns >= 1e9 {
-        (ns / 1e9, "s")
-    } else if ns >= 1e6 {
-        (ns / 1e6, "ms")
-    } else if ns >= 1e3 {
-        (ns / 1e3, "µs")
-    } else {
-        return format!("{ns:.0} ns");
-    };
-    if v >= 100.0 {
-        format!("{v:.0} {u}")
-    } else if v >= 10.0 {
-        format!("{v:.1} {u}")
-    } else {
-        format!("{v:.2} {u}")
-    }
-}
 
 fn fmt_num(v: f64) -> String {
     if v.abs() >= 100.0 || v == v.trunc() {
