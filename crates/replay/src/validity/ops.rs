@@ -10,8 +10,9 @@
 //! percentile had enough values behind it.
 
 use serde::{Deserialize, Serialize};
+use trace_format::units::fmt_ms;
 
-use super::{Check, Measured, ValidityOptions, Verdict, ms};
+use super::{Check, Measured, ValidityOptions, Verdict};
 
 /// The entry of `io_phase` units' I/O in [`super::Validity::ops`].
 pub const IO_PHASE_IO: &str = "io_phase I/O";
@@ -90,8 +91,8 @@ fn one(op: &str, median: u64, o: &ValidityOptions, judged: &[&Check]) -> OpValid
                 format!(
                     "{} p{pct} {} > {}",
                     what.replace(['_', '.'], " "),
-                    ms(c.value),
-                    ms(limit as f64)
+                    fmt_ms(c.value, 3),
+                    fmt_ms(limit, 3)
                 )
             })
         })
@@ -109,7 +110,7 @@ fn one(op: &str, median: u64, o: &ValidityOptions, judged: &[&Check]) -> OpValid
         format!(
             "{} (its median {}; limits {})",
             over.join(", "),
-            ms(median as f64),
+            fmt_ms(median, 3),
             limits.basis
         )
     };
