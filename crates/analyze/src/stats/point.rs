@@ -32,7 +32,7 @@
 //!   rate that passes 90 % of runs lies below saturation. (Medians or
 //!   percentiles of the two halves, the earlier check, moved by 50 % at ρ = 0.9 in short runs as
 //!   the queue filled from empty.)
-//! - **SLOs** over the whole run ([`crate::capacity::Slo`]). `io` SLOs read the CO-safe
+//! - **SLOs** over the whole run ([`crate::slo::Slo`]). `io` SLOs read the CO-safe
 //!   response times of single `io` events and of `io_phase` units' interval histograms
 //!   ([`crate::phase_io::response`]), never a unit's duration.
 //! - **Validity**: the run's verdict (`summary.json`, `validity.verdict`, written by the
@@ -51,10 +51,10 @@ use trace_format::OpType;
 use trace_format::units::fmt_ns;
 
 use crate::Result;
-use crate::capacity::{Slo, SloTarget};
-use crate::hist::{at, latency};
-use crate::load::{Accumulator, Rec, Run};
-use crate::phase_io;
+use crate::stats::hist::{at, latency};
+use crate::stats::load::{Accumulator, Rec, Run};
+use crate::stats::phase_io;
+use crate::stats::slo::{Slo, SloTarget};
 
 /// How points are judged.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -501,7 +501,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
                             h.saturating_record(e.response.max(1));
                         }
                     }
-                    crate::hist::add_saturating(
+                    crate::stats::hist::add_saturating(
                         &mut h,
                         &phase_io::response(&units, kind, Some(range)),
                     );
@@ -568,7 +568,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hist::Rng;
+    use crate::stats::hist::Rng;
 
     /// `n` arrivals `gap` ns apart (or exponential gaps of that mean), each served by one of
     /// 4 FCFS servers with exponential service of mean `service` ns: sorted arrival and

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use trace_format::OpType;
 
-use crate::load::{Accumulator, Rec};
-use crate::svg::{Dash, Mark, Plot, Series};
+use crate::render::svg::{Dash, Mark, Plot, Series};
+use crate::stats::load::{Accumulator, Rec};
 use crate::{Error, Result, Run};
 
 #[derive(Debug, Deserialize)]
@@ -125,7 +125,7 @@ const EXTRA: &str = "#E69F00";
 
 /// The figure of run `i` of `n` with listings: `(id, caption, panels)`, or `None`.
 pub(crate) fn figure(run: &Run, i: usize, n: usize) -> Result<Option<(String, String, Vec<Plot>)>> {
-    let paths: Vec<PathBuf> = crate::load::event_files(&run.path, "cbt", ".json")?
+    let paths: Vec<PathBuf> = crate::stats::load::event_files(&run.path, "cbt", ".json")?
         .into_iter()
         .map(|(_, p)| p)
         .collect();
