@@ -22,6 +22,7 @@ use std::io::Read as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use trace_format::units::fmt_ms;
 
 use crate::Error;
 use crate::ordered::{BLOCK_MAGIC, LogHeader, OrderedLog, block_checksum};
@@ -442,13 +443,12 @@ pub struct WritePause {
 impl WritePause {
     /// `VOLUME P ms (typical gap G ms)` for a summary notice; None without a pause.
     pub fn describe(&self, volume: &str) -> Option<String> {
-        let ms = |n: u64| format!("{:.1} ms", n as f64 / 1e6);
         self.pause_ns.map(|p| {
             format!(
                 "{volume} {}{}",
-                ms(p),
+                fmt_ms(p, 1),
                 self.typical_gap_ns
-                    .map_or_else(String::new, |g| format!(" (typical gap {})", ms(g)))
+                    .map_or_else(String::new, |g| format!(" (typical gap {})", fmt_ms(g, 1)))
             )
         })
     }

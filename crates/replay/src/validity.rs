@@ -35,6 +35,7 @@
 
 use crate::record::stream::StreamFidelity;
 use crate::record::{ClientThrottling, CompletionState, Percentiles};
+use trace_format::units::fmt_ms;
 
 pub mod host;
 mod ops;
@@ -154,10 +155,6 @@ pub struct Measured<'a> {
     pub host_steal_ns: Option<u64>,
 }
 
-fn ms(ns: f64) -> String {
-    format!("{:.3} ms", ns / 1e6)
-}
-
 /// The checks of a run as they are made.
 struct Checks {
     checks: Vec<Check>,
@@ -228,8 +225,8 @@ impl Checks {
                 } else {
                     format!(
                         " (measured {}, limit {})",
-                        ms(value as f64),
-                        ms(limit as f64)
+                        fmt_ms(value, 3),
+                        fmt_ms(limit, 3)
                     )
                 };
                 self.checks.push(Check {
@@ -254,7 +251,7 @@ impl Checks {
                     format!(
                         "; {:.1} % of the measured {op} median service time {}",
                         value as f64 / m as f64 * 100.0,
-                        ms(m as f64)
+                        fmt_ms(m, 3)
                     )
                 })
                 .unwrap_or_default();
@@ -264,8 +261,8 @@ impl Checks {
                 v,
                 format!(
                     "{what} {pct} {} (limit {}) over {} {population}{share}",
-                    ms(value as f64),
-                    ms(limit as f64),
+                    fmt_ms(value, 3),
+                    fmt_ms(limit, 3),
                     l.count
                 ),
             );
@@ -302,7 +299,7 @@ fn stream_checks(f: &StreamFidelity, o: &ValidityOptions, c: &mut Checks) {
         &format!(
             "requests (service time p99 {}: a request waits when the stream's whole queue \
              depth is in flight)",
-            ms(f.service.p99 as f64)
+            fmt_ms(f.service.p99, 3)
         ),
         &f.lateness,
         &limits,
@@ -486,7 +483,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
                 t.throttled,
                 t.requests,
                 t.waited_ns as f64 / 1e9,
-                ms(t.max_wait_ns as f64),
+                fmt_ms(t.max_wait_ns, 3),
                 o.throttled * 100.0
             ),
         );

@@ -7,6 +7,16 @@
 //! Sizes and times are stored as integers (bytes, nanoseconds). Hand-written YAML and JSON may
 //! also spell them as Kubernetes quantities (`"1Gi"`, `"500M"`) and durations (`"90s"`,
 //! `"1.5ms"`); the canonical output is always the integer, so every encoding round-trips.
+//!
+//! Durations are printed by one of four functions here, so a unit and a precision are chosen
+//! by name where a duration is shown, never re-implemented beside it (pure, no dependencies):
+//!
+//! | function           | example    | for                                                |
+//! |--------------------|------------|----------------------------------------------------|
+//! | [`fmt_secs`]       | `12.5s`    | exact seconds in messages ([`parse_duration`] reads them back) |
+//! | [`fmt_ns`]         | `12.5 ms`  | reports and verdicts: the unit that suits, 3 digits |
+//! | [`fmt_ms`]         | `12.35 ms` | notices and checks: milliseconds, fixed decimals   |
+//! | [`fmt_ms_compact`] | `12.345ms` | fixed-width columns (`cnsreplay run`'s summary)    |
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -209,7 +219,9 @@ pub fn min_speed(at: u64) -> f64 {
     at as f64 / 18_446_744_073_709_551_616.0
 }
 
-/// Formats nanoseconds as seconds for messages: `12.5s`, `0.000001s`, `3s`.
+/// Formats nanoseconds as seconds for messages: `12.5s`, `0.000001s`, `3s`. Exact: every
+/// digit of the nanoseconds is kept (trailing zeros dropped), so [`parse_duration`] reads it
+/// back to the same value.
 pub fn fmt_secs(ns: u64) -> String {
     let secs = ns / 1_000_000_000;
     let frac = ns % 1_000_000_000;
@@ -219,6 +231,67 @@ pub fn fmt_secs(ns: u64) -> String {
         let f = format!("{frac:09}");
         format!("{secs}.{}s", f.trim_end_matches('0'))
     }
+}
+
+/// Nanoseconds as the duration formatters take them: a count (`u64`) or a mean, a scaled or a
+/// stored value (`f64`).
+pub trait Nanos: Copy {
+    /// The value in nanoseconds as `f64` (a `u64` beyond 2^53 ns, 104 days, loses its last
+    /// digits).
+    fn as_f64(self) -> f64;
+}
+
+impl Nanos for u64 {
+    fn as_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Nanos for f64 {
+    fn as_f64(self) -> f64 {
+        self
+    }
+}
+
+/// Formats a duration in nanoseconds in the unit that suits it, with three significant digits:
+/// `850 ns`, `1.25 µs`, `12.5 ms`, `3.20 s`, `250 s`.
+///
+/// The unit is chosen before rounding, so a value just below a unit's threshold keeps the
+/// smaller unit (`999_999.0` is `1000 µs`, not `1.00 ms`); seconds are the largest unit
+/// (`3600e9` is `3600 s`). Fractions of a nanosecond round (`2.5` is `2 ns`, ties to even).
+/// Negative and non-finite values are printed as they are, in ns (`-5 ns`, `NaN ns`), except
+/// `+∞`, which is `inf s`.
+pub fn fmt_ns(ns: impl Nanos) -> String {
+    let ns = ns.as_f64();
+    let (v, u) = if ns >= 1e9 {
+        (ns / 1e9, "s")
+    } else if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if ns >= 1e3 {
+        (ns / 1e3, "µs")
+    } else {
+        return format!("{ns:.0} ns");
+    };
+    if v >= 100.0 {
+        format!("{v:.0} {u}")
+    } else if v >= 10.0 {
+        format!("{v:.1} {u}")
+    } else {
+        format!("{v:.2} {u}")
+    }
+}
+
+/// Formats a duration in nanoseconds as milliseconds with `decimals` decimals and a space
+/// before the unit: `fmt_ms(12_345_678, 1)` is `12.3 ms`, `fmt_ms(12_345_678, 2)` is
+/// `12.35 ms`, `fmt_ms(0, 3)` is `0.000 ms`. Rounds half to even at the last decimal.
+pub fn fmt_ms(ns: impl Nanos, decimals: usize) -> String {
+    format!("{:.decimals$} ms", ns.as_f64() / 1e6)
+}
+
+/// [`fmt_ms`] without the space, for fixed-width table columns: `fmt_ms_compact(12_345_678,
+/// 3)` is `12.346ms`.
+pub fn fmt_ms_compact(ns: impl Nanos, decimals: usize) -> String {
+    format!("{:.decimals$}ms", ns.as_f64() / 1e6)
 }
 
 struct IntOr(&'static str, fn(&str) -> Result<u64, UnitError>);
@@ -357,5 +430,84 @@ mod tests {
         assert_eq!(fmt_secs(12_500_000_000), "12.5s");
         assert_eq!(fmt_secs(3_000_000_000), "3s");
         assert_eq!(fmt_secs(1_000), "0.000001s");
+    }
+
+    #[test]
+    fn fmt_secs_edges() {
+        assert_eq!(fmt_secs(0), "0s");
+        assert_eq!(fmt_secs(1), "0.000000001s");
+        assert_eq!(fmt_secs(u64::MAX), "18446744073.709551615s");
+        for ns in [0, 1, 999_999_999, 1_000_000_001, 12_500_000_000, u64::MAX] {
+            assert_eq!(parse_duration(&fmt_secs(ns)), Ok(ns), "{ns}");
+        }
+    }
+
+    #[test]
+    fn fmt_ns_units_and_digits() {
+        for (ns, text) in [
+            (0.0, "0 ns"),
+            (1.0, "1 ns"),
+            (850.0, "850 ns"),
+            (999.0, "999 ns"),
+            (1_000.0, "1.00 µs"),
+            (1_250.0, "1.25 µs"),
+            (12_500.0, "12.5 µs"),
+            (125_000.0, "125 µs"),
+            (1e6, "1.00 ms"),
+            (12_500_000.0, "12.5 ms"),
+            (123_456_789.0, "123 ms"),
+            (1e9, "1.00 s"),
+            (3_200_000_000.0, "3.20 s"),
+            (250e9, "250 s"),
+            (3600e9, "3600 s"),
+        ] {
+            assert_eq!(fmt_ns(ns), text, "{ns}");
+        }
+    }
+
+    #[test]
+    fn fmt_ns_edges() {
+        // The unit is chosen before rounding: just below a threshold keeps the smaller unit.
+        assert_eq!(fmt_ns(999.6), "1000 ns");
+        assert_eq!(fmt_ns(999_999.0), "1000 µs");
+        assert_eq!(fmt_ns(999_999_999.0), "1000 ms");
+        // Rounding between the digit steps: 9.995 → two decimals, 99.96 → one.
+        assert_eq!(fmt_ns(9_999_000.0), "10.00 ms");
+        assert_eq!(fmt_ns(99_960_000.0), "100.0 ms");
+        // Fractions of a nanosecond (a mean) round, ties to even.
+        assert_eq!(fmt_ns(2.5), "2 ns");
+        assert_eq!(fmt_ns(0.4), "0 ns");
+        // Beyond u64 and outside the domain: printed as they are.
+        assert_eq!(fmt_ns(u64::MAX as f64), "18446744074 s");
+        assert_eq!(fmt_ns(-5.0), "-5 ns");
+        assert_eq!(fmt_ns(-5e6), "-5000000 ns");
+        assert_eq!(fmt_ns(f64::NAN), "NaN ns");
+        assert_eq!(fmt_ns(f64::INFINITY), "inf s");
+        assert_eq!(fmt_ns(f64::NEG_INFINITY), "-inf ns");
+    }
+
+    #[test]
+    fn fmt_ms_decimals() {
+        assert_eq!(fmt_ms(12_345_678, 0), "12 ms");
+        assert_eq!(fmt_ms(12_345_678, 1), "12.3 ms");
+        assert_eq!(fmt_ms(12_345_678, 2), "12.35 ms");
+        assert_eq!(fmt_ms(12_345_678, 3), "12.346 ms");
+        assert_eq!(fmt_ms(0, 1), "0.0 ms");
+        assert_eq!(fmt_ms(0, 3), "0.000 ms");
+        assert_eq!(fmt_ms(1, 3), "0.000 ms");
+        assert_eq!(fmt_ms(500, 3), "0.001 ms");
+        assert_eq!(fmt_ms(50_000, 1), "0.1 ms");
+        assert_eq!(fmt_ms(3_600_000_000_000, 1), "3600000.0 ms");
+        assert_eq!(fmt_ms(u64::MAX, 2), "18446744073709.55 ms");
+        assert_eq!(fmt_ms_compact(12_345_678, 3), "12.346ms");
+        assert_eq!(fmt_ms_compact(0, 3), "0.000ms");
+        assert_eq!(fmt_ms_compact(u64::MAX, 3), "18446744073709.551ms");
+        // f64 input (a stored check value, a mean) formats as the same count would.
+        assert_eq!(fmt_ms(12_345_678.0, 3), fmt_ms(12_345_678u64, 3));
+        assert_eq!(fmt_ms(1_250.5, 3), "0.001 ms");
+        assert_eq!(fmt_ms(-2e6, 1), "-2.0 ms");
+        assert_eq!(fmt_ms(f64::NAN, 1), "NaN ms");
+        // u64 input formats as its f64 value would (fmt_ns included).
+        assert_eq!(fmt_ns(1_250u64), fmt_ns(1_250.0));
     }
 }

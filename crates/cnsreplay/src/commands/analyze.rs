@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use analyze::compare::Metric;
-use analyze::report::fmt_ns;
 use analyze::summary::{RunSummary, SummaryReport, summary};
 use analyze::{CompareOptions, QosSpec, Slo};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use trace_format::units::fmt_ns;
 
 use crate::output::Output;
 

@@ -28,6 +28,7 @@ use replay::{
 
 use settings::{dur_ns, op_value};
 use table::write_table;
+use trace_format::units::fmt_ms_compact;
 
 /// Which provider to replay against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -205,16 +206,12 @@ fn progress(live: Arc<Live>) -> std::thread::JoinHandle<()> {
                 live.in_flight(),
                 live.late.load(Relaxed),
                 live.failed.load(Relaxed),
-                ms(live.worst_lag_ns.load(Relaxed)),
+                fmt_ms_compact(live.worst_lag_ns.load(Relaxed), 3),
             ));
             pb.tick();
         }
         pb.finish_and_clear();
     })
-}
-
-fn ms(ns: u64) -> String {
-    format!("{:.3}ms", ns as f64 / 1e6)
 }
 
 fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: &Arc<P>) -> anyhow::Result<Summary> {

@@ -9,7 +9,8 @@
 //! within its own limits, `engine-bound` when one is not, `not-judged` when no lateness
 //! percentile had enough values behind it.
 
-use super::{Check, Measured, OpValidity, ValidityOptions, Verdict, ms};
+use super::{Check, Measured, OpValidity, ValidityOptions, Verdict};
+use trace_format::units::fmt_ms;
 
 /// The entry of `io_phase` units' I/O in [`super::Validity::ops`].
 pub const IO_PHASE_IO: &str = "io_phase I/O";
@@ -68,8 +69,8 @@ fn one(op: &str, median: u64, o: &ValidityOptions, judged: &[&Check]) -> OpValid
                 format!(
                     "{} p{pct} {} > {}",
                     what.replace(['_', '.'], " "),
-                    ms(c.value),
-                    ms(limit as f64)
+                    fmt_ms(c.value, 3),
+                    fmt_ms(limit, 3)
                 )
             })
         })
@@ -87,7 +88,7 @@ fn one(op: &str, median: u64, o: &ValidityOptions, judged: &[&Check]) -> OpValid
         format!(
             "{} (its median {}; limits {})",
             over.join(", "),
-            ms(median as f64),
+            fmt_ms(median, 3),
             limits.basis
         )
     };

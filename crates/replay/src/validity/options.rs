@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::Limits;
 
-use super::ms;
+use trace_format::units::fmt_ms;
 
 /// Thresholds of the engine checks (recorded in the manifest with the run options; the
 /// limits a run was held to are in its summary's [`super::Validity::limits`]).
@@ -107,18 +107,18 @@ impl ValidityOptions {
                  loosens the limits only that far; {:.2} % of the given reference latency {} \
                  would be {}",
                 self.reference_share * 100.0,
-                ms(m as f64),
-                ms(self.start_min_ns as f64),
+                fmt_ms(m, 3),
+                fmt_ms(self.start_min_ns, 3),
                 self.start_fraction * 100.0,
-                ms(r as f64),
-                ms(scaled as f64)
+                fmt_ms(r, 3),
+                fmt_ms(scaled, 3)
             ),
             (None, Some(r), None) => format!(
                 "{:.2} % of {what} {}, clamped to [{}, {}]",
                 self.start_fraction * 100.0,
-                ms(r as f64),
-                ms(self.start_min_ns as f64),
-                ms(self.start_max_ns as f64)
+                fmt_ms(r, 3),
+                fmt_ms(self.start_min_ns, 3),
+                fmt_ms(self.start_max_ns, 3)
             ),
             (None, None, _) => "no latency measured: the upper bound".to_owned(),
         };

@@ -5,8 +5,8 @@
 use std::io::Write;
 
 use analyze::compare::{Metric, Row};
-use analyze::report::fmt_ns;
 use analyze::{CompareReport, Verdict};
+use trace_format::units::fmt_ns;
 
 fn show(m: Metric, v: f64) -> String {
     if m == Metric::ErrorRate {

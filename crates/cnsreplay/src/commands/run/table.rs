@@ -6,7 +6,7 @@ use std::io::Write;
 use replay::{CompletionState, Percentiles, Summary, Verdict};
 use trace_format::OpType;
 
-use super::ms;
+use trace_format::units::fmt_ms_compact;
 
 pub(super) fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     let state = match s.state {
@@ -25,8 +25,8 @@ pub(super) fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<(
         per_s(s.ops_per_second),
         s.ok,
         s.failed,
-        ms(s.lateness.p99),
-        ms(s.lateness.max)
+        fmt_ms_compact(s.lateness.p99, 3),
+        fmt_ms_compact(s.lateness.max, 3)
     )?;
     write_verdict(s, out)?;
     writeln!(out)?;
@@ -47,7 +47,7 @@ pub(super) fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<(
         "p99",
         "max"
     )?;
-    let row = |p: &Percentiles| [p.p50, p.p90, p.p99, p.max].map(ms);
+    let row = |p: &Percentiles| [p.p50, p.p90, p.p99, p.max].map(|n| fmt_ms_compact(n, 3));
     for (op, o) in &s.ops {
         let (r, v) = (row(&o.response), row(&o.service));
         writeln!(
@@ -62,9 +62,9 @@ pub(super) fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<(
         writeln!(
             out,
             "I/O p99.9: {} without a snapshot in flight ({} I/Os), {} with ({} I/Os)",
-            ms(s.io.without_snapshot.p999),
+            fmt_ms_compact(s.io.without_snapshot.p999, 3),
             s.io.without_snapshot.count,
-            ms(s.io.with_snapshot.p999),
+            fmt_ms_compact(s.io.with_snapshot.p999, 3),
             s.io.with_snapshot.count
         )?;
     }
@@ -148,10 +148,10 @@ fn write_streams(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
             f.intended_rate,
             f.achieved_rate,
             worst,
-            ms(f.lateness.p50),
-            ms(f.lateness.p99),
-            ms(f.lateness.p999),
-            ms(f.response.p99)
+            fmt_ms_compact(f.lateness.p50, 3),
+            fmt_ms_compact(f.lateness.p99, 3),
+            fmt_ms_compact(f.lateness.p999, 3),
+            fmt_ms_compact(f.response.p99, 3)
         )?;
         if let Some(e) = &f.error {
             writeln!(out, "  error: {e}")?;
@@ -171,13 +171,13 @@ fn write_verdict(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
         out,
         "engine delay: start lateness p50 {} p99 {} p99.9 {} max {} ({} events that did not wait, \
          {} that waited); pickup p99 {}",
-        ms(sl.p50),
-        ms(sl.p99),
-        ms(sl.p999),
-        ms(sl.max),
+        fmt_ms_compact(sl.p50, 3),
+        fmt_ms_compact(sl.p99, 3),
+        fmt_ms_compact(sl.p999, 3),
+        fmt_ms_compact(sl.max, 3),
         sl.count,
         s.waited,
-        ms(s.pickup.p99)
+        fmt_ms_compact(s.pickup.p99, 3)
     )?;
     if let Some(r) = &s.dispatch_rate {
         writeln!(
@@ -224,8 +224,8 @@ fn write_verdict(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
         writeln!(
             out,
             "  lateness limits: p99 {}, p99.9 {} ({})",
-            ms(l.p99_ns),
-            ms(l.p999_ns),
+            fmt_ms_compact(l.p99_ns, 3),
+            fmt_ms_compact(l.p999_ns, 3),
             l.basis
         )?;
     }

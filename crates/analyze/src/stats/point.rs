@@ -32,7 +32,7 @@
 //!   rate that passes 90 % of runs lies below saturation. (Medians or
 //!   percentiles of the two halves, the earlier check, moved by 50 % at ρ = 0.9 in short runs as
 //!   the queue filled from empty.)
-//! - **SLOs** over the whole run ([`crate::capacity::Slo`]). `io` SLOs read the CO-safe
+//! - **SLOs** over the whole run ([`crate::slo::Slo`]). `io` SLOs read the CO-safe
 //!   response times of single `io` events and of `io_phase` units' interval histograms
 //!   ([`crate::phase_io::response`]), never a unit's duration.
 //! - **Validity**: the run's verdict (`summary.json`, `validity.verdict`, written by the
@@ -48,12 +48,13 @@ use hdrhistogram::Histogram;
 use replay::{CompletionState, Outcome, Verdict};
 use serde::{Deserialize, Serialize};
 use trace_format::OpType;
+use trace_format::units::fmt_ns;
 
 use crate::Result;
-use crate::capacity::{Slo, SloTarget};
-use crate::hist::{at, latency};
-use crate::load::{Accumulator, Rec, Run};
-use crate::phase_io;
+use crate::stats::hist::{at, latency};
+use crate::stats::load::{Accumulator, Rec, Run};
+use crate::stats::phase_io;
+use crate::stats::slo::{Slo, SloTarget};
 
 /// How points are judged.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -369,9 +370,9 @@ pub fn control_plane(run_dir: &Path, slo_ns: Option<u64>) -> Vec<String> {
             .map(|(k, l)| {
                 format!(
                     "{what} {k}: wait p99 {} over {} (p50 {})",
-                    fmt_ns((l.p99 * 1e9) as u64),
+                    fmt_ns((l.p99 * 1e9) as u64 as f64),
                     l.count,
-                    fmt_ns((l.p50 * 1e9) as u64)
+                    fmt_ns((l.p50 * 1e9) as u64 as f64)
                 )
             })
             .collect::<Vec<_>>()
@@ -390,10 +391,6 @@ pub fn control_plane(run_dir: &Path, slo_ns: Option<u64>) -> Vec<String> {
         &c.client_limiter,
     ));
     out
-}
-
-fn fmt_ns(ns: u64) -> String {
-    crate::report::fmt_ns(ns as f64)
 }
 
 /// The trace's steady part on the run's clock ([`trace_format::STEADY_PARAMETER`] in the
@@ -504,7 +501,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
                             h.saturating_record(e.response.max(1));
                         }
                     }
-                    crate::hist::add_saturating(
+                    crate::stats::hist::add_saturating(
                         &mut h,
                         &phase_io::response(&units, kind, Some(range)),
                     );
@@ -533,7 +530,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
         let met = value_ns.is_some_and(|v| v <= s.limit_ns);
         if !met {
             reasons.push(match value_ns {
-                Some(v) => format!("{} was {}", s.spec, fmt_ns(v)),
+                Some(v) => format!("{} was {}", s.spec, fmt_ns(v as f64)),
                 None => format!("{} had no events", s.spec),
             });
         }
@@ -571,7 +568,7 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hist::Rng;
+    use crate::stats::hist::Rng;
 
     /// `n` arrivals `gap` ns apart (or exponential gaps of that mean), each served by one of
     /// 4 FCFS servers with exponential service of mean `service` ns: sorted arrival and

@@ -49,7 +49,7 @@
 
 use super::design::{Design, DesignKind};
 use super::{CompareOptions, Row, Sample, Verdict};
-use crate::inference::{
+use crate::stats::inference::{
     TTest, chi2_quantile, fisher_exact, mean_var, newcombe, t_quantile, t_two_sided, z_quantile,
 };
 

@@ -15,7 +15,7 @@ use polars::prelude::*;
 use replay::Outcome;
 
 use crate::Result;
-use crate::load::{Rec, Run};
+use crate::stats::load::{Rec, Run};
 
 /// Records per frame when streaming.
 pub const BATCH: usize = 1 << 20;

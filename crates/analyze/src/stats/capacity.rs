@@ -2,15 +2,8 @@
 //! `cnsreplay sweep`) or of a search (`cnsreplay capacity`), the highest offered rate the
 //! system sustained, the rate where it stopped, and a one-sentence answer.
 //!
-//! An SLO is `OP[.METRIC] PCT<=LIMIT` (`attach p99<=2s`, `io p99.9<=10ms`) or the older
-//! `OP[.METRIC].PCT=LIMIT` (`attach.p99=30s`): op type (or `all`), optional metric
-//! (`response`, the default, or `service`), percentile (`p50`, `p90`, `p99`, `p99.9`, `max`)
-//! and a duration. `io` (optionally `io.read`, `io.write`, `io.trim`, `io.flush`) is I/O
-//! response time: single `io` events and the I/Os of `io_phase` units, from iogen's
-//! histograms, never a unit's duration. A run meets an SLO when the percentile is at most the
-//! limit (a run without that op type does not meet it).
-//!
-//! Each run is judged as a point ([`crate::point`]): SLOs met, throughput kept up with the
+//! The SLOs are [`Slo`]s ([`crate::slo`]). Each run is judged as a point
+//! ([`crate::point`]): SLOs met, throughput kept up with the
 //! offered rate (within 2 %), stationary, valid. The *maximum* is the highest offered rate of
 //! a passing point such that every slower point passes too; the *limit* is the next point
 //! above it, which failed, with its reasons. The report states that bracket and its width
@@ -22,139 +15,12 @@ use std::path::{Path, PathBuf};
 
 use replay::RunIdentity;
 use serde::{Deserialize, Serialize};
-use trace_format::{IoKind, OpType};
 
-use crate::hist::at;
-use crate::load::Run;
-use crate::point::{PointEval, PointOptions, evaluate};
-use crate::summary::{OpAcc, RunStats};
+use crate::stats::load::Run;
+use crate::stats::passprob;
+use crate::stats::point::{PointEval, PointOptions, evaluate};
+pub use crate::stats::slo::{Slo, SloTarget};
 use crate::{Error, Result};
-
-/// An SLO on one op type's latency percentile.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct Slo {
-    /// The text as given.
-    pub spec: String,
-    /// Op type name, `all`, or `io` / `io.KIND` (I/O response time).
-    pub op: String,
-    /// `response` or `service`.
-    pub metric: String,
-    /// Percentile, 0–100 (100 = max).
-    pub percentile: f64,
-    /// Limit, ns.
-    pub limit_ns: u64,
-}
-
-/// What an SLO is measured on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SloTarget {
-    /// Control operations of one op type (None: every event).
-    Op(Option<OpType>),
-    /// I/O response time, of one kind or all (None).
-    Io(Option<IoKind>),
-}
-
-/// Parses a percentile name: `p50`, `p99.9`, `max`.
-pub fn parse_percentile(s: &str) -> Option<f64> {
-    if s == "max" {
-        return Some(100.0);
-    }
-    let p: f64 = s.strip_prefix('p')?.parse().ok()?;
-    (p > 0.0 && p <= 100.0).then_some(p)
-}
-
-impl Slo {
-    /// Parses `OP[.METRIC] PCT<=LIMIT` or `OP[.METRIC].PCT=LIMIT`.
-    pub fn parse(spec: &str) -> Result<Self> {
-        let bad = |m: &str| {
-            Error::Invalid(format!(
-                "--slo {spec:?}: {m} (expected OP[.METRIC] PCT<=LIMIT, e.g. 'attach p99<=2s' or \
-                 'io p99.9<=10ms'; or OP.PCT=LIMIT, e.g. attach.p99=30s)"
-            ))
-        };
-        let (lhs, limit) = match spec.split_once("<=") {
-            Some(x) => x,
-            None => spec.split_once('=').ok_or_else(|| bad("no '<=' or '='"))?,
-        };
-        let limit_ns = trace_format::units::parse_duration(limit.trim())
-            .map_err(|e| bad(&format!("limit: {e}")))?;
-        let lhs = lhs.trim();
-        // The percentile is the last word (`attach p99`) or the last `.p…`/`.max` part.
-        let (subject, pct) = match lhs.rsplit_once(char::is_whitespace) {
-            Some((a, p)) => (a.trim(), p),
-            None => {
-                let i = lhs
-                    .find(".p")
-                    .or_else(|| lhs.find(".max"))
-                    .ok_or_else(|| bad("no percentile"))?;
-                (&lhs[..i], &lhs[i + 1..])
-            }
-        };
-        let percentile =
-            parse_percentile(pct).ok_or_else(|| bad(&format!("bad percentile {pct:?}")))?;
-        let (op, metric) = match subject.split_once('.') {
-            Some((o, m @ ("response" | "service"))) => (o.to_owned(), m),
-            Some(("io", k)) if io_kind(k).is_some() => (subject.to_owned(), "response"),
-            Some((_, m)) => return Err(bad(&format!("unknown metric {m:?}"))),
-            None => (subject.to_owned(), "response"),
-        };
-        if op != "all" && !op.starts_with("io") && OpType::from_name(&op).is_none() {
-            return Err(bad(&format!("unknown op type {op:?}")));
-        }
-        if op == "io_phase" {
-            // Allowed: the unit's duration, asked for by name.
-        } else if op.starts_with("io") && metric == "service" {
-            return Err(bad("I/O SLOs are on response time"));
-        }
-        Ok(Self {
-            spec: spec.to_owned(),
-            op,
-            metric: metric.to_owned(),
-            percentile,
-            limit_ns,
-        })
-    }
-
-    /// What the SLO is measured on.
-    pub fn target(&self) -> SloTarget {
-        if self.op == "io" {
-            return SloTarget::Io(None);
-        }
-        if let Some(k) = self.op.strip_prefix("io.").and_then(io_kind) {
-            return SloTarget::Io(Some(k));
-        }
-        SloTarget::Op(OpType::from_name(&self.op))
-    }
-
-    /// The SLO's value in a run from its control-op histograms (None when the op type did
-    /// not occur). I/O SLOs need the unit histograms: [`crate::point::evaluate`].
-    pub fn value(&self, stats: &RunStats) -> Option<u64> {
-        let total;
-        let acc: &OpAcc = if self.op == "all" {
-            total = stats.total();
-            &total
-        } else {
-            stats.ops.get(&OpType::from_name(&self.op)?)?
-        };
-        let h = if self.metric == "service" {
-            acc.service.as_ref()
-        } else {
-            acc.response.as_ref()
-        }?;
-        Some(at(h, self.percentile))
-    }
-}
-
-fn io_kind(s: &str) -> Option<IoKind> {
-    Some(match s {
-        "read" => IoKind::Read,
-        "write" => IoKind::Write,
-        "trim" => IoKind::Trim,
-        "flush" => IoKind::Flush,
-        _ => return None,
-    })
-}
 
 /// `analyze capacity --json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -179,7 +45,7 @@ pub struct CapacityReport {
     pub limited_by: Vec<String>,
     /// The offered rate passing [`PASS_PROBABILITY`] of runs, with its 95 % interval
     /// (logistic fit over every run; None unless runs both passed and failed).
-    pub estimate: Option<crate::passprob::RateEstimate>,
+    pub estimate: Option<passprob::RateEstimate>,
     /// 95 % interval for the sustainable rate: `estimate`'s lower end to the upper end of
     /// the half-pass rate's interval.
     pub capacity_interval: Option<(Option<f64>, Option<f64>)>,
@@ -225,10 +91,10 @@ pub fn offered(p: &PointEval) -> f64 {
     p.total().map_or(0.0, |t| t.offered_rate)
 }
 
-/// The steepest pass curve a set of runs can show: [`crate::passprob::max_slope`] of the
+/// The steepest pass curve a set of runs can show: [`passprob::max_slope`] of the
 /// fewest events of a run.
 pub fn fit_slope<'a>(points: impl IntoIterator<Item = &'a PointEval>) -> f64 {
-    crate::passprob::max_slope(
+    passprob::max_slope(
         points
             .into_iter()
             .filter_map(|p| p.total().map(|t| t.count))
@@ -295,8 +161,8 @@ pub fn capacity(dir: &Path, slos: &[Slo], opts: &PointOptions) -> Result<Capacit
         .filter(|r| r.0 > 0.0)
         .collect();
     let slope = fit_slope(&points);
-    let estimate = crate::passprob::estimate(&fit, PASS_PROBABILITY, slope);
-    let half = crate::passprob::estimate(&fit, 0.5, slope);
+    let estimate = passprob::estimate(&fit, PASS_PROBABILITY, slope);
+    let half = passprob::estimate(&fit, 0.5, slope);
     let capacity_interval = estimate
         .as_ref()
         .map(|e| (e.low, half.as_ref().and_then(|h| h.high)));

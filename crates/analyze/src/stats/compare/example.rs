@@ -12,7 +12,7 @@ use replay::{EventRecord, Outcome};
 use trace_format::OpType;
 
 use crate::Result;
-use crate::hist::Rng;
+use crate::stats::hist::Rng;
 
 /// Runs per batch.
 pub const RUNS_PER_BATCH: usize = 4;

@@ -27,8 +27,8 @@ use serde::Serialize;
 use trace_format::{IoKind, Op, OpType, TraceReader};
 
 use crate::Result;
-use crate::load::{Accumulator, Rec, Run};
-use crate::phase_io::{self, PhaseUnit, io_kind_name};
+use crate::stats::load::{Accumulator, Rec, Run};
+use crate::stats::phase_io::{self, PhaseUnit, io_kind_name};
 
 /// The span before and after a modify whose I/O rate is reported.
 pub const WINDOW: u64 = 2_000_000_000;

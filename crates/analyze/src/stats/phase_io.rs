@@ -19,7 +19,7 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use trace_format::{IoKind, Op, OpType, TraceReader};
 
-use crate::load::{Accumulator, Rec, Run};
+use crate::stats::load::{Accumulator, Rec, Run};
 use crate::{Error, Result};
 
 /// One interval of one unit: the response times of one I/O kind.
@@ -239,8 +239,8 @@ impl RunIo {
         for (_, path) in &logs {
             let (_, ivs) = parse(path)?;
             for (_, _, k, h) in ivs {
-                let dst = kinds[kind_index(k)].get_or_insert_with(crate::hist::latency);
-                crate::hist::add_saturating(dst, &h);
+                let dst = kinds[kind_index(k)].get_or_insert_with(crate::stats::hist::latency);
+                crate::stats::hist::add_saturating(dst, &h);
             }
         }
         Ok(Some(Self {
@@ -265,7 +265,7 @@ impl RunIo {
             None => {
                 let mut all: Option<Histogram<u64>> = None;
                 for (_, h) in self.kinds() {
-                    crate::hist::merge(&mut all, Some(h.clone()));
+                    crate::stats::hist::merge(&mut all, Some(h.clone()));
                 }
                 all
             }
@@ -277,7 +277,7 @@ impl RunIo {
     pub fn percentile(&self, kind: Option<IoKind>, p: f64) -> Option<u64> {
         self.response(kind)
             .filter(|h| !h.is_empty())
-            .map(|h| crate::hist::at(&h, p))
+            .map(|h| crate::stats::hist::at(&h, p))
     }
 }
 
@@ -299,7 +299,7 @@ pub fn response(
     kind: Option<IoKind>,
     range: Option<(u64, u64)>,
 ) -> Histogram<u64> {
-    let mut h = crate::hist::latency();
+    let mut h = crate::stats::hist::latency();
     for iv in units.iter().flat_map(|u| &u.intervals) {
         if kind.is_some_and(|k| k != iv.kind) {
             continue;
@@ -307,7 +307,7 @@ pub fn response(
         if range.is_some_and(|(a, b)| !(a..b).contains(&iv.mid_ns())) {
             continue;
         }
-        crate::hist::add_saturating(&mut h, &iv.response);
+        crate::stats::hist::add_saturating(&mut h, &iv.response);
     }
     h
 }
@@ -341,8 +341,8 @@ pub fn by_tenant(
         for iv in &u.intervals {
             let h = per
                 .entry(iv.mid_ns() / width.max(1))
-                .or_insert_with(crate::hist::coarse);
-            crate::hist::add_saturating(h, &iv.response);
+                .or_insert_with(crate::stats::hist::coarse);
+            crate::stats::hist::add_saturating(h, &iv.response);
         }
     }
     out

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use replay::files::CutFile;
 
-use crate::svg::{COLORS, Dash, Mark, Plot, Series};
+use crate::render::svg::{COLORS, Dash, Mark, Plot, Series};
 use crate::{Error, Result, Run};
 
 /// Points kept per volume's line.
@@ -34,7 +34,7 @@ pub(crate) fn plots(run: &Run, i: usize, n: usize) -> Result<Vec<(String, String
         .unwrap_or(run.manifest.started)
         .as_nanosecond();
     let mut out = Vec::new();
-    for (id, path) in crate::load::event_files(&run.path, "io", ".cut.json")? {
+    for (id, path) in crate::stats::load::event_files(&run.path, "io", ".cut.json")? {
         let f: CutFile =
             serde_json::from_slice(&fs_err::read(&path)?).map_err(|e| bad(&path, e.to_string()))?;
         // The log beside the check (the run directory may have moved since).

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use trace_format::{OpType, TraceReader};
 
 use crate::Result;
-use crate::hist::{self, merge, pct, record};
-use crate::load::{Accumulator, Rec, Run};
+use crate::stats::hist::{self, merge, pct, record};
+use crate::stats::load::{Accumulator, Rec, Run};
 
 /// Accumulated data of one op type.
 #[derive(Debug, Clone, Default)]
@@ -567,7 +567,7 @@ fn ns(us: f64) -> u64 {
 /// Reads `io/ID.json` (iogen's [`iogen::Summary`]) of every I/O unit.
 pub fn io_units(run_dir: &Path) -> Result<Vec<IoUnitReport>> {
     let mut out = Vec::new();
-    for (id, p) in crate::phase_io::unit_files(run_dir, "json")? {
+    for (id, p) in crate::stats::phase_io::unit_files(run_dir, "json")? {
         let text = fs_err::read(&p)?;
         let s: iogen::Summary =
             serde_json::from_slice(&text).map_err(|e| crate::Error::Config {

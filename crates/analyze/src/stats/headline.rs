@@ -1,5 +1,5 @@
 //! The report's headline: the run's I/O with and without a snapshot in flight, per I/O kind,
-//! and its IOPS.
+//! and its IOPS (the numbers; `render/headline.rs` writes them as HTML).
 //!
 //! The all-kinds figure is the run's own (`summary.json` `io`, what `cnsreplay run` prints);
 //! it is not recomputed. The per-kind split repeats the run's rule with the run's own code:
@@ -14,17 +14,15 @@
 //! instant to last interval end or completion, at least one second).
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use hdrhistogram::Histogram;
 use replay::{IoSplit, Outcome, Percentiles, SnapshotTimeline};
 use trace_format::{IoKind, Op, OpType, TraceReader};
 
 use crate::Result;
-use crate::load::{Accumulator, Rec, Run};
-use crate::phase_io::{IO_KINDS, PhaseUnit, io_kind_name};
-use crate::report::fmt_ns;
-use crate::svg::esc;
+use crate::stats::hist;
+use crate::stats::load::{Accumulator, Rec, Run};
+use crate::stats::phase_io::{IO_KINDS, PhaseUnit, io_kind_name};
 
 /// One row of the headline table: one I/O kind (or all kinds).
 #[derive(Debug, Clone, PartialEq)]
@@ -86,13 +84,13 @@ struct Side {
 
 impl Side {
     fn add(&mut self, with: bool, h: &Histogram<u64>, from: u64, to: u64) {
-        let dst = self.h[usize::from(with)].get_or_insert_with(crate::hist::latency);
-        crate::hist::add_saturating(dst, h);
+        let dst = self.h[usize::from(with)].get_or_insert_with(hist::latency);
+        hist::add_saturating(dst, h);
         self.widen(from, to);
     }
 
     fn add_one(&mut self, with: bool, v: u64, from: u64, to: u64) {
-        crate::hist::record(&mut self.h[usize::from(with)], v);
+        hist::record(&mut self.h[usize::from(with)], v);
         self.widen(from, to);
     }
 
@@ -105,7 +103,7 @@ impl Side {
 
     fn row(&self, kind: &str) -> Option<KindRow> {
         let (a, b) = self.span?;
-        let pct = |h: &Option<Histogram<u64>>| crate::hist::pct(h.as_ref());
+        let pct = |h: &Option<Histogram<u64>>| hist::pct(h.as_ref());
         let (without, with) = (pct(&self.h[0]), pct(&self.h[1]));
         let ios = without.count + with.count;
         if ios == 0 {
@@ -200,105 +198,4 @@ pub fn headline(run: &Run, units: &[PhaseUnit]) -> Result<Headline> {
 /// Per-kind rows keyed by kind, for tests and callers that look one up.
 pub fn by_kind(h: &Headline) -> BTreeMap<&str, &KindRow> {
     h.kinds.iter().map(|r| (r.kind.as_str(), r)).collect()
-}
-
-fn pct_cells(p: &Percentiles) -> String {
-    if p.count == 0 {
-        return "<td>0</td><td colspan=4>–</td>".to_owned();
-    }
-    let mut s = format!("<td>{}</td>", p.count);
-    for v in [p.p50, p.p99, p.p999, p.max] {
-        let _ = write!(s, "<td>{}</td>", fmt_ns(v as f64));
-    }
-    s
-}
-
-/// The results section's I/O part: per run the sentence `cnsreplay run` prints (its numbers
-/// as `data-` attributes, ns), then one table of every run's kinds. Empty without I/O.
-pub(crate) fn html(runs: &[(&Headline, String)]) -> String {
-    let mut h = String::new();
-    if runs
-        .iter()
-        .all(|(r, _)| r.kinds.is_empty() && r.run.is_none())
-    {
-        return h;
-    }
-    for (i, (r, name)) in runs.iter().enumerate() {
-        let Some(s) = &r.run else { continue };
-        let (a, b) = (&s.without_snapshot, &s.with_snapshot);
-        let ratio = if a.p999 > 0 && b.count > 0 {
-            format!(" ({:.2}× with)", b.p999 as f64 / a.p999 as f64)
-        } else {
-            String::new()
-        };
-        let _ = write!(
-            h,
-            "<p class=headline data-run=\"{}\" data-p999-without=\"{}\" data-p999-with=\"{}\" \
-             data-ios-without=\"{}\" data-ios-with=\"{}\">Run {} <code>{}</code>: I/O p99.9 \
-             <strong>{}</strong> without a snapshot in flight ({} I/Os), <strong>{}</strong> \
-             with ({} I/Os){ratio}</p>",
-            i + 1,
-            a.p999,
-            b.p999,
-            a.count,
-            b.count,
-            i + 1,
-            esc(name),
-            fmt_ns(a.p999 as f64),
-            a.count,
-            fmt_ns(b.p999 as f64),
-            b.count,
-        );
-    }
-    h.push_str(
-        "<table class=headline-table><tr><th rowspan=2>run</th><th rowspan=2>I/O kind</th>\
-         <th rowspan=2>I/Os</th><th rowspan=2>IOPS</th>\
-         <th colspan=5>response without a snapshot in flight</th>\
-         <th colspan=5>response with a snapshot in flight</th></tr><tr>",
-    );
-    for _ in 0..2 {
-        h.push_str("<th>I/Os</th><th>p50</th><th>p99</th><th>p99.9</th><th>max</th>");
-    }
-    h.push_str("</tr>");
-    for (i, (r, _)) in runs.iter().enumerate() {
-        for k in &r.kinds {
-            let _ = write!(
-                h,
-                "<tr data-run=\"{}\" data-kind=\"{}\" data-iops=\"{:.1}\"><td>{}</td><td>{}</td>\
-                 <td>{}</td><td>{}</td>{}{}</tr>",
-                i + 1,
-                k.kind,
-                k.iops,
-                i + 1,
-                k.kind,
-                k.ios,
-                fmt_iops(k.iops),
-                pct_cells(&k.without),
-                pct_cells(&k.with)
-            );
-        }
-    }
-    h.push_str("</table>");
-    for (i, (r, _)) in runs.iter().enumerate() {
-        for n in &r.notes {
-            let _ = write!(h, "<p>Run {}: {}</p>", i + 1, esc(n));
-        }
-    }
-    h.push_str(
-        "<p class=note>Response = completion − intended instant (coordinated-omission safe). \
-         The all-kinds sentence is the run's own figure (<code>summary.json</code> \
-         <code>io</code>, as <code>cnsreplay run</code> prints it); the table splits the same \
-         I/O by kind by the same rule: an <code>io_phase</code> interval (200 ms) counts as \
-         with a snapshot when a snapshot ran at any point of it, a single <code>io</code> \
-         event when one ran while it did. IOPS: I/Os over the span they ran in.</p>",
-    );
-    h
-}
-
-fn fmt_iops(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
 }

@@ -10,10 +10,10 @@
 use std::fmt::Write;
 
 use replay::Percentiles;
+use trace_format::units::fmt_ns;
 
-use crate::report::fmt_ns;
-use crate::summary::RunSummary;
-use crate::svg::{COLORS, Dash, Plot, Series, esc};
+use crate::render::svg::{COLORS, Dash, Plot, Series, esc};
+use crate::stats::summary::RunSummary;
 
 /// The quantiles drawn for a distribution known by its percentiles.
 fn points(p: &Percentiles) -> Vec<(f64, f64)> {

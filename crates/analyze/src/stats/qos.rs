@@ -28,14 +28,13 @@ use std::path::Path;
 use hdrhistogram::Histogram;
 use replay::Outcome;
 use serde::{Deserialize, Serialize};
-use trace_format::units::Dur;
+use trace_format::units::{Dur, fmt_ns};
 use trace_format::{IoKind, Op, OpType, TraceReader};
 
-use crate::capacity::parse_percentile;
-use crate::hist::{at, coarse};
-use crate::load::{Accumulator, Rec, Run};
-use crate::phase_io::{self, Spans};
-use crate::report::fmt_ns;
+use crate::stats::hist::{at, coarse};
+use crate::stats::load::{Accumulator, Rec, Run};
+use crate::stats::phase_io::{self, Spans};
+use crate::stats::slo::parse_percentile;
 use crate::{Error, Result};
 
 /// The QoS file.
@@ -328,7 +327,7 @@ pub fn qos(run_dir: &Path, spec: &QosSpec, allow_invalid: bool) -> Result<QosRep
                 for (i, t) in targets.iter().enumerate() {
                     if tenants[tenant as usize] == t.tenant && t.kind.is_none_or(|k| k == iv.kind) {
                         let h = acc.cells.entry((i, w)).or_insert_with(coarse);
-                        crate::hist::add_saturating(h, &iv.response);
+                        crate::stats::hist::add_saturating(h, &iv.response);
                     }
                 }
             }

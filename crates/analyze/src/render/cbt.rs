@@ -20,8 +20,8 @@ use iogen::delta_check::DeltaCheck as Check;
 use replay::files::CbtFile;
 use trace_format::OpType;
 
-use crate::load::{Accumulator, Rec};
-use crate::svg::{Dash, Mark, Plot, Series};
+use crate::render::svg::{Dash, Mark, Plot, Series};
+use crate::stats::load::{Accumulator, Rec};
 use crate::{Error, Result, Run};
 
 /// Provider-call starts of the listing events, by id.
@@ -104,7 +104,7 @@ const EXTRA: &str = "#E69F00";
 
 /// The figure of run `i` of `n` with listings: `(id, caption, panels)`, or `None`.
 pub(crate) fn figure(run: &Run, i: usize, n: usize) -> Result<Option<(String, String, Vec<Plot>)>> {
-    let paths: Vec<PathBuf> = crate::load::event_files(&run.path, "cbt", ".json")?
+    let paths: Vec<PathBuf> = crate::stats::load::event_files(&run.path, "cbt", ".json")?
         .into_iter()
         .map(|(_, p)| p)
         .collect();
@@ -195,7 +195,7 @@ pub(crate) fn figure(run: &Run, i: usize, n: usize) -> Result<Option<(String, St
         x_log: false,
         y_log: true,
         x_fmt: |v| format!("{v:.1}"),
-        y_fmt: |v| crate::report::fmt_ns(v * 1e6),
+        y_fmt: |v| trace_format::units::fmt_ns(v * 1e6),
         series: vec![
             points("first range", first, "#CC79A7"),
             points("total", total, "#000000"),

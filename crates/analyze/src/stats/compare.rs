@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::hist::{at, mean};
-use crate::inference::holm;
-use crate::load::Run;
-use crate::phase_io::{RunIo, io_kind_name};
-use crate::summary::RunStats;
+use crate::stats::hist::{at, mean};
+use crate::stats::inference::holm;
+use crate::stats::load::Run;
+use crate::stats::phase_io::{RunIo, io_kind_name};
+use crate::stats::summary::RunStats;
 use crate::{Error, Result};
 
 pub mod design;
