@@ -8,7 +8,7 @@ use kube::{Client, Config};
 use serde::{Deserialize, Serialize};
 use trace_format::{Event, OpType};
 
-use crate::kube::objects::PodOptions;
+use k8s_openapi::api::core::v1::Toleration;
 
 /// The kube provider's configuration (recorded in the manifest; rebuilds it for cleanup).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -196,6 +196,60 @@ pub enum IoExec {
     /// iogen in this process on the attached device (test cluster with the driver on this
     /// machine; Block volumes only).
     Local,
+}
+
+/// How the provider's pods run: identity, placement, resources, pull secrets. Every pod
+/// passes the `restricted` Pod Security Standard: non-root (UID/GID 65532, the iogen image's
+/// user), no privilege escalation, every capability dropped, seccomp `RuntimeDefault`, only
+/// PVC volumes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodOptions {
+    /// `runAsUser`/`runAsGroup` of every container.
+    pub run_as_user: i64,
+    /// Pod `fsGroup`: the kubelet makes a mounted file-system volume group-owned and
+    /// group-writable by it (`fsGroupChangePolicy: OnRootMismatch`: only when its root does
+    /// not match already), so a fresh volume is writable without root.
+    pub fs_group: i64,
+    /// Extra group of pods with raw block volumes: the group owning the block device on the
+    /// node (Debian/Ubuntu: `disk`, 6; devices are `root:disk 0660`). fsGroup is a file-system
+    /// operation of the kubelet's mounter and is not applied to raw block devices; the device
+    /// node inside the container comes from the container runtime with the host device's
+    /// owner and mode (unless containerd's `device_ownership_from_security_context` is set,
+    /// which makes it the pod's runAsUser/runAsGroup).
+    pub block_device_group: i64,
+    /// `nodeSelector` of every pod.
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of every pod.
+    pub tolerations: Vec<Toleration>,
+    /// Resource requests of every container (`cpu`, `memory`, …).
+    pub requests: BTreeMap<String, String>,
+    /// Resource limits of every container.
+    pub limits: BTreeMap<String, String>,
+    /// `imagePullSecrets` of every pod.
+    pub image_pull_secrets: Vec<String>,
+    /// Seccomp profile of iogen pods (`io_phase`, I/O streams): a `Localhost` profile's path
+    /// under the kubelet's seccomp root (e.g. `deploy/seccomp/iogen.json` installed there).
+    /// None: `RuntimeDefault`, whose containerd profile refuses io_uring, so iogen falls back
+    /// to its thread-pool engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iogen_seccomp_profile: Option<String>,
+}
+
+impl Default for PodOptions {
+    fn default() -> Self {
+        Self {
+            run_as_user: 65532,
+            fs_group: 65532,
+            block_device_group: 6,
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+            requests: BTreeMap::new(),
+            limits: BTreeMap::new(),
+            image_pull_secrets: Vec::new(),
+            iogen_seccomp_profile: None,
+        }
+    }
 }
 
 /// Errors building the provider.

@@ -359,7 +359,7 @@ impl Kube {
 
     /// Whether a StorageClass (None: the cluster default) has a provisioner that creates
     /// volumes: its `ProvisioningFailed` Events are the provisioner's errors, judged by
-    /// [`crate::pods::verdict::warning_verdict`] (a final one ends the create or the attach that waits
+    /// `warning_verdict` (`pods::verdict`) (a final one ends the create or the attach that waits
     /// for the claim, a retried one is counted). A static class (`kubernetes.io/no-provisioner`)
     /// only waits for a matching PV; the PV controller's Events about it are not failures.
     pub(crate) fn class_provisions(&self, class: Option<&str>) -> bool {

@@ -27,8 +27,8 @@ use kube::api::{Api, AttachParams, DeleteParams, ObjectMeta, PostParams, Precond
 use kube::runtime::wait::{await_condition, conditions};
 use tokio::io::AsyncReadExt;
 
+use crate::config::PodOptions;
 use crate::config::{KubeConfig, KubeError};
-use crate::kube::objects::PodOptions;
 
 /// Where the claim is mounted in the fetch pod.
 pub const FETCH_MOUNT: &str = "/data";

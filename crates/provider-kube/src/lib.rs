@@ -44,12 +44,10 @@ mod preflight;
 mod provider;
 mod setup;
 
-pub use crate::config::{IoExec, KubeConfig, KubeError, default_timeouts};
+pub use crate::config::{IoExec, KubeConfig, KubeError, PodOptions, default_timeouts};
 pub use crate::context::{Pending, PullCheck};
 pub use crate::kube::limiter::{self, ClientStats, Limiter};
-pub use crate::kube::objects::{
-    self, PodOptions, VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus,
-};
+pub use crate::kube::objects::{self, VolumeSnapshot, VolumeSnapshotSpec, VolumeSnapshotStatus};
 
 pub use crate::pods::iogen::io_pod;
 pub use crate::pods::logs::{pod_backend, split_log};

@@ -9,7 +9,7 @@
 //! opt-in `run-namespaces/`, `nodes/`, `attributes-classes/`, `apiserver-metrics/`. A request
 //! the provider starts making belongs in both places: [`grants`] lists every request with its
 //! piece, and a test reads the pieces' files and checks each is granted where it is named.
-//! [`crate::preflight::uses::TraceUses::pieces`] is the same mapping by piece: the test harnesses run each
+//! `TraceUses::pieces` is the same mapping by piece: the test harnesses run each
 //! trace as an account bound to exactly those, so the tests prove the pieces suffice.
 //!
 //! Event watching is not required (without it failures only show as timeouts, and `prepare`
@@ -179,7 +179,7 @@ impl Access {
 }
 
 /// A piece of `deploy/rbac/`: one Role or ClusterRole, in the file or directory named by
-/// [`Piece::path`]. What a run needs of them is [`crate::preflight::uses::TraceUses::pieces`]; the test
+/// [`Piece::path`]. What a run needs of them is `TraceUses::pieces`; the test
 /// harnesses bind an account to exactly those.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Piece {

@@ -12,7 +12,7 @@
 //! failure grace — before the trace's first operation, instead of in its first attach or
 //! `io_phase`. A stop (Ctrl-C) meanwhile ends it at once (`cancelled`). The run's namespace,
 //! when the run made one, is removed again. It runs only
-//! for a run whose trace was scanned by [`crate::provider::KubeProvider::preflight`] (the CLI's runs),
+//! for a run whose trace was scanned by `KubeProvider::preflight` (the CLI's runs),
 //! and `--no-pull-check` skips it. What it costs is one pod start per target
 //! (docs/kubernetes.md, "Pre-flight").
 
