@@ -19,17 +19,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
+use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 use replay::{OpCtx, ProviderError};
 use trace_format::{Event, IoPhase};
 
 use crate::context::{Kube, LocalIo, io_err};
 use crate::kube::objects::PodVolume;
 use crate::kube::stamp;
-use crate::pods::iogen::io_pod;
+use crate::pods::iogen::{self as iogen_pod, io_pod};
 use crate::pods::logs::{pod_backend, split_log};
 
 pub(crate) async fn io_phase(
@@ -70,7 +68,7 @@ pub(crate) async fn io_phase(
     if p.config.io_exec == crate::config::IoExec::Local {
         return io_phase_local(p, ev, ph, ctx, &vol.pvc, vol.block, wl.node.as_deref()).await;
     }
-    crate::pods::iogen::register(p, ev, ph, vol.block);
+    iogen_pod::register(p, ev, ph, vol.block);
     let pod = io_pod(
         &p.config,
         &p.run()?.run_id,
@@ -84,53 +82,14 @@ pub(crate) async fn io_phase(
         wl.node.as_deref(),
     );
     let name = pod.meta().name.clone().unwrap_or_default();
-    let created = p.create(ctx, "pod", &pod, Some(&p.watches()?.pod)).await?;
-    let uid = created.uid().unwrap_or_default();
-    if let Some(w) = p.state().workloads.get_mut(&ph.workload) {
-        w.io_pods.push(name.clone());
-    }
-    let w = &p.watches()?.pod;
-    p.waiting(
-        ctx,
-        format!(
-            "iogen pod {ns}/{name} (image {}) to start{}",
-            p.config.iogen_image,
-            wl.node
-                .as_deref()
-                .map(|n| format!(" on node {n}"))
-                .unwrap_or_default()
-        ),
+    let waiting = format!(
+        "iogen pod {ns}/{name} (image {}) to start{}",
+        p.config.iogen_image,
+        wl.node
+            .as_deref()
+            .map(|n| format!(" on node {n}"))
+            .unwrap_or_default()
     );
-    // A pod that will not start (or whose wait is dropped: the op's timeout, a stop) must
-    // not hold its volume or keep trying: the guard deletes it.
-    let mut guard = crate::pods::lifecycle::PodGuard::new(p, ns, &name, &uid);
-    let started = p.wait_started(ctx, &name, &uid).await;
-    if started.is_err()
-        && let Some(w) = p.state().workloads.get_mut(&ph.workload)
-    {
-        w.io_pods.retain(|n| *n != name);
-    }
-    let at = started?;
-    guard.disarm();
-    stamp::phase_at(ctx, "running", at);
-    ctx.io_started();
-    let io_dir = p.run()?.run_dir.join("io");
-    std::fs::create_dir_all(&io_dir).map_err(io_err)?;
-    let api: Api<Pod> = Api::namespaced(p.client.clone(), ns);
-    // The pod's own state, from the watch: still there (this uid) and not finished.
-    let running = || {
-        let store = w.store();
-        store
-            .get(&ObjectRef::new(&name).within(ns))
-            .is_some_and(|o| {
-                o.uid().as_deref() == Some(&uid)
-                    && !matches!(
-                        o.status.as_ref().and_then(|s| s.phase.as_deref()),
-                        Some("Succeeded" | "Failed")
-                    )
-            })
-    };
-    let log_path = io_dir.join(format!("{}.log", ev.id));
     // iogen prints an interval histogram every 200 ms (`iogen_args`): the live per-tenant
     // I/O metrics.
     let mut feed = iogen::IntervalFeed::default();
@@ -143,25 +102,16 @@ pub(crate) async fn io_phase(
             }
         }
     };
-    let follow = crate::pods::logs::follow(&api, &name, "iogen", &log_path, running, live);
-    let finished = w.wait_for(&name, |s| {
-        let Some(o) = s.get(&ObjectRef::new(&name).within(ns)) else {
-            return Some(None);
-        };
-        match o.status.as_ref()?.phase.as_deref() {
-            Some(ph @ ("Succeeded" | "Failed")) => Some(Some(ph.to_owned())),
-            _ => None,
-        }
-    });
-    let (followed, (phase, at)) = tokio::join!(follow, finished);
-    let followed = followed?;
+    let ended = iogen_pod::run_to_end(p, ctx, ev.id, &ph.workload, &pod, waiting, live).await?;
+    let (ok, at, followed) = (ended.ok, ended.at, ended.log);
+    let io_dir = p.run()?.run_dir.join("io");
     stamp::phase(ctx, "logs");
     if followed.reconnects > 0 {
         tracing::warn!(pod = %name, reconnects = followed.reconnects, "the log stream of an iogen pod was reopened");
     }
     let log = followed.text;
-    crate::pods::iogen::collect(p, ev, &log, &io_dir, ctx);
-    let Some(phase) = phase else {
+    iogen_pod::collect(p, ev, &log, &io_dir, ctx);
+    let Some(ok) = ok else {
         // Deleted under us: abort_workload or detach stopped the I/O. What it logged until
         // then still counts.
         stamp::phase_at(ctx, "io-stopped", at);
@@ -176,7 +126,7 @@ pub(crate) async fn io_phase(
         return Ok(());
     };
     stamp::phase_at(ctx, "io-done", at);
-    if phase == "Failed" {
+    if !ok {
         return Err(ProviderError::new(
             "io_failed",
             format!("iogen pod {name} failed; its log is in io/{}.log", ev.id),
@@ -186,18 +136,7 @@ pub(crate) async fn io_phase(
     let mut report = split_log(&log, span, ctx, &io_dir.join(format!("{}.hlog", ev.id)))?;
     report.backend = pod_backend(&log, p.config.pod.iogen_seccomp_profile.as_deref());
     ctx.report_io(report);
-    p.stop_pod(ctx, &name, &[], None, Some(0))
-        .await
-        .or_else(|e| {
-            if e.class == "not_found" {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        })?;
-    if let Some(w) = p.state().workloads.get_mut(&ph.workload) {
-        w.io_pods.retain(|n| *n != name);
-    }
+    iogen_pod::finish(p, ctx, &ph.workload, &name).await?;
     Ok(())
 }
 

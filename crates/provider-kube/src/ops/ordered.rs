@@ -20,10 +20,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
-use kube::api::Api;
-use kube::runtime::reflector::ObjectRef;
 use replay::{OpCtx, ProviderError};
 use serde::Serialize;
 use trace_format::{BlockSize, Event, IoPhase, Load, Name, Ordered, Pattern};
@@ -31,6 +27,7 @@ use trace_format::{BlockSize, Event, IoPhase, Load, Name, Ordered, Pattern};
 use crate::context::{Kube, OrderedRun, Taken, io_err};
 use crate::kube::objects::{self, DATA_FILE, PodVolume, k8s_name};
 use crate::kube::stamp;
+use crate::pods::iogen as iogen_pod;
 
 /// Publishes the writer's end however its phase ends (also when the engine drops it).
 struct DoneOnDrop {
@@ -194,57 +191,9 @@ async fn run_pod(
         Some(args),
         &p.config.pod,
     );
-    let created = p.create(ctx, "pod", &pod, Some(&p.watches()?.pod)).await?;
-    let uid = created.uid().unwrap_or_default();
-    if let Some(w) = p.state().workloads.get_mut(&ph.workload) {
-        w.io_pods.push(name.clone());
-    }
-    let forget = |p: &Kube| {
-        if let Some(w) = p.state().workloads.get_mut(&ph.workload) {
-            w.io_pods.retain(|n| *n != name);
-        }
-    };
-    p.waiting(ctx, format!("iogen pod {ns}/{name} to start"));
-    let mut guard = crate::pods::lifecycle::PodGuard::new(p, ns, &name, &uid);
-    let at = match p.wait_started(ctx, &name, &uid).await {
-        Ok(at) => at,
-        Err(e) => {
-            forget(p);
-            return Err(e);
-        }
-    };
-    guard.disarm();
-    stamp::phase_at(ctx, "running", at);
-    ctx.io_started();
-    let io_dir = p.run()?.run_dir.join("io");
-    fs_err::create_dir_all(&io_dir).map_err(io_err)?;
-    let api: Api<Pod> = Api::namespaced(p.client.clone(), ns);
-    let w = &p.watches()?.pod;
-    let running = || {
-        w.store()
-            .get(&ObjectRef::new(&name).within(ns))
-            .is_some_and(|o| {
-                o.uid().as_deref() == Some(&uid)
-                    && !matches!(
-                        o.status.as_ref().and_then(|s| s.phase.as_deref()),
-                        Some("Succeeded" | "Failed")
-                    )
-            })
-    };
-    let log_path = io_dir.join(format!("{}.log", ev.id));
-    let follow = crate::pods::logs::follow(&api, &name, "iogen", &log_path, running, |_| {});
-    let finished = w.wait_for(&name, |s| {
-        let Some(o) = s.get(&ObjectRef::new(&name).within(ns)) else {
-            return Some(None);
-        };
-        match o.status.as_ref()?.phase.as_deref() {
-            Some("Succeeded") => Some(Some(true)),
-            Some("Failed") => Some(Some(false)),
-            _ => None,
-        }
-    });
-    let (followed, (ok, at)) = tokio::join!(follow, finished);
-    let text = followed?.text;
+    let waiting = format!("iogen pod {ns}/{name} to start");
+    let ended = iogen_pod::run_to_end(p, ctx, ev.id, &ph.workload, &pod, waiting, |_| {}).await?;
+    let (ok, text) = (ended.ok, ended.log.text);
     stamp::phase_at(
         ctx,
         if ok.is_some() {
@@ -252,20 +201,13 @@ async fn run_pod(
         } else {
             "io-stopped"
         },
-        at,
+        ended.at,
     );
     if ok.is_some() {
-        p.stop_pod(ctx, &name, &[], None, Some(0))
-            .await
-            .or_else(|e| {
-                if e.class == "not_found" {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            })?;
+        iogen_pod::finish(p, ctx, &ph.workload, &name).await?;
+    } else {
+        iogen_pod::forget(p, &ph.workload, &name);
     }
-    forget(p);
     Ok((ok, text))
 }
 

@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{Api, AttachParams};
-use kube::runtime::reflector::ObjectRef;
 use replay::{IoStream, IoStreamReport, OpCtx, ProviderError, Submit};
 use tokio::io::AsyncWriteExt as _;
 use tokio::sync::mpsc;
@@ -41,6 +40,7 @@ use trace_format::{Encoding, Event, Header, Io, Name, Op, TraceWriter};
 
 use crate::context::{Kube, io_err};
 use crate::kube::objects::{self, PodVolume, k8s_name};
+use crate::pods::iogen::still_running;
 
 /// How far ahead of its time a request is handed to the pod's stream.
 pub const LOOKAHEAD: Duration = Duration::from_millis(250);
@@ -151,18 +151,8 @@ pub(crate) async fn open(
         let path = dir.join(format!("{name}.log"));
         tokio::spawn(async move {
             let running = || {
-                p.watches().is_ok_and(|w| {
-                    w.pod
-                        .store()
-                        .get(&ObjectRef::new(&name).within(&ns))
-                        .is_some_and(|o| {
-                            o.uid().as_deref() == Some(&uid)
-                                && !matches!(
-                                    o.status.as_ref().and_then(|s| s.phase.as_deref()),
-                                    Some("Succeeded" | "Failed")
-                                )
-                        })
-                })
+                p.watches()
+                    .is_ok_and(|w| still_running(w.pod.store(), &ns, &name, &uid))
             };
             crate::pods::logs::follow(&api, &name, "iogen", &path, running, |_| {}).await
         })
