@@ -60,7 +60,7 @@ pub struct KubeConfig {
     /// within it (the scheduler retries on cluster changes; a PV just being bound) passes.
     /// Other Warnings Kubernetes retries (`FailedMount`, `FailedAttachVolume`,
     /// `ProvisioningFailed` with a retriable gRPC code) never fail an operation: they are
-    /// counted on its record and quoted by its timeout (see `pods.rs`).
+    /// counted on its record and quoted by its timeout (see `pods/verdict.rs`).
     pub failure_grace_ns: u64,
     /// How every pod runs (security context, placement, resources, pull secrets).
     pub pod: PodOptions,
@@ -70,12 +70,12 @@ pub struct KubeConfig {
     /// Scrape the API server's `/metrics` the same way (needs `get` on `/metrics`).
     pub apiserver_metrics: bool,
     /// Before the clock starts, start one short-lived pod per target node with the images
-    /// the run's pods use and iogen's seccomp profile (`pullcheck.rs`); false:
+    /// the run's pods use and iogen's seccomp profile (`preflight/pull.rs`); false:
     /// `--no-pull-check`.
     pub pull_check: bool,
     /// `NAMESPACE/NAME` of the ServiceAccount whose audience-scoped token changed-block
     /// tracking sends (`--cbt-account`); None: the run's own account when its credentials
-    /// are a ServiceAccount, else `cnsreplay/cnsreplay` (`cbt.rs`).
+    /// are a ServiceAccount, else `cnsreplay/cnsreplay` (`ops/cbt.rs`).
     pub cbt_account: Option<String>,
 }
 

@@ -36,7 +36,7 @@ pub(crate) struct Kube {
     pub(crate) watches: OnceLock<Watches>,
     pub(crate) environment: OnceLock<serde_json::Value>,
     pub(crate) state: Mutex<State>,
-    /// The cluster's metrics when the clock started (see `cluster_metrics`).
+    /// The cluster's metrics when the clock started (see `kube::metrics`).
     pub(crate) baseline: Mutex<Option<crate::kube::metrics::Scrape>>,
     /// Operations in flight: event id → what it is waiting for now.
     pub(crate) inflight: Mutex<BTreeMap<u64, Pending>>,
@@ -47,9 +47,9 @@ pub(crate) struct Kube {
     pub(crate) retried: Mutex<BTreeMap<String, (u64, u64)>>,
     /// True once the run was asked to stop (`Kube::stopped`).
     pub(crate) stop: OnceLock<tokio::sync::watch::Receiver<bool>>,
-    /// The pull check `prepare` runs, set by `KubeProvider::preflight` (`pullcheck.rs`).
+    /// The pull check `prepare` runs, set by `KubeProvider::preflight` (`preflight/pull.rs`).
     pub(crate) pull_check: OnceLock<PullCheck>,
-    /// The CSINode change log, started by the first attach that waits for room (`room.rs`).
+    /// The CSINode change log, started by the first attach that waits for room (`kube/room.rs`).
     pub(crate) csinodes: tokio::sync::OnceCell<Option<Arc<crate::kube::room::CsiNodeLog>>>,
 }
 
@@ -89,7 +89,7 @@ pub(crate) struct State {
     pub(crate) ordered: HashMap<Name, OrderedRun>,
     /// One line each for the summary's notices: the cut checks, a missing CSINode watch.
     pub(crate) notices: Vec<String>,
-    /// The written sets of verify-mode writers, in the order they started (`cbt.rs`).
+    /// The written sets of verify-mode writers, in the order they started (`ops/cbt.rs`).
     pub(crate) written: Vec<Written>,
 }
 
@@ -199,6 +199,29 @@ pub struct PullCheck {
 }
 
 impl Kube {
+    /// The member VolumeSnapshot (and its restore size) group `group` took of `volume`.
+    pub(crate) fn group_member(
+        &self,
+        m: &trace_format::GroupMember,
+    ) -> Result<(String, Option<u64>), ProviderError> {
+        let st = self.state();
+        let g = st.groups.get(&m.group).ok_or_else(|| {
+            ProviderError::new(
+                "not_found",
+                format!("group snapshot {:?} was not taken", m.group),
+            )
+        })?;
+        g.members.get(&m.volume).cloned().ok_or_else(|| {
+            ProviderError::new(
+                "not_found",
+                format!(
+                    "group snapshot {:?} has no member for volume {:?}",
+                    m.group, m.volume
+                ),
+            )
+        })
+    }
+
     /// Records what operation `ctx` waits for now (named in its timeout error and in
     /// [`KubeProvider::pending`]).
     pub(crate) fn waiting(&self, ctx: &OpCtx, what: impl Into<String>) {

@@ -13,6 +13,12 @@
 //! The pod is PSS-restricted like every pod of a run: non-root, no capabilities, read-only
 //! root file system, `RuntimeDefault` seccomp. An archive counts only when `pack` exits 0:
 //! a stream cut short is an error, never a partial directory presented as complete.
+//!
+//! It stays in this crate (its top layer) rather than beside its command in `crates/cnsreplay`:
+//! the pod is built and judged with the provider's own pieces (the kubeconfig client, the
+//! restricted container, the pull secrets, [`crate::pods::verdict::pod_failure`]), which would
+//! otherwise become public API, and the command would take on `kube` and `futures` as
+//! dependencies of its own.
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -156,7 +156,7 @@ impl KubeProvider {
     /// namespace `trace` will use (after the header's defaults and this configuration)
     /// exists and is usable; the error names each missing one, where the trace uses it and
     /// what the cluster has. Also plans the pull check `prepare` runs once the run's
-    /// namespace exists (unless `pull_check` is off; `pullcheck.rs`).
+    /// namespace exists (unless `pull_check` is off; `preflight/pull.rs`).
     pub fn preflight(&self, trace: &std::path::Path) -> Result<TraceUses, KubeError> {
         let uses = TraceUses::scan(&self.inner.config, trace).map_err(KubeError::Trace)?;
         self.rt

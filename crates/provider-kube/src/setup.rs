@@ -83,7 +83,7 @@ impl Kube {
         );
         // PersistentVolumes and VolumeAttachments are made by controllers and carry no run
         // label: these two watches are cluster-wide and cache only the run's objects
-        // (foreign.rs). The VolumeAttachment watch starts once the PVs are listed, so that
+        // (kube/foreign.rs). The VolumeAttachment watch starts once the PVs are listed, so that
         // it knows which PVs are foreign. Their lists come in pages of 100, not kube's 500:
         // each page is decoded whole before the filter drops the foreign objects, and with
         // 10 000 foreign PVs and VolumeAttachments 500 cost ~6–13 MB more peak RSS

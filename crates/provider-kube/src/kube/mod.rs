@@ -3,6 +3,15 @@
 //! limiter, phase stamps, the object builders (and the snapshot CRDs), request errors,
 //! discovery, what the run writes on nodes, the CSINode change log's data, the metric
 //! scrapes' data, which snapshot errors are retried.
+//!
+//! ## Layers
+//!
+//! Lowest first; a module imports only from its own layer or below (checked by
+//! `scripts/check-layers.py`).
+//!
+//! 1. `discovery`, `limiter`, `metrics`, `objects`, `room`, `snapshot_error`, `stamp`, `store` — leaves
+//! 2. `nodes`, `request`, `watch` — what goes through the limiter
+//! 3. `foreign` — the PV and VolumeAttachment watches' filter
 
 pub(crate) mod discovery;
 pub(crate) mod foreign;

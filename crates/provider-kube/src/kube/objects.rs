@@ -409,7 +409,7 @@ pub fn iogen_args(ph: &IoPhase, target: &str, seed: u64) -> Vec<String> {
         seed.to_string(),
     ];
     // A verify-mode writer's written set comes back on its log (changed-block tracking
-    // checks deltas against it: `cbt.rs`).
+    // checks deltas against it: `ops/cbt.rs`).
     if records_written(ph) {
         args.extend(["--written-log".into(), "-".into()]);
     }

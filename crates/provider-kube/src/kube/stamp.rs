@@ -1,7 +1,7 @@
 //! Phase stamps with the arrival instant of the watch event that showed them.
 //!
 //! Every phase of an operation is recorded through [`phase_at`]: the instant is the arrival of
-//! the satisfying watch event (see `watch.rs`), raised to the operation's previous phase so
+//! the satisfying watch event (see `kube/watch.rs`), raised to the operation's previous phase so
 //! the phases stay in the provider's order (a kwok pod can be `Running` before its volume is
 //! attached; the attach still reports `attached` then `running`). The last phase is also the
 //! operation's completion (`OpCtx::completed_at`): an operation is done when its condition was

@@ -267,29 +267,6 @@ impl Kube {
         let _ = blocking(|| ctx.ledger().release("volumegroupsnapshot", &id));
         Ok(())
     }
-
-    /// The member VolumeSnapshot (and its restore size) group `group` took of `volume`.
-    pub(crate) fn group_member(
-        &self,
-        m: &trace_format::GroupMember,
-    ) -> Result<(String, Option<u64>), ProviderError> {
-        let st = self.state();
-        let g = st.groups.get(&m.group).ok_or_else(|| {
-            ProviderError::new(
-                "not_found",
-                format!("group snapshot {:?} was not taken", m.group),
-            )
-        })?;
-        g.members.get(&m.volume).cloned().ok_or_else(|| {
-            ProviderError::new(
-                "not_found",
-                format!(
-                    "group snapshot {:?} has no member for volume {:?}",
-                    m.group, m.volume
-                ),
-            )
-        })
-    }
 }
 
 #[cfg(test)]

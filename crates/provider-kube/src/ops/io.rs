@@ -1,6 +1,6 @@
 //! `io_phase` on a cluster: a pod running the `iogen` image, pinned to the workload's node,
 //! mounting the one volume, running `iogen phase` with its interval log on stdout. The log is
-//! followed while the pod runs (`logs.rs`: kept in `RUNDIR/io/<event id>.log` as it arrives,
+//! followed while the pod runs (`pods/logs.rs`: kept in `RUNDIR/io/<event id>.log` as it arrives,
 //! across the kubelet's log rotation and dropped connections), so a pod deleted by a detach
 //! or an abort still leaves what it measured until then. Its HdrHistogram lines are kept in
 //! `RUNDIR/io/<event id>.hlog`, and each interval is put on the with/without-snapshot side of

@@ -7,7 +7,12 @@
 //! Lowest first; a module imports only from its own layer or below (checked by
 //! `scripts/check-layers.py`).
 //!
-//! 1. `cbt`, `group`, `io`, `modify`, `ordered`, `outage`, `snapshot`, `stream`, `volume`, `workload` (apart) — the op families; what several need is in `pods`, `kube` or `context`
+//! 1. `cbt`, `group`, `io`, `modify`, `ordered`, `outage`, `snapshot`, `stream`, `volume`, `workload` (apart) — the families
+//!
+//! What several families need lives a layer down (`pods`: the pod life cycle and the one iogen
+//! pod run; `kube`: get/gone, the snapshot-error verdict, node marks; `context`: the types
+//! `State` stores), so no family imports another and [`execute`] is the only code that sees
+//! them all.
 
 mod cbt;
 mod group;

@@ -86,7 +86,7 @@ impl Kube {
     /// Creates a workload pod and waits until it runs: phases `created`, `scheduled`,
     /// `bound` (WaitForFirstConsumer volumes), `attached` (CSI VolumeAttachments), `running`,
     /// `ready`; with `wait_for_room`, `unschedulable` and `csinode-updated` before
-    /// `scheduled` when it waited for room (`room.rs`).
+    /// `scheduled` when it waited for room (`kube/room.rs`).
     pub(crate) async fn start_pod(
         &self,
         ctx: &OpCtx,
@@ -172,7 +172,7 @@ impl Kube {
             ),
         );
         // WaitForFirstConsumer claims: their node is selected (provisioning starts) before
-        // the pod is bound to it (see wffc.rs).
+        // the pod is bound to it (see pods/wffc.rs).
         let selected = self.watch_node_selected(vols);
         let wffc: Vec<(Name, VolState)> = volumes
             .iter()

@@ -19,7 +19,7 @@ use crate::pods::verdict::{
 
 /// How a workload pod meets `Unschedulable`: fail after the failure grace, or (`wait`, the
 /// trace's `attach.wait_for_room`) wait, with when it was first seen (`since`) and the
-/// CSINode changes to time the wait by (`room.rs`).
+/// CSINode changes to time the wait by (`kube/room.rs`).
 #[derive(Debug, Default)]
 pub(crate) struct Room {
     pub(crate) wait: bool,
