@@ -18,7 +18,7 @@
 //! 1. `config` — the configuration ([`KubeConfig`]), its errors and the API client
 //! 2. `kube` — the client level, knowing nothing of a run: watches, the foreign filter, the
 //!    limiter, phase stamps, object builders, get/gone, discovery, node marks
-//! 3. `context` — the shared [`Kube`](context::Kube) and its `State` as data, with the types
+//! 3. `context` — the shared `Kube` and its `State` as data, with the types
 //!    `State` stores
 //! 4. `pods` — one pod's life: failure verdicts, waits, start/stop/guard, logs, one iogen pod
 //!    run to its end
