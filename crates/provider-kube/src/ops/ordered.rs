@@ -20,12 +20,13 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use kube::Resource;
 use replay::{OpCtx, ProviderError};
 use serde::Serialize;
 use trace_format::{BlockSize, Event, IoPhase, Load, Name, Ordered, Pattern};
 
 use crate::context::{Kube, OrderedRun, Taken, io_err};
-use crate::kube::objects::{self, DATA_FILE, PodVolume, k8s_name};
+use crate::kube::objects::{self, DATA_FILE, PodVolume};
 use crate::kube::stamp;
 use crate::pods::iogen as iogen_pod;
 
@@ -177,20 +178,8 @@ async fn run_pod(
     args: Vec<String>,
 ) -> Result<(Option<bool>, String), ProviderError> {
     let ns = p.ns()?;
-    let name = k8s_name(&format!("{}-io-{}", ph.workload, ev.id));
-    let mut meta = objects::meta(&name, ns, &p.run()?.run_id, ev.tenant.as_deref());
-    meta.labels
-        .get_or_insert_with(Default::default)
-        .insert("cnsreplay.io/role".into(), "io".into());
-    let pod = objects::pod(
-        meta,
-        &ph.workload,
-        volumes,
-        node,
-        &p.config.iogen_image,
-        Some(args),
-        &p.config.pod,
-    );
+    let pod = iogen_pod::iogen_pod(&p.config, &p.run()?.run_id, ns, ev, ph, volumes, node, args);
+    let name = pod.meta().name.clone().unwrap_or_default();
     let waiting = format!("iogen pod {ns}/{name} to start");
     let ended = iogen_pod::run_to_end(p, ctx, ev.id, &ph.workload, &pod, waiting, |_| {}).await?;
     let (ok, text) = (ended.ok, ended.log.text);

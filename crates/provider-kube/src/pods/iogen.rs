@@ -30,24 +30,49 @@ pub fn io_pod(
     volume: &PodVolume,
     node: Option<&str>,
 ) -> Pod {
-    let block = volume.block;
+    let target = if volume.block {
+        objects::mount_path(0, true)
+    } else {
+        format!("{}/{DATA_FILE}", objects::mount_path(0, false))
+    };
+    iogen_pod(
+        config,
+        run_id,
+        namespace,
+        ev,
+        ph,
+        std::slice::from_ref(volume),
+        node,
+        objects::iogen_args(ph, &target, ev.id),
+    )
+}
+
+/// An iogen pod of phase `ph` running `args` over `volumes`: named `<workload>-io-<event
+/// id>`, labelled with the `io` role (the `io_phase` pod and the ordered writer's and
+/// checker's).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn iogen_pod(
+    config: &KubeConfig,
+    run_id: &str,
+    namespace: &str,
+    ev: &Event,
+    ph: &IoPhase,
+    volumes: &[PodVolume],
+    node: Option<&str>,
+    args: Vec<String>,
+) -> Pod {
     let name = k8s_name(&format!("{}-io-{}", ph.workload, ev.id));
     let mut meta = objects::meta(&name, namespace, run_id, ev.tenant.as_deref());
     meta.labels
         .get_or_insert_with(Default::default)
         .insert("cnsreplay.io/role".into(), "io".into());
-    let target = if block {
-        objects::mount_path(0, true)
-    } else {
-        format!("{}/{DATA_FILE}", objects::mount_path(0, false))
-    };
     objects::pod(
         meta,
         &ph.workload,
-        std::slice::from_ref(volume),
+        volumes,
         node,
         &config.iogen_image,
-        Some(objects::iogen_args(ph, &target, ev.id)),
+        Some(args),
         &config.pod,
     )
 }
