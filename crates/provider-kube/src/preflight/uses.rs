@@ -185,3 +185,49 @@ fn origin(
         (None, None) => (at.to_owned(), None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_keys_each_need_by_its_volumes_class_with_every_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.yaml");
+        std::fs::write(
+            &path,
+            "format: cnsreplay-trace\nversion: 1\ndefaults: {storage_class: fast}\n\
+             volumes: [{name: pre, storage_class: slow}]\nevents:\n  \
+             - {at: 0s, create_volume: {volume: a}}\n  \
+             - {at: 0s, create_volume: {volume: b, storage_class: slow}}\n  \
+             - {at: 1s, resize: {volume: a, size: 2Gi}}\n  \
+             - {at: 2s, resize: {volume: a, size: 3Gi}}\n  \
+             - {at: 2s, resize: {volume: b, size: 3Gi}}\n  \
+             - {at: 3s, snapshot: {volume: b, snapshot: s}}\n  \
+             - {at: 3s, resize: {volume: pre, size: 3Gi}}\n",
+        )
+        .unwrap();
+        let cfg = KubeConfig {
+            storage_class_map: [("slow".to_owned(), "hdd".to_owned())].into(),
+            ..KubeConfig::default()
+        };
+        let u = TraceUses::scan(&cfg, &path).unwrap();
+        let need = |c: Capability, class: &str| Need {
+            capability: c,
+            storage_class: Some(class.to_owned()),
+            snapshot_class: None,
+        };
+        assert_eq!(u.needs.len(), 3, "{:?}", u.needs);
+        let fast = &u.needs[&need(Capability::Expand, "fast")];
+        assert_eq!(fast.events, [2, 3]);
+        assert!(
+            fast.first.ends_with("event 2 (at 1.000s)"),
+            "{}",
+            fast.first
+        );
+        assert_eq!(fast.describe().matches("and 1 more event(s)").count(), 1);
+        // The class after --map-storage-class, a header volume's too.
+        assert_eq!(u.needs[&need(Capability::Expand, "hdd")].events, [4, 6]);
+        assert_eq!(u.needs[&need(Capability::Snapshot, "hdd")].events, [5]);
+    }
+}
