@@ -39,7 +39,7 @@ for trace in ("group-snapshot-cut-node", "separate-snapshots-cut-node"):
         v = c["report"]["verdict"]
         what = f"cut at {v['cut_seq']} of {c['report']['log_writes']}" if v["verdict"] == "consistent" else \
             f"missing volume {v.get('missing', {}).get('volume')} seq {v.get('missing', {}).get('seq')}"
-        spread = c.get("creation_spread_s")
+        spread = c.get("api_creation_spread_s", c.get("creation_spread_s"))  # the older name too
         print(f"round {i}: {v['verdict']} ({what}); request→ready {c['request_to_ready_ns']/1e6:.0f} ms, "
               f"creationTime spread {spread} s, pause " +
               ", ".join(f"{m['volume']} {m['pause_ns']/1e6:.0f} ms (gap {m['typical_gap_ns']/1e6:.1f} ms)"

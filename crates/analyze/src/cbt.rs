@@ -1,5 +1,6 @@
-//! The report's figure of a run's changed-block listings (`cbt/ID.json`, one per
-//! `snapshot_allocated` / `snapshot_delta` event on the local provider, docs/run-dir.md).
+//! The report's figure of a run's changed-block listings (`cbt/ID.json`,
+//! [`replay::files::CbtFile`], one per `snapshot_allocated` / `snapshot_delta` event of either
+//! provider, docs/run-dir.md).
 //!
 //! One figure per run (`cbt-N`), two panels sharing the run's time axis, each listing a point
 //! at its provider-call start (`started` of its record in `events.jsonl`): above, the bytes it
@@ -15,35 +16,13 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use iogen::delta_check::DeltaCheck as Check;
+use replay::files::CbtFile;
 use trace_format::OpType;
 
 use crate::load::{Accumulator, Rec};
 use crate::svg::{Dash, Mark, Plot, Series};
 use crate::{Error, Result, Run};
-
-#[derive(Debug, Deserialize)]
-struct Timing {
-    first_range_ns: Option<u64>,
-    total_ns: u64,
-    bytes: u64,
-}
-
-#[derive(Debug, Deserialize)]
-struct Check {
-    phases: Vec<u64>,
-    not_checked: Vec<String>,
-    missing: u64,
-    extra_blocks: u64,
-}
-
-#[derive(Debug, Deserialize)]
-struct CbtFile {
-    event: u64,
-    base: Option<String>,
-    timing: Timing,
-    check: Option<Check>,
-}
 
 /// Provider-call starts of the listing events, by id.
 #[derive(Debug, Default)]
@@ -250,6 +229,7 @@ mod tests {
             not_checked: vec!["event 9: still running".into(); not_checked],
             missing,
             extra_blocks: extra,
+            ..Check::default()
         }
     }
 

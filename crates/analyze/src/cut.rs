@@ -1,46 +1,23 @@
 //! The report's figure per consistency check of a group (or of separate) snapshots: what the
 //! writes did around the cut.
 //!
-//! Each `io/ID.cut.json` (a checking `io_phase.ordered`, docs/replay.md) names the writer's
-//! log, its members and how their snapshots were taken. The figure draws, per written volume,
-//! its acknowledged writes over the run's time (cumulative: a pause is a flat stretch), with
-//! each snapshot's request → ready as a band and each volume's longest pause around it as a
-//! marker, and the verdict in the title. The log is iogen's binary ordered-write log beside
+//! Each `io/ID.cut.json` ([`replay::files::CutFile`], a checking `io_phase.ordered`,
+//! docs/replay.md) names the writer's log, its members and how their snapshots were taken. The
+//! figure draws, per written volume, its acknowledged writes over the run's time (cumulative:
+//! a pause is a flat stretch), with each snapshot's request → ready as a band and each
+//! volume's longest pause around it as a marker, and the verdict in the title. The log is iogen's binary ordered-write log beside
 //! the check (`io/<writer id>.ordered.log`); its acks are on the writer's wall clock, placed on
 //! the run's by the manifest's origin, as the check placed them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::Deserialize;
+use replay::files::CutFile;
 
 use crate::svg::{COLORS, Dash, Mark, Plot, Series};
 use crate::{Error, Result, Run};
 
 /// Points kept per volume's line.
 const MAX_POINTS: usize = 600;
-
-#[derive(Debug, Deserialize)]
-struct Taken {
-    by: String,
-    requested_ns: u64,
-    ready_ns: u64,
-}
-
-#[derive(Debug, Deserialize)]
-struct Member {
-    volume: String,
-    taken: Option<Taken>,
-    pause_ns: Option<u64>,
-    pause_from_ns: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-struct CutFile {
-    log: String,
-    log_file: PathBuf,
-    verdict: String,
-    members: Vec<Member>,
-}
 
 fn bad(file: &Path, message: String) -> Error {
     Error::RunFile {
@@ -113,7 +90,7 @@ pub(crate) fn plots(run: &Run, i: usize, n: usize) -> Result<Vec<(String, String
             }
         }
         for (v, m) in f.members.iter().enumerate() {
-            if let (Some(p), Some(from)) = (m.pause_ns, m.pause_from_ns) {
+            if let (Some(p), Some(from)) = (m.pause.pause_ns, m.pause.pause_from_ns) {
                 marks.push(Mark {
                     x0: from as f64 / 1e9,
                     x1: (from + p) as f64 / 1e9,

@@ -17,7 +17,6 @@ use base64::Engine as _;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use serde::Deserialize;
 use trace_format::{IoKind, Op, OpType, TraceReader};
 
 use crate::load::{Accumulator, Rec, Run};
@@ -68,12 +67,6 @@ impl Accumulator for Spans {
     fn merge(&mut self, o: Self) {
         self.0.extend(o.0);
     }
-}
-
-#[derive(Deserialize)]
-struct Elapsed {
-    #[serde(default)]
-    elapsed_s: Option<f64>,
 }
 
 /// `io/<event id>.<ext>` files of a run: (event id, path), by id (none without `io/`).
@@ -169,12 +162,15 @@ pub fn units(run: &Run, spans: &Spans) -> Result<Vec<PhaseUnit>> {
         let (log_start, ivs) = parse(&path)?;
         let json = path.with_extension("json");
         let elapsed = if json.is_file() {
-            let e: Elapsed =
+            let e: iogen::Summary =
                 serde_json::from_slice(&fs_err::read(&json)?).map_err(|e| Error::IntervalLog {
                     file: json.clone(),
                     message: e.to_string(),
                 })?;
-            e.elapsed_s.map(|s| (s * 1e9) as u64)
+            // 0: not given (a summary without its run time).
+            Some(e.elapsed_s)
+                .filter(|s| *s > 0.0)
+                .map(|s| (s * 1e9) as u64)
         } else {
             None
         };

@@ -560,60 +560,20 @@ fn observed_latencies(
     Ok(out)
 }
 
-#[derive(Deserialize)]
-struct IogenPct {
-    #[serde(default)]
-    p50_us: f64,
-    #[serde(default)]
-    p90_us: f64,
-    #[serde(default)]
-    p99_us: f64,
-    #[serde(default)]
-    p99_9_us: f64,
-    #[serde(default)]
-    max_us: f64,
-}
-
-#[derive(Deserialize)]
-struct IogenKind {
-    #[serde(default)]
-    ios: u64,
-    #[serde(default)]
-    iops: f64,
-    #[serde(default)]
-    mib_s: f64,
-    response: IogenPct,
-}
-
-#[derive(Deserialize)]
-struct IogenSummary {
-    #[serde(default)]
-    partial: bool,
-    #[serde(default)]
-    ios: u64,
-    #[serde(default)]
-    errors: u64,
-    #[serde(default)]
-    iops: f64,
-    #[serde(default)]
-    mib_s: f64,
-    #[serde(default)]
-    kinds: BTreeMap<String, IogenKind>,
-}
-
 fn ns(us: f64) -> u64 {
     (us * 1000.0).round() as u64
 }
 
-/// Reads `io/ID.json` of every I/O unit.
+/// Reads `io/ID.json` (iogen's [`iogen::Summary`]) of every I/O unit.
 pub fn io_units(run_dir: &Path) -> Result<Vec<IoUnitReport>> {
     let mut out = Vec::new();
     for (id, p) in crate::phase_io::unit_files(run_dir, "json")? {
         let text = fs_err::read(&p)?;
-        let s: IogenSummary = serde_json::from_slice(&text).map_err(|e| crate::Error::Config {
-            file: p.clone(),
-            message: e.to_string(),
-        })?;
+        let s: iogen::Summary =
+            serde_json::from_slice(&text).map_err(|e| crate::Error::Config {
+                file: p.clone(),
+                message: e.to_string(),
+            })?;
         let kinds = s
             .kinds
             .into_iter()

@@ -3,7 +3,7 @@
 //!
 //! CreateVolumeGroupSnapshot takes every source volume at one instant: each mounted member's
 //! file system is frozen, then each image copied (reflink where the file system has it), then
-//! all thawed ([`provider_local::storage::group_snapshot_copy`]), so the group is
+//! all thawed ([`local_storage::group_snapshot_copy`]), so the group is
 //! crash-consistent across its members (write-order consistent, as the spec asks). The
 //! members are ordinary snapshots of the state (`snap-N`, restorable by CreateVolume and
 //! listed by ListSnapshots, which the sidecar polls for members) carrying the group's id; the
@@ -16,14 +16,14 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use provider_local::storage;
+use local_storage as storage;
 use tonic::{Request, Response, Status};
 
+use crate::driver::{Call, Driver, blocking, required};
 use crate::pb;
 use crate::pb::group_controller_server::GroupController;
 use crate::snapshot::{snapshot_msg, timestamp};
 use crate::state::{GroupRec, SnapRec, now_ns};
-use crate::{Call, Driver, blocking, required};
 
 fn group_msg(g: &GroupRec, snaps: &BTreeMap<String, SnapRec>) -> pb::VolumeGroupSnapshot {
     pb::VolumeGroupSnapshot {

@@ -13,14 +13,14 @@
 
 use std::ops::ControlFlow;
 
-use provider_local::storage::{self, cbt::CbtError, cbt::Listed, cbt::Range};
+use local_storage::{self as storage, cbt::CbtError, cbt::Listed, cbt::Range};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::controller::to_i64;
+use crate::driver::{Call, Driver, required};
 use crate::pb::{self, snapshot_metadata_server::SnapshotMetadata};
 use crate::state::SnapRec;
-use crate::{Call, Driver, required};
+use crate::to_i64;
 
 /// Ranges per response when the client leaves `max_results` at 0.
 pub const DEFAULT_BATCH: usize = 1024;

@@ -5,14 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use provider_local::storage::{self, GrowKind};
+use local_storage::{self as storage, GrowKind};
 use tonic::{Request, Response, Status};
 
-use crate::controller::{Access, one_cap};
+use crate::access::{Access, one_cap};
+use crate::driver::{Call, Driver, blocking, required};
 use crate::pb::node_server::Node;
 use crate::pb::{self, node_service_capability::rpc::Type as NodeCap};
 use crate::state::VolumeRec;
-use crate::{Call, Driver, blocking, required};
 
 const PATIENCE: Duration = Duration::from_secs(5);
 
@@ -40,7 +40,7 @@ impl Driver {
             .unwrap_or_default();
         let mut call = self.begin(op, &params).await;
         call.rec.volume = id.to_owned();
-        call.rec.node.clone_from(&self.inner.cfg.node_id);
+        call.rec.node.clone_from(&self.config().node_id);
         call.rec.path = path.display().to_string();
         call
     }
@@ -349,7 +349,7 @@ impl Node for Driver {
         &self,
         _request: Request<pb::NodeGetInfoRequest>,
     ) -> Result<Response<pb::NodeGetInfoResponse>, Status> {
-        let cfg = &self.inner.cfg;
+        let cfg = &self.config();
         let mut call = self
             .begin("NodeGetInfo", &std::collections::BTreeMap::new())
             .await;

@@ -21,7 +21,7 @@ use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
-use crate::DriverError;
+use crate::driver::DriverError;
 use crate::pb_registration::registration_server::{Registration, RegistrationServer};
 use crate::pb_registration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,

@@ -7,13 +7,13 @@ use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
+use crate::driver::{Driver, DriverError};
 use crate::pb::controller_server::ControllerServer;
 use crate::pb::group_controller_server::GroupControllerServer;
 use crate::pb::identity_server::{Identity, IdentityServer};
 use crate::pb::node_server::NodeServer;
 use crate::pb::snapshot_metadata_server::SnapshotMetadataServer;
 use crate::pb::{self, plugin_capability};
-use crate::{Driver, DriverError};
 
 /// What `serve` ran.
 #[derive(Debug, Clone, PartialEq, Eq)]

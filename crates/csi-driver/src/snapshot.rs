@@ -2,13 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use provider_local::storage;
+use local_storage as storage;
 use tonic::Status;
 
-use crate::controller::to_i64;
+use crate::driver::{Call, Driver, blocking};
 use crate::pb;
 use crate::state::{SnapRec, now_ns};
-use crate::{Call, Driver, blocking};
+use crate::to_i64;
 
 /// A creation time (ns since the Unix epoch) as the wire's timestamp.
 pub(crate) fn timestamp(ns: u64) -> prost_types::Timestamp {

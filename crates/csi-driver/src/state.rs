@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use provider_local::storage::FsType;
+use local_storage::FsType;
 use serde::{Deserialize, Serialize};
 
 /// Where a volume's content came from.
@@ -65,7 +65,7 @@ pub struct VolumeRec {
     /// I/O limits of its attributes class (CreateVolume's and ControllerModifyVolume's
     /// mutable parameters), applied on the node ([`crate::throttle`]).
     #[serde(default)]
-    pub limits: provider_local::throttle::Limits,
+    pub limits: local_storage::throttle::Limits,
 }
 
 /// One snapshot.

@@ -1,7 +1,7 @@
 //! A volume's attributes class on the node: ControllerModifyVolume's mutable parameters (and
 //! CreateVolume's) become the kernel's block throttle for the volume's loop device, written
 //! into the blkio cgroup of every container of every pod that has the volume published here
-//! ([`provider_local::throttle`] has the vocabulary and why it is the kernel's throttle).
+//! ([`local_storage::throttle`] has the vocabulary and why it is the kernel's throttle).
 //!
 //! cgroup v1 throttling binds only the cgroup it is written to, so the limit goes to each
 //! pod's cgroup and each container cgroup in it (`POD_CGROUPS/[qos/]pod<UID>/<container>`,
@@ -15,9 +15,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use provider_local::throttle::{self, Limits};
+use local_storage::throttle::{self, Limits};
 
-use crate::Driver;
+use crate::driver::Driver;
 use crate::state::VolumeRec;
 
 /// How often the node re-applies limits to containers started since.

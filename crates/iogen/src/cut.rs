@@ -46,6 +46,7 @@ pub enum Seen {
 
 /// How a block of this run is damaged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Damage {
     /// The checksum does not match (a torn or corrupted block).
@@ -58,6 +59,7 @@ pub enum Damage {
 
 /// One write, as the verdict names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WriteRef {
     /// Volume (target) index.
     pub volume: u32,
@@ -71,6 +73,7 @@ pub struct WriteRef {
 
 /// The decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case", tag = "verdict")]
 pub enum CutVerdict {
     /// There is a cut.
@@ -425,6 +428,7 @@ pub fn report(log: &OrderedLog, seen: &[Vec<Seen>]) -> Result<CutReport, Error> 
 
 /// How one volume's acknowledged writes flowed around a snapshot (see [`write_pause`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WritePause {
     /// The longest gap between two consecutive acknowledged writes of the volume that
     /// overlaps the window, ns.
@@ -496,6 +500,7 @@ pub fn write_pause(
 
 /// What [`verify_cut`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CutReport {
     /// The decision.
     pub verdict: CutVerdict,

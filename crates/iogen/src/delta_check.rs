@@ -42,6 +42,7 @@ pub struct Window {
 
 /// One delta block a write put there that the delta lacks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Missing {
     /// Its byte offset.
     pub block: u64,
@@ -53,6 +54,7 @@ pub struct Missing {
 
 /// The written-set check of a delta.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeltaCheck {
     /// Writes that must be in it: submitted at or after this (the base ready), ns on the
     /// run clock...

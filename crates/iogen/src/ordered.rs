@@ -313,6 +313,7 @@ pub(crate) fn block_checksum(buf: &[u8]) -> u64 {
 
 /// What an ordered-write run did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OrderedResult {
     /// Writes acknowledged.
     pub writes: u64,

@@ -142,6 +142,7 @@ impl Histograms {
 
 /// Latency percentiles of one metric, in microseconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Percentiles {
     /// Number of samples.
     pub count: u64,
@@ -187,6 +188,7 @@ impl Percentiles {
 
 /// Totals and latency of one operation kind.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct KindSummary {
     /// Completed I/Os (successful).
     pub ios: u64,
@@ -253,8 +255,10 @@ impl EngineInfo {
     }
 }
 
-/// The JSON summary of a run.
+/// The JSON summary of a run (also a run directory's `io/ID.json`, which `analyze` reads as
+/// this type: a field an older writer left out reads as its default).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Summary {
     /// Engine and flags.
     pub engine: EngineInfo,

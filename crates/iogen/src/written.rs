@@ -24,6 +24,7 @@ const RECORD: usize = 32;
 
 /// One acknowledged write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WriteRecord {
     /// Byte offset in the target.
     pub offset: u64,

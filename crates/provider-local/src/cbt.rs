@@ -1,5 +1,5 @@
 //! `snapshot_allocated` and `snapshot_delta` on the local provider: the ranges come from the
-//! snapshot images themselves ([`storage::cbt`]), timed as a backup client sees them (time to
+//! snapshot images themselves ([`local_storage::cbt`]), timed as a backup client sees them (time to
 //! the first range, total, ranges and bytes per second), and written to
 //! `RUNDIR/cbt/<event id>.json` with a one-line notice in the run summary.
 //!
@@ -20,27 +20,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use iogen::delta_check::DeltaCheck;
 use iogen::written::WrittenSpec;
+use replay::files::{CbtFile, CbtTiming};
 use replay::{OpCtx, ProviderError};
-use serde::Serialize;
-use trace_format::{Event, IoPhase, Name, SnapshotAllocated, SnapshotDelta};
+use trace_format::{Event, IoPhase, Name, OpType, SnapshotAllocated, SnapshotDelta};
 
-use crate::storage::cbt::{self as scan, CbtError, Listed, Range};
+use crate::context::{LocalProvider, Snap, Taken, WrittenPhase, blocking, lock};
 use crate::sys::io_err;
-use crate::{LocalProvider, Snap, blocking};
-
-/// A phase that records its written set.
-#[derive(Debug, Clone)]
-pub(crate) struct WrittenPhase {
-    event: u64,
-    /// The image of the volume it writes.
-    volume: PathBuf,
-    record: PathBuf,
-    /// Why its offsets cannot be checked against an image's, if they cannot.
-    unchecked: Option<&'static str>,
-    done: bool,
-}
+use crate::target::{DATA_FILE, is_device};
+use local_storage::cbt::{self as scan, CbtError, Listed, Range};
 
 /// Registers a writing verify-mode phase's written set (`None` for any other phase).
 pub(crate) fn register_written(
@@ -54,8 +42,8 @@ pub(crate) fn register_written(
     if !ph.verify || ph.read_pct == 100 {
         return Ok(None);
     }
-    let volume = crate::ops::lock(&*p.volume(&ph.volume)?).image.clone();
-    let device = crate::io::is_device(target);
+    let volume = lock(&*p.volume(&ph.volume)?).image.clone();
+    let device = is_device(target);
     // Without loop devices a volume is a directory whose data file is what is listed: its
     // offsets are the record's.
     let unchecked = if p.loop_mode() || device {
@@ -88,7 +76,7 @@ pub(crate) fn carry_generations(
     spec: &mut iogen::PhaseSpec,
     io_dir: &Path,
 ) -> Result<(), ProviderError> {
-    let image = crate::ops::lock(&*p.volume(&ph.volume)?).image.clone();
+    let image = lock(&*p.volume(&ph.volume)?).image.clone();
     let stem = image
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
@@ -110,39 +98,6 @@ pub(crate) fn written_done(p: &LocalProvider, event: u64) {
     }
 }
 
-/// How a listing went, as a client sees it.
-#[derive(Debug, Clone, Serialize)]
-struct Timing {
-    /// Request → first range, ns (none when there was no range).
-    first_range_ns: Option<u64>,
-    /// Request → last range, ns.
-    total_ns: u64,
-    ranges: u64,
-    bytes: u64,
-    ranges_per_s: f64,
-    bytes_per_s: f64,
-    /// Bytes read from the images to find the ranges.
-    read_bytes: u64,
-}
-
-#[derive(Debug, Serialize)]
-struct CbtFile {
-    event: u64,
-    op: &'static str,
-    volume: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    base: Option<String>,
-    snapshot: String,
-    block_size: u64,
-    /// Size of the (larger) image listed.
-    image_size: u64,
-    timing: Timing,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    check: Option<DeltaCheck>,
-    /// `[offset, length]` in bytes, in offset order.
-    ranges: Vec<[u64; 2]>,
-}
-
 fn snap(p: &LocalProvider, name: &Name) -> Result<Arc<Snap>, ProviderError> {
     p.state()
         .snapshots
@@ -156,7 +111,7 @@ fn listed_file(p: &LocalProvider, s: &Snap) -> PathBuf {
     if p.loop_mode() {
         s.image.clone()
     } else {
-        s.image.join(crate::io::DATA_FILE)
+        s.image.join(DATA_FILE)
     }
 }
 
@@ -173,7 +128,7 @@ async fn timed(
     list: impl FnOnce(&mut dyn FnMut(Range) -> ControlFlow<()>) -> Result<Listed, CbtError>
     + Send
     + 'static,
-) -> Result<(Vec<Range>, Listed, Timing), ProviderError> {
+) -> Result<(Vec<Range>, Listed, CbtTiming), ProviderError> {
     let ctx = ctx.clone();
     blocking(move || {
         let start = Instant::now();
@@ -191,14 +146,14 @@ async fn timed(
         let total = start.elapsed().as_nanos() as u64;
         ctx.phase("listed");
         let secs = (total as f64 / 1e9).max(1e-9);
-        let timing = Timing {
+        let timing = CbtTiming {
             first_range_ns: first,
             total_ns: total,
             ranges: listed.ranges,
             bytes: listed.bytes,
             ranges_per_s: listed.ranges as f64 / secs,
             bytes_per_s: listed.bytes as f64 / secs,
-            read_bytes: listed.read_bytes,
+            read_bytes: Some(listed.read_bytes),
         };
         Ok((ranges, listed, timing))
     })
@@ -255,7 +210,7 @@ fn write_file(p: &LocalProvider, f: &CbtFile) -> Result<PathBuf, ProviderError> 
 }
 
 /// The run-clock window in which a snapshot was taken.
-fn window(t: &crate::Taken) -> iogen::delta_check::Window {
+fn window(t: &Taken) -> iogen::delta_check::Window {
     iogen::delta_check::Window {
         requested_ns: t.requested_ns,
         ready_ns: t.ready_ns,
@@ -280,15 +235,22 @@ pub(crate) async fn allocated(
         timed(&ctx, move |f| scan::allocated(&file, block, 0, f)).await?;
     let out = CbtFile {
         event: ev.id,
-        op: "snapshot_allocated",
+        op: OpType::SnapshotAllocated,
         volume: sn.volume.to_string(),
         base: None,
         snapshot: s.snapshot.to_string(),
-        block_size: block,
+        block_size: Some(block),
         image_size: listed.size,
         timing,
         check: None,
         ranges: pairs(&ranges),
+        // What only the kube provider measures (the service, its token, its responses).
+        requested_block_size: None,
+        block_metadata_type: None,
+        service: None,
+        account: None,
+        setup: None,
+        responses: None,
     };
     write_file(p, &out).map(drop)
 }
@@ -356,15 +318,22 @@ pub(crate) async fn delta(
         .map(|m| ProviderError::new("inconsistent", m));
     let out = CbtFile {
         event: ev.id,
-        op: "snapshot_delta",
+        op: OpType::SnapshotDelta,
         volume: target.volume.to_string(),
         base: Some(d.base.to_string()),
         snapshot: d.snapshot.to_string(),
-        block_size: block,
+        block_size: Some(block),
         image_size: listed.size,
         timing,
         check: Some(check),
         ranges: pairs(&ranges),
+        // What only the kube provider measures (the service, its token, its responses).
+        requested_block_size: None,
+        block_metadata_type: None,
+        service: None,
+        account: None,
+        setup: None,
+        responses: None,
     };
     let path = write_file(p, &out)?;
     match err {

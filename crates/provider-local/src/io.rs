@@ -14,56 +14,16 @@ use replay::provider::IoReport;
 use replay::{IoStream, IoStreamReport, OpCtx, ProviderError, Submit};
 use trace_format::{Event, Io, IoKind, IoPhase};
 
-use crate::LocalProvider;
-use crate::ops::{io_target, register_io};
+use crate::config::StreamCpus;
+use crate::context::{LocalProvider, blocking, lock};
 use crate::sys::io_err;
-
-/// The data file I/O runs against on a file-system volume.
-pub const DATA_FILE: &str = "cnsreplay-io.dat";
+use crate::target::{
+    DATA_FILE, StopOnDrop, data_len, ensure_file, io_target, is_device, register_io, volume_size,
+};
+use crate::{cbt, ordered};
 
 /// Interval length of the per-phase interval log.
 const INTERVAL: Duration = Duration::from_millis(200);
-
-/// Whether `p` is a device (a loop device of an attached volume), not a file — by its type:
-/// a memory-backed run directory lives under `/dev/shm`.
-pub(crate) fn is_device(p: &Path) -> bool {
-    use std::os::unix::fs::FileTypeExt as _;
-    fs_err::metadata(p)
-        .is_ok_and(|m| m.file_type().is_block_device() || m.file_type().is_char_device())
-}
-
-/// Makes sure a file target exists and is at least `len` bytes (sparse).
-pub(crate) fn ensure_file(target: &Path, len: u64) -> Result<(), ProviderError> {
-    if is_device(target) {
-        return Ok(());
-    }
-    let f = fs_err::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(target)
-        .map_err(io_err)?;
-    if f.metadata().map_err(io_err)?.len() < len {
-        f.set_len(len).map_err(io_err)?;
-    }
-    Ok(())
-}
-
-/// Size of the data file on a volume of `size` bytes: room for file-system metadata.
-pub(crate) fn data_len(size: u64, region: Option<u64>) -> u64 {
-    region
-        .unwrap_or(size / 4 * 3)
-        .min(size / 4 * 3)
-        .max(1 << 20)
-        & !0xFFFF
-}
-
-pub(crate) fn volume_size(p: &LocalProvider, name: &trace_format::Name) -> u64 {
-    p.state()
-        .volumes
-        .get(name)
-        .map_or(1 << 30, |v| v.lock().map_or(1 << 30, |g| g.size))
-}
 
 pub(crate) async fn io_phase(
     p: &LocalProvider,
@@ -73,9 +33,9 @@ pub(crate) async fn io_phase(
 ) -> Result<(), ProviderError> {
     if let Some(o) = &ph.ordered {
         return if ph.read_pct == 0 {
-            crate::ordered::write(p, ev, ph, o, ctx).await
+            ordered::write(p, ev, ph, o, ctx).await
         } else {
-            crate::ordered::check(p, ev, ph, o, ctx).await
+            ordered::check(p, ev, ph, o, ctx).await
         };
     }
     let target = io_target(p, &ph.volume)?;
@@ -86,7 +46,7 @@ pub(crate) async fn io_phase(
     let io_dir = p.run()?.run_dir.join("io");
     let log = io_dir.join(format!("{}.hlog", ev.id));
     // A verify-mode writer records its written set for the changed-block checks.
-    let written = crate::cbt::register_written(p, ev.id, ph, &target, &io_dir, ctx.origin())?;
+    let written = cbt::register_written(p, ev.id, ph, &target, &io_dir, ctx.origin())?;
     let opts = iogen::EngineOptions {
         engine: p.config.io_engine,
         interval_log: Some(log.clone()),
@@ -99,7 +59,7 @@ pub(crate) async fn io_phase(
         spec.region = Some(spec.region.unwrap_or(len).min(len));
     }
     if written.is_some() {
-        crate::cbt::carry_generations(p, ph, &mut spec, &io_dir)?;
+        cbt::carry_generations(p, ph, &mut spec, &io_dir)?;
     }
     let start_ns = ctx.now_ns();
     // If the engine drops this future (timeout, or cancel after a stop's grace period), the
@@ -108,14 +68,14 @@ pub(crate) async fn io_phase(
     // A volume that can be modified has a blkio cgroup: the phase's thread joins it before
     // it starts any I/O (its workers and io_uring's are born there), so a modify's limit
     // binds this I/O too, also mid-flight.
-    let cgroup = crate::ops::lock(&*p.volume(&ph.volume)?).cgroup.clone();
+    let cgroup = lock(&*p.volume(&ph.volume)?).cgroup.clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("cnsreplay-iogen".into())
         .spawn(move || {
             let joined = cgroup
                 .as_deref()
-                .map_or(Ok(()), crate::throttle::join_current_thread)
+                .map_or(Ok(()), local_storage::throttle::join_current_thread)
                 .map_err(io_err);
             let _ = tx.send(joined.and_then(|()| {
                 iogen::run_phase_recording(&spec, &target, &opts, &stop, written.as_ref())
@@ -140,7 +100,7 @@ pub(crate) async fn io_phase(
     let res =
         res.map_err(|_| ProviderError::new("panic", "the iogen thread ended without a result"))??;
     ctx.phase(if res.partial { "io-stopped" } else { "io-done" });
-    crate::cbt::written_done(p, ev.id);
+    cbt::written_done(p, ev.id);
     let summary = serde_json::to_vec_pretty(&res.summary).map_err(|e| io_err(e.into()))?;
     fs_err::write(io_dir.join(format!("{}.json", ev.id)), summary).map_err(io_err)?;
     let span = (start_ns, ctx.now_ns());
@@ -218,15 +178,6 @@ impl LogTail {
     }
 }
 
-/// Requests a stop of an I/O unit when dropped.
-pub(crate) struct StopOnDrop(pub(crate) iogen::Stop);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.request();
-    }
-}
-
 /// Splits an iogen interval log by whether a snapshot was in flight during each interval and
 /// sums the response histograms of every kind on each side. The intervals are placed on the
 /// run's time axis as `analyze` places them ([`replay::provider::interval_base_ns`]): `span`
@@ -266,7 +217,7 @@ pub(crate) async fn single_io(
         path: target, len, ..
     } = bare_target(p, &io.volume)?;
     let io = io.clone();
-    crate::blocking(move || {
+    blocking(move || {
         ensure_file(&target, len)?;
         let f = fs_err::OpenOptions::new()
             .read(true)
@@ -413,7 +364,7 @@ fn stream_spin(p: &LocalProvider) -> Result<Duration, ProviderError> {
     })
 }
 
-/// Where the stream of `name` runs: see [`crate::StreamCpus`].
+/// Where the stream of `name` runs: see [`StreamCpus`].
 fn stream_cpus(
     p: &LocalProvider,
     name: &trace_format::Name,
@@ -434,20 +385,20 @@ fn stream_cpus(
 }
 
 /// Where the stream of the `index`-th of `volumes` header volumes runs (see
-/// [`crate::StreamCpus`]), on a process that may use `allowed` CPUs; `sparse`: the stream's
+/// [`StreamCpus`]), on a process that may use `allowed` CPUs; `sparse`: the stream's
 /// target has blocks still to allocate, so its writes go to the kernel's I/O workers.
 fn place_stream(
-    cpus: &crate::StreamCpus,
+    cpus: &StreamCpus,
     index: usize,
     volumes: usize,
     sparse: bool,
     allowed: &[usize],
 ) -> Result<Option<iogen::CpuPlacement>, String> {
     let reserved: Vec<usize> = match cpus {
-        crate::StreamCpus::None => return Ok(None),
-        crate::StreamCpus::Auto if !sparse || volumes >= allowed.len() => return Ok(None),
-        crate::StreamCpus::Auto => allowed.iter().rev().take(volumes).copied().collect(),
-        crate::StreamCpus::List(list) => {
+        StreamCpus::None => return Ok(None),
+        StreamCpus::Auto if !sparse || volumes >= allowed.len() => return Ok(None),
+        StreamCpus::Auto => allowed.iter().rev().take(volumes).copied().collect(),
+        StreamCpus::List(list) => {
             if let Some(c) = list.iter().find(|c| !allowed.contains(c)) {
                 return Err(format!(
                     "--local-io-cpus: CPU {c} is not one this process may run on ({allowed:?})"
@@ -614,7 +565,7 @@ fn hist() -> hdrhistogram::Histogram<u64> {
 #[cfg(test)]
 mod tests {
     use super::{is_device, place_stream};
-    use crate::StreamCpus;
+    use crate::config::StreamCpus;
 
     #[test]
     fn a_device_is_known_by_its_type_not_its_path() {

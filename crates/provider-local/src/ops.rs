@@ -4,19 +4,18 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use replay::{OpCtx, ProviderError};
 use serde_json::json;
 use trace_format::{Event, Name, Op, VolumeMode, VolumeSource};
 
-use crate::storage;
-use crate::sys::{self, io_err, path_str, storage_err};
-use crate::{LocalProvider, Snap, Volume, Workload, blocking, throttle};
+use local_storage::{self as storage, throttle};
 
-fn missing(what: &str, name: &str) -> ProviderError {
-    ProviderError::new("not_found", format!("{what} {name:?} does not exist"))
-}
+use crate::context::{LocalProvider, Snap, Taken, Volume, Workload, blocking, lock, missing};
+use crate::sys::{self, io_err, path_str, storage_err};
+use crate::target::DATA_FILE;
+use crate::{cbt, io};
 
 fn sanitize(name: &str) -> String {
     name.chars()
@@ -46,18 +45,6 @@ impl LocalProvider {
             cap => size.min(cap),
         }
     }
-
-    pub(crate) fn volume(&self, name: &Name) -> Result<Arc<Mutex<Volume>>, ProviderError> {
-        self.state()
-            .volumes
-            .get(name)
-            .cloned()
-            .ok_or_else(|| missing("volume", name))
-    }
-}
-
-pub(crate) fn lock(v: &Mutex<Volume>) -> std::sync::MutexGuard<'_, Volume> {
-    v.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 pub(crate) async fn execute(
@@ -244,7 +231,7 @@ pub(crate) async fn execute(
                 Ok((g.size, g.block, created, ctx2.now_ns()))
             })
             .await?;
-            let taken = crate::Taken {
+            let taken = Taken {
                 by: format!("snapshot {}", s.snapshot),
                 requested_ns,
                 created_ns,
@@ -265,8 +252,8 @@ pub(crate) async fn execute(
             Ok(())
         }
         Op::GroupSnapshot(g) => group_snapshot(p, g, &ctx).await,
-        Op::SnapshotAllocated(s) => crate::cbt::allocated(p, &ev, s, ctx).await,
-        Op::SnapshotDelta(d) => crate::cbt::delta(p, &ev, d, ctx).await,
+        Op::SnapshotAllocated(s) => cbt::allocated(p, &ev, s, ctx).await,
+        Op::SnapshotDelta(d) => cbt::delta(p, &ev, d, ctx).await,
         Op::DeleteGroupSnapshot(g) => {
             let members = p
                 .state()
@@ -343,8 +330,8 @@ pub(crate) async fn execute(
             .await
         }
         Op::ModifyVolume(m) => modify_volume(p, m, &ctx).await,
-        Op::IoPhase(ph) => crate::io::io_phase(p, &ev, ph, ctx).await,
-        Op::Io(io) => crate::io::single_io(p, io, ctx).await,
+        Op::IoPhase(ph) => io::io_phase(p, &ev, ph, ctx).await,
+        Op::Io(io) => io::single_io(p, io, ctx).await,
         Op::Marker(_) => Ok(()),
     }
 }
@@ -479,7 +466,7 @@ fn create_image(
         }
     } else {
         fs_err::create_dir_all(image).map_err(io_err)?;
-        let f = fs_err::File::create(image.join(crate::io::DATA_FILE)).map_err(io_err)?;
+        let f = fs_err::File::create(image.join(DATA_FILE)).map_err(io_err)?;
         f.set_len(size).map_err(io_err)?;
         ctx.phase("allocate");
     }
@@ -491,10 +478,7 @@ fn copy_volume(src: &Path, dst: &Path, loop_mode: bool) -> Result<bool, Provider
         sys::copy_image(src, dst)
     } else {
         fs_err::create_dir_all(dst).map_err(io_err)?;
-        sys::copy_image(
-            &src.join(crate::io::DATA_FILE),
-            &dst.join(crate::io::DATA_FILE),
-        )
+        sys::copy_image(&src.join(DATA_FILE), &dst.join(DATA_FILE))
     }
 }
 
@@ -560,37 +544,6 @@ fn detach_volume(ctx: &OpCtx, g: &mut Volume) -> Result<(), ProviderError> {
         ctx.phase("losetup-d");
     }
     Ok(())
-}
-
-/// The I/O target of a volume: the data file on its mount or in its directory, or the loop
-/// device of a block volume.
-pub(crate) fn io_target(p: &LocalProvider, name: &Name) -> Result<PathBuf, ProviderError> {
-    let vol = p.volume(name)?;
-    let g = lock(&vol);
-    if !p.loop_mode() {
-        return Ok(g.image.join(crate::io::DATA_FILE));
-    }
-    match (&g.mount, &g.loop_dev) {
-        (Some(m), _) => Ok(m.join(crate::io::DATA_FILE)),
-        (None, Some(dev)) => Ok(PathBuf::from(dev)),
-        (None, None) => Err(ProviderError::new(
-            "not_attached",
-            format!("volume {name:?} is not attached"),
-        )),
-    }
-}
-
-/// Registers a running I/O unit with its workload so detach/abort can stop it.
-pub(crate) fn register_io(
-    p: &LocalProvider,
-    workload: &Name,
-    stop: &iogen::Stop,
-) -> Result<(), ProviderError> {
-    p.state()
-        .workloads
-        .get_mut(workload)
-        .map(|w| w.io.push(stop.clone()))
-        .ok_or_else(|| missing("workload", workload))
 }
 
 /// Writes `limits` for loop device `dev` into the volume's cgroup.
@@ -741,7 +694,7 @@ async fn group_snapshot(
         .zip(created)
         .zip(sources)
         .map(|((((n, image), (size, block)), created_ns), of)| {
-            let taken = crate::Taken {
+            let taken = Taken {
                 by: by.clone(),
                 requested_ns,
                 created_ns,

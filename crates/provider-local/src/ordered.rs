@@ -16,25 +16,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use replay::files::{CutFile, CutMember, SnapshotTaken};
 use replay::{OpCtx, ProviderError};
-use serde::Serialize;
 use trace_format::{BlockSize, Event, IoPhase, Load, Name, Ordered};
 
-use crate::io::{StopOnDrop, data_len, ensure_file, volume_size};
-use crate::ops::{io_target, lock, register_io};
+use crate::context::{LocalProvider, OrderedRun, Taken, blocking, lock};
 use crate::sys::io_err;
-use crate::{LocalProvider, Taken, blocking};
-
-/// A writing phase's log, as a check finds it.
-#[derive(Debug, Clone)]
-pub(crate) struct OrderedRun {
-    /// The log file.
-    pub(crate) log: PathBuf,
-    /// The volumes written, in order.
-    pub(crate) volumes: Vec<Name>,
-    /// Becomes true when the writer has ended (its log is complete).
-    pub(crate) done: tokio::sync::watch::Receiver<bool>,
-}
+use crate::target::{StopOnDrop, data_len, ensure_file, io_target, register_io, volume_size};
 
 /// Marks the writer ended however its phase ends (also when the engine drops it).
 struct DoneOnDrop(tokio::sync::watch::Sender<bool>);
@@ -125,40 +113,6 @@ pub(crate) async fn write(
     Ok(())
 }
 
-/// How one member's snapshot was taken and what its volume's writes saw.
-#[derive(Debug, Clone, Serialize)]
-struct MemberTiming {
-    /// The written volume.
-    volume: Name,
-    /// Its restored copy, which was checked.
-    restored: Name,
-    /// The snapshot it was restored from (absent: not restored from a snapshot).
-    taken: Option<Taken>,
-    /// Its writes around its snapshot (`pause_ns`, `pause_from_ns`, `typical_gap_ns`).
-    #[serde(flatten)]
-    pause: iogen::cut::WritePause,
-}
-
-/// What `ID.cut.json` holds.
-#[derive(Debug, Clone, Serialize)]
-struct CutFile {
-    /// The log's name in the trace and its file.
-    log: Name,
-    log_file: PathBuf,
-    /// `iogen::verify_cut`'s report.
-    report: iogen::CutReport,
-    /// One line.
-    verdict: String,
-    /// The earliest member's request → the latest member's cut, ns.
-    request_to_cut_ns: Option<u64>,
-    /// The latest cut → every member ready, ns.
-    cut_to_ready_ns: Option<u64>,
-    /// The latest member creation instant − the earliest, ns.
-    creation_spread_ns: Option<u64>,
-    /// Per member, in the writer's order.
-    members: Vec<MemberTiming>,
-}
-
 /// `n` ns as milliseconds.
 fn ms(n: u64) -> String {
     format!("{:.1} ms", n as f64 / 1e6)
@@ -240,28 +194,28 @@ pub(crate) async fn check(
     let shift =
         i128::from(log.header.start_unix_ns) - replay::provider::epoch_ns(ctx.origin_wall());
     let on_run = |ns: u64| u64::try_from((shift + i128::from(ns)).max(0)).unwrap_or(0);
-    let members: Vec<MemberTiming> = run
+    let taken: Vec<&Taken> = sources.iter().flatten().collect();
+    let min = |f: fn(&Taken) -> u64| taken.iter().map(|t| f(t)).min();
+    let max = |f: fn(&Taken) -> u64| taken.iter().map(|t| f(t)).max();
+    let members: Vec<CutMember> = run
         .volumes
         .iter()
         .zip(&restored)
-        .zip(sources)
+        .zip(&sources)
         .enumerate()
         .map(|(v, ((volume, restored), taken))| {
             let window = taken.as_ref().map(|t| (t.requested_ns, t.ready_ns));
             let p = iogen::cut::write_pause(&log, v as u32, on_run, window);
-            MemberTiming {
-                volume: volume.clone(),
-                restored: restored.clone(),
-                taken,
+            CutMember {
+                volume: volume.to_string(),
+                restored: restored.to_string(),
+                taken: taken.as_ref().map(SnapshotTaken::from),
                 pause: p,
             }
         })
         .collect();
-    let taken: Vec<&Taken> = members.iter().filter_map(|m| m.taken.as_ref()).collect();
-    let min = |f: fn(&Taken) -> u64| taken.iter().map(|t| f(t)).min();
-    let max = |f: fn(&Taken) -> u64| taken.iter().map(|t| f(t)).max();
     let file = CutFile {
-        log: o.log.clone(),
+        log: o.log.to_string(),
         log_file: run.log.clone(),
         verdict: report
             .verdict
@@ -275,6 +229,8 @@ pub(crate) async fn check(
         creation_spread_ns: max(|t| t.created_ns)
             .zip(min(|t| t.created_ns))
             .map(|(a, b)| a - b),
+        request_to_ready_ns: None,
+        api_creation_spread_s: None,
         report,
         members,
     };

@@ -1,11 +1,11 @@
 //! The system commands behind the local provider (mkfs.ext4, losetup, mount, resize2fs,
-//! fsfreeze, cp) as provider errors, over [`crate::storage`]'s primitives. Every command's failure names the command
+//! fsfreeze, cp) as provider errors, over [`local_storage`]'s primitives. Every command's failure names the command
 //! and its stderr.
 
 use replay::ProviderError;
 use std::path::{Path, PathBuf};
 
-use crate::storage::{self, CopyKind, StorageError};
+use local_storage::{self as storage, CopyKind, StorageError};
 
 /// Runs a command; `Err` carries its stderr.
 pub(crate) fn cmd(program: &str, args: &[&str]) -> Result<String, ProviderError> {

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 /// One object the run owns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LedgerEntry {
     /// Provider-defined kind, e.g. `image`, `loop`, `mount`, `dir`, `pvc`.
     pub kind: String,
@@ -25,17 +26,25 @@ pub struct LedgerEntry {
     pub detail: serde_json::Value,
 }
 
+/// One line of `ledger.jsonl`: an entry and whether the object was created or released.
 #[derive(Serialize, Deserialize)]
-struct Line {
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub(crate) struct Line {
+    /// `create` (written before the object is created) or `release` (after it is gone).
     op: LineOp,
+    /// The object.
     #[serde(flatten)]
     entry: LedgerEntry,
 }
 
+/// What a ledger line records.
 #[derive(Serialize, Deserialize, PartialEq, Eq, Clone, Copy)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 enum LineOp {
+    /// The object is about to be created.
     Create,
+    /// The object is gone.
     Release,
 }
 

@@ -7,12 +7,15 @@
 //! hides every operation that *would* have been sent during it (coordinated omission). Here a
 //! dedicated timing lane hands each event over at `origin + at / speed` from one `Instant`
 //! origin, whatever happened before, and every latency is measured from that intended instant.
-//! The design and the run directory are described in `docs/replay.md` and `docs/run-dir.md`.
+//! The design and the run directory are described in `docs/replay.md` and `docs/run-dir.md`;
+//! every file of a run directory has its one type here ([`files`] lists them), also the files
+//! the providers write, which embed iogen's reports (the one dependency on iogen).
 
 pub mod cluster;
 mod deps;
 pub mod engine;
 mod event;
+pub mod files;
 pub mod identity;
 pub mod ledger;
 mod line;

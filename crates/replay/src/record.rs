@@ -47,6 +47,7 @@ pub enum Outcome {
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EventRecord {
     /// Trace event id.
     pub id: u64,

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use csi_driver::pb as csi;
+use csi_proto::pb as csi;
 use futures::{Stream, StreamExt as _};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};

@@ -38,6 +38,8 @@ fn the_delta_between_two_snapshots_is_the_written_set() {
     for e in &events {
         assert_eq!(e["outcome"], "ok", "{e}");
     }
+    // The listings (and every other file of the run) as their schemas have them.
+    crate::assert_run_dir_matches_schemas(&run);
     // The allocated blocks of s1: the 8 MiB the first phase wrote, nothing else (the image of
     // a raw block volume is sparse).
     let alloc = json(&run.join("cbt/5.json"));

@@ -63,6 +63,9 @@ fn changed_blocks_through_the_snapshot_metadata_service_on_the_real_node() {
     for e in &ev {
         assert_eq!(e["outcome"], "ok", "{e}");
     }
+    // The kube provider's listings (and every other file of the run) as their schemas have
+    // them, as the local provider's.
+    crate::assert_run_dir_matches_schemas(&run);
     // Open loop: each writer must have ended before the next snapshot was requested, or the
     // expected sets below would not hold (the trace leaves 23 s for an I/O pod to start).
     for (writer, snap) in [(3, 4), (5, 6)] {

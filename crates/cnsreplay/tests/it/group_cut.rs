@@ -24,11 +24,14 @@ fn record(events: &[serde_json::Value], id: u64) -> &serde_json::Value {
         .unwrap_or_else(|| panic!("no record of event {id}"))
 }
 
-/// The check's `io/ID.cut.json`; without one, the run's records say why.
+/// The check's `io/ID.cut.json`; without one, the run's records say why. Every file of the run
+/// (this one too) must match its schema (`docs/schemas/run-dir-*.schema.json`).
 fn cut_file(run: &Path, id: u64, events: &[serde_json::Value]) -> serde_json::Value {
-    let Ok(text) = std::fs::read_to_string(run.join(format!("io/{id}.cut.json"))) else {
+    let path = run.join(format!("io/{id}.cut.json"));
+    let Ok(text) = std::fs::read_to_string(&path) else {
         panic!("no io/{id}.cut.json; the run's records:\n{events:#?}");
     };
+    crate::assert_run_dir_matches_schemas(run);
     serde_json::from_str(&text).expect("json")
 }
 
@@ -263,7 +266,10 @@ fn a_group_snapshot_under_ordered_writes_restores_one_cut_on_the_real_node() {
             t["ready_ns"].as_u64().expect("ready"),
         );
         assert!(started <= r && r <= y && y <= completed, "{m} in {g}");
-        assert!(t["created"].as_str().is_some(), "creationTime: {m}");
+        assert!(
+            t["api_creation_time"].as_str().is_some(),
+            "creationTime: {m}"
+        );
         assert!(m["pause_ns"].as_u64().is_some(), "{m}");
     }
     assert!(cut["request_to_ready_ns"].as_u64().is_some(), "{cut:#}");

@@ -393,6 +393,27 @@ fn committed_json_schemas_match_the_reports() {
     }
 }
 
+/// The run-directory files' schemas (`replay::files`: `io/ID.cut.json`, `cbt/ID.json`) are
+/// committed as `docs/schemas/run-dir-*.schema.json`, like the commands' (`UPDATE_SCHEMAS=1`
+/// rewrites them).
+#[test]
+fn committed_json_schemas_match_the_run_dir_files() {
+    for (name, schema) in replay::files::schemas() {
+        let path = workspace().join(format!("docs/schemas/{name}.schema.json"));
+        let mut want = serde_json::to_string_pretty(&schema).expect("schema");
+        want.push('\n');
+        if std::env::var_os("UPDATE_SCHEMAS").is_some() {
+            fs_err::write(&path, &want).expect("write schema");
+        }
+        let have = fs_err::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is stale: run `UPDATE_SCHEMAS=1 cargo test -p cnsreplay` and commit it",
+            path.display()
+        );
+    }
+}
+
 /// A Python with the `jsonschema` package: the readers' venv (scripts/install-py-readers.sh)
 /// or the system's `python3`; `None` (and a note) when neither has it, a failure with
 /// `CNSREPLAY_REQUIRE_PY=1`.
@@ -454,6 +475,62 @@ fn assert_matches_schema(json: &[u8], name: &str) {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// Validates every file of run directory `run` that has a committed schema
+/// (`replay::files`: `events.jsonl` and `ledger.jsonl` line by line, `io/ID.ordered.json`,
+/// `io/ID.cut.json`, `cbt/ID.json`) with Python's `jsonschema`, as [`assert_matches_schema`]
+/// does a command's output; the failure names each file, line and violation. Returns how many
+/// documents it checked (0 when skipped: no Python with jsonschema).
+#[allow(clippy::print_stdout)]
+fn assert_run_dir_matches_schemas(run: &Path) -> usize {
+    let Some(py) = python_with_jsonschema() else {
+        println!(
+            "skipped: no Python with jsonschema to validate {}",
+            run.display()
+        );
+        return 0;
+    };
+    let o = Command::new(py)
+        .args([
+            "-c",
+            "import glob, json, os, sys, jsonschema\n\
+             schemas, run = sys.argv[1], sys.argv[2]\n\
+             kinds = [('events.jsonl', 'run-dir-events', True),\n\
+                      ('ledger.jsonl', 'run-dir-ledger', True),\n\
+                      ('io/*.ordered.json', 'run-dir-ordered', False),\n\
+                      ('io/*.cut.json', 'run-dir-cut', False),\n\
+                      ('cbt/*.json', 'run-dir-cbt', False)]\n\
+             errs, n = [], 0\n\
+             for pattern, name, lines in kinds:\n\
+             \x20   v = jsonschema.Draft202012Validator(\n\
+             \x20       json.load(open(os.path.join(schemas, name + '.schema.json'))))\n\
+             \x20   for path in sorted(glob.glob(os.path.join(run, pattern))):\n\
+             \x20       text = open(path).read()\n\
+             \x20       docs = [l for l in text.splitlines() if l] if lines else [text]\n\
+             \x20       for i, doc in enumerate(docs):\n\
+             \x20           n += 1\n\
+             \x20           where = f'{path}:{i + 1}' if lines else path\n\
+             \x20           errs += [f'{where} ({name}): {list(e.absolute_path)}: {e.message}'\n\
+             \x20                    for e in v.iter_errors(json.loads(doc))]\n\
+             print(n)\n\
+             print('\\n'.join(errs))\n\
+             sys.exit(1 if errs else 0)",
+        ])
+        .arg(workspace().join("docs/schemas"))
+        .arg(run)
+        .output()
+        .expect("python");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "files of {} do not match their schemas:\n{out}{}",
+        run.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let checked = out.lines().next().and_then(|l| l.parse().ok()).unwrap_or(0);
+    assert!(checked > 0, "no file of {} to check", run.display());
+    checked
 }
 
 #[test]

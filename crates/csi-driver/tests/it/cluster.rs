@@ -229,7 +229,7 @@ fn pod_yaml(name: &str, pvc: &str, node: &str) -> String {
 }
 
 pub(crate) fn loops_of(image: &Path) -> Vec<String> {
-    provider_local::storage::loops_of(image)
+    local_storage::loops_of(image)
 }
 
 /// The VolumeAttachment of a PV, once it reports attached.
@@ -314,7 +314,7 @@ fn pvc_binds_pod_attaches_resize_grows_and_deletes_leave_nothing() {
     let (va, node) = env.wait("VolumeAttachment attached", || attachment_of(&env, &pv));
     assert_eq!(node, "testenv-node-2");
     env.wait_path(&ns, "pod/user", "{.status.phase}", "Running");
-    if provider_local::storage::is_root() {
+    if local_storage::is_root() {
         assert_eq!(loops_of(&image).len(), 1, "attached = one loop device");
     }
 

@@ -25,7 +25,7 @@ fn fs_cap(fs: &str) -> pb::VolumeCapability {
 }
 
 fn is_root() -> bool {
-    provider_local::storage::is_root()
+    local_storage::is_root()
 }
 
 /// The file system type and size (bytes) mounted at `p`, as the kernel reports them.

@@ -192,13 +192,13 @@ async fn modify_checks_its_parameters_before_anything_changes() {
     let state = || csi_driver::state::State::load(&root.join("state.json")).unwrap();
     assert_eq!(
         state().volumes[&v.volume_id].limits,
-        provider_local::throttle::Limits::default()
+        local_storage::throttle::Limits::default()
     );
     let r = d
         .ctl
         .controller_modify_volume(modify(&[("write_iops", "300"), ("read_bps", "10Mi")]))
         .await;
-    if !(provider_local::storage::is_root() && provider_local::throttle::blkio_root().is_some()) {
+    if !(local_storage::is_root() && local_storage::throttle::blkio_root().is_some()) {
         // Nothing to throttle here: refused before anything changes.
         assert_eq!(r.unwrap_err().code(), Code::InvalidArgument);
         d.stop().await;
@@ -207,7 +207,7 @@ async fn modify_checks_its_parameters_before_anything_changes() {
     r.unwrap();
     assert_eq!(
         state().volumes[&v.volume_id].limits,
-        provider_local::throttle::Limits([None, Some(300), Some(10 << 20), None])
+        local_storage::throttle::Limits([None, Some(300), Some(10 << 20), None])
     );
     // Only the keys given change (the spec's rule).
     d.ctl
@@ -216,7 +216,7 @@ async fn modify_checks_its_parameters_before_anything_changes() {
         .unwrap();
     assert_eq!(
         state().volumes[&v.volume_id].limits,
-        provider_local::throttle::Limits([None, Some(0), Some(10 << 20), None])
+        local_storage::throttle::Limits([None, Some(0), Some(10 << 20), None])
     );
     let e = d
         .ctl

@@ -12,7 +12,7 @@ use crate::harness::*;
 const MIB: i64 = 1 << 20;
 
 fn is_root() -> bool {
-    provider_local::storage::is_root()
+    local_storage::is_root()
 }
 
 #[tokio::test]

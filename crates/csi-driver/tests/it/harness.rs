@@ -293,7 +293,7 @@ pub fn loops_under(root: &Path) -> Vec<String> {
 
 /// Mount points under `root`.
 pub fn mounts_under(root: &Path) -> Vec<PathBuf> {
-    provider_local::storage::mount_points()
+    local_storage::mount_points()
         .into_iter()
         .filter(|m| m.starts_with(root))
         .collect()

@@ -30,10 +30,10 @@ use futures::StreamExt as _;
 use iogen::delta_check::DeltaCheck;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use replay::files::{CbtFile, CbtService, CbtSetup, CbtTiming};
 use replay::{OpCtx, ProviderError};
-use serde::Serialize;
 use snapshot_metadata::pb;
-use trace_format::{Event, Name};
+use trace_format::{Event, Name, OpType};
 
 use crate::context::{Kube, Written, io_err};
 use crate::kube::objects::k8s_name;
@@ -103,64 +103,6 @@ fn check_delta(
     let mut c = iogen::delta_check::check(ranges, block, &sets, b, t);
     c.not_checked = not_checked;
     Ok(c)
-}
-
-/// How a listing went, as a client sees it (the local provider's fields, without the bytes
-/// it read from images).
-#[derive(Debug, Clone, Serialize)]
-struct Timing {
-    /// Request → first range, ns (none when there was no range).
-    first_range_ns: Option<u64>,
-    /// Request → end of the stream, ns.
-    total_ns: u64,
-    ranges: u64,
-    bytes: u64,
-    ranges_per_s: f64,
-    bytes_per_s: f64,
-}
-
-/// What it took before the listing, ns each.
-#[derive(Debug, Clone, Serialize)]
-struct Setup {
-    /// Reading the snapshots' contents and the SnapshotMetadataService object.
-    resolve_ns: u64,
-    /// The TokenRequest.
-    token_ns: u64,
-    /// The TLS channel.
-    connect_ns: u64,
-}
-
-/// `RUNDIR/cbt/<event id>.json` of the kube provider.
-#[derive(Debug, Clone, Serialize)]
-struct CbtFile {
-    event: u64,
-    op: &'static str,
-    volume: String,
-    base: Option<String>,
-    snapshot: String,
-    /// The block size the trace asked for (the API has no way to ask for one: the service
-    /// answers at its own granularity, `block_metadata_type`).
-    requested_block_size: Option<u64>,
-    block_metadata_type: String,
-    /// The volume's size as the service reports it.
-    image_size: u64,
-    service: ServiceSeen,
-    /// `namespace/name` of the ServiceAccount whose token was sent.
-    account: String,
-    setup: Setup,
-    timing: Timing,
-    responses: u64,
-    /// A delta's written-set check.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    check: Option<DeltaCheck>,
-    ranges: Vec<[u64; 2]>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct ServiceSeen {
-    name: String,
-    address: String,
-    audience: String,
 }
 
 fn gvk(kind: &str) -> ApiResource {
@@ -499,9 +441,9 @@ pub(crate) async fn list(
     let mut file = CbtFile {
         event: ev.id,
         op: if base.is_some() {
-            "snapshot_delta"
+            OpType::SnapshotDelta
         } else {
-            "snapshot_allocated"
+            OpType::SnapshotAllocated
         },
         volume: volume.as_ref().map_or_else(
             || target.pvc.clone().unwrap_or_default(),
@@ -509,29 +451,31 @@ pub(crate) async fn list(
         ),
         base: base.map(ToString::to_string),
         snapshot: snapshot.to_string(),
+        block_size: None,
         requested_block_size: block_size,
-        block_metadata_type: kind_name,
+        block_metadata_type: Some(kind_name),
         image_size: capacity.max(0) as u64,
-        service: ServiceSeen {
+        service: Some(CbtService {
             name: svc.name.clone(),
             address: svc.address.clone(),
             audience: svc.audience.clone(),
-        },
-        account: format!("{acct_ns}/{acct}"),
-        setup: Setup {
+        }),
+        account: Some(format!("{acct_ns}/{acct}")),
+        setup: Some(CbtSetup {
             resolve_ns: (resolved - t0).as_nanos() as u64,
             token_ns: (tokened - resolved).as_nanos() as u64,
             connect_ns: (connected - tokened).as_nanos() as u64,
-        },
-        timing: Timing {
+        }),
+        timing: CbtTiming {
             first_range_ns: first,
             total_ns: total,
             ranges: ranges.len() as u64,
             bytes,
             ranges_per_s: ranges.len() as f64 / secs,
             bytes_per_s: bytes as f64 / secs,
+            read_bytes: None,
         },
-        responses,
+        responses: Some(responses),
         check: None,
         ranges,
     };
@@ -572,6 +516,11 @@ fn ms(ns: u64) -> String {
 
 fn notice(f: &CbtFile) -> String {
     let t = &f.timing;
+    // Always set by this provider.
+    let (service, setup) = (
+        f.service.clone().unwrap_or_default(),
+        f.setup.unwrap_or_default(),
+    );
     let what = match &f.base {
         Some(b) => format!("snapshot_delta {b} → {}", f.snapshot),
         None => format!("snapshot_allocated {}", f.snapshot),
@@ -581,18 +530,18 @@ fn notice(f: &CbtFile) -> String {
          ranges, {:.1} MiB, first range {}, total {} ({:.0} ranges/s, {:.1} MiB/s); before \
          the call: resolve {}, token {}, TLS {}",
         f.event,
-        f.service.name,
-        f.service.address,
-        f.account,
+        service.name,
+        service.address,
+        f.account.as_deref().unwrap_or_default(),
         t.ranges,
         t.bytes as f64 / 1048576.0,
         t.first_range_ns.map_or_else(|| "none".to_owned(), ms),
         ms(t.total_ns),
         t.ranges_per_s,
         t.bytes_per_s / 1048576.0,
-        ms(f.setup.resolve_ns),
-        ms(f.setup.token_ns),
-        ms(f.setup.connect_ns),
+        ms(setup.resolve_ns),
+        ms(setup.token_ns),
+        ms(setup.connect_ns),
     ) + &check_notice(f.check.as_ref())
         + &format!(" (cbt/{}.json)", f.event)
 }

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use kube::Resource;
+use replay::files::{CutFile, CutMember, SnapshotTaken};
 use replay::{OpCtx, ProviderError};
-use serde::Serialize;
 use trace_format::{BlockSize, Event, IoPhase, Load, Name, Ordered, Pattern};
 
 use crate::context::{Kube, OrderedRun, Taken, io_err};
@@ -247,31 +247,6 @@ pub(crate) async fn write(
     }
 }
 
-/// How one member's snapshot was taken and what its volume's writes saw.
-#[derive(Debug, Clone, Serialize)]
-struct MemberTiming {
-    volume: Name,
-    restored: Name,
-    taken: Option<Taken>,
-    /// Its writes around its snapshot (`pause_ns`, `pause_from_ns`, `typical_gap_ns`).
-    #[serde(flatten)]
-    pause: iogen::cut::WritePause,
-}
-
-/// What `ID.cut.json` holds.
-#[derive(Debug, Clone, Serialize)]
-struct CutFile {
-    log: Name,
-    log_file: PathBuf,
-    report: iogen::CutReport,
-    verdict: String,
-    /// The earliest member's request → the latest member ready, ns (the provider's clock).
-    request_to_ready_ns: Option<u64>,
-    /// The members' `creationTime`s: latest − earliest, s (the API's resolution).
-    creation_spread_s: Option<i64>,
-    members: Vec<MemberTiming>,
-}
-
 fn ms(n: u64) -> String {
     format!("{:.1} ms", n as f64 / 1e6)
 }
@@ -286,7 +261,7 @@ fn notice(id: u64, f: &CutFile) -> String {
     let mut s = format!("cut check (event {id}, log {}): {}", f.log, f.verdict);
     if let Some(r) = f.request_to_ready_ns {
         s += &format!("; {}: request → ready {}", by.join(", "), ms(r));
-        if let Some(c) = f.creation_spread_s {
+        if let Some(c) = f.api_creation_spread_s {
             s += &format!(", members' creationTime spread {c} s");
         }
     }
@@ -415,7 +390,7 @@ fn cut_file(
     let shift =
         i128::from(log.header.start_unix_ns) - replay::provider::epoch_ns(ctx.origin_wall());
     let on_run = |ns: u64| u64::try_from((shift + i128::from(ns)).max(0)).unwrap_or(0);
-    let members: Vec<MemberTiming> = written
+    let members: Vec<CutMember> = written
         .iter()
         .zip(restored)
         .enumerate()
@@ -423,21 +398,29 @@ fn cut_file(
             let taken = taken.get(restored).cloned().flatten();
             let window = taken.as_ref().map(|t| (t.requested_ns, t.ready_ns));
             let p = iogen::cut::write_pause(log, v as u32, on_run, window);
-            MemberTiming {
-                volume: volume.clone(),
-                restored: restored.clone(),
-                taken,
+            CutMember {
+                volume: volume.to_string(),
+                restored: restored.to_string(),
+                // What the API shows: no member instants, its creationTime instead.
+                taken: taken.map(|t| SnapshotTaken {
+                    by: t.by,
+                    requested_ns: t.requested_ns,
+                    ready_ns: t.ready_ns,
+                    created_ns: None,
+                    cut_ns: None,
+                    api_creation_time: t.created,
+                }),
                 pause: p,
             }
         })
         .collect();
-    let t: Vec<&Taken> = members.iter().filter_map(|m| m.taken.as_ref()).collect();
+    let t: Vec<&SnapshotTaken> = members.iter().filter_map(|m| m.taken.as_ref()).collect();
     let created: Vec<i64> = t
         .iter()
-        .filter_map(|t| t.created.as_deref().and_then(epoch_s))
+        .filter_map(|t| t.api_creation_time.as_deref().and_then(epoch_s))
         .collect();
     CutFile {
-        log: o.log.clone(),
+        log: o.log.to_string(),
         log_file: log_file.to_owned(),
         verdict: report
             .verdict
@@ -448,8 +431,12 @@ fn cut_file(
             .max()
             .zip(t.iter().map(|t| t.requested_ns).min())
             .map(|(r, q)| r.saturating_sub(q)),
-        creation_spread_s: (created.len() == t.len() && !created.is_empty())
+        api_creation_spread_s: (created.len() == t.len() && !created.is_empty())
             .then(|| created.iter().max().unwrap_or(&0) - created.iter().min().unwrap_or(&0)),
+        // The cut instants the local provider measures: the API does not expose them.
+        request_to_cut_ns: None,
+        cut_to_ready_ns: None,
+        creation_spread_ns: None,
         report,
         members,
     }

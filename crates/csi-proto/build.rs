@@ -1,4 +1,4 @@
-//! Compiles `proto/csi.proto` (the subset of the CSI v1 spec this driver serves, field numbers
+//! Compiles `proto/csi.proto` (the subset of the CSI v1 spec cnsreplay-csi serves, field numbers
 //! as the spec defines them), `proto/snapshot_metadata.proto` (the spec's SnapshotMetadata
 //! service, same package) and `proto/pluginregistration.proto` (the kubelet's plugin
 //! registration) with the pure-Rust `protox`, so no system `protoc` is needed.
