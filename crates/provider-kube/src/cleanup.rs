@@ -20,12 +20,10 @@ use replay::ledger::LedgerEntry;
 use replay::provider::CleanupReport;
 use serde_json::json;
 
-use crate::objects::{self, VolumeSnapshot};
-use crate::{Kube, delete_params};
-
-/// Annotation on a node the run cordoned: the run id (cleanup without the ledger finds the
-/// node by it, and uncordons only a node whose annotation names the run).
-pub const CORDON_ANNOTATION: &str = "cnsreplay.io/cordoned-by";
+use crate::context::Kube;
+use crate::kube::nodes::CORDON_ANNOTATION;
+use crate::kube::objects::{self, VolumeSnapshot};
+use crate::kube::request::delete_params;
 
 /// Order in which cleanup removes kinds: users before what they use.
 fn rank(kind: &str) -> u8 {
@@ -129,7 +127,7 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry, stopped: bool) -> Resul
         }
         ("volumesnapshot", Some(ns)) => delete_owned!(Api::<VolumeSnapshot>::namespaced(c, ns)),
         ("volumegroupsnapshot", Some(ns)) => {
-            delete_owned!(Api::<crate::group::VolumeGroupSnapshot>::namespaced(c, ns))
+            delete_owned!(Api::<objects::VolumeGroupSnapshot>::namespaced(c, ns))
         }
         ("namespace", None) => delete_owned!(
             Api::<k8s_openapi::api::core::v1::Namespace>::all(c),
@@ -172,7 +170,7 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry, stopped: bool) -> Resul
                 &api,
                 name,
                 uid.as_deref(),
-                crate::outage::OUT_OF_SERVICE_ANNOTATION,
+                crate::kube::nodes::OUT_OF_SERVICE_ANNOTATION,
                 |r| r == Some(run_id),
             )
             .await?
@@ -180,7 +178,7 @@ async fn remove(p: &Kube, run_id: &str, e: &LedgerEntry, stopped: bool) -> Resul
             {
                 return Ok(false);
             }
-            crate::outage::patch_taint(&p.limiter, &api, name, None)
+            crate::kube::nodes::patch_taint(&p.limiter, &api, name, None)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(true)
@@ -289,7 +287,7 @@ pub(crate) async fn find_run_objects(
         Err(e) => return Err(e.to_string()),
     }
     p.limiter.acquire().await;
-    match api::<crate::group::VolumeGroupSnapshot>(&c, namespace)
+    match api::<objects::VolumeGroupSnapshot>(&c, namespace)
         .list(&lp)
         .await
     {
@@ -345,7 +343,7 @@ pub(crate) async fn find_run_objects(
             out.push(entry("cordon", &n.metadata));
         }
         if n.annotations()
-            .get(crate::outage::OUT_OF_SERVICE_ANNOTATION)
+            .get(crate::kube::nodes::OUT_OF_SERVICE_ANNOTATION)
             .map(String::as_str)
             == Some(run_id)
         {

@@ -13,6 +13,12 @@
 //! The pod is PSS-restricted like every pod of a run: non-root, no capabilities, read-only
 //! root file system, `RuntimeDefault` seccomp. An archive counts only when `pack` exits 0:
 //! a stream cut short is an error, never a partial directory presented as complete.
+//!
+//! It stays in this crate (its top layer) rather than beside its command in `crates/cnsreplay`:
+//! the pod is built and judged with the provider's own pieces (the kubeconfig client, the
+//! restricted container, the pull secrets, [`crate::pods::verdict::pod_failure`]), which would
+//! otherwise become public API, and the command would take on `kube` and `futures` as
+//! dependencies of its own.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -27,8 +33,8 @@ use kube::api::{Api, AttachParams, DeleteParams, ObjectMeta, PostParams, Precond
 use kube::runtime::wait::{await_condition, conditions};
 use tokio::io::AsyncReadExt;
 
-use crate::objects::PodOptions;
-use crate::{KubeConfig, KubeError};
+use crate::config::PodOptions;
+use crate::config::{KubeConfig, KubeError};
 
 /// Where the claim is mounted in the fetch pod.
 pub const FETCH_MOUNT: &str = "/data";
@@ -70,7 +76,7 @@ pub enum FetchError {
         /// namespace/name.
         pod: String,
         /// The error class, as for a run's pods (`image_pull_failed`, `pod_rejected`, …;
-        /// [`crate::pod_failure`]), or `timeout`.
+        /// [`crate::pods::verdict::pod_failure`]), or `timeout`.
         class: String,
         /// Its phase, the container's waiting reason or the scheduler's message.
         why: String,
@@ -134,12 +140,12 @@ pub fn fetch_pod(opts: &FetchOptions) -> Pod {
             }),
             node_selector: (!o.node_selector.is_empty()).then(|| o.node_selector.clone()),
             tolerations: (!o.tolerations.is_empty()).then(|| o.tolerations.clone()),
-            image_pull_secrets: crate::objects::pull_secrets(o),
+            image_pull_secrets: crate::kube::objects::pull_secrets(o),
             containers: vec![Container {
                 name: "fetch".into(),
                 image: Some(opts.image.clone()),
                 command: Some(vec!["/cnsreplay".into(), "idle".into()]),
-                security_context: Some(crate::objects::restricted_container()),
+                security_context: Some(crate::kube::objects::restricted_container()),
                 volume_mounts: Some(vec![VolumeMount {
                     name: "runs".into(),
                     mount_path: FETCH_MOUNT.into(),
@@ -208,7 +214,7 @@ where
         .build()
         .map_err(KubeError::Runtime)?;
     rt.block_on(async {
-        let client = crate::client_for(config).await?;
+        let client = crate::config::client_for(config).await?;
         let api: Api<Pod> = Api::namespaced(client, &opts.namespace);
         let pod = api
             .create(&PostParams::default(), &fetch_pod(opts))
@@ -338,7 +344,7 @@ where
 }
 
 /// Waits until the pod runs; returns its node. A pod that will not start says why as soon as
-/// its status shows it ([`crate::pod_failure`], the classes of a run's pods), else after
+/// its status shows it ([`crate::pods::verdict::pod_failure`], the classes of a run's pods), else after
 /// `timeout`.
 async fn wait_running(
     api: &Api<Pod>,
@@ -351,7 +357,7 @@ async fn wait_running(
         await_condition(api.clone(), name, |p: Option<&Pod>| {
             p.is_none_or(|p| {
                 p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                    || crate::pod_failure(p, full).is_some()
+                    || crate::pods::verdict::pod_failure(p, full).is_some()
             })
         }),
     )
@@ -360,7 +366,7 @@ async fn wait_running(
         what: format!("reading {full}"),
         source,
     })?;
-    if let Some(e) = crate::pod_failure(&pod, full) {
+    if let Some(e) = crate::pods::verdict::pod_failure(&pod, full) {
         return Err(FetchError::NotStarted {
             pod: full.to_owned(),
             class: e.class,
