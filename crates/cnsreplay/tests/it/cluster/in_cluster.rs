@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::real_node::{Cluster, EXP2_OPS, nothing_left, real_node_cluster, run_objects_left};
+use crate::{Cluster, EXP2_OPS, nothing_left, real_node_cluster, run_objects_left};
 use provider_kube::Piece;
 
 use crate::{cnsreplay_within, ok, s, stdout};
@@ -406,37 +406,4 @@ fn a_split_trace_runs_as_parallel_jobs_from_one_instant_and_merges_back() {
         nothing_left(&c, run);
     }
     remove_job_objects(&c);
-}
-
-/// What `fetch` execs in its pod, by hand: `cnsreplay pack DIR | tar -x` gives DIR back.
-#[test]
-fn pack_writes_an_archive_that_tar_reads() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let run = d.path().join("exp2-20261126T000000Z");
-    std::fs::create_dir_all(run.join("histograms")).expect("mkdir");
-    std::fs::write(run.join("summary.json"), "{}\n").expect("write");
-    std::fs::write(run.join("histograms/attach.hlog"), vec![1u8; 70_000]).expect("write");
-    let archive = d.path().join("run.tar");
-    let status = Command::new(env!("CARGO_BIN_EXE_cnsreplay"))
-        .args(["pack", s(&run)])
-        .stdout(std::fs::File::create(&archive).expect("create"))
-        .status()
-        .expect("pack");
-    assert!(status.success());
-    let out = d.path().join("out");
-    std::fs::create_dir(&out).expect("mkdir");
-    let tar = Command::new("tar")
-        .args(["-xf", s(&archive), "-C", s(&out)])
-        .output()
-        .expect("tar");
-    assert!(tar.status.success(), "{tar:?}");
-    let back = out.join("exp2-20261126T000000Z");
-    assert_eq!(
-        std::fs::read(back.join("histograms/attach.hlog")).expect("read"),
-        vec![1u8; 70_000]
-    );
-    assert_eq!(
-        std::fs::read_to_string(back.join("summary.json")).expect("read"),
-        "{}\n"
-    );
 }

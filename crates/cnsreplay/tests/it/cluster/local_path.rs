@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Output;
 
-use crate::real_node::{Cluster, kube_run_args, nothing_left, real_node_cluster};
+use crate::{Cluster, kube_run_args, nothing_left, real_node_cluster};
 use crate::{cnsreplay_within, s, stdout};
 
 /// The real node with local-path, or None after the skip line.

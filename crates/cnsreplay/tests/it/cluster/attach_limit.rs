@@ -11,8 +11,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::outage::wait_record;
-use crate::real_node::{Cluster, kube_run_args, nothing_left, real_node_alone};
+use super::outage::wait_record;
+use crate::{Cluster, kube_run_args, nothing_left, real_node_alone};
 
 /// A limit no test comes near: what the node has outside this test.
 const LIFTED: i64 = 1000;

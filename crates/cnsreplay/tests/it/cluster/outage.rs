@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::real_node::{kube_run_args, nothing_left, real_node_alone};
 use crate::s;
+use crate::{kube_run_args, nothing_left, real_node_alone};
 
 /// The real node's kubelet, stopped; started again (same command line) on `start` or drop.
 struct StoppedKubelet {

@@ -10,7 +10,7 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use crate::real_node::{Cluster, EXP2_OPS, nothing_left, real_node_cluster, run_args};
+use crate::{Cluster, EXP2_OPS, nothing_left, real_node_cluster, run_args};
 use crate::{cnsreplay, s, stdout};
 
 /// The test's namespace and cluster-wide binding, deleted however the test ends.

@@ -5,29 +5,15 @@
 //! else). Needs testenv (`CNSREPLAY_TESTENV`); skipped (one line) without it unless
 //! `CNSREPLAY_REQUIRE_TESTENV=1`.
 
-use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{cnsreplay_within, kubectl, s, stdout};
+use crate::{cnsreplay_within, s, stdout};
 
-/// The cluster's variables and the cluster with a shared turn on its real node (pods may
-/// land there).
-fn cluster() -> Option<(HashMap<String, String>, crate::real_node::Cluster)> {
-    let require = std::env::var("CNSREPLAY_REQUIRE_TESTENV").as_deref() == Ok("1");
-    let vars = crate::testenv_vars();
-    if vars.get("KUBECONFIG").is_none_or(String::is_empty) {
-        assert!(
-            !require,
-            "CNSREPLAY_REQUIRE_TESTENV=1 but CNSREPLAY_TESTENV names no cluster"
-        );
-        #[allow(clippy::print_stderr)] // the skip line is the contract
-        {
-            eprintln!("skipped: no local cluster (CNSREPLAY_TESTENV)");
-        }
-        return None;
-    }
-    Some((vars.clone(), crate::real_node::shared_cluster(vars)))
+/// The cluster with a shared turn on its real node (pods may land there), or None after the
+/// skip line.
+fn cluster() -> Option<crate::Cluster> {
+    testkit::testenv().map(crate::shared_cluster)
 }
 
 fn until(what: &str, mut f: impl FnMut() -> bool) {
@@ -43,7 +29,7 @@ fn until(what: &str, mut f: impl FnMut() -> bool) {
 
 #[test]
 fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
-    let Some((v, c)) = cluster() else { return };
+    let Some(c) = cluster() else { return };
     let node = "testenv-node-3";
     let other_node = "testenv-node-2";
     let dir = tempfile::tempdir().expect("tempdir");
@@ -62,7 +48,7 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
     .expect("trace");
     // Someone else's: a PVC labelled for another run, a node cordoned by hand.
     let foreign_ns = format!("foreign-{}", std::process::id());
-    kubectl(&v, &["create", "namespace", &foreign_ns]);
+    c.kubectl(&["create", "namespace", &foreign_ns]);
     let pvc = format!(
         "{{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolumeClaim\",\"metadata\":{{\"name\":\"keep\",\
          \"namespace\":\"{foreign_ns}\",\"labels\":{{\"cnsreplay.io/run\":\"another-run\"}}}},\
@@ -70,8 +56,8 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
     );
     let pvc_file = d.join("pvc.json");
     std::fs::write(&pvc_file, pvc).expect("pvc");
-    kubectl(&v, &["create", "-f", s(&pvc_file)]);
-    kubectl(&v, &["cordon", other_node]);
+    c.kubectl(&["create", "-f", s(&pvc_file)]);
+    c.kubectl(&["cordon", other_node]);
 
     // The run and the cleanups run as the account the trace needs: the cordon's node patch
     // and the run-owned namespace's rules in every namespace (which `cleanup --run-id`
@@ -83,7 +69,7 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
         .arg(&kc)
         .args([
             "--storage-class",
-            &v["TESTENV_STORAGE_CLASS"],
+            c.get("TESTENV_STORAGE_CLASS"),
             "-o",
             s(&run),
         ])
@@ -103,11 +89,8 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
         .to_owned();
     let label = format!("cnsreplay.io/run={run_id}");
     until("the run's pod and the cordon", || {
-        let pods = kubectl(&v, &["get", "pods", "-A", "-l", &label, "-o", "name"]);
-        let cordoned = kubectl(
-            &v,
-            &["get", "node", node, "-o", "jsonpath={.spec.unschedulable}"],
-        );
+        let pods = c.kubectl(&["get", "pods", "-A", "-l", &label, "-o", "name"]);
+        let cordoned = c.kubectl(&["get", "node", node, "-o", "jsonpath={.spec.unschedulable}"]);
         !pods.trim().is_empty() && cordoned == "true"
     });
     // The client machine is lost: the process killed, its run directory and ledger gone.
@@ -129,32 +112,26 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
         assert!(out.contains(&format!("found {kind} ")), "{kind}: {out}");
     }
     for kind in ["pods", "pvc", "namespaces", "volumesnapshots"] {
-        let left = kubectl(&v, &["get", kind, "-A", "-l", &label, "-o", "name"]);
+        let left = c.kubectl(&["get", kind, "-A", "-l", &label, "-o", "name"]);
         assert!(left.trim().is_empty(), "{kind} left: {left}");
     }
-    let n = kubectl(
-        &v,
-        &[
-            "get",
-            "node",
-            node,
-            "-o",
-            "jsonpath={.spec.unschedulable}/{.metadata.annotations}",
-        ],
-    );
+    let n = c.kubectl(&[
+        "get",
+        "node",
+        node,
+        "-o",
+        "jsonpath={.spec.unschedulable}/{.metadata.annotations}",
+    ]);
     assert!(!n.starts_with("true") && !n.contains("cordoned-by"), "{n}");
     // Nothing else was touched.
-    kubectl(&v, &["get", "pvc", "keep", "-n", &foreign_ns]);
-    let other = kubectl(
-        &v,
-        &[
-            "get",
-            "node",
-            other_node,
-            "-o",
-            "jsonpath={.spec.unschedulable}",
-        ],
-    );
+    c.kubectl(&["get", "pvc", "keep", "-n", &foreign_ns]);
+    let other = c.kubectl(&[
+        "get",
+        "node",
+        other_node,
+        "-o",
+        "jsonpath={.spec.unschedulable}",
+    ]);
     assert_eq!(other, "true");
     // A second cleanup finds nothing and succeeds.
     let again = cnsreplay_within(
@@ -167,6 +144,6 @@ fn cleanup_by_run_id_removes_a_lost_runs_objects_and_only_those() {
         "{}",
         stdout(&again)
     );
-    kubectl(&v, &["uncordon", other_node]);
-    kubectl(&v, &["delete", "namespace", &foreign_ns, "--wait=false"]);
+    c.kubectl(&["uncordon", other_node]);
+    c.kubectl(&["delete", "namespace", &foreign_ns, "--wait=false"]);
 }

@@ -29,7 +29,7 @@ fn record(events: &[serde_json::Value], id: u64) -> &serde_json::Value {
         .unwrap_or_else(|| panic!("no record of event {id}"))
 }
 
-fn served(c: &crate::real_node::Cluster) -> bool {
+fn served(c: &crate::Cluster) -> bool {
     if c.get("TESTENV_SNAPSHOT_METADATA").is_empty() {
         assert!(
             std::env::var_os("CNSREPLAY_REQUIRE_CSI").is_none(),
@@ -47,7 +47,7 @@ fn served(c: &crate::real_node::Cluster) -> bool {
 
 #[test]
 fn changed_blocks_through_the_snapshot_metadata_service_on_the_real_node() {
-    let Some(c) = crate::real_node::real_node_cluster() else {
+    let Some(c) = crate::real_node_cluster() else {
         return;
     };
     if !served(&c) {
@@ -57,7 +57,7 @@ fn changed_blocks_through_the_snapshot_metadata_service_on_the_real_node() {
     let dir = tempfile::tempdir().expect("tempdir");
     let kc = c.runner_kubeconfig_for(dir.path(), trace);
     let run = dir.path().join("run");
-    let args = crate::real_node::kube_run_args(&c, &kc, trace, &run, true, &[]);
+    let args = crate::kube_run_args(&c, &kc, trace, &run, true, &[]);
     ok(&cnsreplay_within(&args, 600));
     let ev = crate::run_events(&run);
     for e in &ev {
@@ -162,7 +162,7 @@ fn changed_blocks_through_the_snapshot_metadata_service_on_the_real_node() {
     let log =
         std::fs::read_to_string(Path::new(c.get("TESTENV_DIR")).join("logs/snapshot-metadata.log"))
             .expect("sidecar log");
-    let ns = format!("cnsreplay-{}", crate::real_node::run_id(&run));
+    let ns = format!("cnsreplay-{}", crate::run_id(&run));
     assert_eq!(
         accounts.len(),
         1,
@@ -174,14 +174,14 @@ fn changed_blocks_through_the_snapshot_metadata_service_on_the_real_node() {
             && log.contains(&format!("→ {ns}/s2 for {who}")),
         "the sidecar's log lacks the run's calls as {who}:\n{log}"
     );
-    crate::real_node::nothing_left(&c, &run);
+    crate::nothing_left(&c, &run);
 }
 
 /// A run whose token account may not read the run's snapshots: the listing fails with class
 /// `forbidden`, the service's PERMISSION_DENIED quoted; nothing is left.
 #[test]
 fn an_account_that_may_not_read_snapshots_is_refused_by_the_service() {
-    let Some(c) = crate::real_node::real_node_cluster() else {
+    let Some(c) = crate::real_node_cluster() else {
         return;
     };
     if !served(&c) {
@@ -208,8 +208,7 @@ fn an_account_that_may_not_read_snapshots_is_refused_by_the_service() {
     let kc = c.runner_kubeconfig_for(dir.path(), trace);
     let run = dir.path().join("run");
     let account = format!("cnsreplay/{sa}");
-    let args =
-        crate::real_node::kube_run_args(&c, &kc, trace, &run, false, &["--cbt-account", &account]);
+    let args = crate::kube_run_args(&c, &kc, trace, &run, false, &["--cbt-account", &account]);
     let out = cnsreplay_within(&args, 300);
     c.kubectl(&["delete", "serviceaccount", &sa, "-n", "cnsreplay"]);
     assert!(
@@ -233,7 +232,7 @@ fn an_account_that_may_not_read_snapshots_is_refused_by_the_service() {
         !run.join("cbt/3.json").exists(),
         "a refused listing writes no result"
     );
-    crate::real_node::nothing_left(&c, &run);
+    crate::nothing_left(&c, &run);
 }
 
 /// Pre-flight: a trace listing changed blocks of snapshots whose driver advertises no
@@ -241,7 +240,7 @@ fn an_account_that_may_not_read_snapshots_is_refused_by_the_service() {
 /// event.
 #[test]
 fn a_driver_without_a_snapshot_metadata_service_is_refused_before_the_clock() {
-    let Some(c) = crate::real_node::real_node_cluster() else {
+    let Some(c) = crate::real_node_cluster() else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -270,7 +269,7 @@ fn a_driver_without_a_snapshot_metadata_service_is_refused_before_the_clock() {
     let trace = trace.to_str().expect("utf-8");
     let kc = c.runner_kubeconfig_for(dir.path(), trace);
     let run = dir.path().join("run");
-    let args = crate::real_node::kube_run_args(&c, &kc, trace, &run, false, &[]);
+    let args = crate::kube_run_args(&c, &kc, trace, &run, false, &[]);
     let out = cnsreplay_within(&args, 120);
     c.kubectl(&["delete", "volumesnapshotclass", &class]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -293,7 +292,7 @@ fn a_driver_without_a_snapshot_metadata_service_is_refused_before_the_clock() {
 /// not exist (UNAVAILABLE, as upstream answers).
 #[test]
 fn the_service_checks_audience_access_and_request() {
-    let Some(c) = crate::real_node::real_node_cluster() else {
+    let Some(c) = crate::real_node_cluster() else {
         return;
     };
     if !served(&c) {
