@@ -13,8 +13,8 @@ use provider_kube::KubeConfig;
 use replay::{Outcome, RunControl, RunOptions};
 use trace_format::OpType;
 
+use super::pod_path::{missing_image, nothing_left, on_real_node, real_node, write_trace};
 use crate::common::*;
-use crate::pod_path::{missing_image, nothing_left, on_real_node, real_node, write_trace};
 
 /// `replay::run` of `trace` after the provider's pre-flight (which plans the pull check),
 /// bounded by the test deadline: the run's result and how long the run took.
@@ -250,7 +250,7 @@ fn a_stop_during_the_pull_check_ends_the_run_in_2_s() {
          - {at: 1s, delete_volume: {volume: v}}\n",
     );
     let mut cfg = KubeConfig {
-        storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
+        storage_class: env.vars().get("TESTENV_STORAGE_CLASS").cloned(),
         failure_grace_ns: 600_000_000_000,
         ..KubeConfig::default()
     };

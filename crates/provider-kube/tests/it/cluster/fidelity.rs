@@ -69,7 +69,7 @@ fn p50(v: Vec<f64>) -> f64 {
 #[test]
 fn client_latencies_match_the_audit_log() {
     let Some(env) = testenv() else { return };
-    let Some(audit) = env.vars.get("TESTENV_AUDIT_LOG").cloned() else {
+    let Some(audit) = env.vars().get("TESTENV_AUDIT_LOG").cloned() else {
         panic!("testenv.env has no TESTENV_AUDIT_LOG");
     };
     let rt = rt();

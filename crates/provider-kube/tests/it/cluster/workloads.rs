@@ -42,7 +42,7 @@ fn bindings(log: &str, ns: &str) -> HashMap<String, Vec<String>> {
 #[test]
 fn reschedule_cordon_and_drain_move_only_the_runs_pods() {
     let Some(env) = testenv() else { return };
-    let audit = env.vars["TESTENV_AUDIT_LOG"].clone();
+    let audit = env.vars()["TESTENV_AUDIT_LOG"].clone();
     let rt = rt();
     let c = rt.block_on(client(&env));
     let class = uniq("wl");

@@ -22,10 +22,12 @@ fn an_operation_the_role_does_not_grant_is_refused_as_forbidden() {
     let sa = "cnsreplay-limited";
     let _ = env
         .kubectl()
+        .command()
         .args(["create", "serviceaccount", sa, "-n", "cnsreplay"])
         .output();
     let _ = env
         .kubectl()
+        .command()
         .args([
             "create",
             "rolebinding",
@@ -38,6 +40,7 @@ fn an_operation_the_role_does_not_grant_is_refused_as_forbidden() {
         .output();
     let _ = env
         .kubectl()
+        .command()
         .args([
             "create",
             "clusterrolebinding",
@@ -97,6 +100,7 @@ fn an_operation_the_role_does_not_grant_is_refused_as_forbidden() {
     assert_eq!(out.summary.errors.get("forbidden"), Some(&1));
     let _ = env
         .kubectl()
+        .command()
         .args(["delete", "clusterrolebinding", sa])
         .output();
     rt.block_on(drop_static(&c, &class));

@@ -36,7 +36,7 @@ fn snapshot_restore_clone_resize_with_the_csi_driver() {
     let run_dir = dir.path().join("run");
     // The cluster's timing plane: the sidecars' and the API server's metrics.
     let csi_metrics: Vec<String> = env
-        .vars
+        .vars()
         .get("TESTENV_CSI_METRICS")
         .map(|v| v.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use replay::Outcome;
 use trace_format::OpType;
 
+use super::pod_path::{on_real_node, real_node, write_trace};
 use crate::common::*;
-use crate::pod_path::{on_real_node, real_node, write_trace};
 
 /// Removes the overlay's objects and the profile file it installed, also after a failure.
 struct Installed<'a> {
@@ -24,6 +24,7 @@ impl Drop for Installed<'_> {
         let _ = self
             .env
             .kubectl()
+            .command()
             .args([
                 "delete",
                 "--wait=true",
@@ -46,7 +47,7 @@ fn copy(from: &Path, to: &Path) {
 fn deploy_seccomp_installs_iogens_profile_and_io_phases_run_io_uring_under_it() {
     let Some(env) = testenv() else { return };
     let Some(node) = real_node(&env) else { return };
-    let var = |k: &str| env.vars.get(k).cloned().unwrap_or_default();
+    let var = |k: &str| env.vars().get(k).cloned().unwrap_or_default();
     if var("TESTENV_LOCAL_PATH_CLASS").is_empty() {
         #[allow(clippy::print_stderr)] // the skip notice is the contract
         {
@@ -101,8 +102,9 @@ fn deploy_seccomp_installs_iogens_profile_and_io_phases_run_io_uring_under_it() 
         file: host_dir.join(&profile),
     };
     let t0 = std::time::Instant::now();
-    env.kubectl_ok(&["apply", "-k", overlay.to_str().unwrap()]);
-    env.kubectl_ok(&[
+    env.kubectl()
+        .ok(&["apply", "-k", overlay.to_str().unwrap()]);
+    env.kubectl().ok(&[
         "-n",
         &tag,
         "rollout",

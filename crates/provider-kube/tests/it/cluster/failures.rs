@@ -213,7 +213,8 @@ fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
         .unwrap(),
     )
     .unwrap();
-    env.kubectl_ok(&["apply", "-f", &sc_file.path().to_string_lossy()]);
+    env.kubectl()
+        .ok(&["apply", "-f", &sc_file.path().to_string_lossy()]);
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(
         dir.path(),
@@ -254,7 +255,8 @@ fn csi_faults_fail_provisioning_and_attach_with_the_reason() {
     for r in recs.iter().filter(|r| r.op == OpType::DeleteVolume) {
         assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
     }
-    env.kubectl_ok(&["delete", "volumesnapshotclass", &snapclass]);
+    env.kubectl()
+        .ok(&["delete", "volumesnapshotclass", &snapclass]);
     for n in [&prov, &publ] {
         let _ =
             rt.block_on(Api::<StorageClass>::all(c.clone()).delete(n, &DeleteParams::default()));
@@ -322,7 +324,7 @@ fn preflight_names_what_is_missing() {
     // tell a missing namespace from an unreadable one.
     let pieces = [Piece::Read, Piece::RunNamespaces].into();
     let e = KubeProvider::new(KubeConfig {
-        kubeconfig: Some(env.account_kubeconfig(&pieces)),
+        kubeconfig: Some(env.pieces_kubeconfig(&pieces)),
         namespace: Some("cnsreplay-no-such-ns".into()),
         storage_class: Some(class.clone()),
         ..cfg

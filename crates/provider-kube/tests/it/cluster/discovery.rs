@@ -27,14 +27,24 @@ struct Restore<'a> {
 impl Drop for Restore<'_> {
     fn drop(&mut self) {
         let path = self.saved.path().to_str().unwrap().to_owned();
-        let out = self.env.kubectl().args(["apply", "-f", &path]).output();
+        let out = self
+            .env
+            .kubectl()
+            .command()
+            .args(["apply", "-f", &path])
+            .output();
         let ok = out.as_ref().is_ok_and(|o| o.status.success());
         let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
         let names: Vec<String> = GROUP_CRDS.iter().map(|n| format!("crd/{n}")).collect();
         wait.extend(names.iter().map(String::as_str));
-        let waited = self.env.kubectl().args(&wait).output();
+        let waited = self.env.kubectl().command().args(&wait).output();
         let classes = self.classes.path().to_str().unwrap().to_owned();
-        let put = self.env.kubectl().args(["apply", "-f", &classes]).output();
+        let put = self
+            .env
+            .kubectl()
+            .command()
+            .args(["apply", "-f", &classes])
+            .output();
         if !std::thread::panicking() {
             assert!(ok, "restoring the group snapshot CRDs: {out:?}");
             assert!(
@@ -59,7 +69,7 @@ fn saved_crds(env: &TestEnv) -> tempfile::NamedTempFile {
 
 /// The output of `kubectl ARGS` (a List in JSON) with server-set fields cut, in a file.
 fn saved(env: &TestEnv, args: &[&str]) -> tempfile::NamedTempFile {
-    let mut list: serde_json::Value = serde_json::from_str(&env.kubectl_ok(args)).unwrap();
+    let mut list: serde_json::Value = serde_json::from_str(&env.kubectl().ok(args)).unwrap();
     for item in list["items"].as_array_mut().unwrap() {
         let item = item.as_object_mut().unwrap();
         item.remove("status");
@@ -94,11 +104,12 @@ fn a_cluster_without_group_snapshots_costs_no_stall_and_no_notice() {
     let mut del = vec!["delete", "--wait=true", "--timeout=60s"];
     let names: Vec<String> = GROUP_CRDS.iter().map(|n| format!("crd/{n}")).collect();
     del.extend(names.iter().map(String::as_str));
-    env.kubectl_ok(&del);
+    env.kubectl().ok(&del);
     // Discovery drops the group version once its last CRD is gone.
     let gone = Instant::now();
     while env
         .kubectl()
+        .command()
         .args(["get", "--raw", "/apis/groupsnapshot.storage.k8s.io/v1"])
         .output()
         .unwrap()

@@ -29,25 +29,20 @@ pub(crate) fn write_trace(dir: &Path, header: &str, body: &str) -> PathBuf {
 /// The real node's label selector (`KEY=true`), or None after the skip notice (a failure with
 /// `CNSREPLAY_REQUIRE_REAL_NODE=1`).
 pub(crate) fn real_node(env: &TestEnv) -> Option<(String, String)> {
-    let label = env.vars.get("TESTENV_REAL_NODE_LABEL").filter(|l| {
+    let label = env.vars().get("TESTENV_REAL_NODE_LABEL").filter(|l| {
         !l.is_empty()
             && env
-                .vars
+                .vars()
                 .get("TESTENV_REAL_NODE")
                 .is_some_and(|n| !n.is_empty())
     });
     match label {
         Some(l) => Some((l.clone(), "true".to_owned())),
         None => {
-            assert!(
-                std::env::var("CNSREPLAY_REQUIRE_REAL_NODE").as_deref() != Ok("1"),
-                "CNSREPLAY_REQUIRE_REAL_NODE=1 but CNSREPLAY_TESTENV names no cluster with a \
-                 real node"
+            testkit::skip::missing(
+                "REAL_NODE",
+                "no real node (TESTENV_REAL_NODE=1 testenv/up.sh)",
             );
-            #[allow(clippy::print_stderr)] // the skip notice is the contract
-            {
-                eprintln!("skipped: no real node (TESTENV_REAL_NODE=1 testenv/up.sh)");
-            }
             None
         }
     }
@@ -56,9 +51,9 @@ pub(crate) fn real_node(env: &TestEnv) -> Option<(String, String)> {
 /// A provider whose pods all go to the real node, with testenv's iogen image and profile.
 pub(crate) fn on_real_node(env: &TestEnv, (key, value): &(String, String)) -> KubeConfig {
     let mut cfg = KubeConfig {
-        storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
+        storage_class: env.vars().get("TESTENV_STORAGE_CLASS").cloned(),
         iogen_image: env
-            .vars
+            .vars()
             .get("TESTENV_IOGEN_IMAGE")
             .cloned()
             .unwrap_or_else(|| KubeConfig::default().iogen_image),
@@ -66,7 +61,7 @@ pub(crate) fn on_real_node(env: &TestEnv, (key, value): &(String, String)) -> Ku
     };
     cfg.pod.node_selector.insert(key.clone(), value.clone());
     cfg.pod.iogen_seccomp_profile = env
-        .vars
+        .vars()
         .get("TESTENV_IOGEN_SECCOMP")
         .filter(|s| !s.is_empty())
         .cloned();
@@ -76,7 +71,7 @@ pub(crate) fn on_real_node(env: &TestEnv, (key, value): &(String, String)) -> Ku
 /// An image name in testenv's registry that does not exist there.
 pub(crate) fn missing_image(env: &TestEnv, tag: &str) -> String {
     let reg = env
-        .vars
+        .vars()
         .get("TESTENV_REGISTRY")
         .map_or("127.0.0.1:5000", String::as_str);
     format!("{reg}/cnsreplay/no-such-image:{tag}")
@@ -453,7 +448,7 @@ fn stop_while_pods_start(
     n: usize,
 ) -> Duration {
     let mut cfg = KubeConfig {
-        storage_class: env.vars.get("TESTENV_STORAGE_CLASS").cloned(),
+        storage_class: env.vars().get("TESTENV_STORAGE_CLASS").cloned(),
         failure_grace_ns: 600_000_000_000,
         ..KubeConfig::default()
     };

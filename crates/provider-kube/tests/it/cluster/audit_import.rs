@@ -14,7 +14,7 @@ use crate::common::*;
 fn a_replay_reads_back_from_the_audit_log() {
     let Some(env) = testenv() else { return };
     let audit = env
-        .vars
+        .vars()
         .get("TESTENV_AUDIT_LOG")
         .cloned()
         .expect("testenv.env has no TESTENV_AUDIT_LOG");

@@ -23,8 +23,9 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
     let class = uniq("access");
     rt.block_on(static_class(&c, &class, 0));
     let sa = class.clone();
-    env.kubectl_ok(&["create", "serviceaccount", &sa, "-n", "cnsreplay"]);
-    env.kubectl_ok(&[
+    env.kubectl()
+        .ok(&["create", "serviceaccount", &sa, "-n", "cnsreplay"]);
+    env.kubectl().ok(&[
         "create",
         "rolebinding",
         &sa,
@@ -33,7 +34,7 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
         "--role=cnsreplay",
         &format!("--serviceaccount=cnsreplay:{sa}"),
     ]);
-    env.kubectl_ok(&[
+    env.kubectl().ok(&[
         "create",
         "clusterrolebinding",
         &sa,
@@ -43,7 +44,7 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
     let kc = env.service_account_kubeconfig(&sa);
     // Where the API server's audit log ends now: every request this account makes from here on
     // is appended after it.
-    let audit = env.vars.get("TESTENV_AUDIT_LOG").cloned();
+    let audit = env.vars().get("TESTENV_AUDIT_LOG").cloned();
     let audit_from = audit
         .as_ref()
         .and_then(|a| std::fs::metadata(a).ok())
@@ -69,7 +70,9 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
         p
     };
     let plain = write("plain.yaml", "");
-    let node = env.kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let node = env
+        .kubectl()
+        .ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
     let cordon = write(
         "cordon.yaml",
         &format!("  - {{at: 2s, cordon_node: {{node: {node}}}}}\n"),
@@ -244,10 +247,12 @@ fn preflight_names_each_request_the_credentials_may_not_make() {
     let _ = std::fs::remove_file(&kc);
     let _ = env
         .kubectl()
+        .command()
         .args(["delete", "clusterrolebinding", &sa])
         .output();
     let _ = env
         .kubectl()
+        .command()
         .args([
             "delete",
             "rolebinding,serviceaccount",
@@ -290,7 +295,7 @@ fn the_job_account_may_not_delete_kube_system_nor_patch_nodes() {
     let Some(env) = testenv() else { return };
     // deploy/rbac/ applied (its Roles and ClusterRoles exist).
     env.apply_rbac();
-    let base = env.kubectl_ok(&[
+    let base = env.kubectl().ok(&[
         "kustomize",
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/kustomize/base"),
     ]);
@@ -320,9 +325,10 @@ fn the_job_account_may_not_delete_kube_system_nor_patch_nodes() {
     // harnesses bound every piece to it): an account bound exactly as the Job base binds
     // stands for it. It lives in the Job's namespace, so the RoleBinding reaches it alike.
     let sa = uniq("job-account");
-    env.kubectl_ok(&["create", "serviceaccount", &sa, "-n", "cnsreplay"]);
+    env.kubectl()
+        .ok(&["create", "serviceaccount", &sa, "-n", "cnsreplay"]);
     let subject = format!("--serviceaccount=cnsreplay:{sa}");
-    env.kubectl_ok(&[
+    env.kubectl().ok(&[
         "create",
         "rolebinding",
         &sa,
@@ -331,7 +337,7 @@ fn the_job_account_may_not_delete_kube_system_nor_patch_nodes() {
         "--role=cnsreplay",
         &subject,
     ]);
-    env.kubectl_ok(&[
+    env.kubectl().ok(&[
         "create",
         "clusterrolebinding",
         &sa,
@@ -341,6 +347,7 @@ fn the_job_account_may_not_delete_kube_system_nor_patch_nodes() {
     let can_i_as = |account: &str, args: &[&str]| -> String {
         let out = env
             .kubectl()
+            .command()
             .args(["auth", "can-i"])
             .args(args)
             .arg(format!("--as=system:serviceaccount:cnsreplay:{account}"))
@@ -352,7 +359,7 @@ fn the_job_account_may_not_delete_kube_system_nor_patch_nodes() {
     // The Job's account itself, when the cluster binds it to nothing else (a cluster these
     // harnesses set up: they bind the opt-in pieces to their own account).
     let others: Vec<String> = {
-        let all: serde_json::Value = serde_json::from_str(&env.kubectl_ok(&[
+        let all: serde_json::Value = serde_json::from_str(&env.kubectl().ok(&[
             "get",
             "clusterrolebindings,rolebindings",
             "-A",
@@ -463,10 +470,12 @@ fn the_job_account_may_not_delete_kube_system_nor_patch_nodes() {
     }
     let _ = env
         .kubectl()
+        .command()
         .args(["delete", "clusterrolebinding", &sa])
         .output();
     let _ = env
         .kubectl()
+        .command()
         .args([
             "delete",
             "rolebinding,serviceaccount",
@@ -482,57 +491,6 @@ fn the_job_account_may_not_delete_kube_system_nor_patch_nodes() {
     );
 }
 
-/// Every request pre-flight asks for is granted by the piece of `deploy/rbac/` it names: the
-/// piece's Role or ClusterRole is read from its file and one of its rules must cover the
-/// request's group, resource and verb — for a run in an existing namespace and in its own.
-#[test]
-fn each_request_preflight_asks_for_is_granted_by_the_piece_it_names() {
-    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let mut wrong = Vec::new();
-    for own in [false, true] {
-        for g in provider_kube::grants(own) {
-            let kind = if g.piece.namespaced() {
-                "Role"
-            } else {
-                "ClusterRole"
-            };
-            let name = g.piece.role();
-            let p = root.join(g.piece.path());
-            let file = if p.is_dir() { p.join("rbac.yaml") } else { p };
-            let text = std::fs::read_to_string(&file)
-                .unwrap_or_else(|e| panic!("{} (named by {g:?}): {e}", file.display()));
-            let doc = text
-                .split("\n---\n")
-                .map(|d| serde_saphyr::from_str::<serde_json::Value>(d).unwrap())
-                .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-                .unwrap_or_else(|| panic!("no {kind} {name} in {}", file.display()));
-            let has = |v: &serde_json::Value, x: &str| {
-                v.as_array()
-                    .is_some_and(|a| a.iter().any(|e| e.as_str() == Some(x)))
-            };
-            let covered = doc["rules"].as_array().into_iter().flatten().any(|r| {
-                has(&r["apiGroups"], g.group)
-                    && has(&r["resources"], &g.resource)
-                    && has(&r["verbs"], g.verb)
-            });
-            if !covered {
-                wrong.push(format!(
-                    "{} {}{} is not granted by {kind} {name} ({})",
-                    g.verb,
-                    g.resource,
-                    if g.group.is_empty() {
-                        String::new()
-                    } else {
-                        format!(".{}", g.group)
-                    },
-                    file.display()
-                ));
-            }
-        }
-    }
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-}
-
 /// The Job base's pod passes the `restricted` Pod Security level its namespace enforces (a
 /// server-side dry run of a pod with the Job's template in a namespace enforcing it), and the
 /// testenv overlay's host-network pod would not: that overlay alone lowers the level.
@@ -545,7 +503,9 @@ fn the_job_base_pod_is_admitted_where_its_namespace_enforces_restricted() {
     let c = rt.block_on(client(&env));
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/kustomize");
     let job_pod = |kustomization: &str, ns: &str| -> (Pod, serde_json::Value) {
-        let rendered = env.kubectl_ok(&["kustomize", &format!("{dir}/{kustomization}")]);
+        let rendered = env
+            .kubectl()
+            .ok(&["kustomize", &format!("{dir}/{kustomization}")]);
         let docs: Vec<serde_json::Value> = rendered
             .split("\n---\n")
             .map(|d| serde_saphyr::from_str(d).unwrap())
