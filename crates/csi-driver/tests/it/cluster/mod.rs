@@ -4,87 +4,47 @@
 //!
 //! Discovery (shared with the Kubernetes provider's tests): `CNSREPLAY_TESTENV` is the path of
 //! a running cluster's `testenv.env`. Unset: each test prints one "skipped" line to stderr and
-//! passes, unless `CNSREPLAY_REQUIRE_TESTENV=1`, when it fails.
+//! passes, unless `CNSREPLAY_REQUIRE_TESTENV=1`, when it fails ([`testkit`]). CI runs every
+//! test under `cluster::` (these and `real_node`) once the cluster is up, the rest before it
+//! (scripts/test.sh).
 
-#![allow(clippy::print_stderr)] // the skip line is the contract
+mod real_node;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The variables of a `testenv.env` file.
-pub struct TestEnv {
-    vars: HashMap<String, String>,
-}
+/// The local cluster ([`testkit::TestEnv`]) running cnsreplay-csi.
+pub struct TestEnv(testkit::TestEnv);
 
 /// The local cluster, or `None` (after the skip line) when there is none.
 pub fn testenv() -> Option<TestEnv> {
-    // `CNSREPLAY_TESTENV=0` is scripts/test.sh's "no cluster": skip as when it is unset.
-    let Some(path) = std::env::var_os("CNSREPLAY_TESTENV").filter(|p| p != "0") else {
-        assert!(
-            std::env::var("CNSREPLAY_REQUIRE_TESTENV").as_deref() != Ok("1"),
-            "CNSREPLAY_REQUIRE_TESTENV=1 but CNSREPLAY_TESTENV is not set"
-        );
-        eprintln!("skipped: no local cluster (set CNSREPLAY_TESTENV)");
-        return None;
-    };
-    let text = fs_err::read_to_string(&path).expect("CNSREPLAY_TESTENV is readable");
-    let vars = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("export "))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    let env = TestEnv { vars };
+    let env = testkit::testenv()?;
     assert!(
         !env.get("TESTENV_CSI_ROOT").is_empty(),
         "{}: cnsreplay-csi is not running in this cluster (build it before testenv/up.sh)",
-        Path::new(&path).display()
+        std::env::var("CNSREPLAY_TESTENV").unwrap_or_default()
     );
-    Some(env)
+    Some(TestEnv(env))
 }
 
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(90);
 
 impl TestEnv {
     pub(crate) fn get(&self, k: &str) -> &str {
-        self.vars.get(k).map_or("", String::as_str)
+        self.0.get(k)
     }
 
     pub(crate) fn root(&self) -> PathBuf {
         PathBuf::from(self.get("TESTENV_CSI_ROOT"))
     }
 
+    /// `kubectl ARGS` as the admin: its stdout trimmed, or its stderr.
     pub(crate) fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
-        use std::io::Write;
-        let mut cmd = Command::new(Path::new(self.get("TESTENV_BIN")).join("kubectl"));
-        cmd.arg("--kubeconfig")
-            .arg(self.get("KUBECONFIG"))
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| format!("kubectl: {e}"))?;
-        if let Some(s) = stdin {
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(s.as_bytes())
-                .map_err(|e| e.to_string())?;
-        }
-        drop(child.stdin.take());
-        let out = child.wait_with_output().map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        } else {
-            Err(format!(
-                "kubectl {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
+        self.0
+            .kubectl()
+            .run(args, stdin)
+            .map(|out| out.trim().to_owned())
     }
 
     pub(crate) fn k(&self, args: &[&str]) -> String {

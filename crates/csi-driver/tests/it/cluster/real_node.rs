@@ -4,21 +4,18 @@
 //! pod's status. Skipped (one line) when the cluster has no real node, unless
 //! `CNSREPLAY_REQUIRE_REAL_NODE=1`.
 
-#![allow(clippy::print_stderr)] // the skip line is the contract
-
 use std::time::Duration;
 
-use crate::cluster::{TestEnv, loops_of, pvc_yaml, testenv};
+use super::{TestEnv, loops_of, pvc_yaml, testenv};
 
 fn real_node() -> Option<(TestEnv, String)> {
     let env = testenv()?;
     let node = env.get("TESTENV_REAL_NODE").to_owned();
     if node.is_empty() {
-        assert!(
-            std::env::var("CNSREPLAY_REQUIRE_REAL_NODE").as_deref() != Ok("1"),
-            "CNSREPLAY_REQUIRE_REAL_NODE=1 but the cluster has no real node (TESTENV_REAL_NODE=1 testenv/up.sh)"
+        testkit::skip::missing(
+            "REAL_NODE",
+            "the local cluster has no real node (TESTENV_REAL_NODE=1 testenv/up.sh)",
         );
-        eprintln!("skipped: the local cluster has no real node (TESTENV_REAL_NODE=1)");
         return None;
     }
     Some((env, node))
@@ -352,10 +349,13 @@ fn a_resize_grows_the_ext4_file_system_inside_the_running_pod_where_the_kernel_l
                     && msg.contains("offline resize"),
                 "both causes reach the PVC: {msg}"
             );
-            eprintln!(
-                "note: no CAP_SYS_RESOURCE in the bounding set: checked that the failed online \
+            #[allow(clippy::print_stderr)] // a note beside the skip lines
+            {
+                eprintln!(
+                    "note: no CAP_SYS_RESOURCE in the bounding set: checked that the failed online \
                  ext4 resize is reported ({msg})"
-            );
+                );
+            }
         }
     }
 }
