@@ -31,15 +31,11 @@ fn record(events: &[serde_json::Value], id: u64) -> &serde_json::Value {
 
 fn served(c: &crate::Cluster) -> bool {
     if c.get("TESTENV_SNAPSHOT_METADATA").is_empty() {
-        assert!(
-            std::env::var_os("CNSREPLAY_REQUIRE_CSI").is_none(),
+        testkit::skip::missing(
+            "CSI",
             "testenv serves no SnapshotMetadataService (TESTENV_SNAPSHOT_METADATA is empty: was \
-             cnsreplay-snapshot-metadata-sidecar built before testenv/up.sh?)"
+             cnsreplay-snapshot-metadata-sidecar built before testenv/up.sh?)",
         );
-        #[allow(clippy::print_stderr)] // the skip line is the contract
-        {
-            eprintln!("skipped: testenv serves no SnapshotMetadataService");
-        }
         return false;
     }
     true

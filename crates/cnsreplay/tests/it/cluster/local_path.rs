@@ -19,14 +19,10 @@ use crate::{cnsreplay_within, s, stdout};
 fn local_path() -> Option<Cluster> {
     let c = real_node_cluster()?;
     if c.get("TESTENV_LOCAL_PATH_CLASS").is_empty() {
-        assert!(
-            std::env::var("CNSREPLAY_REQUIRE_REAL_NODE").as_deref() != Ok("1"),
-            "CNSREPLAY_REQUIRE_REAL_NODE=1 but the cluster runs no local-path-provisioner"
+        testkit::skip::missing(
+            "REAL_NODE",
+            "testenv's real node runs no local-path-provisioner",
         );
-        #[allow(clippy::print_stderr)] // the skip line is the contract
-        {
-            eprintln!("skipped: testenv's real node runs no local-path-provisioner");
-        }
         return None;
     }
     Some(c)
@@ -214,9 +210,7 @@ fn experiment1_churn_on_local_path_all_ok_nothing_left() {
 fn experiment2_without_snapshots_on_local_path_all_ok_nothing_left() {
     let Some(c) = local_path() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let mut t = String::from(
-        "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 64Mi}\nevents:\n",
-    );
+    let mut t = testkit::trace::yaml_header("defaults: {volume_size: 64Mi}\n");
     // Events in time order (run refuses a trace that is not): each step for all five.
     for i in 0..5 {
         let _ = writeln!(t, "  - {{at: 0s, create_volume: {{volume: db-{i}}}}}");

@@ -144,12 +144,5 @@ pub(crate) fn ok(o: &Output) {
 
 /// True (after the skip line) when the local provider's block volumes cannot run: not root.
 pub(crate) fn skip_unless_root() -> bool {
-    if provider_local::sys::is_root() {
-        return false;
-    }
-    #[allow(clippy::print_stderr)] // the skip line is the contract
-    {
-        eprintln!("skipped: the local provider's block volumes need root");
-    }
-    true
+    !testkit::skip::root("the local provider's block volumes")
 }

@@ -25,9 +25,7 @@ pub(crate) fn run_events(run: &Path) -> Vec<serde_json::Value> {
 
 /// `n` attaches, one every `gap_ns` (evenly: the offered rate is exact at every speed).
 pub(crate) fn attach_trace(dir: &Path, n: u64, gap_ns: u64) -> PathBuf {
-    let mut text = String::from(
-        r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#,
-    );
+    let mut text = testkit::trace::jsonl_header(r#""provenance":{"generator":"test"}"#);
     text.push('\n');
     for i in 0..n {
         text.push_str(&format!(
@@ -77,9 +75,9 @@ pub(crate) fn report_figure(run: &Path, dir: &Path, id: &str) -> String {
 /// writes, trims and flushes of 8 KiB at scattered 4 KiB-aligned offsets, except request 11,
 /// which is not sector-aligned (3000 bytes at 1000).
 pub(crate) fn block_trace(volumes: &str, n: u64) -> Vec<String> {
-    let mut lines = vec![format!(
-        r#"{{"format":"cnsreplay-trace","version":1,"volumes":[{volumes}]}}"#
-    )];
+    let mut lines = vec![testkit::trace::jsonl_header(&format!(
+        r#""volumes":[{volumes}]"#
+    ))];
     let kinds = [
         "read", "write", "write", "read", "trim", "read", "write", "flush",
     ];
@@ -106,7 +104,7 @@ pub(crate) fn block_trace(volumes: &str, n: u64) -> Vec<String> {
 /// reads (`../shared/trace-samples`, beside the checkout) is missing.
 pub(crate) fn require_samples(missing: &Path) {
     assert!(
-        std::env::var("CNSREPLAY_REQUIRE_SAMPLES").as_deref() != Ok("1"),
+        !testkit::skip::required("SAMPLES"),
         "CNSREPLAY_REQUIRE_SAMPLES=1 but {} is missing (the trace samples beside the checkout)",
         missing.display()
     );

@@ -119,9 +119,7 @@ fn fixed_rate_create_attach_detach_delete() {
     let c = rt.block_on(client(&env));
     let class = uniq("rate");
     rt.block_on(static_class(&c, &class, 20));
-    let mut t = String::from(
-        "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 512Mi}\nevents:\n",
-    );
+    let mut t = testkit::trace::yaml_header("defaults: {volume_size: 512Mi}\n");
     let mut ev = Vec::new();
     for i in 0..20u64 {
         let at = i * 200;

@@ -77,9 +77,7 @@ fn client_latencies_match_the_audit_log() {
     let class = uniq("fid");
     let n = 100;
     rt.block_on(static_class(&c, &class, n));
-    let mut t = String::from(
-        "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 1Gi}\nevents:\n",
-    );
+    let mut t = testkit::trace::yaml_header("defaults: {volume_size: 1Gi}\n");
     for i in 0..n {
         let at = i * 50;
         let _ = writeln!(t, "  - {{at: {at}ms, create_volume: {{volume: v{i}}}}}");

@@ -113,9 +113,7 @@ fn cnsreplay_bin() -> PathBuf {
 
 /// A trace that creates and attaches `n` volumes over 3 s and keeps them for a minute.
 fn long_trace(dir: &Path, n: usize) -> PathBuf {
-    let mut t = String::from(
-        "format: cnsreplay-trace\nversion: 1\ndefaults: {volume_size: 1Gi}\nevents:\n",
-    );
+    let mut t = testkit::trace::yaml_header("defaults: {volume_size: 1Gi}\n");
     for i in 0..n {
         let at = i * 3000 / n;
         let _ = writeln!(t, "  - {{at: {at}ms, create_volume: {{volume: v{i}}}}}");
