@@ -2,24 +2,33 @@
 # All tests: formatting, lints, and every crate's tests. This is the README's test command
 # and exactly what `.ci/run` runs. Ends with one line totalling every test binary's results.
 #
-# The Kubernetes tests (crates/provider-kube, crates/csi-driver) run against the local test
-# cluster of testenv/: its Go binaries are built once and cached under
-# $HOME/.cache/cnsreplay/testenv (about 25 min cold on 2 cores, seconds when cached), our CSI
-# driver is built here, and the cluster is started for this run in a fresh state directory and
-# stopped on exit (down.sh ends exactly the processes up.sh started). With the cluster up the
-# tests must use it (CNSREPLAY_REQUIRE_TESTENV=1), and the CSI sanity suite runs against our
-# driver; CNSREPLAY_TESTENV=0 skips the cluster and
-# its tests say they skipped; CNSREPLAY_TESTENV=<testenv.env> uses a cluster already running.
+# The Kubernetes tests (every test whose path has `cluster::`: crates/cnsreplay, provider-kube
+# and csi-driver) run against the local test cluster of testenv/: its Go binaries are built
+# once and cached under $HOME/.cache/cnsreplay/testenv (about 25 min cold on 2 cores, seconds
+# when cached), our CSI driver is built here, and the cluster is started for this run in a
+# fresh state directory and stopped on exit (down.sh ends exactly the processes up.sh
+# started). With the cluster up the tests must use it (CNSREPLAY_REQUIRE_TESTENV=1), and the
+# CSI sanity suite runs against our driver; CNSREPLAY_TESTENV=0 skips the cluster and its
+# tests say they skipped; CNSREPLAY_TESTENV=<testenv.env> uses a cluster already running.
 # TESTENV_REAL_NODE=1 (the default) adds testenv's real kubelet node (testenv/README.md), with
 # the iogen and cnsreplay images built from static (musl) binaries; TESTENV_REAL_NODE=0 runs
 # without it.
+#
+# Order (docs/PERFORMANCE.md, Cold CI): fmt and clippy; one build of every test binary and
+# binary the cluster runs; the fast tests (no cluster: `-- --skip cluster::`); then the
+# cluster, once, for every suite that needs it, and the cluster tests (`-- cluster::`); the
+# CSI sanity suite. A fast test that fails ends the run there (the cluster part is not
+# started) unless CNSREPLAY_KEEP_GOING=1. testenv's Go build and the static image binaries
+# build in the background from the start, on CPU time the rest leaves idle
+# (scripts/lib/background.sh; CNSREPLAY_OVERLAP=0 builds them in line instead).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
+. scripts/lib/background.sh
+bg_init
 log=$(mktemp)
 cluster=
 finish() {
+  bg_stop
   rm -f "$log"
   if [ -n "$cluster" ]; then
     TESTENV_DIR=$cluster testenv/down.sh >/dev/null 2>&1 || echo "testenv/down.sh failed for $cluster" >&2
@@ -27,39 +36,72 @@ finish() {
   fi
 }
 trap finish EXIT
+overlap=${CNSREPLAY_OVERLAP:-1}
+# Start testenv's Go build now (.ci/run may have started it already): clippy, the Rust builds
+# and the fast tests leave CPU idle that it can use.
+start_cluster=
 if [ -n "${CNSREPLAY_TESTENV:-}" ] && [ "$CNSREPLAY_TESTENV" != 0 ]; then
   export CNSREPLAY_REQUIRE_TESTENV=1 # a running cluster's testenv.env, given by the caller
 elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
-  # The driver (and its changed-block tracking stand-in) must exist before up.sh starts
-  # them; the snapshot test verifies data with iogen.
-  cargo build --locked -q -p csi-driver -p iogen -p snapshot-metadata-sidecar
-  target=$(cargo metadata --format-version 1 --no-deps --locked |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+  start_cluster=1
+  [ "$overlap" != 1 ] || bg_start testenv-build testenv/build.sh
+fi
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+target=$(cargo metadata --format-version 1 --no-deps --locked |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+# One build of every test binary, and of the binaries the cluster runs, with the test build's
+# features: `cargo build -p csi-driver -p iogen -p snapshot-metadata-sidecar` alone resolved
+# other features and compiled 79 units again (kube, tonic, hyper, rustls, ring, our crates).
+# The tests of a crate with integration tests build its binaries (cnsreplay-csi, iogen); the
+# second command adds only the metadata sidecar's binary (up.sh runs it).
+cargo test --workspace --locked --no-run -q
+cargo build --workspace --locked --bins --tests -q
+if [ -n "$start_cluster" ]; then
   export TESTENV_REAL_NODE=${TESTENV_REAL_NODE:-1}
   if [ "$TESTENV_REAL_NODE" = 1 ]; then
-    # The iogen image's binary must be static (FROM scratch).
+    # The images' binaries must be static (FROM scratch): iogen, and cnsreplay without
+    # `analyze` (deploy/cnsreplay.Containerfile), in one build (one feature resolution), in
+    # a target dir of their own so that its lock never holds up the tests' cargo.
     rustup target list --installed | grep -qx x86_64-unknown-linux-musl ||
       rustup target add x86_64-unknown-linux-musl
-    cargo build --locked -q --release -p iogen --bin iogen --target x86_64-unknown-linux-musl
-    export TESTENV_IOGEN_BIN=$target/x86_64-unknown-linux-musl/release/iogen
-    # The in-cluster image (deploy/cnsreplay.Containerfile): cnsreplay without `analyze`.
-    cargo build --locked -q --release -p cnsreplay --no-default-features \
-      --target x86_64-unknown-linux-musl
-    export TESTENV_CNSREPLAY_BIN=$target/x86_64-unknown-linux-musl/release/cnsreplay
+    images=$target/images
+    images_build=(env CARGO_TARGET_DIR="$images" CARGO_BUILD_BUILD_DIR="$images"
+      cargo build --locked -q --release --target x86_64-unknown-linux-musl --no-default-features
+      -p iogen --bin iogen -p cnsreplay --bin cnsreplay)
+    if [ "$overlap" = 1 ]; then bg_start images-build "${images_build[@]}"; else "${images_build[@]}"; fi
+    export TESTENV_IOGEN_BIN=$images/x86_64-unknown-linux-musl/release/iogen
+    export TESTENV_CNSREPLAY_BIN=$images/x86_64-unknown-linux-musl/release/cnsreplay
     export CNSREPLAY_REQUIRE_REAL_NODE=1
   fi
-  cluster=$(mktemp -d /tmp/cnsreplay-testenv.XXXXXX)
-  env_file=$(TESTENV_DIR=$cluster TESTENV_APISERVER_PORT=0 \
-    TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" testenv/up.sh)
-  export CNSREPLAY_TESTENV=$env_file CNSREPLAY_REQUIRE_TESTENV=1 CNSREPLAY_REQUIRE_CSI=1
 fi
-# A failing test must not end the script before the sanity suite and the totals line.
+# A failing test must not end the script before the totals line.
 status=0
-cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
-if [ -n "$cluster" ]; then
-  # CSI conformance: kubernetes-csi's sanity suite against our driver (exits non-zero on a
-  # failed spec). It needs no cluster, only the driver binary built above.
-  TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" scripts/csi-sanity.sh 2>&1 | tail -n 5 || status=$?
+echo "test.sh: the fast tests (no cluster)" >&2
+(
+  [ -z "$start_cluster" ] || export CNSREPLAY_TESTENV=0 CNSREPLAY_REQUIRE_TESTENV=0
+  cargo test --workspace --locked --no-fail-fast -- --skip cluster::
+) 2>&1 | tee -a "$log" || status=$?
+if [ "$status" != 0 ] && [ "${CNSREPLAY_KEEP_GOING:-0}" != 1 ]; then
+  echo "test.sh: a fast test failed; the cluster tests were not run (CNSREPLAY_KEEP_GOING=1 runs them)" >&2
+else
+  if [ -n "$start_cluster" ]; then
+    [ "$overlap" != 1 ] || bg_wait testenv-build
+    [ "$TESTENV_REAL_NODE" != 1 ] || [ "$overlap" != 1 ] || bg_wait images-build
+    cluster=$(mktemp -d /tmp/cnsreplay-testenv.XXXXXX)
+    env_file=$(TESTENV_DIR=$cluster TESTENV_APISERVER_PORT=0 \
+      TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" testenv/up.sh)
+    export CNSREPLAY_TESTENV=$env_file CNSREPLAY_REQUIRE_TESTENV=1 CNSREPLAY_REQUIRE_CSI=1
+  fi
+  echo "test.sh: the cluster tests" >&2
+  # `--tests`: the doc tests ran with the fast part. The filter also selects replay's unit
+  # tests of `replay::cluster` (they need no cluster; they run here once).
+  cargo test --workspace --locked --no-fail-fast --tests -- cluster:: 2>&1 | tee -a "$log" || status=$?
+  if [ -n "$cluster" ]; then
+    # CSI conformance: kubernetes-csi's sanity suite against our driver (exits non-zero on a
+    # failed spec). It needs no cluster, only the driver binary built above.
+    TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" scripts/csi-sanity.sh 2>&1 | tail -n 5 || status=$?
+  fi
 fi
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"

@@ -84,25 +84,65 @@ for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	kube_ldflags+=" -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
 done
 t_all=$(date +%s)
+# The binaries that one `go build` makes together: those of one wrapper module with the same
+# tags, cgo and ldflags (the five of kube, the two of snapshotter). One build loads the
+# module's packages once and links each binary while it compiles the packages of the others
+# (docs/PERFORMANCE.md, Cold CI); binaries already built (an interrupted build) are skipped.
+build_group() { # module tags cgo "name pkg" ...
+	local module=$1 tags=$2 cgo=$3 ldflags="-s -w" t0 np name pkg names=() pkgs=() cgo_env=()
+	shift 3
+	for np in "$@"; do
+		read -r name pkg <<<"$np"
+		if [ -x "$out/bin.partial/$name" ]; then
+			testenv_log "  $name: already built"
+			continue
+		fi
+		names+=("$name")
+		pkgs+=("$pkg")
+	done
+	[ ${#names[@]} -gt 0 ] || return 0
+	[ "$module" = kube ] && ldflags=$kube_ldflags
+	[ "$tags" = - ] && tags=""
+	[ "$cgo" = cgo0 ] && cgo_env=(CGO_ENABLED=0)
+	testenv_log "  ${names[*]} <- ${pkgs[*]} (wrapper testenv/go/$module)"
+	t0=$(date +%s)
+	rm -rf "$out/bin.partial/.group"
+	mkdir -p "$out/bin.partial/.group"
+	if [ ${#pkgs[@]} = 1 ]; then
+		(cd "$TESTENV_SRC/go/$module" &&
+			env "${cgo_env[@]}" nice -n 10 go build -trimpath -tags "$tags" -ldflags "$ldflags" \
+				-o "$out/bin.partial/.group/${names[0]}" "${pkgs[0]}")
+	else
+		# -o DIR/ names each binary after its package's last path element.
+		(cd "$TESTENV_SRC/go/$module" &&
+			env "${cgo_env[@]}" nice -n 10 go build -trimpath -tags "$tags" -ldflags "$ldflags" \
+				-o "$out/bin.partial/.group/" "${pkgs[@]}")
+		local i
+		for i in "${!names[@]}"; do
+			[ "$(basename "${pkgs[$i]}")" = "${names[$i]}" ] ||
+				mv "$out/bin.partial/.group/$(basename "${pkgs[$i]}")" "$out/bin.partial/.group/${names[$i]}"
+		done
+	fi
+	for name in "${names[@]}"; do
+		mv "$out/bin.partial/.group/$name" "$out/bin.partial/$name"
+	done
+	rmdir "$out/bin.partial/.group"
+	testenv_log "  ${names[*]}: $(($(date +%s) - t0)) s"
+}
+# Groups in the order of their first binary in the table; a group's binaries in table order.
+declare -A group
+group_keys=()
 while read -r name module pkg tags cgo; do
 	[ -n "$name" ] || continue
-	if [ -x "$out/bin.partial/$name" ]; then
-		testenv_log "  $name: already built"
-		continue
-	fi
-	ldflags="-s -w"
-	[ "$module" = kube ] && ldflags=$kube_ldflags
-	testenv_log "  $name <- $pkg (wrapper testenv/go/$module)"
-	t0=$(date +%s)
-	[ "${tags:--}" = - ] && tags=""
-	cgo_env=()
-	[ "${cgo:-}" = cgo0 ] && cgo_env=(CGO_ENABLED=0)
-	(cd "$TESTENV_SRC/go/$module" &&
-		env "${cgo_env[@]}" nice -n 10 go build -trimpath -tags "$tags" -ldflags "$ldflags" \
-			-o "$out/bin.partial/$name.tmp" "$pkg")
-	mv "$out/bin.partial/$name.tmp" "$out/bin.partial/$name"
-	testenv_log "  $name: $(($(date +%s) - t0)) s"
+	gkey="$module ${tags:--} ${cgo:--}"
+	[ -n "${group[$gkey]+set}" ] || group_keys+=("$gkey")
+	group[$gkey]+="$name $pkg"$'\n'
 done <<<"$TESTENV_BINARIES"
+for gkey in "${group_keys[@]}"; do
+	mapfile -t members < <(printf '%s' "${group[$gkey]}")
+	# shellcheck disable=SC2086 # the key is three words: module, tags, cgo
+	build_group $gkey "${members[@]}"
+done
 rm -rf "$out/bin"
 mv "$out/bin.partial" "$out/bin"
 {

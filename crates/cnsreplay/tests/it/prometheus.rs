@@ -64,20 +64,16 @@ fn prometheus_scrapes_the_runs_own_numbers() {
         .output()
         .is_err()
     {
-        assert!(
-            std::env::var("CNSREPLAY_REQUIRE_PROMETHEUS").as_deref() != Ok("1"),
-            "CNSREPLAY_REQUIRE_PROMETHEUS=1 but `prometheus` is not installed (apt-get install prometheus)"
+        testkit::skip::missing(
+            "PROMETHEUS",
+            "prometheus is not installed (apt-get install prometheus)",
         );
-        #[allow(clippy::print_stderr)] // the skip line is the contract
-        {
-            eprintln!("skipped: prometheus is not installed");
-        }
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let n = 600u64;
-    let mut t = String::from("format: cnsreplay-trace\nversion: 1\nevents:\n");
+    let mut t = testkit::trace::yaml_header("");
     for i in 0..n {
         t.push_str(&format!(
             "  - {{at: {}ms, create_volume: {{volume: v{i}}}}}\n",

@@ -1,6 +1,8 @@
 //! `--speed` compresses the whole trace: an `io_phase`'s duration with its instants, so what
 //! the trace placed after the phase (a detach) is not charged a wait the trace did not have.
 
+use std::path::Path;
+
 use super::*;
 
 /// One 10 s `io_phase`, then the detach the trace puts 0.5 s after it ends.

@@ -8,5 +8,4 @@ mod group;
 mod grpc;
 mod harness;
 mod metadata;
-mod real_node;
 mod registration;

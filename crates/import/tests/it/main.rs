@@ -13,7 +13,7 @@ mod regressions;
 /// that the importers were never checked against real traces.
 pub fn require_samples(missing: &std::path::Path) {
     assert!(
-        std::env::var("CNSREPLAY_REQUIRE_SAMPLES").as_deref() != Ok("1"),
+        !testkit::skip::required("SAMPLES"),
         "CNSREPLAY_REQUIRE_SAMPLES=1 but {} is missing (the trace samples beside the checkout)",
         missing.display()
     );

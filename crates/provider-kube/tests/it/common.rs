@@ -1,7 +1,7 @@
 //! Cluster discovery (shared contract with the CSI driver's tests) and helpers: static
 //! provisioning (a no-provisioner StorageClass and hostPath PVs), trace files, run records.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,40 +14,14 @@ use provider_kube::{KubeConfig, KubeProvider, Piece, TraceUses};
 use replay::{EventRecord, Outcome, RunControl, RunOptions, RunOutcome};
 use trace_format::OpType;
 
-/// The local test cluster from `CNSREPLAY_TESTENV` (a `testenv.env` file).
-pub struct TestEnv {
-    pub vars: HashMap<String, String>,
-}
-
-impl TestEnv {
-    pub fn kubeconfig(&self) -> PathBuf {
-        PathBuf::from(&self.vars["KUBECONFIG"])
-    }
-}
+/// The local test cluster from `CNSREPLAY_TESTENV` (a `testenv.env` file), found by
+/// [`testkit`]; what these tests add to it is [`KubeTestEnv`].
+pub use testkit::TestEnv;
 
 /// The cluster, or None after printing the skip notice (a failure when
 /// `CNSREPLAY_REQUIRE_TESTENV=1`).
 pub fn testenv() -> Option<TestEnv> {
-    // `CNSREPLAY_TESTENV=0` is scripts/test.sh's "no cluster": skip as when it is unset.
-    let Some(path) = std::env::var("CNSREPLAY_TESTENV").ok().filter(|p| p != "0") else {
-        assert!(
-            std::env::var("CNSREPLAY_REQUIRE_TESTENV").as_deref() != Ok("1"),
-            "CNSREPLAY_REQUIRE_TESTENV=1 but CNSREPLAY_TESTENV is not set"
-        );
-        #[allow(clippy::print_stderr)] // the skip notice is the contract
-        {
-            eprintln!("skipped: no local cluster (set CNSREPLAY_TESTENV)");
-        }
-        return None;
-    };
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let vars = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("export "))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
-        .collect();
-    Some(TestEnv { vars })
+    testkit::testenv()
 }
 
 pub fn rt() -> tokio::runtime::Runtime {
@@ -321,27 +295,23 @@ pub fn csi_driver(
         .block_on(Api::<StorageClass>::all(c.clone()).get_opt("cnsreplay-csi"))
         .unwrap()
         .is_some();
-    let root = env
-        .vars
-        .get("TESTENV_CSI_ROOT")
+    let root = Some(env.get("TESTENV_CSI_ROOT"))
         .filter(|r| !r.is_empty())
         .map(PathBuf::from);
     if has_class && (root.is_some() || !local) {
         return Some(root.unwrap_or_default());
     }
-    assert!(
-        std::env::var("CNSREPLAY_REQUIRE_CSI").as_deref() != Ok("1"),
-        "CNSREPLAY_REQUIRE_CSI=1 but the cluster has no cnsreplay-csi StorageClass{}",
-        if local {
-            " or its driver does not run on this machine (TESTENV_CSI_ROOT)"
-        } else {
-            ""
-        }
+    testkit::skip::missing(
+        "CSI",
+        &format!(
+            "no cnsreplay-csi StorageClass in the cluster{} (CSI driver not running)",
+            if local {
+                " or its driver does not run on this machine (TESTENV_CSI_ROOT)"
+            } else {
+                ""
+            }
+        ),
     );
-    #[allow(clippy::print_stderr)] // the skip notice is the contract
-    {
-        eprintln!("skipped: no cnsreplay-csi StorageClass in the cluster (CSI driver not running)");
-    }
     None
 }
 
@@ -376,65 +346,55 @@ pub fn output_within(
     (status, std::fs::read_to_string(out.path()).unwrap())
 }
 
-impl TestEnv {
-    /// The testenv's kubectl.
-    pub fn kubectl(&self) -> std::process::Command {
-        let bin = self.vars["PATH"].split(':').next().unwrap_or_default();
-        let mut c = std::process::Command::new(Path::new(bin).join("kubectl"));
-        c.arg("--kubeconfig").arg(self.kubeconfig());
-        c
-    }
-
-    /// Runs kubectl with `args` as the admin; panics with its output when it fails.
-    pub fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl().args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
+/// What the kube provider's tests do with the cluster beyond [`testkit::TestEnv`]: accounts
+/// bound to exactly the pieces of `deploy/rbac/` a run needs, and providers running as them.
+pub trait KubeTestEnv {
     /// A kubeconfig of the service account `<sa>` in namespace `cnsreplay`, with a fresh token.
-    pub fn service_account_kubeconfig(&self, sa: &str) -> PathBuf {
+    fn service_account_kubeconfig(&self, sa: &str) -> PathBuf;
+    /// A kubeconfig of the service account `ns/sa` with a token valid for an hour, written
+    /// 0600 (it is a credential): the caller removes it when done.
+    fn namespaced_account_kubeconfig(&self, ns: &str, sa: &str) -> PathBuf;
+    /// Applies `deploy/rbac/` once per test process (see the impl).
+    fn apply_rbac(&self);
+    /// A kubeconfig of the tests' account bound to exactly `pieces` (see the impl).
+    fn pieces_kubeconfig(&self, pieces: &BTreeSet<Piece>) -> PathBuf;
+    /// Binds the tests' account `sa` to `piece` (see the impl).
+    fn bind(&self, sa: &str, piece: Piece, namespace: &str);
+    /// The kubeconfig a test runs `trace` with `cfg` as (see the impl).
+    fn runner_kubeconfig_for(&self, cfg: &KubeConfig, trace: &Path) -> PathBuf;
+    /// A provider running `trace` with `cfg` as [`KubeTestEnv::runner_kubeconfig_for`]'s account.
+    fn provider_for(&self, cfg: KubeConfig, trace: &Path) -> KubeProvider;
+}
+
+impl KubeTestEnv for TestEnv {
+    fn service_account_kubeconfig(&self, sa: &str) -> PathBuf {
         self.namespaced_account_kubeconfig("cnsreplay", sa)
     }
 
-    /// A kubeconfig of the service account `ns/sa` with a token valid for an hour, written
-    /// 0600 (it is a credential): the caller removes it when done.
-    pub fn namespaced_account_kubeconfig(&self, ns: &str, sa: &str) -> PathBuf {
-        let token = self.kubectl_ok(&["create", "token", sa, "-n", ns, "--duration=1h"]);
-        let mut kc = kube::config::Kubeconfig::read_from(self.kubeconfig()).unwrap();
-        for a in &mut kc.auth_infos {
-            a.auth_info = Some(kube::config::AuthInfo {
-                token: Some(token.trim().to_owned().into()),
-                ..kube::config::AuthInfo::default()
-            });
-        }
+    /// The token's kubeconfig at `cnsreplay-<ns>-<sa>-<pid>.kubeconfig` in the temporary
+    /// folder ([`remove_stale_kubeconfigs`] removes those of ended processes).
+    fn namespaced_account_kubeconfig(&self, ns: &str, sa: &str) -> PathBuf {
         let path = std::env::temp_dir().join(format!(
             "cnsreplay-{ns}-{sa}-{}.kubeconfig",
             std::process::id()
         ));
-        write_secret(&path, &serde_json::to_vec(&kc).unwrap());
-        path
+        self.account_kubeconfig(ns, sa, &path)
     }
 
     /// Applies `deploy/rbac/` once per test process: its base (the namespace, the Job's account
     /// `cnsreplay` with the Role and the read ClusterRole) and the definitions of every opt-in
     /// piece, whose bindings are not applied: the tests bind pieces to accounts of their own
-    /// ([`TestEnv::account_kubeconfig`]), so the Job's account keeps only what the Job base
+    /// ([`KubeTestEnv::pieces_kubeconfig`]), so the Job's account keeps only what the Job base
     /// binds.
-    pub fn apply_rbac(&self) {
+    fn apply_rbac(&self) {
         // Tests applying it at the same moment on a fresh cluster would race to create the
         // same objects.
         static RBAC: std::sync::OnceLock<()> = std::sync::OnceLock::new();
         RBAC.get_or_init(|| {
             remove_stale_kubeconfigs();
             let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac");
-            self.kubectl_ok(&["apply", "-k", dir]);
-            let all = self.kubectl_ok(&["kustomize", &format!("{dir}/all")]);
+            self.kubectl().ok(&["apply", "-k", dir]);
+            let all = self.kubectl().ok(&["kustomize", &format!("{dir}/all")]);
             let defs: Vec<&str> = all
                 .split("\n---\n")
                 .filter(|doc| {
@@ -442,7 +402,8 @@ impl TestEnv {
                         .any(|l| l == "kind: ClusterRoleBinding" || l == "kind: RoleBinding")
                 })
                 .collect();
-            self.kubectl_stdin(&["apply", "-f", "-"], &defs.join("\n---\n"));
+            self.kubectl()
+                .ok_stdin(&["apply", "-f", "-"], &defs.join("\n---\n"));
         });
     }
 
@@ -450,7 +411,7 @@ impl TestEnv {
     /// ([`runner_account`] names it; created once per test process and set of pieces, and
     /// idempotently: other test processes make the same), with a fresh token, 0600 (removed
     /// as [`remove_stale_kubeconfigs`] says). A namespaced piece is bound in `cnsreplay`.
-    pub fn account_kubeconfig(&self, pieces: &BTreeSet<Piece>) -> PathBuf {
+    fn pieces_kubeconfig(&self, pieces: &BTreeSet<Piece>) -> PathBuf {
         static MADE: std::sync::Mutex<BTreeMap<Vec<Piece>, PathBuf>> =
             std::sync::Mutex::new(BTreeMap::new());
         self.apply_rbac();
@@ -462,12 +423,8 @@ impl TestEnv {
             return p.clone();
         }
         let sa = runner_account(pieces);
-        let out = self
-            .kubectl()
-            .args(["create", "serviceaccount", &sa, "-n", "cnsreplay"])
-            .output()
-            .unwrap();
-        check_created(&out, &sa);
+        self.kubectl()
+            .create(&["serviceaccount", &sa, "-n", "cnsreplay"]);
         for p in pieces {
             self.bind(&sa, *p, "cnsreplay");
         }
@@ -483,7 +440,7 @@ impl TestEnv {
     fn bind(&self, sa: &str, piece: Piece, namespace: &str) {
         let subject = format!("--serviceaccount=cnsreplay:{sa}");
         let binding = format!("{sa}-{}", piece.role());
-        let out = if piece.namespaced() {
+        if piece.namespaced() {
             if namespace != "cnsreplay" {
                 let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
                 let text = std::fs::read_to_string(format!("{file}{}", piece.path())).unwrap();
@@ -492,27 +449,16 @@ impl TestEnv {
                     .find(|d| d.lines().any(|l| l == "kind: Role"))
                     .unwrap()
                     .replace("namespace: cnsreplay", &format!("namespace: {namespace}"));
-                self.kubectl_stdin(&["apply", "-f", "-"], &role);
+                self.kubectl().ok_stdin(&["apply", "-f", "-"], &role);
             }
             let r = format!("--role={}", piece.role());
             self.kubectl()
-                .args([
-                    "create",
-                    "rolebinding",
-                    &binding,
-                    "-n",
-                    namespace,
-                    &r,
-                    &subject,
-                ])
-                .output()
+                .create(&["rolebinding", &binding, "-n", namespace, &r, &subject]);
         } else {
             let r = format!("--clusterrole={}", piece.role());
             self.kubectl()
-                .args(["create", "clusterrolebinding", &binding, &r, &subject])
-                .output()
-        };
-        check_created(&out.unwrap(), &binding);
+                .create(&["clusterrolebinding", &binding, &r, &subject]);
+        }
     }
 
     /// The kubeconfig a test runs `trace` with `cfg` as: the account bound to exactly the
@@ -520,11 +466,11 @@ impl TestEnv {
     /// ([`provider_kube::TraceUses::pieces`]) — with the Role bound in `cfg`'s namespace
     /// when it names one. A piece missing from that mapping fails the test at pre-flight,
     /// naming the verb.
-    pub fn runner_kubeconfig_for(&self, cfg: &KubeConfig, trace: &Path) -> PathBuf {
+    fn runner_kubeconfig_for(&self, cfg: &KubeConfig, trace: &Path) -> PathBuf {
         let pieces = TraceUses::scan(cfg, trace)
             .unwrap_or_else(|e| panic!("{e}"))
             .pieces(cfg);
-        let kc = self.account_kubeconfig(&pieces);
+        let kc = self.pieces_kubeconfig(&pieces);
         if let Some(ns) = &cfg.namespace
             && pieces.contains(&Piece::Role)
             && ns != "cnsreplay"
@@ -534,37 +480,10 @@ impl TestEnv {
         kc
     }
 
-    /// A provider running `trace` with `cfg` as [`TestEnv::runner_kubeconfig_for`]'s account.
-    pub fn provider_for(&self, cfg: KubeConfig, trace: &Path) -> KubeProvider {
+    /// A provider running `trace` with `cfg` as [`KubeTestEnv::runner_kubeconfig_for`]'s account.
+    fn provider_for(&self, cfg: KubeConfig, trace: &Path) -> KubeProvider {
         let kubeconfig = Some(self.runner_kubeconfig_for(&cfg, trace));
         KubeProvider::new(KubeConfig { kubeconfig, ..cfg }).unwrap()
-    }
-
-    /// Runs kubectl as the admin with `input` on its stdin; panics with its output on failure.
-    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> String {
-        use std::io::Write as _;
-        let mut child = self
-            .kubectl()
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
 
@@ -597,30 +516,6 @@ fn remove_stale_kubeconfigs() {
 pub fn runner_account(pieces: &BTreeSet<Piece>) -> String {
     let names: Vec<&str> = pieces.iter().map(|p| p.name()).collect();
     format!("cnsreplay-tests-{}", names.join("-"))
-}
-
-/// A `kubectl create` that made the object or found it made (tests apply it concurrently).
-fn check_created(out: &std::process::Output, what: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() || err.contains("already exists"),
-        "kubectl create {what}: {err}"
-    );
-}
-
-/// Writes a credential readable by its owner only (0600 from its creation).
-pub fn write_secret(path: &Path, bytes: &[u8]) {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let _ = std::fs::remove_file(path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    f.write_all(bytes)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
 /// Every record, one line each (for a failing test's message).

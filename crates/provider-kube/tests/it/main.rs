@@ -1,22 +1,9 @@
-//! Integration tests of the kube provider against the local cluster (`testenv/`): set
-//! `CNSREPLAY_TESTENV` to its `testenv.env`; without it every cluster test prints a skip
-//! notice (and fails when `CNSREPLAY_REQUIRE_TESTENV=1`).
+//! Integration tests of the kube provider. The tests under `cluster::` run against the local
+//! cluster (`testenv/`): set `CNSREPLAY_TESTENV` to its `testenv.env`; without it each prints
+//! a skip notice (and fails when `CNSREPLAY_REQUIRE_TESTENV=1`). The others need no cluster;
+//! CI runs them first and `cluster::` once the cluster is up (scripts/test.sh).
 
-mod access;
-mod audit_import;
-mod capability;
+mod cluster;
 mod common;
-mod csi;
-mod discovery;
-mod experiment;
-mod experiment2;
-mod failures;
-mod fidelity;
-mod foreign;
-mod ownership;
-mod pod_path;
-mod pull_check;
-mod rbac;
+mod grants;
 mod render;
-mod seccomp;
-mod workloads;
