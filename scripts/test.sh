@@ -47,6 +47,10 @@ elif [ "${CNSREPLAY_TESTENV:-}" != 0 ]; then
   [ "$overlap" != 1 ] || bg_start testenv-build testenv/build.sh
 fi
 cargo fmt --all -- --check
+# Imports run down each crate's declared layers; the self-test plants upward imports (in
+# made-up crates and in copies of provider-kube, replay and analyze) and fails unless caught.
+python3 scripts/check-layers.py
+python3 scripts/check-layers.py --self-test
 cargo clippy --workspace --all-targets --locked -- -D warnings
 target=$(cargo metadata --format-version 1 --no-deps --locked |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
