@@ -16,12 +16,14 @@
 //! Lowest first; a module imports only from its own layer or below (checked by
 //! `scripts/check-layers.py`).
 //!
-//! 1. `logging`, `output`, `report`, `search` — log setup, safe outputs, reports, the search
+//! 1. `exit`, `logging`, `output`, `report`, `search` — exit codes and their errors, log setup,
+//!    safe outputs, reports, the search
 //! 2. `commands` — one module per command, each with its arguments
 //! 3. `cli` — the command line: [`cli::Cli`] and the list of commands
 
 pub mod cli;
 pub mod commands;
+pub mod exit;
 pub mod logging;
 pub mod output;
 pub mod report;
@@ -33,6 +35,7 @@ use std::process::ExitCode;
 
 use clap::CommandFactory as _;
 use cli::{Cli, Command};
+pub use exit::{CouldNotRun, EXIT_FAILED, EXIT_INPUT, InputProblem};
 
 /// Exit code of a command that failed with `e`: [`EXIT_INPUT`] when the error is a problem
 /// of the input (a located problem in a trace, a bad import line, a bad model or data file, a
@@ -47,36 +50,6 @@ pub fn exit_code_of(e: &anyhow::Error) -> u8 {
         EXIT_FAILED
     }
 }
-
-/// The context of an error of a command whose exit code 1 is its own check saying no and
-/// nothing else (`analyze compare`: a regression, which a gate acts on): whatever stopped it,
-/// also a malformed run-directory record, exits [`EXIT_FAILED`].
-#[derive(Debug)]
-pub struct CouldNotRun(pub &'static str);
-
-impl std::fmt::Display for CouldNotRun {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-/// A problem of an input that a command finds itself rather than a library reporting it
-/// (an import input with data but no event to import): exits [`EXIT_INPUT`].
-#[derive(Debug)]
-pub struct InputProblem(pub String);
-
-impl std::fmt::Display for InputProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for InputProblem {}
-
-/// The input has problems.
-pub const EXIT_INPUT: u8 = 1;
-/// The command could not run (usage, I/O, a refused output, a provider that could not start).
-pub const EXIT_FAILED: u8 = 2;
 
 fn is_input_problem(e: &(dyn std::error::Error + 'static)) -> bool {
     use trace_format::Error as T;

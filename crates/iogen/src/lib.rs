@@ -61,7 +61,7 @@ pub use error::Error;
 pub use layout::DEFAULT_NEW_FILE_SIZE;
 pub use ordered::{OrderedLog, OrderedResult, OrderedSpec, run_ordered};
 pub use phase::{PhaseResult, direct_alignment, run_phase, run_phase_recording};
-pub use placement::{Placement, target_len};
+pub use placement::{Placement, allowed_cpus, target_len};
 pub use replay::{
     ReplayOptions, ReplayResult, VolumeReplay, parse_phase_snippet, parse_size, replay_from,
     replay_trace,
@@ -218,12 +218,6 @@ impl CpuPlacement {
             )
         }
     }
-}
-
-/// The CPUs this thread may run on (its affinity mask, which `taskset` or a cgroup's cpuset
-/// narrows), in ascending order.
-pub fn allowed_cpus() -> Result<Vec<usize>, Error> {
-    Ok(ring::allowed_cpus()?)
 }
 
 fn default_stream_depth() -> u32 {

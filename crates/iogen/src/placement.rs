@@ -68,6 +68,12 @@ pub fn target_len(target: &Path) -> Result<u64, Error> {
     Ok(f.seek(SeekFrom::End(0))?)
 }
 
+/// The CPUs this thread may run on (its affinity mask, which `taskset` or a cgroup's cpuset
+/// narrows), in ascending order.
+pub fn allowed_cpus() -> Result<Vec<usize>, Error> {
+    Ok(crate::ring::allowed_cpus()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
