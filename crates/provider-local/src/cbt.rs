@@ -19,6 +19,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+use trace_format::units::fmt_ms;
 
 use iogen::written::WrittenSpec;
 use replay::files::{CbtFile, CbtTiming};
@@ -160,10 +161,6 @@ async fn timed(
     .await
 }
 
-fn ms(ns: u64) -> String {
-    format!("{:.2} ms", ns as f64 / 1e6)
-}
-
 fn notice(f: &CbtFile) -> String {
     let t = &f.timing;
     let what = match &f.base {
@@ -177,8 +174,9 @@ fn notice(f: &CbtFile) -> String {
         f.volume,
         t.ranges,
         t.bytes as f64 / 1048576.0,
-        t.first_range_ns.map_or_else(|| "none".to_owned(), ms),
-        ms(t.total_ns),
+        t.first_range_ns
+            .map_or_else(|| "none".to_owned(), |n| fmt_ms(n, 2)),
+        fmt_ms(t.total_ns, 2),
         t.ranges_per_s,
         t.bytes_per_s / 1048576.0
     );

@@ -15,6 +15,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use trace_format::units::fmt_ms;
 
 use replay::files::{CutFile, CutMember, SnapshotTaken};
 use replay::{OpCtx, ProviderError};
@@ -113,11 +114,6 @@ pub(crate) async fn write(
     Ok(())
 }
 
-/// `n` ns as milliseconds.
-fn ms(n: u64) -> String {
-    format!("{:.1} ms", n as f64 / 1e6)
-}
-
 /// The check in one line for the summary's notices: verdict, how the snapshots were taken,
 /// each volume's pause.
 fn notice(id: u64, f: &CutFile) -> String {
@@ -134,9 +130,9 @@ fn notice(id: u64, f: &CutFile) -> String {
         s += &format!(
             "; {}: request → cut {}, cut → ready {}, members' creation spread {}",
             by.join(", "),
-            ms(a),
-            ms(b),
-            ms(c)
+            fmt_ms(a, 1),
+            fmt_ms(b, 1),
+            fmt_ms(c, 1)
         );
     }
     s += &iogen::cut::pauses_notice(f.members.iter().map(|m| (m.volume.as_str(), &m.pause)));

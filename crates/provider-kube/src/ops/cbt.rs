@@ -25,6 +25,7 @@
 //! in the run's namespace (its SubjectAccessReview).
 
 use std::time::Instant;
+use trace_format::units::fmt_ms;
 
 use futures::StreamExt as _;
 use iogen::delta_check::DeltaCheck;
@@ -510,10 +511,6 @@ pub(crate) async fn list(
     }
 }
 
-fn ms(ns: u64) -> String {
-    format!("{:.2} ms", ns as f64 / 1e6)
-}
-
 fn notice(f: &CbtFile) -> String {
     let t = &f.timing;
     // Always set by this provider.
@@ -535,13 +532,14 @@ fn notice(f: &CbtFile) -> String {
         f.account.as_deref().unwrap_or_default(),
         t.ranges,
         t.bytes as f64 / 1048576.0,
-        t.first_range_ns.map_or_else(|| "none".to_owned(), ms),
-        ms(t.total_ns),
+        t.first_range_ns
+            .map_or_else(|| "none".to_owned(), |n| fmt_ms(n, 2)),
+        fmt_ms(t.total_ns, 2),
         t.ranges_per_s,
         t.bytes_per_s / 1048576.0,
-        ms(setup.resolve_ns),
-        ms(setup.token_ns),
-        ms(setup.connect_ns),
+        fmt_ms(setup.resolve_ns, 2),
+        fmt_ms(setup.token_ns, 2),
+        fmt_ms(setup.connect_ns, 2),
     ) + &check_notice(f.check.as_ref())
         + &format!(" (cbt/{}.json)", f.event)
 }

@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use trace_format::units::fmt_ms;
 
 use kube::Resource;
 use replay::files::{CutFile, CutMember, SnapshotTaken};
@@ -247,10 +248,6 @@ pub(crate) async fn write(
     }
 }
 
-fn ms(n: u64) -> String {
-    format!("{:.1} ms", n as f64 / 1e6)
-}
-
 fn notice(id: u64, f: &CutFile) -> String {
     let mut by: Vec<&str> = f
         .members
@@ -260,7 +257,7 @@ fn notice(id: u64, f: &CutFile) -> String {
     by.dedup();
     let mut s = format!("cut check (event {id}, log {}): {}", f.log, f.verdict);
     if let Some(r) = f.request_to_ready_ns {
-        s += &format!("; {}: request → ready {}", by.join(", "), ms(r));
+        s += &format!("; {}: request → ready {}", by.join(", "), fmt_ms(r, 1));
         if let Some(c) = f.api_creation_spread_s {
             s += &format!(", members' creationTime spread {c} s");
         }
