@@ -19,7 +19,6 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
-use trace_format::units::fmt_ms;
 
 use iogen::written::WrittenSpec;
 use replay::files::{CbtFile, CbtTiming};
@@ -161,49 +160,13 @@ async fn timed(
     .await
 }
 
-fn notice(f: &CbtFile) -> String {
-    let t = &f.timing;
-    let what = match &f.base {
-        Some(b) => format!("snapshot_delta {b} → {}", f.snapshot),
-        None => format!("snapshot_allocated {}", f.snapshot),
-    };
-    let mut s = format!(
-        "changed blocks (event {}, {what}, volume {}): {} ranges, {:.1} MiB, first range {}, \
-         total {} ({:.0} ranges/s, {:.1} MiB/s)",
-        f.event,
-        f.volume,
-        t.ranges,
-        t.bytes as f64 / 1048576.0,
-        t.first_range_ns
-            .map_or_else(|| "none".to_owned(), |n| fmt_ms(n, 2)),
-        fmt_ms(t.total_ns, 2),
-        t.ranges_per_s,
-        t.bytes_per_s / 1048576.0
-    );
-    if let Some(c) = &f.check {
-        if c.phases.is_empty() {
-            s += "; written set: none recorded";
-        } else {
-            s += &format!(
-                "; written set: {} of {} blocks written between the snapshots missing, {} extra \
-                 delta blocks",
-                c.missing, c.blocks_in_window, c.extra_blocks
-            );
-        }
-        if !c.not_checked.is_empty() {
-            s += &format!(" ({} phases not checked)", c.not_checked.len());
-        }
-    }
-    s + &format!(" (cbt/{}.json)", f.event)
-}
-
 fn write_file(p: &LocalProvider, f: &CbtFile) -> Result<PathBuf, ProviderError> {
     let dir = p.run()?.run_dir.join("cbt");
     fs_err::create_dir_all(&dir).map_err(io_err)?;
     let path = dir.join(format!("{}.json", f.event));
     let json = serde_json::to_vec_pretty(f).map_err(|e| io_err(e.into()))?;
     fs_err::write(&path, json).map_err(io_err)?;
-    p.state().cbt_notices.push(notice(f));
+    p.state().cbt_notices.push(f.notice());
     Ok(path)
 }
 

@@ -15,7 +15,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use trace_format::units::fmt_ms;
 
 use replay::files::{CutFile, CutMember, SnapshotTaken};
 use replay::{OpCtx, ProviderError};
@@ -114,31 +113,6 @@ pub(crate) async fn write(
     Ok(())
 }
 
-/// The check in one line for the summary's notices: verdict, how the snapshots were taken,
-/// each volume's pause.
-fn notice(id: u64, f: &CutFile) -> String {
-    let mut by: Vec<&str> = f
-        .members
-        .iter()
-        .filter_map(|m| m.taken.as_ref().map(|t| t.by.as_str()))
-        .collect();
-    by.dedup();
-    let mut s = format!("cut check (event {id}, log {}): {}", f.log, f.verdict);
-    if let (Some(a), Some(b), Some(c)) =
-        (f.request_to_cut_ns, f.cut_to_ready_ns, f.creation_spread_ns)
-    {
-        s += &format!(
-            "; {}: request → cut {}, cut → ready {}, members' creation spread {}",
-            by.join(", "),
-            fmt_ms(a, 1),
-            fmt_ms(b, 1),
-            fmt_ms(c, 1)
-        );
-    }
-    s += &iogen::cut::pauses_notice(f.members.iter().map(|m| (m.volume.as_str(), &m.pause)));
-    s + &format!(" (io/{id}.cut.json)")
-}
-
 /// The checking phase.
 pub(crate) async fn check(
     p: &LocalProvider,
@@ -147,21 +121,8 @@ pub(crate) async fn check(
     o: &Ordered,
     ctx: Arc<OpCtx>,
 ) -> Result<(), ProviderError> {
-    let run = p.state().ordered.get(&o.log).cloned().ok_or_else(|| {
-        ProviderError::new(
-            "not_found",
-            format!("no ordered writes were logged as {:?}", o.log),
-        )
-    })?;
-    let restored: Vec<Name> = ph.volumes().cloned().collect();
-    if restored.len() != run.volumes.len() {
-        return Err(invalid(format!(
-            "log {:?} covers {} volumes, the check names {}",
-            o.log,
-            run.volumes.len(),
-            restored.len()
-        )));
-    }
+    let (run, restored) =
+        replay::ordered::check_opening(&p.state().ordered, o, ph, |r| r.volumes.len())?;
     let mut done = run.done.clone();
     // The sender marks the end on drop, so this never waits for a writer that is gone.
     let _ = done.wait_for(|d| *d).await;
@@ -232,7 +193,7 @@ pub(crate) async fn check(
     };
     let io_dir = p.run()?.run_dir.join("io");
     let path = io_dir.join(format!("{}.cut.json", ev.id));
-    p.state().cut_notices.push(notice(ev.id, &file));
+    p.state().cut_notices.push(file.notice(ev.id));
     let json = serde_json::to_vec_pretty(&file).map_err(|e| io_err(e.into()))?;
     fs_err::write(&path, json).map_err(io_err)?;
     if !file.report.verdict.is_consistent() {

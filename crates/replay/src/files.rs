@@ -35,6 +35,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use trace_format::OpType;
+use trace_format::units::fmt_ms;
 
 /// `io/ID.cut.json`: a consistency check of snapshots under ordered writes (a checking
 /// `io_phase.ordered`, docs/replay.md, *Group snapshots: the cut*).
@@ -74,6 +75,40 @@ pub struct CutFile {
     pub api_creation_spread_s: Option<i64>,
     /// Per written volume, in the writer's order.
     pub members: Vec<CutMember>,
+}
+
+impl CutFile {
+    /// The check in one line for the summary's notices: verdict, how the snapshots were taken
+    /// (with what the provider measured of it), each volume's pause, and where the file is.
+    pub fn notice(&self, id: u64) -> String {
+        let mut by: Vec<&str> = self
+            .members
+            .iter()
+            .filter_map(|m| m.taken.as_ref().map(|t| t.by.as_str()))
+            .collect();
+        by.dedup();
+        let by = by.join(", ");
+        let mut s = format!("cut check (event {id}, log {}): {}", self.log, self.verdict);
+        if let (Some(a), Some(b), Some(c)) = (
+            self.request_to_cut_ns,
+            self.cut_to_ready_ns,
+            self.creation_spread_ns,
+        ) {
+            s += &format!(
+                "; {by}: request → cut {}, cut → ready {}, members' creation spread {}",
+                fmt_ms(a, 1),
+                fmt_ms(b, 1),
+                fmt_ms(c, 1)
+            );
+        } else if let Some(r) = self.request_to_ready_ns {
+            s += &format!("; {by}: request → ready {}", fmt_ms(r, 1));
+            if let Some(c) = self.api_creation_spread_s {
+                s += &format!(", members' creationTime spread {c} s");
+            }
+        }
+        s += &iogen::cut::pauses_notice(self.members.iter().map(|m| (m.volume.as_str(), &m.pause)));
+        s + &format!(" (io/{id}.cut.json)")
+    }
 }
 
 /// One member of a cut check: how its snapshot was taken and what its volume's writes saw.
@@ -171,6 +206,63 @@ pub struct CbtFile {
     pub ranges: Vec<[u64; 2]>,
 }
 
+impl CbtFile {
+    /// The listing in one line for the summary's notices: what was listed and through what
+    /// (the kube provider's service, account and set-up times; the local provider's volume),
+    /// how long it took, and a delta's written-set check.
+    pub fn notice(&self) -> String {
+        let t = &self.timing;
+        let what = match &self.base {
+            Some(b) => format!("snapshot_delta {b} → {}", self.snapshot),
+            None => format!("snapshot_allocated {}", self.snapshot),
+        };
+        let through = match &self.service {
+            Some(service) => format!(
+                "SnapshotMetadataService {} at {}, as {}",
+                service.name,
+                service.address,
+                self.account.as_deref().unwrap_or_default()
+            ),
+            None => format!("volume {}", self.volume),
+        };
+        let mut s = format!(
+            "changed blocks (event {}, {what}, {through}): {} ranges, {:.1} MiB, first range {}, \
+             total {} ({:.0} ranges/s, {:.1} MiB/s)",
+            self.event,
+            t.ranges,
+            t.bytes as f64 / 1048576.0,
+            t.first_range_ns
+                .map_or_else(|| "none".to_owned(), |n| fmt_ms(n, 2)),
+            fmt_ms(t.total_ns, 2),
+            t.ranges_per_s,
+            t.bytes_per_s / 1048576.0
+        );
+        if let Some(setup) = &self.setup {
+            s += &format!(
+                "; before the call: resolve {}, token {}, TLS {}",
+                fmt_ms(setup.resolve_ns, 2),
+                fmt_ms(setup.token_ns, 2),
+                fmt_ms(setup.connect_ns, 2),
+            );
+        }
+        if let Some(c) = &self.check {
+            if c.phases.is_empty() {
+                s += "; written set: none recorded";
+            } else {
+                s += &format!(
+                    "; written set: {} of {} blocks written between the snapshots missing, {} \
+                     extra delta blocks",
+                    c.missing, c.blocks_in_window, c.extra_blocks
+                );
+            }
+            if !c.not_checked.is_empty() {
+                s += &format!(" ({} phases not checked)", c.not_checked.len());
+            }
+        }
+        s + &format!(" (cbt/{}.json)", self.event)
+    }
+}
+
 /// How a listing went, as a client sees it (ns on the provider's clock, from its request).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -256,6 +348,15 @@ mod tests {
         )
         .expect("old kube cut file");
         assert_eq!(f.api_creation_spread_s, Some(1));
+        // The notice says what the kube provider measured, in its own words.
+        let n = f.notice(5);
+        assert!(
+            n.starts_with("cut check (event 5, log w): consistent; group g: request → ready ")
+                && n.contains(", members' creationTime spread 1 s")
+                && !n.contains("request → cut")
+                && n.ends_with(" (io/5.cut.json)"),
+            "{n}"
+        );
         let t = f.members[0].taken.as_ref().expect("taken");
         assert_eq!(t.api_creation_time.as_deref(), Some("2026-12-02T07:00:00Z"));
         assert_eq!((t.created_ns, t.cut_ns), (None, None));
@@ -294,6 +395,32 @@ mod tests {
         assert_eq!(
             (c.op, c.block_size),
             (OpType::SnapshotAllocated, Some(4096))
+        );
+        assert!(
+            c.notice().starts_with(
+                "changed blocks (event 5, snapshot_allocated s, volume v): 0 ranges, 0.0 MiB, \
+                 first range none, total "
+            ) && c.notice().ends_with(" (cbt/5.json)"),
+            "{}",
+            c.notice()
+        );
+        // The kube provider's listing names its service, account and set-up times instead.
+        let k = CbtFile {
+            service: Some(CbtService {
+                name: "svc".into(),
+                address: "a:1".into(),
+                audience: "aud".into(),
+            }),
+            account: Some("ns/sa".into()),
+            setup: Some(CbtSetup::default()),
+            ..c
+        };
+        let n = k.notice();
+        assert!(
+            n.starts_with("changed blocks (event 5, snapshot_allocated s, SnapshotMetadataService svc at a:1, as ns/sa): 0 ranges")
+                && n.contains("; before the call: resolve ")
+                && !n.contains("volume v"),
+            "{n}"
         );
     }
 }

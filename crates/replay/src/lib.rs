@@ -21,7 +21,8 @@
 //! 3. `ledger`, `line`, `rundir`, `deps`, `live`, `files` — run-directory files, dependencies, live counters
 //! 4. `identity`, `control` — which runs combine; how a run is stopped and watched
 //! 5. `provider`, `streams`, `timing` — the provider trait, bare-`io` streams, timing lanes
-//! 6. `validity`, `noop` — the verdict judged from what was measured; the no-op provider
+//! 6. `validity`, `noop`, `ordered` — the verdict judged from what was measured; the no-op
+//!    provider; the opening every provider's ordered-writes check shares
 //! 7. `sink` — the thread that writes and sums the records
 //! 8. `probe`, `event` — the completion probe; one event's life on the runtime
 //! 9. `engine`, `merge_runs` (apart) — a run from trace to summary; merging split runs
@@ -42,6 +43,7 @@ mod line;
 pub mod live;
 pub mod merge_runs;
 pub mod noop;
+pub mod ordered;
 pub mod precise;
 mod probe;
 pub mod provider;

@@ -25,7 +25,6 @@
 //! in the run's namespace (its SubjectAccessReview).
 
 use std::time::Instant;
-use trace_format::units::fmt_ms;
 
 use futures::StreamExt as _;
 use iogen::delta_check::DeltaCheck;
@@ -501,7 +500,7 @@ pub(crate) async fn list(
     let path = dir.join(format!("{}.json", ev.id));
     let json = serde_json::to_vec_pretty(&file).map_err(|e| io_err(e.into()))?;
     fs_err::write(&path, json).map_err(io_err)?;
-    p.state().notices.push(notice(&file));
+    p.state().notices.push(file.notice());
     match failed {
         Some(m) => Err(ProviderError::new(
             "inconsistent",
@@ -509,58 +508,6 @@ pub(crate) async fn list(
         )),
         None => Ok(()),
     }
-}
-
-fn notice(f: &CbtFile) -> String {
-    let t = &f.timing;
-    // Always set by this provider.
-    let (service, setup) = (
-        f.service.clone().unwrap_or_default(),
-        f.setup.unwrap_or_default(),
-    );
-    let what = match &f.base {
-        Some(b) => format!("snapshot_delta {b} → {}", f.snapshot),
-        None => format!("snapshot_allocated {}", f.snapshot),
-    };
-    format!(
-        "changed blocks (event {}, {what}, SnapshotMetadataService {} at {}, as {}): {} \
-         ranges, {:.1} MiB, first range {}, total {} ({:.0} ranges/s, {:.1} MiB/s); before \
-         the call: resolve {}, token {}, TLS {}",
-        f.event,
-        service.name,
-        service.address,
-        f.account.as_deref().unwrap_or_default(),
-        t.ranges,
-        t.bytes as f64 / 1048576.0,
-        t.first_range_ns
-            .map_or_else(|| "none".to_owned(), |n| fmt_ms(n, 2)),
-        fmt_ms(t.total_ns, 2),
-        t.ranges_per_s,
-        t.bytes_per_s / 1048576.0,
-        fmt_ms(setup.resolve_ns, 2),
-        fmt_ms(setup.token_ns, 2),
-        fmt_ms(setup.connect_ns, 2),
-    ) + &check_notice(f.check.as_ref())
-        + &format!(" (cbt/{}.json)", f.event)
-}
-
-fn check_notice(c: Option<&DeltaCheck>) -> String {
-    let Some(c) = c else {
-        return String::new();
-    };
-    let mut s = if c.phases.is_empty() {
-        "; written set: none recorded".to_owned()
-    } else {
-        format!(
-            "; written set: {} of {} blocks written between the snapshots missing, {} extra \
-             delta blocks",
-            c.missing, c.blocks_in_window, c.extra_blocks
-        )
-    };
-    if !c.not_checked.is_empty() {
-        s += &format!(" ({} phases not checked)", c.not_checked.len());
-    }
-    s
 }
 
 #[cfg(test)]

@@ -19,7 +19,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use trace_format::units::fmt_ms;
 
 use kube::Resource;
 use replay::files::{CutFile, CutMember, SnapshotTaken};
@@ -248,24 +247,6 @@ pub(crate) async fn write(
     }
 }
 
-fn notice(id: u64, f: &CutFile) -> String {
-    let mut by: Vec<&str> = f
-        .members
-        .iter()
-        .filter_map(|m| m.taken.as_ref().map(|t| t.by.as_str()))
-        .collect();
-    by.dedup();
-    let mut s = format!("cut check (event {id}, log {}): {}", f.log, f.verdict);
-    if let Some(r) = f.request_to_ready_ns {
-        s += &format!("; {}: request → ready {}", by.join(", "), fmt_ms(r, 1));
-        if let Some(c) = f.api_creation_spread_s {
-            s += &format!(", members' creationTime spread {c} s");
-        }
-    }
-    s += &iogen::cut::pauses_notice(f.members.iter().map(|m| (m.volume.as_str(), &m.pause)));
-    s + &format!(" (io/{id}.cut.json)")
-}
-
 /// Seconds since the epoch of an RFC 3339 time.
 fn epoch_s(t: &str) -> Option<i64> {
     t.parse::<jiff::Timestamp>().ok().map(|t| t.as_second())
@@ -279,21 +260,8 @@ pub(crate) async fn check(
     o: &Ordered,
     ctx: &OpCtx,
 ) -> Result<(), ProviderError> {
-    let run = p.state().ordered.get(&o.log).cloned().ok_or_else(|| {
-        ProviderError::new(
-            "not_found",
-            format!("no ordered writes were logged as {:?}", o.log),
-        )
-    })?;
-    let restored: Vec<Name> = ph.volumes().cloned().collect();
-    if restored.len() != run.volumes.len() {
-        return Err(invalid(format!(
-            "log {:?} covers {} volumes, the check names {}",
-            o.log,
-            run.volumes.len(),
-            restored.len()
-        )));
-    }
+    let (run, restored) =
+        replay::ordered::check_opening(&p.state().ordered, o, ph, |r| r.volumes.len())?;
     let (volumes, node) = pod_volumes(p, ph)?;
     let mut done = run.done.clone();
     p.waiting(ctx, format!("the writer of log {:?} to end", o.log));
@@ -359,7 +327,7 @@ pub(crate) async fn check(
         .run_dir
         .join("io")
         .join(format!("{}.cut.json", ev.id));
-    p.state().notices.push(notice(ev.id, &file));
+    p.state().notices.push(file.notice(ev.id));
     let json = serde_json::to_vec_pretty(&file).map_err(|e| io_err(e.into()))?;
     fs_err::write(&path, json).map_err(io_err)?;
     if !file.report.verdict.is_consistent() {
