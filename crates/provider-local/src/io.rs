@@ -189,23 +189,7 @@ fn split_by_snapshot(
     ctx: &OpCtx,
 ) -> Result<IoReport, ProviderError> {
     let bytes = fs_err::read(log).map_err(io_err)?;
-    let base = replay::provider::interval_base_ns(
-        iogen::log_start_time(&bytes),
-        replay::provider::epoch_ns(ctx.origin_wall()),
-        Some(span),
-        Some(elapsed),
-    );
-    let (with_snapshot, without_snapshot) = iogen::split_responses(&bytes, |start, len| {
-        let s = base + (start * 1e9) as u64;
-        ctx.snapshots().overlaps(s, s + (len * 1e9) as u64)
-    })
-    .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
-    Ok(IoReport {
-        with_snapshot,
-        without_snapshot,
-        issue: None,
-        backend: None,
-    })
+    replay::provider::io_report_from_interval_log(&bytes, ctx, span, Some(elapsed))
 }
 
 pub(crate) async fn single_io(

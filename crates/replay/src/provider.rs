@@ -455,6 +455,36 @@ pub fn interval_base_ns(
     b
 }
 
+/// An `io_phase`'s I/O report from iogen's interval log (`bytes`): the response histograms of
+/// every kind summed apart for the intervals during which a snapshot was in flight and the
+/// rest. The intervals are placed on the run's time axis by [`interval_base_ns`] (`span` the
+/// `io_phase` call, `elapsed` iogen's own run time when known), as `analyze` places them. The
+/// log carries response times only: no issue lateness, no backend.
+pub fn io_report_from_interval_log(
+    bytes: &[u8],
+    ctx: &OpCtx,
+    span: (u64, u64),
+    elapsed: Option<u64>,
+) -> Result<IoReport, ProviderError> {
+    let base = interval_base_ns(
+        iogen::log_start_time(bytes),
+        epoch_ns(ctx.origin_wall()),
+        Some(span),
+        elapsed,
+    );
+    let (with_snapshot, without_snapshot) = iogen::split_responses(bytes, |start, len| {
+        let s = base + (start * 1e9) as u64;
+        ctx.snapshots().overlaps(s, s + (len * 1e9) as u64)
+    })
+    .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
+    Ok(IoReport {
+        with_snapshot,
+        without_snapshot,
+        issue: None,
+        backend: None,
+    })
+}
+
 /// What cleanup did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

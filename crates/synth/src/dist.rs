@@ -23,7 +23,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::rng::SynthRng;
-use crate::special::{gamma_pq, ln_gamma, norm_cdf};
+use special::{gamma_pq, ln_gamma, norm_cdf};
 
 /// A lifetime distribution as written in a model (seconds; durations such as `"5m"` accepted).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

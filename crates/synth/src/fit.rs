@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::dist::{Dist, Distribution};
 use crate::error::Error;
-use crate::special::{gamma_pq, ln_gamma, norm_cdf_pair};
+use special::{gamma_pq, ln_gamma, norm_cdf_pair};
 
 /// One observed lifetime.
 #[derive(Debug, Clone, Copy, PartialEq)]

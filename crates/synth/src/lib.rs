@@ -20,7 +20,7 @@ pub mod model;
 mod plan;
 pub mod presets;
 pub mod rng;
-pub mod special;
+
 pub mod target;
 
 use std::path::Path;

@@ -11,7 +11,7 @@
 use rand_core::Rng as _;
 use rand_pcg::Pcg64Mcg;
 
-use crate::special::norm_quantile;
+use special::norm_quantile;
 
 /// The streams of one generation run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

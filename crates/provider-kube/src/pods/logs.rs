@@ -198,24 +198,8 @@ pub fn split_log(
         }
     }
     std::fs::write(hlog, &all).map_err(io_err)?;
-    let base = replay::provider::interval_base_ns(
-        iogen::log_start_time(all.as_bytes()),
-        replay::provider::epoch_ns(ctx.origin_wall()),
-        Some(span),
-        None,
-    );
-    let (with_snapshot, without_snapshot) = iogen::split_responses(all.as_bytes(), |start, len| {
-        let s = base + (start * 1e9) as u64;
-        ctx.snapshots().overlaps(s, s + (len * 1e9) as u64)
-    })
-    .map_err(|e| ProviderError::new("io_failed", e.to_string()))?;
-    Ok(IoReport {
-        with_snapshot,
-        without_snapshot,
-        // The pod's interval log carries response times only.
-        issue: None,
-        backend: None,
-    })
+    // The pod's interval log carries response times only.
+    replay::provider::io_report_from_interval_log(all.as_bytes(), ctx, span, None)
 }
 
 #[cfg(test)]

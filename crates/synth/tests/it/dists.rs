@@ -1,9 +1,9 @@
 //! Sampled lifetimes pass a KS test against their target CDF, for every family, and the
 //! equilibrium residual sampler passes one against the numerically integrated equilibrium CDF.
 
+use special::ks_critical;
 use synth::dist::{CdfPoint, Component, Dist, Distribution, Empirical, Interpolation};
 use synth::rng::{Stream, SynthRng};
-use synth::special::ks_critical;
 
 const N: usize = 4000;
 /// Significance of every KS test: each fails by chance with probability 1 % at a random
