@@ -265,6 +265,13 @@ impl Kube {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The attached workload `name` as the state holds it now (`not_found` when it is not).
+    pub(crate) fn attached(&self, name: &Name) -> Result<WlState, ProviderError> {
+        self.state().workloads.get(name).cloned().ok_or_else(|| {
+            ProviderError::new("not_found", format!("workload {name:?} is not attached"))
+        })
+    }
+
     pub(crate) fn run(&self) -> Result<&RunInfo, ProviderError> {
         self.run
             .get()

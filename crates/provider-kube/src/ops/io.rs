@@ -39,17 +39,7 @@ pub(crate) async fn io_phase(
     // The earliest the pod's iogen can have started its clock.
     let call_ns = ctx.now_ns();
     let ns = p.ns()?;
-    let wl = p
-        .state()
-        .workloads
-        .get(&ph.workload)
-        .cloned()
-        .ok_or_else(|| {
-            ProviderError::new(
-                "not_found",
-                format!("workload {:?} is not attached", ph.workload),
-            )
-        })?;
+    let wl = p.attached(&ph.workload)?;
     if !wl.volumes.contains(&ph.volume) {
         return Err(ProviderError::new(
             "not_found",
@@ -151,16 +141,21 @@ fn fail(class: &str, msg: String) -> ProviderError {
     ProviderError::new(class, msg)
 }
 
-/// Refuses a volume whose PV is not of the project's test driver.
-fn check_driver(p: &Kube, pvc: &str) -> Result<(), ProviderError> {
+/// The PV the run's PVC `pvc` is bound to, from the PVC watch (`not_bound` while it is not).
+fn bound_pv(p: &Kube, pvc: &str) -> Result<String, ProviderError> {
     let ns = p.ns()?;
-    let w = p.watches()?;
-    let pv = w
+    p.watches()?
         .pvc
         .store()
         .get(&ObjectRef::new(pvc).within(ns))
         .and_then(|o| o.spec.as_ref()?.volume_name.clone())
-        .ok_or_else(|| fail("not_bound", format!("PVC {pvc} is not bound")))?;
+        .ok_or_else(|| fail("not_bound", format!("PVC {pvc} is not bound")))
+}
+
+/// Refuses a volume whose PV is not of the project's test driver.
+fn check_driver(p: &Kube, pvc: &str) -> Result<(), ProviderError> {
+    let w = p.watches()?;
+    let pv = bound_pv(p, pvc)?;
     // The device path is a path on *this* machine only for the project's own test driver;
     // any other driver's path names a device of another machine (or a real disk here).
     let driver =
@@ -183,14 +178,8 @@ fn check_driver(p: &Kube, pvc: &str) -> Result<(), ProviderError> {
 
 /// The device attached for `pvc` on `node`, from the VolumeAttachment's metadata.
 fn device_path(p: &Kube, pvc: &str, node: Option<&str>) -> Result<String, ProviderError> {
-    let ns = p.ns()?;
     let w = p.watches()?;
-    let pv = w
-        .pvc
-        .store()
-        .get(&ObjectRef::new(pvc).within(ns))
-        .and_then(|o| o.spec.as_ref()?.volume_name.clone())
-        .ok_or_else(|| fail("not_bound", format!("PVC {pvc} is not bound")))?;
+    let pv = bound_pv(p, pvc)?;
     w.va.store()
         .state()
         .iter()

@@ -137,17 +137,7 @@ pub(crate) fn scan_args(header: &iogen::ordered::LogHeader, volumes: &[PodVolume
 
 /// The pod's volumes, checked against the workload's: the phase's volumes in order.
 fn pod_volumes(p: &Kube, ph: &IoPhase) -> Result<(Vec<PodVolume>, Option<String>), ProviderError> {
-    let wl = p
-        .state()
-        .workloads
-        .get(&ph.workload)
-        .cloned()
-        .ok_or_else(|| {
-            ProviderError::new(
-                "not_found",
-                format!("workload {:?} is not attached", ph.workload),
-            )
-        })?;
+    let wl = p.attached(&ph.workload)?;
     let mut out = Vec::new();
     for v in ph.volumes() {
         if !wl.volumes.contains(v) {
