@@ -130,6 +130,22 @@ fn scan(a: &ScanArgs) -> Result<()> {
     Ok(())
 }
 
+/// An ordered writer's counts in one line (without where its log went).
+fn ordered_line(r: &iogen::OrderedResult) -> String {
+    format!(
+        "ordered writes: {} acknowledged ({}) in {:.3} s, {} failed{}",
+        r.writes,
+        r.per_volume
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(" + "),
+        r.elapsed_s,
+        r.failed,
+        if r.partial { ", stopped" } else { "" },
+    )
+}
+
 fn write_json(path: Option<&Path>, v: &serde_json::Value) -> Result<bool> {
     match path {
         Some(p) if p == Path::new("-") => {
@@ -167,32 +183,9 @@ fn ordered(a: &OrderedArgs, stop: &Stop) -> Result<()> {
     }
     let r = iogen::run_ordered(&spec, stop)?;
     if text_log && a.json.is_none() {
-        eprintln!(
-            "ordered writes: {} acknowledged ({}) in {:.3} s, {} failed{}; log on stdout",
-            r.writes,
-            r.per_volume
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(" + "),
-            r.elapsed_s,
-            r.failed,
-            if r.partial { ", stopped" } else { "" },
-        );
+        eprintln!("{}; log on stdout", ordered_line(&r));
     } else if !write_json(a.json.as_deref(), &serde_json::to_value(&r)?)? {
-        println!(
-            "ordered writes: {} acknowledged ({}) in {:.3} s, {} failed{}; log {}",
-            r.writes,
-            r.per_volume
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(" + "),
-            r.elapsed_s,
-            r.failed,
-            if r.partial { ", stopped" } else { "" },
-            r.log.display()
-        );
+        println!("{}; log {}", ordered_line(&r), r.log.display());
     }
     if let Some(e) = &r.error {
         bail!("{e}");

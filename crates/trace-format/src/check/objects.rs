@@ -1,7 +1,7 @@
 //! Checks of the object life-cycle ops: volumes (create, restore, clone, from a group
 //! snapshot), group snapshots, and workloads (attach, end).
 
-use super::{Checker, Volume, Workload, dangling, since_problem, since3_problem};
+use super::{Checker, Gone, Volume, Workload, dangling, since_problem, since3_problem};
 use crate::error::Problem;
 use crate::model::{AccessMode, Attach, CreateVolume, GroupMember, GroupSnapshot, VolumeSource};
 use crate::units::Name;
@@ -98,34 +98,14 @@ impl Checker {
             );
         }
         match &c.source {
-            Some(VolumeSource::Snapshot(s)) => match self.snapshots.get(s) {
-                None => push(
-                    p("create_volume.source.snapshot"),
-                    dangling("snapshot", s, &self.gone_snapshots),
-                ),
-                Some(src) if size < src.size => push(
-                    p("create_volume.size"),
-                    Problem::SmallerThanSource {
-                        size,
-                        source_size: src.size,
-                    },
-                ),
-                Some(_) => {}
-            },
-            Some(VolumeSource::Volume(v)) => match self.volumes.get(v) {
-                None => push(
-                    p("create_volume.source.volume"),
-                    dangling("volume", v, &self.gone_volumes),
-                ),
-                Some(src) if size < src.size => push(
-                    p("create_volume.size"),
-                    Problem::SmallerThanSource {
-                        size,
-                        source_size: src.size,
-                    },
-                ),
-                Some(_) => {}
-            },
+            Some(VolumeSource::Snapshot(s)) => {
+                let src = self.snapshots.get(s).map(|src| src.size);
+                source_fits(push, p, "snapshot", s, src, size, &self.gone_snapshots);
+            }
+            Some(VolumeSource::Volume(v)) => {
+                let src = self.volumes.get(v).map(|src| src.size);
+                source_fits(push, p, "volume", v, src, size, &self.gone_volumes);
+            }
             Some(VolumeSource::GroupMember(m)) => {
                 if self.version < 2 {
                     push(
@@ -258,5 +238,29 @@ impl Checker {
             }
         }
         self.gone_workloads.insert(name.clone(), at);
+    }
+}
+
+/// A restore's or a clone's source (`kind` `snapshot` or `volume`, of size `source_size` when
+/// it exists): it must exist, and the new volume (`size`) must be at least as large.
+fn source_fits(
+    push: &mut dyn FnMut(String, Problem),
+    p: &dyn Fn(&str) -> String,
+    kind: &'static str,
+    name: &Name,
+    source_size: Option<u64>,
+    size: u64,
+    gone: &Gone,
+) {
+    match source_size {
+        None => push(
+            p(&format!("create_volume.source.{kind}")),
+            dangling(kind, name, gone),
+        ),
+        Some(source_size) if size < source_size => push(
+            p("create_volume.size"),
+            Problem::SmallerThanSource { size, source_size },
+        ),
+        Some(_) => {}
     }
 }
