@@ -18,7 +18,8 @@
 //!
 //! 1. `precise`, `cluster` — clocks and deadlines; the cluster's own timing
 //! 2. `record` — what a run writes: event records, the summary and every type it holds
-//! 3. `ledger`, `line`, `rundir`, `deps`, `live`, `files` — run-directory files, dependencies, live counters
+//! 3. `ledger`, `line`, `rundir`, `deps`, `live`, `files`, `bound` — run-directory files,
+//!    dependencies, live counters; the tool's error bound of a percentile
 //! 4. `identity`, `control` — which runs combine; how a run is stopped and watched
 //! 5. `provider`, `streams`, `timing` — the provider trait, bare-`io` streams, timing lanes
 //! 6. `validity`, `noop`, `ordered` — the verdict judged from what was measured; the no-op
@@ -31,6 +32,7 @@
 //! [`IoStream`]s and a stream's errors are [`ProviderError`]s; the timing lanes route `io`
 //! events to the streams, which take the lanes' due instants.
 
+pub mod bound;
 pub mod cluster;
 pub mod control;
 mod deps;

@@ -224,6 +224,50 @@ pub struct Percentiles {
     pub p999: u64,
     /// Maximum.
     pub max: u64,
+    /// The most the tool's own delay could have added to each of these percentiles
+    /// ([`crate::bound`]); absent where it was not measured, or is not a latency of the
+    /// system (the engine's own lateness).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_ns: Option<ToolBound>,
+}
+
+/// The most the tool's own delay could have added to each reported percentile, ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ToolBound {
+    /// Bound on the median's error.
+    pub p50: u64,
+    /// Bound on the 90th percentile's error.
+    pub p90: u64,
+    /// Bound on the 99th percentile's error.
+    pub p99: u64,
+    /// Bound on the 99.9th percentile's error.
+    pub p999: u64,
+    /// Bound on the maximum's error.
+    pub max: u64,
+}
+
+impl ToolBound {
+    /// The bounds beside the values they bound: `(name, value, bound)` for p50, p90, p99,
+    /// p99.9 and max.
+    pub fn beside(&self, p: &Percentiles) -> [(&'static str, u64, u64); 5] {
+        [
+            ("p50", p.p50, self.p50),
+            ("p90", p.p90, self.p90),
+            ("p99", p.p99, self.p99),
+            ("p99.9", p.p999, self.p999),
+            ("max", p.max, self.max),
+        ]
+    }
+
+    /// The largest bound relative to its value (0 for an empty block), e.g. 0.03 when some
+    /// percentile may be off by 3 % of itself.
+    pub fn worst_ratio(&self, p: &Percentiles) -> f64 {
+        self.beside(p)
+            .iter()
+            .map(|&(_, v, b)| if v == 0 { 0.0 } else { b as f64 / v as f64 })
+            .fold(0.0, f64::max)
+    }
 }
 
 impl Percentiles {
@@ -241,6 +285,7 @@ impl Percentiles {
             p99: h.value_at_quantile(0.99),
             p999: h.value_at_quantile(0.999),
             max: h.max(),
+            tool_ns: None,
         }
     }
 }

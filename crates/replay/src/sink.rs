@@ -58,6 +58,9 @@ struct OpHists {
     lateness: Option<Histogram<u64>>,
     dep_wait: Option<Histogram<u64>>,
     queue: Option<Histogram<u64>>,
+    /// Response less the engine's delay measured for the event (start or resume lateness):
+    /// what the tool's error bound is computed from (`crate::bound`).
+    less_engine: Option<Histogram<u64>>,
     interval: Option<[Histogram<u64>; 3]>,
     log: Option<BufWriter<fs_err::File>>,
 }
@@ -84,10 +87,30 @@ pub(crate) struct SinkResult {
     /// Per window of intended time (index = intended / window): sums for the rate check.
     pub windows: BTreeMap<u64, WindowSums>,
     pub io: IoSplit,
+    /// Per op type, the histograms its tool error bounds are computed from.
+    pub bound_inputs: BTreeMap<String, BoundInputs>,
+    /// The I/O responses with and without a snapshot in flight, and iogen's issue lateness.
+    pub io_hists: IoHists,
     pub dispatched: u64,
     pub ok: u64,
     pub failed: u64,
     pub last_completed: u64,
+}
+
+/// The histograms an op type's tool error bounds are computed from.
+pub(crate) struct BoundInputs {
+    pub response: Histogram<u64>,
+    /// Response less the engine's measured delay of each event.
+    pub less_engine: Histogram<u64>,
+    pub service: Histogram<u64>,
+}
+
+/// The I/O histograms behind the summary's I/O split.
+pub(crate) struct IoHists {
+    pub with_snapshot: Histogram<u64>,
+    pub without_snapshot: Histogram<u64>,
+    /// iogen's issue lateness, when a provider reported it.
+    pub issue_lateness: Option<Histogram<u64>>,
 }
 
 pub(crate) struct Sink {
@@ -237,6 +260,8 @@ impl Sink {
             }
         }
         rec(&mut h.response, r.response);
+        let engine_delay = r.start_lateness.or(d.resume_lateness).unwrap_or(0);
+        rec(&mut h.less_engine, r.response.saturating_sub(engine_delay));
         rec(&mut h.service, r.service);
         rec(&mut h.lateness, r.lateness);
         if r.dep_wait > 0 {
@@ -321,8 +346,21 @@ impl Sink {
     fn finish(mut self) -> SinkResult {
         self.backends.sort_by_key(|b| b.event);
         let mut ops = BTreeMap::new();
+        let mut bound_inputs = BTreeMap::new();
         let (mut dispatched, mut ok, mut failed) = (0, 0, 0);
-        for (op, h) in &self.ops {
+        for (op, h) in &mut self.ops {
+            if let (Some(response), Some(less_engine), Some(service)) =
+                (h.response.clone(), h.less_engine.take(), h.service.clone())
+            {
+                bound_inputs.insert(
+                    op.name().to_owned(),
+                    BoundInputs {
+                        response,
+                        less_engine,
+                        service,
+                    },
+                );
+            }
             dispatched += h.count;
             ok += h.ok;
             failed += h.failed;
@@ -357,6 +395,12 @@ impl Sink {
                 without_snapshot: Percentiles::of(&self.io_without),
                 with_snapshot: Percentiles::of(&self.io_with),
                 backends: self.backends,
+            },
+            bound_inputs,
+            io_hists: IoHists {
+                with_snapshot: self.io_with,
+                without_snapshot: self.io_without,
+                issue_lateness: self.io_issue.map(|(l, _)| l),
             },
             dispatched,
             ok,

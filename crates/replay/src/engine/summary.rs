@@ -7,6 +7,7 @@ use std::time::Instant;
 use trace_format::OpType;
 
 use crate::Error;
+use crate::bound::{self, Unseen};
 use crate::provider::Provider;
 use crate::record::{CompletionState, Percentiles, Summary};
 use crate::rundir::RunDir;
@@ -42,6 +43,7 @@ pub(super) fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, E
         .last_completed
         .max(streams::last_end(&streams.ended, origin));
     let io_streams = stream_results(rd, &streams.ended, origin, opts, &mut sunk)?;
+    tool_bounds(&mut sunk, &completion_lateness, !io_streams.is_empty());
     let wall = sunk.last_completed as f64 / 1e9;
     notices.extend(provider.finish_notices());
     let io_phases = sunk.ops.get(OpType::IoPhase.name()).map_or(0, |o| o.count);
@@ -152,6 +154,35 @@ pub(super) fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, E
     rd.write_manifest(&manifest)?;
     control.live().finished.store(true, SeqCst);
     Ok(RunOutcome { manifest, summary })
+}
+
+/// Each latency block's tool error bound ([`crate::bound`]): an op type's response from the
+/// delay the engine measured per event and the completion wake-up delay the probe measured;
+/// its service time from the latter alone; the I/O split (when iogen reported its issue
+/// lateness) from both iogen's issue lateness and the wake-up delay. The `io` row of a run
+/// whose `io` events went through streams holds the streams' latencies: no bound there.
+fn tool_bounds(sunk: &mut SinkResult, completion_lateness: &Percentiles, streamed: bool) {
+    let wake = Unseen::of(completion_lateness);
+    for (op, h) in &sunk.bound_inputs {
+        // A marker is the engine's own event, not a latency of the system.
+        if op == OpType::Marker.name() || (streamed && op == OpType::Io.name()) {
+            continue;
+        }
+        if let Some(row) = sunk.ops.get_mut(op) {
+            row.response.tool_ns = bound::bound(&h.response, &h.less_engine, wake);
+            row.service.tool_ns = bound::bound(&h.service, &h.service, wake);
+        }
+    }
+    let io = &sunk.io_hists;
+    let unseen = io
+        .issue_lateness
+        .as_ref()
+        .and_then(|l| Unseen::of(&Percentiles::of(l)))
+        .zip(wake)
+        .map(|(l, w)| l.plus(w));
+    sunk.io.with_snapshot.tool_ns = bound::bound(&io.with_snapshot, &io.with_snapshot, unseen);
+    sunk.io.without_snapshot.tool_ns =
+        bound::bound(&io.without_snapshot, &io.without_snapshot, unseen);
 }
 
 /// The streams' fidelity for the summary; their rate curves go to `io/streams/`, and their

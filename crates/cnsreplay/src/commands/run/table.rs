@@ -48,6 +48,12 @@ pub(super) fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<(
         "max"
     )?;
     let row = |p: &Percentiles| [p.p50, p.p90, p.p99, p.max].map(|n| fmt_ms_compact(n, 3));
+    // Under each row, the most the tool's own delay could have added to each figure
+    // (`tool_ns`, docs/replay.md: The tool's error bound); `-` where it was not measured.
+    let tool = |p: &Percentiles| match &p.tool_ns {
+        Some(b) => [b.p50, b.p90, b.p99, b.max].map(|n| format!("≤{}", fmt_ms_compact(n, 2))),
+        None => std::array::from_fn(|_| "-".to_owned()),
+    };
     for (op, o) in &s.ops {
         let (r, v) = (row(&o.response), row(&o.service));
         writeln!(
@@ -55,17 +61,38 @@ pub(super) fn write_table(s: &Summary, out: &mut dyn Write) -> std::io::Result<(
             "{op:<w$} {:>7} {:>6} | {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
             o.count, o.failed, r[0], r[1], r[2], r[3], v[0], v[1], v[2], v[3]
         )?;
+        if o.response.tool_ns.is_some() || o.service.tool_ns.is_some() {
+            let (r, v) = (tool(&o.response), tool(&o.service));
+            writeln!(
+                out,
+                "{:<w$} {:>7} {:>6} | {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
+                "  tool", "", "", r[0], r[1], r[2], r[3], v[0], v[1], v[2], v[3]
+            )?;
+        }
     }
     write_streams(s, out)?;
     if s.io.with_snapshot.count + s.io.without_snapshot.count > 0 {
         writeln!(out)?;
+        let p999 = |p: &Percentiles| match &p.tool_ns {
+            Some(b) => format!(
+                "{} (tool ≤ {})",
+                fmt_ms_compact(p.p999, 3),
+                fmt_ms_compact(b.p999, 2)
+            ),
+            None => fmt_ms_compact(p.p999, 3),
+        };
         writeln!(
             out,
-            "I/O p99.9: {} without a snapshot in flight ({} I/Os), {} with ({} I/Os)",
-            fmt_ms_compact(s.io.without_snapshot.p999, 3),
+            "I/O p99.9: {} without a snapshot in flight ({} I/Os), {} with ({} I/Os){}",
+            p999(&s.io.without_snapshot),
             s.io.without_snapshot.count,
-            fmt_ms_compact(s.io.with_snapshot.p999, 3),
-            s.io.with_snapshot.count
+            p999(&s.io.with_snapshot),
+            s.io.with_snapshot.count,
+            if s.io.without_snapshot.tool_ns.is_some() || s.io.with_snapshot.tool_ns.is_some() {
+                ""
+            } else {
+                "; the tool's bound not measured (iogen's issue lateness not reported)"
+            }
         )?;
     }
     if !s.io.backends.is_empty() {
