@@ -270,6 +270,21 @@ impl SimConfig {
         Ok(c)
     }
 
+    /// The op types of `ops` this configuration gives no latency (a constant 0, the sim's
+    /// default): on them a run measures the tool alone, not a storage system, so `run` says
+    /// so before its clock starts. Markers (the engine's own events) are left out.
+    pub fn without_latency(&self, ops: impl IntoIterator<Item = OpType>) -> Vec<OpType> {
+        ops.into_iter()
+            .filter(|op| *op != OpType::Marker)
+            .filter(|op| {
+                matches!(
+                    self.ops.get(op).unwrap_or(&self.default),
+                    Latency::Constant { value: Dur(0) }
+                )
+            })
+            .collect()
+    }
+
     /// Checks distributions and probabilities.
     pub fn check(&self, file: &str) -> Result<(), Error> {
         let bad = |message: String| Error::Config {

@@ -612,7 +612,7 @@ pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitC
     }
     let input = input_kind(a)?;
     // A trace is checked once here, not before every point (generated traces are valid).
-    if matches!(input, Input::Trace) && !crate::commands::precheck::check(&a.input)? {
+    if matches!(input, Input::Trace) && crate::commands::precheck::check(&a.input)?.is_none() {
         return Ok(ExitCode::from(crate::EXIT_INPUT));
     }
     let start = search_start(a, &input);

@@ -21,9 +21,9 @@ use trace_format::{Error, TraceReader, check_trace_until};
 /// Located problems after which the check stops reading.
 pub(crate) const STOP_AFTER: u64 = 20;
 
-/// Checks `trace`; logs its problems and returns false when it has any. An unreadable file
-/// is an error.
-pub(crate) fn check(trace: &Path) -> anyhow::Result<bool> {
+/// Checks `trace`; logs its problems and returns `None` when it has any, else its statistics
+/// (`trace stats`'s). An unreadable file is an error.
+pub(crate) fn check(trace: &Path) -> anyhow::Result<Option<trace_format::check::Stats>> {
     let file = trace.display().to_string();
     let t0 = std::time::Instant::now();
     let reader = match TraceReader::open(trace) {
@@ -33,7 +33,7 @@ pub(crate) fn check(trace: &Path) -> anyhow::Result<bool> {
             tracing::error!(
                 "{file}: refusing to run a trace with problems (--no-check skips this check)"
             );
-            return Ok(false);
+            return Ok(None);
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {file}")),
     };
@@ -49,7 +49,7 @@ pub(crate) fn check(trace: &Path) -> anyhow::Result<bool> {
             "{file}: checked, {events} events in {:.1} s",
             t0.elapsed().as_secs_f64()
         );
-        return Ok(true);
+        return Ok(Some(r.stats));
     }
     for d in &r.diagnostics {
         tracing::error!("{d}");
@@ -67,7 +67,7 @@ pub(crate) fn check(trace: &Path) -> anyhow::Result<bool> {
          validate {file}` lists them all, --no-check skips this check",
         if problems == 1 { "" } else { "s" },
     );
-    Ok(false)
+    Ok(None)
 }
 
 /// Checks that every event of `trace` still has a time (and every `io_phase` an end) at

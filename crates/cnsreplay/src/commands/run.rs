@@ -262,10 +262,32 @@ fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: &Arc<P>) -> anyhow
     Ok(outcome.summary)
 }
 
-pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    if !a.no_check && !super::precheck::check(&a.trace)? {
-        return Ok(ExitCode::from(crate::EXIT_INPUT));
+/// Before the clock: the op types of the trace the sim gives no latency. Their numbers will
+/// be the tool's own delay (what the verdict then calls engine-bound), so the user hears it
+/// before, not only after, the run.
+fn sim_notice(config: &provider_sim::SimConfig, stats: &trace_format::check::Stats) {
+    let bare = config.without_latency(stats.ops.keys().copied());
+    if bare.is_empty() {
+        return;
     }
+    let names: Vec<&str> = bare.iter().map(|op| op.name()).collect();
+    tracing::warn!(
+        "sim: no latency configured for {} (the sim's default is 0): this run times the tool, \
+         not a storage system; give them one with --sim-latency OP=DIST, `default=DIST` or \
+         --sim-config (docs/replay.md, sim)",
+        names.join(", ")
+    );
+}
+
+pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let stats = if a.no_check {
+        None
+    } else {
+        match super::precheck::check(&a.trace)? {
+            Some(stats) => Some(stats),
+            None => return Ok(ExitCode::from(crate::EXIT_INPUT)),
+        }
+    };
     if !(a.speed.is_finite() && a.speed > 0.0) {
         bail!(
             "--speed {}: a replay speed must be a positive factor",
@@ -296,11 +318,13 @@ pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         return Ok(ExitCode::SUCCESS);
     }
     let summary = match a.provider {
-        ProviderKind::Sim => execute(
-            a,
-            &output,
-            &Arc::new(SimProvider::new(sim_config(&a.settings)?)?),
-        )?,
+        ProviderKind::Sim => {
+            let config = sim_config(&a.settings)?;
+            if let Some(stats) = &stats {
+                sim_notice(&config, stats);
+            }
+            execute(a, &output, &Arc::new(SimProvider::new(config)?))?
+        }
         ProviderKind::Noop => execute(a, &output, &Arc::new(replay::noop::NoopProvider))?,
         ProviderKind::Local => execute(
             a,

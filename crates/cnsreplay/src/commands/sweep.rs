@@ -75,7 +75,7 @@ pub(crate) fn run(a: &SweepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     if let Some(s) = speeds.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
         bail!("speed {s} is not positive");
     }
-    if !crate::commands::precheck::check(&a.trace)? {
+    if crate::commands::precheck::check(&a.trace)?.is_none() {
         return Ok(ExitCode::from(crate::EXIT_INPUT));
     }
     crate::output::refuse_inputs(&a.output, &[&a.trace])?;

@@ -102,6 +102,16 @@ fn sim_run_prints_the_summary_and_its_schema_is_committed() {
     assert_eq!(v["state"], "complete");
     assert_eq!(v["dispatched"], 21);
     assert_eq!(v["ops"]["snapshot"]["count"], 3);
+    // Every latency block of an op type carries the tool's error bound of each percentile;
+    // at the max it is at least the delay the engine measured for that event.
+    for op in ["create_volume", "attach", "snapshot"] {
+        for block in ["response", "service"] {
+            let b = &v["ops"][op][block]["tool_ns"];
+            for p in ["p50", "p90", "p99", "p999", "max"] {
+                assert!(b[p].is_u64(), "{op}.{block}.tool_ns.{p}: {b}");
+            }
+        }
+    }
     let manifest = RunDir::open(&run).manifest().expect("manifest");
     assert_eq!(manifest.state, CompletionState::Complete);
     // The CLI's default timing options are the engine's, and the lane count is resolved.
@@ -133,6 +143,74 @@ fn sim_run_prints_the_summary_and_its_schema_is_committed() {
         text.contains("create_volume") && text.contains("resp p50"),
         "{text}"
     );
+    // Under each operation, the tool's bound of each figure.
+    let rows: Vec<&str> = text.lines().collect();
+    let at = rows
+        .iter()
+        .position(|l| l.starts_with("create_volume "))
+        .expect("create_volume row");
+    assert!(
+        rows[at + 1].starts_with("  tool") && rows[at + 1].matches('≤').count() == 8,
+        "{text}"
+    );
+}
+
+/// A sim run whose trace uses op types the sim gives no latency says so before its clock
+/// starts (the run then times the tool); with latencies configured it says nothing.
+#[test]
+fn a_sim_without_latencies_says_so_before_the_clock_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("bare");
+    let o = cnsreplay(&[
+        "run",
+        QUICK,
+        "--provider",
+        "sim",
+        "--speed",
+        "50",
+        "--sim-latency",
+        "attach=constant:2ms",
+        "-o",
+        run.to_str().expect("utf-8"),
+    ]);
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let notice = err
+        .find("sim: no latency configured for ")
+        .unwrap_or_else(|| panic!("no notice: {err}"));
+    let line = err[notice..].lines().next().unwrap_or_default();
+    let named: Vec<&str> = line["sim: no latency configured for ".len()..]
+        .split(" (the sim's default")
+        .next()
+        .unwrap_or_default()
+        .split(", ")
+        .collect();
+    assert!(
+        named.contains(&"create_volume")
+            && named.contains(&"snapshot")
+            && !named.contains(&"attach")
+            && !named.contains(&"marker"),
+        "{line}"
+    );
+    // Before the clock: ahead of everything the run says when it has ended.
+    let ended = err.find("verdict").unwrap_or(err.len());
+    assert!(notice < ended, "{err}");
+    let run = dir.path().join("timed");
+    let o = cnsreplay(&[
+        "run",
+        QUICK,
+        "--provider",
+        "sim",
+        "--speed",
+        "50",
+        "--sim-latency",
+        "default=constant:1ms",
+        "-o",
+        run.to_str().expect("utf-8"),
+    ]);
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("no latency configured"), "{err}");
 }
 
 #[test]
