@@ -154,6 +154,16 @@ impl Latency {
         }
     }
 
+    /// The median, ns.
+    pub fn median(&self) -> f64 {
+        match self {
+            Latency::Constant { value } => value.0 as f64,
+            Latency::Uniform { min, max } => (min.0 as f64 + max.0 as f64) / 2.0,
+            Latency::Exponential { mean } => mean.0 as f64 * std::f64::consts::LN_2,
+            Latency::Lognormal { median, .. } => median.0 as f64,
+        }
+    }
+
     /// A draw from two independent uniforms in (0, 1).
     pub fn sample(&self, u1: f64, u2: f64) -> u64 {
         let v = match self {
@@ -704,6 +714,15 @@ impl Provider for SimProvider {
     }
 
     /// The measured run starts with empty queues: see the module docs.
+    fn expected_fastest_ns(&self) -> Option<u64> {
+        // The configured latencies that are not 0 (a 0 is the notice of `run`, not a floor).
+        std::iter::once(&self.config.default)
+            .chain(self.config.ops.values())
+            .map(|l| l.median() as u64)
+            .filter(|&m| m > 0)
+            .min()
+    }
+
     fn before_clock(&self) {
         let now = replay::provider::ns_since(self.epoch, Instant::now());
         for (_, p) in self.named_pools() {

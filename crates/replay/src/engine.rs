@@ -37,6 +37,7 @@ use crate::timing;
 use crate::validity::{self, ValidityOptions};
 use prepare::prepare;
 use summary::summarize;
+use trace_format::units::fmt_ms;
 
 /// Engine options (recorded in the manifest).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -71,6 +72,10 @@ pub struct RunOptions {
     /// one split trace run on one clock; `None`: as soon as setup is done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<jiff::Timestamp>,
+    /// How long to measure the host's timing floor before the clock starts, ns (0: not at
+    /// all): the completion probe on the idle runtime (`manifest.host.timing_floor`).
+    #[serde(default)]
+    pub floor_probe_ns: u64,
 }
 
 impl Default for RunOptions {
@@ -88,6 +93,7 @@ impl Default for RunOptions {
             timing: timing::TimingOptions::default(),
             validity: ValidityOptions::default(),
             start_at: None,
+            floor_probe_ns: 0,
         }
     }
 }
@@ -105,6 +111,46 @@ fn wait_for_start(at: jiff::Timestamp, notices: &mut Vec<String>) {
             now.duration_since(at).as_secs_f64()
         )),
     }
+}
+
+/// The host's timing floor, before the clock: the completion probe on the idle runtime for
+/// `floor_probe_ns` (like cyclictest: what waking a task costs on this host now, which every
+/// tool on it pays). Logged, kept in the manifest, and when its p99 is already more than the
+/// lateness limit's fraction (`start_fraction`, 1 %) of the provider's fastest expected
+/// latency, said before the clock starts (and among the run's notices).
+fn timing_floor<P: Provider>(
+    p: &mut Prepared,
+    provider: &P,
+    opts: &RunOptions,
+) -> Result<(), Error> {
+    let probe = Probe::start(p.rt.handle().clone())?;
+    std::thread::sleep(Duration::from_nanos(opts.floor_probe_ns));
+    let floor = Percentiles::of(&probe.finish());
+    tracing::info!(
+        "host timing floor: wake-up p50 {}, p99 {}, p99.9 {}, max {} ({} probes in {})",
+        fmt_ms(floor.p50, 3),
+        fmt_ms(floor.p99, 3),
+        fmt_ms(floor.p999, 3),
+        fmt_ms(floor.max, 3),
+        floor.count,
+        fmt_ms(opts.floor_probe_ns, 0),
+    );
+    if let Some(fastest) = provider.expected_fastest_ns()
+        && (floor.p99 as f64) > opts.validity.start_fraction * fastest as f64
+    {
+        let n = format!(
+            "the host's timing floor (wake-up p99 {}) is already more than {:.0} % of the \
+             fastest latency the provider is configured for ({}): those numbers will carry \
+             a tool error of that size (their `tool_ns`)",
+            fmt_ms(floor.p99, 3),
+            opts.validity.start_fraction * 100.0,
+            fmt_ms(fastest, 3)
+        );
+        tracing::warn!("{n}");
+        p.notices.push(n);
+    }
+    p.manifest.host.timing_floor = Some(floor);
+    Ok(())
 }
 
 /// How far after setup the run's clock starts: the first events are not late because the
@@ -136,6 +182,9 @@ pub fn run<P: Provider>(
     control: &RunControl,
 ) -> Result<RunOutcome, Error> {
     let mut prepared = prepare(trace, run_dir, provider, opts, control)?;
+    if opts.floor_probe_ns > 0 {
+        timing_floor(&mut prepared, provider.as_ref(), opts)?;
+    }
     if let Some(at) = opts.start_at {
         wait_for_start(at, &mut prepared.notices);
     }

@@ -525,6 +525,13 @@ pub trait Provider: Send + Sync + 'static {
     /// to take the baseline of [`Provider::cluster_timing`]).
     fn before_clock(&self) {}
 
+    /// The smallest typical latency (median, ns) this provider is configured to have, when it
+    /// knows one before the run (the sim, from its configuration): the engine compares the
+    /// host's timing floor with it before the clock starts.
+    fn expected_fastest_ns(&self) -> Option<u64> {
+        None
+    }
+
     /// The cluster's own timing of the run's calls (CSI sidecars, API server), asked once
     /// after the last operation and before cleanup; `None` when the provider has none.
     fn cluster_timing(&self) -> Option<crate::cluster::ClusterTiming> {

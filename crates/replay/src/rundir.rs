@@ -27,7 +27,7 @@ pub struct TraceInfo {
 }
 
 /// The machine the run ran on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostInfo {
     /// Host name.
     pub hostname: String,
@@ -35,6 +35,11 @@ pub struct HostInfo {
     pub kernel: String,
     /// CPUs available to the process.
     pub cpus: usize,
+    /// The host's timing floor, measured before the clock started: how late the run's
+    /// runtime ran a task woken from outside it, idle (the completion probe, every 2 ms for
+    /// `--floor-probe`, default 1 s). Absent when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing_floor: Option<crate::record::Percentiles>,
 }
 
 impl HostInfo {
@@ -49,6 +54,7 @@ impl HostInfo {
             hostname: read("/proc/sys/kernel/hostname"),
             kernel: read("/proc/sys/kernel/osrelease"),
             cpus: std::thread::available_parallelism().map_or(1, usize::from),
+            timing_floor: None,
         }
     }
 }

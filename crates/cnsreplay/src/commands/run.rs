@@ -152,6 +152,7 @@ fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
             realtime: !a.settings.no_realtime,
         },
         start_at: a.start_at,
+        floor_probe_ns: a.settings.floor_probe,
         ..RunOptions::default()
     };
     for c in &a.settings.concurrency {

@@ -769,3 +769,70 @@ fn bare_io_streams_end_for_an_attach_and_start_again_after_the_detach() {
     );
     assert!(leftovers(dir.path()).is_empty());
 }
+
+/// Before the clock, the host's timing floor: logged, in the manifest, and when it is
+/// already more than 1 % of the fastest latency the sim is configured for, a warning before
+/// the clock starts that is also among the run's notices. `--floor-probe 0s` skips it.
+#[test]
+fn the_host_timing_floor_is_measured_before_the_clock_and_too_coarse_a_floor_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("floor");
+    let o = cnsreplay(&[
+        "run",
+        QUICK,
+        "--provider",
+        "sim",
+        "--speed",
+        "50",
+        "--sim-latency",
+        "default=constant:20us",
+        "--floor-probe",
+        "300ms",
+        "-o",
+        run.to_str().expect("utf-8"),
+    ]);
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let floor = err
+        .find("host timing floor: wake-up p50 ")
+        .unwrap_or_else(|| panic!("{err}"));
+    let coarse = err
+        .find("the host's timing floor (wake-up p99 ")
+        .unwrap_or_else(|| panic!("a 20 µs sim is below any host's floor: {err}"));
+    assert!(
+        floor < coarse && err[coarse..].contains("(0.020 ms)"),
+        "{err}"
+    );
+    let m = RunDir::open(&run).manifest().expect("manifest");
+    let f = m.host.timing_floor.expect("timing floor in the manifest");
+    // 300 ms of a probe every 2 ms.
+    assert!((100..=151).contains(&f.count), "{f:?}");
+    assert!(f.p50 <= f.p99 && f.p99 <= f.max && f.p50 > 0, "{f:?}");
+    let s = RunDir::open(&run).summary().expect("summary");
+    assert!(
+        s.notices
+            .iter()
+            .any(|n| n.starts_with("the host's timing floor")),
+        "{:?}",
+        s.notices
+    );
+    let run = dir.path().join("none");
+    let o = cnsreplay(&[
+        "-q",
+        "run",
+        QUICK,
+        "--provider",
+        "sim",
+        "--speed",
+        "50",
+        "--sim-latency",
+        "default=constant:1ms",
+        "--floor-probe",
+        "0s",
+        "-o",
+        run.to_str().expect("utf-8"),
+    ]);
+    ok(&o);
+    let m = RunDir::open(&run).manifest().expect("manifest");
+    assert!(m.host.timing_floor.is_none(), "{:?}", m.host);
+}

@@ -57,6 +57,10 @@ pub struct ProviderArgs {
     /// `window=1s`, `workers=90%`, `throttled=0%`, … (docs/replay.md, Run validity).
     #[arg(long, value_name = "KEY=VALUE", value_delimiter = ',')]
     pub validity: Vec<String>,
+    /// Measure the host's timing floor this long before the clock starts (how late a woken
+    /// task runs here, idle; kept in the manifest), e.g. `1s`; `0s` skips it.
+    #[arg(long, value_name = "DUR", default_value = "1s", env = "CNSREPLAY_FLOOR_PROBE", value_parser = crate::commands::args::parse_duration)]
+    pub floor_probe: u64,
     /// sim: configuration file (YAML: seed, default, ops, errors, stalls).
     #[arg(long, value_name = "FILE")]
     pub sim_config: Option<PathBuf>,

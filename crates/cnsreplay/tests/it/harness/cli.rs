@@ -18,13 +18,15 @@ pub(crate) fn cnsreplay(args: &[&str]) -> Output {
 }
 
 /// `cnsreplay ARGS` as the tests run it: from the workspace, no colour, no log filter or
-/// engine delay of the caller's environment.
+/// engine delay of the caller's environment, and a 100 ms timing-floor probe before each
+/// run's clock instead of 1 s (hundreds of runs; the probe's own test asks for more).
 pub(crate) fn command<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cnsreplay"));
     c.args(args)
         .current_dir(workspace())
         .env_remove("RUST_LOG")
         .env_remove("CNSREPLAY_TEST_ENGINE_DELAY")
+        .env("CNSREPLAY_FLOOR_PROBE", "100ms")
         .env("NO_COLOR", "1");
     c
 }
