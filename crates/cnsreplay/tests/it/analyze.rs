@@ -453,8 +453,17 @@ fn report_renders_every_figure_with_data_in_headless_chromium_and_qos_and_export
             .cloned()
             .unwrap_or_default()
     };
-    assert!(during("snapshot")["violated"].as_u64() >= Some(2), "{v:#}");
-    assert_eq!(during("quiet")["violated"], 0, "{v:#}");
+    // The stalls make the snapshot windows' reads slow; a quiet window's p99.9 (of about 50
+    // reads) is the sim's 0.5 ms unless the host held the tool up for 20 ms there, which a
+    // CI machine under the other tests' load does now and then: what must hold is that the
+    // attribution singles out the snapshots, a larger share of their windows violated.
+    let share = |d: &str| {
+        let a = during(d);
+        let (violated, windows) = (a["violated"].as_u64(), a["windows"].as_u64());
+        (violated.unwrap_or(0), windows.unwrap_or(0).max(1))
+    };
+    let ((snap, snap_w), (quiet, quiet_w)) = (share("snapshot"), share("quiet"));
+    assert!(snap >= 2 && snap * quiet_w > quiet * snap_w, "{v:#}");
     let o = cnsreplay(&["analyze", "qos", s(&run), "--slo-file", s(&qos)]);
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(
