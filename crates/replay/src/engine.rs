@@ -113,6 +113,10 @@ fn wait_for_start(at: jiff::Timestamp, notices: &mut Vec<String>) {
     }
 }
 
+/// How long before a `--start-at` instant the floor probe ends, and the shortest probe worth
+/// taking (50 probes).
+const FLOOR_MARGIN: Duration = Duration::from_millis(100);
+
 /// The host's timing floor, before the clock: the completion probe on the idle runtime for
 /// `floor_probe_ns` (like cyclictest: what waking a task costs on this host now, which every
 /// tool on it pays). Logged, kept in the manifest, and when its p99 is already more than the
@@ -123,8 +127,24 @@ fn timing_floor<P: Provider>(
     provider: &P,
     opts: &RunOptions,
 ) -> Result<(), Error> {
+    // With `--start-at` the probe ends in time for the shared origin (a margin before it), or
+    // is skipped when there is no time left for at least 50 probes.
+    let mut length = Duration::from_nanos(opts.floor_probe_ns);
+    if let Some(at) = opts.start_at {
+        let left = Duration::try_from(at.duration_since(jiff::Timestamp::now()))
+            .unwrap_or_default()
+            .saturating_sub(FLOOR_MARGIN);
+        length = length.min(left);
+        if length < FLOOR_MARGIN {
+            let n =
+                format!("no time for the host's timing floor before --start-at {at}: not measured");
+            tracing::info!("{n}");
+            p.notices.push(n);
+            return Ok(());
+        }
+    }
     let probe = Probe::start(p.rt.handle().clone())?;
-    std::thread::sleep(Duration::from_nanos(opts.floor_probe_ns));
+    std::thread::sleep(length);
     let floor = Percentiles::of(&probe.finish());
     tracing::info!(
         "host timing floor: wake-up p50 {}, p99 {}, p99.9 {}, max {} ({} probes in {})",
@@ -133,7 +153,7 @@ fn timing_floor<P: Provider>(
         fmt_ms(floor.p999, 3),
         fmt_ms(floor.max, 3),
         floor.count,
-        fmt_ms(opts.floor_probe_ns, 0),
+        fmt_ms(u64::try_from(length.as_nanos()).unwrap_or(u64::MAX), 0),
     );
     if let Some(fastest) = provider.expected_fastest_ns()
         && (floor.p99 as f64) > opts.validity.start_fraction * fastest as f64
