@@ -138,26 +138,11 @@ pub fn bound(x: &Histogram<u64>, y: &Histogram<u64>, unseen: Option<Unseen>) -> 
 mod tests {
     use super::*;
 
-    /// A small PCG-free generator (splitmix64) so the test needs no dependency.
-    struct Mix(u64);
-    impl Mix {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        fn unit(&mut self) -> f64 {
-            ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-        }
-        /// Lognormal with median `m` ns and shape `s`.
-        fn lognormal(&mut self, m: f64, s: f64) -> u64 {
-            // Box–Muller.
-            let z =
-                (-2.0 * self.unit().ln()).sqrt() * (2.0 * std::f64::consts::PI * self.unit()).cos();
-            (m * (s * z).exp()).max(1.0) as u64
-        }
+    use synth::rng::{Stream, SynthRng};
+
+    /// Lognormal with median `m` ns and shape `s`, from synth's seeded stream.
+    fn lognormal(g: &mut SynthRng, m: f64, s: f64) -> u64 {
+        (m * (s * g.normal()).exp()).max(1.0) as u64
     }
 
     fn empty() -> Histogram<u64> {
@@ -192,20 +177,24 @@ mod tests {
             let mut held = 0;
             let mut missed = Vec::new();
             for seed in 0..20u64 {
-                let mut g = Mix(seed * 7919 + ci as u64);
+                let mut g = SynthRng::new(seed * 7919 + ci as u64, Stream::Lifetimes);
                 let mut t = Vec::with_capacity(n);
                 let mut x = Vec::with_capacity(n);
                 let mut y = Vec::with_capacity(n);
                 for _ in 0..n {
-                    let ti = g.lognormal(tm, ts);
-                    let si = if sm > 0.0 { g.lognormal(sm, 1.0) } else { 0 };
-                    let c = g.lognormal(cm, 1.2);
+                    let ti = lognormal(&mut g, tm, ts);
+                    let si = if sm > 0.0 {
+                        lognormal(&mut g, sm, 1.0)
+                    } else {
+                        0
+                    };
+                    let c = lognormal(&mut g, cm, 1.2);
                     t.push(ti);
                     x.push(ti + si + c);
                     y.push(ti + c);
                 }
                 // The probe's own sample of the unseen delay.
-                let probe: Vec<u64> = (0..20_000).map(|_| g.lognormal(cm, 1.2)).collect();
+                let probe: Vec<u64> = (0..20_000).map(|_| lognormal(&mut g, cm, 1.2)).collect();
                 let (ht, hx, hy) = (hist(&t), hist(&x), hist(&y));
                 let b =
                     bound(&hx, &hy, Unseen::of(&Percentiles::of(&hist(&probe)))).expect("bound");

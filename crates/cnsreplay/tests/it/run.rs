@@ -155,24 +155,30 @@ fn sim_run_prints_the_summary_and_its_schema_is_committed() {
     );
 }
 
-/// A sim run whose trace uses op types the sim gives no latency says so before its clock
-/// starts (the run then times the tool); with latencies configured it says nothing.
-#[test]
-fn a_sim_without_latencies_says_so_before_the_clock_starts() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let run = dir.path().join("bare");
-    let o = cnsreplay(&[
+/// `run` of the quickstart trace on the sim at 50× speed into `run`, logs on stderr (no
+/// `-q`), with `extra` (latencies, probes) appended.
+fn quick_sim_logged(run: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "run",
         QUICK,
         "--provider",
         "sim",
         "--speed",
         "50",
-        "--sim-latency",
-        "attach=constant:2ms",
         "-o",
         run.to_str().expect("utf-8"),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    cnsreplay(&args)
+}
+
+/// A sim run whose trace uses op types the sim gives no latency says so before its clock
+/// starts (the run then times the tool); with latencies configured it says nothing.
+#[test]
+fn a_sim_without_latencies_says_so_before_the_clock_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("bare");
+    let o = quick_sim_logged(&run, &["--sim-latency", "attach=constant:2ms"]);
     ok(&o);
     let err = String::from_utf8_lossy(&o.stderr);
     let notice = err
@@ -196,18 +202,7 @@ fn a_sim_without_latencies_says_so_before_the_clock_starts() {
     let ended = err.find("verdict").unwrap_or(err.len());
     assert!(notice < ended, "{err}");
     let run = dir.path().join("timed");
-    let o = cnsreplay(&[
-        "run",
-        QUICK,
-        "--provider",
-        "sim",
-        "--speed",
-        "50",
-        "--sim-latency",
-        "default=constant:1ms",
-        "-o",
-        run.to_str().expect("utf-8"),
-    ]);
+    let o = quick_sim_logged(&run, &["--sim-latency", "default=constant:1ms"]);
     ok(&o);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("no latency configured"), "{err}");
@@ -777,20 +772,15 @@ fn bare_io_streams_end_for_an_attach_and_start_again_after_the_detach() {
 fn the_host_timing_floor_is_measured_before_the_clock_and_too_coarse_a_floor_is_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let run = dir.path().join("floor");
-    let o = cnsreplay(&[
-        "run",
-        QUICK,
-        "--provider",
-        "sim",
-        "--speed",
-        "50",
-        "--sim-latency",
-        "default=constant:20us",
-        "--floor-probe",
-        "300ms",
-        "-o",
-        run.to_str().expect("utf-8"),
-    ]);
+    let o = quick_sim_logged(
+        &run,
+        &[
+            "--sim-latency",
+            "default=constant:20us",
+            "--floor-probe",
+            "300ms",
+        ],
+    );
     ok(&o);
     let err = String::from_utf8_lossy(&o.stderr);
     let floor = err
@@ -817,21 +807,15 @@ fn the_host_timing_floor_is_measured_before_the_clock_and_too_coarse_a_floor_is_
         s.notices
     );
     let run = dir.path().join("none");
-    let o = cnsreplay(&[
-        "-q",
-        "run",
-        QUICK,
-        "--provider",
-        "sim",
-        "--speed",
-        "50",
-        "--sim-latency",
-        "default=constant:1ms",
-        "--floor-probe",
-        "0s",
-        "-o",
-        run.to_str().expect("utf-8"),
-    ]);
+    let o = quick_sim_logged(
+        &run,
+        &[
+            "--sim-latency",
+            "default=constant:1ms",
+            "--floor-probe",
+            "0s",
+        ],
+    );
     ok(&o);
     let m = RunDir::open(&run).manifest().expect("manifest");
     assert!(m.host.timing_floor.is_none(), "{:?}", m.host);
