@@ -34,11 +34,11 @@ mod render;
 mod stats;
 
 pub use error::{Error, Result};
-pub use render::report;
 pub use render::svg::to_png;
+pub use render::{gate, history_page, report};
 pub use stats::{
-    capacity, compare, frame, headline, hist, inference, load, modify, passprob, phase_io, point,
-    qos, slo, summary,
+    capacity, changepoint, compare, frame, headline, hist, history, inference, load, modify,
+    passprob, phase_io, point, qos, slo, summary,
 };
 
 pub use stats::capacity::{CapacityReport, capacity};

@@ -76,6 +76,10 @@ pub struct RunOptions {
     /// all): the completion probe on the idle runtime (`manifest.host.timing_floor`).
     #[serde(default)]
     pub floor_probe_ns: u64,
+    /// The user's labels of the run: recorded in the manifest's `labels` (not among the
+    /// options, so that runs of different builds do not differ in their options).
+    #[serde(skip)]
+    pub labels: crate::rundir::Labels,
 }
 
 impl Default for RunOptions {
@@ -94,6 +98,7 @@ impl Default for RunOptions {
             validity: ValidityOptions::default(),
             start_at: None,
             floor_probe_ns: 0,
+            labels: Default::default(),
         }
     }
 }

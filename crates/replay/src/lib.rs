@@ -66,7 +66,7 @@ pub use record::{
     CompletionState, EventRecord, IoBackend, IoPhaseBackend, IoSplit, OpSummary, Outcome,
     Percentiles, Phase, Retry, Summary,
 };
-pub use rundir::{Manifest, RunDir};
+pub use rundir::{Labels, Manifest, RunDir, parse_labels};
 pub use streams::{IoStream, IoStreamReport, StreamFidelity, Submit};
 pub use timing::TimingOptions;
 pub use validity::{Check, DispatchRate, Validity, ValidityOptions, Verdict};

@@ -65,6 +65,7 @@ pub fn merge_runs(out: &Path, runs: &[PathBuf]) -> Result<MergedRuns, Error> {
     let ids: Vec<RunIdentity> = manifests.iter().map(|(m, _)| RunIdentity::of(m)).collect();
     let pairs: Vec<(&Path, &RunIdentity)> = runs.iter().map(PathBuf::as_path).zip(&ids).collect();
     combinable(Purpose::Merge, &pairs)?;
+    let labels = merged_labels(runs, &manifests)?;
     let mut validities = Vec::new();
     for r in runs {
         validities.push(part_validity(r)?);
@@ -133,6 +134,7 @@ pub fn merge_runs(out: &Path, runs: &[PathBuf]) -> Result<MergedRuns, Error> {
         .unwrap_or(m.started);
     m.finished = manifests.iter().filter_map(|(m, _)| m.finished).max();
     m.pid = std::process::id();
+    m.labels = labels;
     let bad: Vec<String> = runs
         .iter()
         .zip(&manifests)
@@ -273,6 +275,37 @@ fn worst_validity(runs: &[PathBuf], validities: &[Option<Validity>]) -> Option<V
         }
     }
     Some(merged)
+}
+
+/// The merged run's labels: every label of every part. Parts of one run carry the same
+/// labels (`run --label` on each driver); a key with two values means the parts measured
+/// different builds, and is refused naming both parts.
+fn merged_labels(
+    runs: &[PathBuf],
+    manifests: &[(Manifest, jiff::Timestamp)],
+) -> Result<crate::rundir::Labels, Error> {
+    let mut out = crate::rundir::Labels::new();
+    let mut from: std::collections::BTreeMap<&str, &Path> = Default::default();
+    for (r, (m, _)) in runs.iter().zip(manifests) {
+        for (k, v) in &m.labels {
+            match out.get(k) {
+                Some(w) if w != v => {
+                    return Err(Error::Options(format!(
+                        "the parts do not belong together: label {k} is {w:?} in {} but {v:?} \
+                         in {}",
+                        from[k.as_str()].display(),
+                        r.display()
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    out.insert(k.clone(), v.clone());
+                    from.insert(k, r);
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

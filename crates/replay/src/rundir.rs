@@ -110,6 +110,58 @@ pub struct Manifest {
     /// of its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<Merged>,
+    /// The user's labels (`run --label KEY=VALUE`: the build, commit or driver version the run
+    /// measured), which `analyze history` orders runs by. Not part of a run's identity: runs
+    /// of two builds are compared exactly because their labels differ.
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
+}
+
+/// A run's labels, `KEY` → `VALUE`, in key order.
+pub type Labels = std::collections::BTreeMap<String, String>;
+
+/// Parses labels given as `KEY=VALUE` (`build=1042`, `driver-version=v1.2.0`): a key is ASCII
+/// letters, digits and `_ . - /`, starting with a letter or digit, at most 63 characters; a
+/// value is at most 255 characters without control characters (it lands in CSV, JUnit and
+/// Markdown). A key given twice is an error, even with the same value.
+pub fn parse_labels<S: AsRef<str>>(specs: &[S]) -> Result<Labels, Error> {
+    let mut out = Labels::new();
+    for spec in specs {
+        let spec = spec.as_ref();
+        let bad = |m: &str| Error::Options(format!("--label {spec:?}: {m}"));
+        let (k, v) = spec
+            .split_once('=')
+            .ok_or_else(|| bad("expected KEY=VALUE, e.g. build=1042"))?;
+        check_label(k, v).map_err(|m| bad(&m))?;
+        if out.insert(k.to_owned(), v.to_owned()).is_some() {
+            return Err(bad(&format!("the key {k:?} is given twice")));
+        }
+    }
+    Ok(out)
+}
+
+/// Why a label is not one [`parse_labels`] accepts (also checked when reading exported values).
+pub fn check_label(key: &str, value: &str) -> Result<(), String> {
+    let key_ok = key.len() <= 63
+        && key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/'));
+    if !key_ok {
+        return Err(format!(
+            "the key {key:?} is not 1-63 ASCII letters, digits, `_ . - /` starting with a \
+             letter or digit"
+        ));
+    }
+    if value.chars().count() > 255 || value.chars().any(char::is_control) {
+        return Err(format!(
+            "the value of {key:?} is longer than 255 characters or has control characters"
+        ));
+    }
+    Ok(())
 }
 
 /// What a merged run was made of (`merge-runs`, module `merge_runs`).

@@ -370,6 +370,10 @@ pub struct CompareReport {
     /// (`options.speed: 1 vs 2`): anything but the system under test makes the comparison
     /// suspect.
     pub manifest_differences: Vec<String>,
+    /// Labels (`run --label`) whose values differ between the sides or within one
+    /// (`build: 1041 vs 1042`): what the comparison is about, not a reason to suspect it.
+    #[serde(default)]
+    pub label_differences: Vec<String>,
     /// Largest `runs_needed` of the inconclusive rows.
     pub runs_needed: Option<u64>,
     /// Rows, by op type then metric.
@@ -503,6 +507,7 @@ pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Resu
     }
     r.engine_bound = engine_bound;
     r.manifest_differences = manifest_differences(&b, &n);
+    r.label_differences = label_differences(&b, &n);
     Ok(r)
 }
 
@@ -529,7 +534,7 @@ fn manifest_differences(base: &[Run], new: &[Run]) -> Vec<String> {
             }
         }
     }
-    const SAME_FOR_NO_RUN: [&str; 15] = [
+    const SAME_FOR_NO_RUN: [&str; 16] = [
         "options.validity.limits",
         "run_id",
         "merged",
@@ -545,6 +550,7 @@ fn manifest_differences(base: &[Run], new: &[Run]) -> Vec<String> {
         "reason",
         "trace.path",
         "provider.environment",
+        "labels",
     ];
     let fields = |r: &Run| {
         let mut out = BTreeMap::new();
@@ -573,6 +579,35 @@ fn manifest_differences(base: &[Run], new: &[Run]) -> Vec<String> {
     keys.into_iter()
         .filter_map(|k| {
             let (vb, vn) = (values(&fb, k), values(&fnew, k));
+            (vb.len() > 1 || vn.len() > 1 || vb != vn)
+                .then(|| format!("{k}: {} vs {}", join(&vb), join(&vn)))
+        })
+        .collect()
+}
+
+/// Labels whose values differ between the sides or within one, `build: 1041 vs 1042` (a
+/// side's several values joined by ` | `; `(absent)` for a run without the label).
+fn label_differences(base: &[Run], new: &[Run]) -> Vec<String> {
+    let keys: BTreeSet<&String> = base
+        .iter()
+        .chain(new)
+        .flat_map(|r| r.manifest.labels.keys())
+        .collect();
+    let values = |side: &[Run], k: &String| -> BTreeSet<String> {
+        side.iter()
+            .map(|r| {
+                r.manifest
+                    .labels
+                    .get(k)
+                    .cloned()
+                    .unwrap_or_else(|| "(absent)".to_owned())
+            })
+            .collect()
+    };
+    let join = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(" | ");
+    keys.into_iter()
+        .filter_map(|k| {
+            let (vb, vn) = (values(base, k), values(new, k));
             (vb.len() > 1 || vn.len() > 1 || vb != vn)
                 .then(|| format!("{k}: {} vs {}", join(&vb), join(&vn)))
         })
@@ -739,6 +774,7 @@ pub fn judge(samples: &[Sample], design: &Design, opts: &CompareOptions) -> Comp
         between_run_variance: between,
         design: design.clone(),
         manifest_differences: Vec::new(),
+        label_differences: Vec::new(),
         runs_needed,
         tested: tested.len(),
         regressions: count(Verdict::Regression),

@@ -5,7 +5,9 @@
 //! time and append it to the file (a Parquet row group per batch), so memory stays constant.
 //! Columns, in order: `id`, `op`, `intended`, `dispatched`, `started`, `completed` (ns since
 //! the run origin), `outcome`, `error_class` (empty/null when none), `dep_wait`, `queue`,
-//! `response`, `service`, `lateness` (ns), `during_snapshot`. Parquet is zstd-compressed;
+//! `response`, `service`, `lateness` (ns), `during_snapshot`, then one `label.KEY` column per
+//! label of the run (`run --label`, the same value on every row: a file of many runs' records
+//! stays attributable). Parquet is zstd-compressed;
 //! `docs/analyze.md` has the build cost measured before adding it.
 
 use std::io::Write;
@@ -65,10 +67,10 @@ impl Cols {
         self.id.len()
     }
 
-    fn take(&mut self) -> Result<DataFrame> {
+    fn take(&mut self, labels: &replay::Labels) -> Result<DataFrame> {
         let c = std::mem::take(self);
         let n = c.len();
-        let cols = vec![
+        let mut cols = vec![
             Column::new("id".into(), c.id),
             Column::new("op".into(), c.op),
             Column::new("intended".into(), c.intended),
@@ -84,6 +86,12 @@ impl Cols {
             Column::new("lateness".into(), c.lateness),
             Column::new("during_snapshot".into(), c.during_snapshot),
         ];
+        for (k, v) in labels {
+            cols.push(Column::new(
+                format!("label.{k}").into(),
+                vec![v.as_str(); n],
+            ));
+        }
         Ok(DataFrame::new(n, cols)?)
     }
 }
@@ -95,7 +103,7 @@ pub fn events_frame(run: &Run) -> Result<DataFrame> {
         cols.push(r);
         Ok(())
     })?;
-    cols.take()
+    cols.take(&run.manifest.labels)
 }
 
 /// Feeds every record of a run to `sink` as frames of at most [`BATCH`] records (at least
@@ -108,12 +116,12 @@ fn batches(run: &Run, mut sink: impl FnMut(DataFrame) -> Result<()>) -> Result<u
         n += 1;
         if cols.len() >= BATCH {
             frames += 1;
-            sink(cols.take()?)?;
+            sink(cols.take(&run.manifest.labels)?)?;
         }
         Ok(())
     })?;
     if cols.len() > 0 || frames == 0 {
-        sink(cols.take()?)?;
+        sink(cols.take(&run.manifest.labels)?)?;
     }
     Ok(n)
 }
@@ -134,7 +142,11 @@ pub fn export_csv(run: &Run, out: &mut dyn Write) -> Result<u64> {
 /// Writes every record of a run to `out` as Parquet (zstd), one row group per frame of
 /// [`BATCH`] records. Returns the number of records written.
 pub fn export_parquet<W: Write>(run: &Run, out: W) -> Result<u64> {
-    let schema = Cols::default().take()?.schema().as_ref().clone();
+    let schema = Cols::default()
+        .take(&run.manifest.labels)?
+        .schema()
+        .as_ref()
+        .clone();
     let mut writer = ParquetWriter::new(out)
         .with_compression(ParquetCompression::Zstd(None))
         .batched(&schema)?;

@@ -9,7 +9,8 @@
 //! `scripts/check-layers.py`).
 //!
 //! 1. `hist`, `inference`, `passprob` (apart) — arithmetic on histograms and samples: no run
-//! 2. `load` — opening a run directory, scanning `events.jsonl` into accumulators
+//! 2. `load`, `changepoint` (apart) — opening a run directory, scanning `events.jsonl` into
+//!    accumulators; change points in a series of numbers (E-divisive means)
 //! 3. `frame`, `phase_io` (apart) — records as polars frames; `io_phase` units' interval
 //!    histograms on the run's time axis
 //! 4. `summary`, `modify`, `headline` (apart) — one run's statistics
@@ -17,13 +18,16 @@
 //! 6. `slo` — an SLO and its value in a run
 //! 7. `point`, `qos`, `compare` (apart) — verdicts: a run as a capacity point, QoS windows,
 //!    run-to-run regression
-//! 8. `capacity` — the sustained rate over a sweep's points
+//! 8. `capacity`, `history` (apart) — the sustained rate over a sweep's points; change points
+//!    over many builds' runs
 
 pub mod capacity;
+pub mod changepoint;
 pub mod compare;
 pub mod frame;
 pub mod headline;
 pub mod hist;
+pub mod history;
 pub mod inference;
 pub mod load;
 pub mod modify;

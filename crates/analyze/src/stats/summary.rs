@@ -302,6 +302,9 @@ pub struct RunSummary {
     pub trace: String,
     /// SHA-256 of the trace.
     pub trace_sha256: String,
+    /// The run's labels (`run --label KEY=VALUE`), in key order.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
     /// Provider name.
     pub provider: String,
     /// Replay speed.
@@ -451,6 +454,7 @@ pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
         run_id: run.manifest.run_id.clone(),
         trace: run.manifest.trace.path.clone(),
         trace_sha256: run.manifest.trace.sha256.clone(),
+        labels: run.manifest.labels.clone(),
         provider: run.manifest.provider.name.clone(),
         speed: run.speed(),
         state: run.manifest.state,

@@ -3,6 +3,7 @@
 
 mod compare;
 mod features;
+mod history;
 mod load;
 mod validity;
 

@@ -18,7 +18,10 @@ use trace_format::units::fmt_ns;
 use crate::output::Output;
 
 mod compare_table;
+mod gate_out;
+mod history;
 use compare_table::write_compare;
+pub(crate) use gate_out::GateArgs;
 
 /// `analyze`.
 #[derive(Debug, Args)]
@@ -48,6 +51,11 @@ pub enum AnalyzeCommand {
     Report(ReportArgs),
     /// Export the event records (CSV, Parquet).
     Export(ExportArgs),
+    /// Change points over many builds' runs (E-divisive means, permutation test): since which
+    /// build a metric differs, by how much, and whether the latest build is still past it.
+    /// Exit 0 no series worse now, 1 a series' latest segment a regression, 2 error, 3 too
+    /// few builds.
+    History(history::HistoryArgs),
 }
 
 /// `analyze summary`.
@@ -59,6 +67,17 @@ pub struct SummaryArgs {
     /// Print JSON (schema: docs/schemas/analyze-summary.schema.json).
     #[arg(long)]
     pub json: bool,
+    /// Also write the runs' values (per op type × metric, with their labels) as CSV: the
+    /// table `analyze history` reads.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Also write the runs' values as Parquet (zstd).
+    #[arg(long, value_name = "FILE")]
+    pub parquet: Option<PathBuf>,
+    /// Export the values of runs that did not finish or whose verdict is not `valid`
+    /// (refused otherwise: a history would take them for measurements).
+    #[arg(long)]
+    pub allow_invalid: bool,
 }
 
 /// `analyze compare`.
@@ -100,6 +119,9 @@ pub struct CompareArgs {
     /// Print JSON (schema: docs/schemas/analyze-compare.schema.json).
     #[arg(long)]
     pub json: bool,
+    /// JUnit and Markdown outputs.
+    #[command(flatten)]
+    pub gate: GateArgs,
 }
 
 /// `analyze capacity`.
@@ -123,6 +145,9 @@ pub struct CapacityArgs {
     /// Print JSON (schema: docs/schemas/analyze-capacity.schema.json).
     #[arg(long)]
     pub json: bool,
+    /// JUnit and Markdown outputs.
+    #[command(flatten)]
+    pub gate: GateArgs,
 }
 
 /// `analyze qos`.
@@ -139,6 +164,9 @@ pub struct QosArgs {
     /// Print JSON (schema: docs/schemas/analyze-qos.schema.json).
     #[arg(long)]
     pub json: bool,
+    /// JUnit and Markdown outputs.
+    #[command(flatten)]
+    pub gate: GateArgs,
 }
 
 /// `analyze report`.
@@ -205,6 +233,7 @@ pub(crate) fn run(a: &AnalyzeArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
         AnalyzeCommand::Qos(a) => run_qos(a, out),
         AnalyzeCommand::Report(a) => run_report(a, out),
         AnalyzeCommand::Export(a) => run_export(a, out),
+        AnalyzeCommand::History(a) => history::run(a, out),
     }
 }
 
@@ -255,6 +284,10 @@ fn streamed_notice(run: &Path, what: &str) {
 }
 
 fn run_summary(a: &SummaryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let inputs: Vec<&Path> = a.runs.iter().map(PathBuf::as_path).collect();
+    for dest in a.csv.iter().chain(&a.parquet) {
+        crate::output::refuse_inputs(dest, &inputs)?;
+    }
     let runs = a
         .runs
         .iter()
@@ -268,6 +301,32 @@ fn run_summary(a: &SummaryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
                 writeln!(out)?;
             }
             write_summary(s, out)?;
+        }
+    }
+    if a.csv.is_some() || a.parquet.is_some() {
+        let points = a
+            .runs
+            .iter()
+            .map(|r| {
+                analyze::history::RunPoint::of_run(r, a.allow_invalid)
+                    .with_context(|| format!("values of {}", r.display()))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        for (path, csv) in [(&a.csv, true), (&a.parquet, false)] {
+            let Some(path) = path else { continue };
+            let dest = Output::create(path, &inputs)?;
+            let mut w = std::io::BufWriter::new(dest.file()?);
+            let n = if csv {
+                analyze::history::table::write_csv(&points, &mut w)
+            } else {
+                analyze::history::table::write_parquet(&points, &mut w)
+            }
+            .with_context(|| format!("values to {}", path.display()))?;
+            w.flush()?;
+            drop(w);
+            dest.commit()?;
+            // Not on stdout beside --json: the JSON stays one document.
+            tracing::info!("{n} values of {} run(s) → {}", points.len(), path.display());
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -288,6 +347,10 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
         s.achieved_rate,
         fmt_ns(s.lateness.p99 as f64)
     )?;
+    if !s.labels.is_empty() {
+        let l: Vec<String> = s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        writeln!(out, "labels: {}", l.join(", "))?;
+    }
     match &s.validity {
         Some(v) if v.verdict == replay::Verdict::Valid => writeln!(out, "verdict: valid")?,
         Some(v) if v.verdict == replay::Verdict::NotJudged => writeln!(
@@ -527,13 +590,16 @@ fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
             "separate the BASE runs from the NEW runs with `--`: compare BASE... -- NEW..."
         ),
     };
+    let inputs: Vec<&Path> = base.iter().chain(&new).map(PathBuf::as_path).collect();
+    a.gate.check(a.json, &inputs)?;
     let r = analyze::compare(&base, &new, &opts)
         .context(crate::CouldNotRun("analyze compare could not run"))?;
     if a.json {
         json(&r, out)?;
-    } else {
+    } else if !a.gate.takes_stdout() {
         write_compare(&r, out)?;
     }
+    a.gate.write(|| analyze::gate::compare(&r), &inputs, out)?;
     Ok(ExitCode::from(r.exit_code()))
 }
 
@@ -549,14 +615,21 @@ fn run_capacity(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCod
         allow_invalid: a.allow_invalid,
         ..analyze::PointOptions::default()
     };
+    let inputs = [a.sweep.as_path()];
+    a.gate.check(a.json, &inputs)?;
     let r = analyze::capacity(&a.sweep, &slos, &opts)?;
     if a.json {
         json(&r, out)?;
-        return Ok(ExitCode::SUCCESS);
+    } else if !a.gate.takes_stdout() {
+        let rows: Vec<_> = r.points.iter().map(|p| (None, p)).collect();
+        write_points(&slos, &rows, out)?;
+        writeln!(out, "{}", r.answer)?;
     }
-    let rows: Vec<_> = r.points.iter().map(|p| (None, p)).collect();
-    write_points(&slos, &rows, out)?;
-    writeln!(out, "{}", r.answer)?;
+    a.gate.write(
+        || analyze::gate::capacity(&analyze::gate::capacity_of(&r)),
+        &inputs,
+        out,
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -622,6 +695,8 @@ fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             e => Err(e.into()),
         }
     };
+    let inputs = [a.run.as_path(), a.slo_file.as_path()];
+    a.gate.check(a.json, &inputs)?;
     let spec = match QosSpec::from_file(&a.slo_file) {
         Ok(s) => s,
         Err(e) => return input_problem(e),
@@ -636,8 +711,12 @@ fn run_qos(a: &QosArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     };
+    a.gate.write(|| analyze::gate::qos(&r), &inputs, out)?;
     if a.json {
         json(&r, out)?;
+        return Ok(code);
+    }
+    if a.gate.takes_stdout() {
         return Ok(code);
     }
     writeln!(

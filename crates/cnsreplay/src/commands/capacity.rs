@@ -99,6 +99,9 @@ pub struct CapacityArgs {
     /// Print the result as JSON (schema: docs/schemas/capacity.schema.json).
     #[arg(long)]
     pub json: bool,
+    /// JUnit and Markdown outputs (one testcase per SLO and one for the sustained rate).
+    #[command(flatten)]
+    pub gate: crate::commands::analyze::GateArgs,
     /// Engine and provider settings, as for `run` (`--seed` is the first run's seed; each
     /// later run adds one).
     #[command(flatten)]
@@ -625,6 +628,7 @@ pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitC
         tracing::warn!("the sim provider runs no I/O: an io SLO has no events to judge");
     }
     crate::output::refuse_inputs(&a.output, &[&a.input])?;
+    a.gate.check(a.json, &[&a.input, &a.output])?;
     if a.output.exists() && fs_err::read_dir(&a.output)?.next().is_some() {
         bail!(
             "{} exists and is not empty; choose a new directory",
@@ -650,7 +654,14 @@ pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitC
     let stop = Arc::new(AtomicBool::new(false));
     let ids = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
         .map(|sig| signal_hook::flag::register(sig, stop.clone()));
-    let result = search_loop(a, &input, &slos, &po, &mut search, &stop, out);
+    // With `--junit -` or `--markdown -` stdout carries that document alone.
+    let mut progress_sink = Vec::new();
+    let progress: &mut dyn Write = if a.gate.takes_stdout() {
+        &mut progress_sink
+    } else {
+        &mut *out
+    };
+    let result = search_loop(a, &input, &slos, &po, &mut search, &stop, progress);
     for id in ids.into_iter().flatten() {
         signal_hook::low_level::unregister(id);
     }
@@ -660,7 +671,7 @@ pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitC
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &r)?;
         writeln!(out)?;
-    } else {
+    } else if !a.gate.takes_stdout() {
         writeln!(out)?;
         let mut sorted: Vec<&SearchPoint> = r.points.iter().collect();
         sorted.sort_by(|x, y| {
@@ -681,6 +692,27 @@ pub(crate) fn run(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitC
             a.output.join("capacity.json").display()
         )?;
     }
+    let sustained = r.sustained_intensity.and_then(|x| {
+        r.points
+            .iter()
+            .find(|p| p.intensity == x && p.eval.pass)
+            .map(|p| &p.eval)
+    });
+    let dir = a.output.display().to_string();
+    a.gate.write(
+        || {
+            analyze::gate::capacity(&analyze::gate::CapacityInput {
+                command: "capacity",
+                dir: &dir,
+                slos: &slos,
+                points: r.points.iter().map(|p| &p.eval).collect(),
+                sustained,
+                answer: &r.answer,
+            })
+        },
+        &[&a.input],
+        out,
+    )?;
     Ok(if r.complete {
         ExitCode::SUCCESS
     } else {

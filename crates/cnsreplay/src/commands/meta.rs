@@ -60,6 +60,9 @@ pub enum SchemaFor {
     /// `analyze qos --json`.
     AnalyzeQos,
     #[cfg(feature = "analyze")]
+    /// `analyze history --json`.
+    AnalyzeHistory,
+    #[cfg(feature = "analyze")]
     /// `capacity --json`.
     Capacity,
     /// `trace slice --json`.
@@ -132,6 +135,8 @@ pub fn schema_text(which: SchemaFor) -> String {
         SchemaFor::AnalyzeCapacity => schemars::schema_for!(analyze::CapacityReport),
         #[cfg(feature = "analyze")]
         SchemaFor::AnalyzeQos => schemars::schema_for!(analyze::QosReport),
+        #[cfg(feature = "analyze")]
+        SchemaFor::AnalyzeHistory => schemars::schema_for!(analyze::history::HistoryReport),
         #[cfg(feature = "analyze")]
         SchemaFor::Capacity => {
             schemars::schema_for!(crate::commands::capacity::CapacitySearchReport)

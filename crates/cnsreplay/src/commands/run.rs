@@ -153,6 +153,7 @@ fn options(a: &RunArgs) -> anyhow::Result<RunOptions> {
         },
         start_at: a.start_at,
         floor_probe_ns: a.settings.floor_probe,
+        labels: replay::parse_labels(&a.settings.label)?,
         ..RunOptions::default()
     };
     for c in &a.settings.concurrency {
@@ -281,6 +282,8 @@ fn sim_notice(config: &provider_sim::SimConfig, stats: &trace_format::check::Sta
 }
 
 pub(crate) fn run(a: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    // A bad label is a usage error, said before the trace is read or anything is created.
+    replay::parse_labels(&a.settings.label)?;
     let stats = if a.no_check {
         None
     } else {

@@ -679,9 +679,12 @@ fn a_split_trace_replays_on_parallel_drivers_from_one_instant() {
         )
         .expect("manifest json");
         let origin: jiff::Timestamp = m["origin"].as_str().expect("origin").parse().expect("time");
+        // Never before the instant (a driver that did not wait would start about 3 s early);
+        // how soon after it is the host's wake-up latency, which a loaded test machine
+        // stretches (60 ms seen in CI): not what this test measures.
         let off = origin.duration_since(start).as_secs_f64();
         assert!(
-            (0.0..0.05).contains(&off),
+            (0.0..1.0).contains(&off),
             "{n}: clock started {off} s after --start-at"
         );
         for line in fs_err::read_to_string(run.join("events.jsonl"))

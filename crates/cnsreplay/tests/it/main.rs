@@ -17,6 +17,7 @@ mod cbt;
 mod cluster;
 mod convert_import;
 mod exit_codes;
+mod gate;
 mod group;
 mod group_cut;
 mod identity;

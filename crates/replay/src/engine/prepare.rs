@@ -81,6 +81,7 @@ pub(super) fn prepare<P: Provider>(
         reason: None,
         pid: std::process::id(),
         merged: None,
+        labels: opts.labels.clone(),
     };
     let written = Instant::now();
     rd.write_manifest(&manifest)?;

@@ -118,8 +118,9 @@ fn a_lane_wakes_at_most_once_per_point_of_its_grid() {
     for w in periods.windows(2) {
         assert!(w[0] < w[1], "two wake-ups in one grid period: {wakes:?}");
     }
-    // So events went out in groups: ~100 ms / 10 ms wake-ups for 2000 events.
-    assert!(wakes.len() <= 12, "{} wake-ups: {wakes:?}", wakes.len());
+    // So events went out in groups: about 100 ms / 10 ms wake-ups for 2000 events (more
+    // when a loaded host made the lane late and the run longer: one per period still).
+    assert!(wakes.len() <= 40, "{} wake-ups: {wakes:?}", wakes.len());
 }
 
 #[test]

@@ -4,27 +4,8 @@
 
 use std::io::Write;
 
-use analyze::compare::{Metric, Row};
+use analyze::gate::{compare_interval, compare_verdict, fmt_change, fmt_value};
 use analyze::{CompareReport, Verdict};
-use trace_format::units::fmt_ns;
-
-fn show(m: Metric, v: f64) -> String {
-    if m == Metric::ErrorRate {
-        format!("{:.2}%", v * 100.0)
-    } else {
-        fmt_ns(v)
-    }
-}
-
-fn change(r: &Row, v: f64) -> String {
-    if r.metric == Metric::ErrorRate {
-        format!("{:+.2}pp", v * 100.0)
-    } else if v.is_finite() {
-        format!("{:+.1}%", v * 100.0)
-    } else {
-        "∞".to_owned()
-    }
-}
 
 pub(super) fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
@@ -50,6 +31,9 @@ pub(super) fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::
             writeln!(out, "WARNING:   {d}")?;
         }
     }
+    if !r.label_differences.is_empty() {
+        writeln!(out, "labels: {}", r.label_differences.join("; "))?;
+    }
     writeln!(out, "design: {}", r.design.summary)?;
     writeln!(
         out,
@@ -66,27 +50,8 @@ pub(super) fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::
         "operation", "metric", "base", "new", "change", "interval", "p(Holm)", "threshold"
     )?;
     for row in &r.rows {
-        let verdict = match row.verdict {
-            Verdict::Regression => "REGRESSION".to_owned(),
-            Verdict::Improvement => "improvement".to_owned(),
-            Verdict::NoChange => "no change".to_owned(),
-            Verdict::Inconclusive => match row.runs_needed {
-                Some(n) if r.design.kind == analyze::compare::DesignKind::BatchBaseline => {
-                    format!("inconclusive ({n} runs a side, in batches, would decide it)")
-                }
-                Some(n) => format!("inconclusive ({n} runs a side would decide it)"),
-                None if row.df > 0.0 => "inconclusive (more runs cannot decide it)".to_owned(),
-                None => "inconclusive".to_owned(),
-            },
-            Verdict::InsufficientData => format!(
-                "insufficient data (< {} events in a run)",
-                row.required_events
-            ),
-        };
-        let ci = match (row.ci_low, row.ci_high) {
-            (Some(l), Some(h)) => format!("[{}, {}]", change(row, l), change(row, h)),
-            _ => "-".to_owned(),
-        };
+        let verdict = compare_verdict(r, row);
+        let ci = compare_interval(row);
         let p = if row.df > 0.0 && row.verdict != Verdict::InsufficientData {
             format!("{:.3}", row.p_holm)
         } else {
@@ -97,12 +62,12 @@ pub(super) fn write_compare(r: &CompareReport, out: &mut dyn Write) -> std::io::
             "{:<16} {:<10} {:>10} {:>10} {:>9} {:>21} {:>8} {:>9}  {verdict}",
             row.op,
             row.metric.name(),
-            show(row.metric, row.base),
-            show(row.metric, row.new),
-            change(row, row.change),
+            fmt_value(row.metric, row.base),
+            fmt_value(row.metric, row.new),
+            fmt_change(row.metric, row.change),
             ci,
             p,
-            change(row, row.tolerance).trim_start_matches('+'),
+            fmt_change(row.metric, row.tolerance).trim_start_matches('+'),
         )?;
     }
     if !r.unmatched.is_empty() {

@@ -51,11 +51,23 @@ pub struct ProviderArgs {
     /// CAP_SYS_NICE).
     #[arg(long)]
     pub no_realtime: bool,
+    /// A label of the run, `KEY=VALUE` (repeatable): the build, commit or driver version it
+    /// measured (`build=1042`, `commit=3f2a9c1`). Recorded in the manifest, shown by
+    /// `analyze summary`, carried into exports and merged runs; `analyze history --by KEY`
+    /// orders runs by it. A sweep's or a capacity search's runs all get them.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub label: Vec<String>,
     /// Thresholds of the verdict, `KEY=VALUE` (repeatable or comma-separated), e.g.
     /// `reference=1s` (lateness limits from it, loosened at most to `reference.share`, default
     /// 10 %, of the measured latencies), `start.p99=1ms` (fixed); defaults `rate=2%`,
-    /// `window=1s`, `workers=90%`, `throttled=0%`, … (docs/replay.md, Run validity).
-    #[arg(long, value_name = "KEY=VALUE", value_delimiter = ',')]
+    /// `window=1s`, `workers=90%`, `throttled=0%`, … (docs/replay.md, Run validity). Also
+    /// from `CNSREPLAY_VALIDITY` (a pipeline's thresholds for every run it makes).
+    #[arg(
+        long,
+        value_name = "KEY=VALUE",
+        value_delimiter = ',',
+        env = "CNSREPLAY_VALIDITY"
+    )]
     pub validity: Vec<String>,
     /// Measure the host's timing floor this long before the clock starts (how late a woken
     /// task runs here, idle; kept in the manifest), e.g. `1s`; `0s` skips it.
