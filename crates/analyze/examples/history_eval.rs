@@ -6,7 +6,8 @@
 //! from the sim's attach distribution (lognormal, median 200 ms, σ 0.3), recorded into the
 //! engine's HdrHistogram and read with the percentile function of `compare::run_values`
 //! (0.2 % of events fail), every latency of the run multiplied by its slowdown: per-run noise
-//! `e^(CV·Z)` and, with probability OUTLIER, one run slowed ×1.5 (a noisy neighbour). In a
+//! `e^(CV·Z)` and, with probability OUTLIER per build, one of its runs slowed ×1.5 (a noisy
+//! neighbour; two such runs in one build are not simulated: they would move its median). In a
 //! shifted series every run from build `at` on (at uniform in [4, BUILDS − 4]) has its median
 //! ×1.15 (p50, p99, mean +15 %). The runs go through the exact `history::judge` (grouped by a
 //! `build` label, natural order) and, for the pairwise view, `compare::judge` of build k − 1
@@ -64,9 +65,12 @@ fn series(
 ) -> Vec<RunPoint> {
     let mut out = Vec::new();
     for b in 0..builds {
+        // A single-run outlier: with probability OUTLIER, one run of the build (a noisy
+        // neighbour during that run).
+        let odd = (rng.unit() < outlier).then(|| (rng.next_u64() % RUNS as u64) as usize);
         for i in 0..RUNS {
             let mut slow = (cv * normal(rng)).exp();
-            if rng.unit() < outlier {
+            if odd == Some(i) {
                 slow *= 1.5;
             }
             if shift_at.is_some_and(|s| b >= s) {
@@ -168,6 +172,14 @@ fn main() {
             .filter_map(|c| c.build.parse().ok())
             .collect();
         let ok = found.iter().any(|b: &usize| b.abs_diff(at_build) <= 1);
+        if !ok {
+            let levels: Vec<String> = p50
+                .points
+                .iter()
+                .map(|p| format!("{:.1}", p.value / 1e6))
+                .collect();
+            println!("  missed: p50 build medians (ms) {}", levels.join(" "));
+        }
         hit += usize::from(ok);
         hit_regression += usize::from(ok && p50.latest == Latest::Regression);
         let pf = pairwise(&shifted, builds);

@@ -117,7 +117,7 @@ impl Default for HistoryOptions {
         Self {
             by: None,
             order: Order::Time,
-            alpha: 0.01,
+            alpha: 0.05,
             permutations: 999,
             min_builds: 2,
             thresholds: Thresholds::default(),

@@ -37,7 +37,7 @@ pub struct HistoryArgs {
     #[arg(long, value_enum, default_value_t = OrderArg::Time)]
     pub order: OrderArg,
     /// Family-wise false-alarm rate over the series (each is tested at alpha / series).
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
     /// Permutations per test (at least; more when alpha / series needs them).
     #[arg(long, default_value_t = 999)]
@@ -99,7 +99,7 @@ pub(super) fn run(a: &HistoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     };
     anyhow::ensure!(
         a.alpha > 0.0 && a.alpha < 1.0,
-        "--alpha {}: expected a level in (0, 1), e.g. 0.01",
+        "--alpha {}: expected a level in (0, 1), e.g. 0.05",
         a.alpha
     );
     anyhow::ensure!(a.min_builds >= 1, "--min-builds must be at least 1");
