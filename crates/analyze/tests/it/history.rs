@@ -66,8 +66,8 @@ fn opts() -> HistoryOptions {
 
 #[test]
 fn a_shift_is_named_at_its_build_in_natural_order_and_the_gate_fails_it() {
-    // 16 builds, the shift at v10: 7 builds after it. (With 3 after it of 12, no split could
-    // be significant at 0.01 / 5 series: a permutation test's smallest p is 2 / C(12, 3).)
+    // 16 builds, the shift at v10: 7 builds after it, room for the permutation test (its
+    // smallest p is 2 / C(n, k) for k builds of n after the change).
     let r = history::judge(&series(16, Some(10)), &opts()).expect("history");
     let builds: Vec<&str> = r.builds.iter().map(|b| b.build.as_str()).collect();
     assert_eq!(builds[8..12], ["v9", "v10", "v11", "v12"]);
