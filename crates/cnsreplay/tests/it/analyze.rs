@@ -241,6 +241,33 @@ fn capacity_of_a_sim_sweep_finds_the_saturation_rate() {
         "{text}"
     );
     assert!(text.contains("create_volume fell behind"), "{text}");
+    // As a gate: one testcase per SLO and one for the sustained rate, all passed here; an
+    // SLO no point meets fails both. The exit code stays the command's (0).
+    let gate = |slo: &str| {
+        let junit = dir.path().join("capacity.xml");
+        let o = cnsreplay(&[
+            "analyze",
+            "capacity",
+            s(&sweep),
+            "--slo",
+            slo,
+            "--junit",
+            s(&junit),
+            "--markdown",
+            "-",
+        ]);
+        ok(&o);
+        (fs_err::read_to_string(&junit).expect("junit"), stdout(&o))
+    };
+    let (xml, md) = gate("create_volume.p99=200ms");
+    assert!(xml.contains("tests=\"2\" failures=\"0\""), "{xml}");
+    assert!(
+        md.contains("This system sustains 18.00 ops/s") && md.contains("| ✅ met |"),
+        "{md}"
+    );
+    let (xml, md) = gate("create_volume.p99=1ms");
+    assert!(xml.contains("tests=\"2\" failures=\"2\""), "{xml}");
+    assert!(md.contains("**NOT SUSTAINED"), "{md}");
 }
 
 /// A run with db I/O at 200/s for 4 s, three snapshots of 300 ms each under a sim stall, and
@@ -470,6 +497,35 @@ fn report_renders_every_figure_with_data_in_headless_chromium_and_qos_and_export
         stdout(&o).contains("tenant db read p99.9 > 20.0 ms in"),
         "{}",
         stdout(&o)
+    );
+    // The same verdict as JUnit (a failure for the violated target, its sentence the
+    // message) and as Markdown on stdout instead of the table; the exit code unchanged.
+    let junit = dir.path().join("qos.xml");
+    let o = cnsreplay(&[
+        "analyze",
+        "qos",
+        s(&run),
+        "--slo-file",
+        s(&qos),
+        "--junit",
+        s(&junit),
+        "--markdown",
+        "-",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let md = stdout(&o);
+    assert!(
+        md.starts_with("### cnsreplay analyze qos") && md.contains("| ❌ violated | db |"),
+        "{md}"
+    );
+    let xml = fs_err::read_to_string(&junit).expect("junit");
+    assert!(
+        xml.contains("tests=\"1\" failures=\"1\"") && xml.contains("classname=\"qos.db\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<failure message=\"tenant db read p99.9 &gt; 20.0 ms in"),
+        "{xml}"
     );
     // Targets every window meets: exit 0.
     fs_err::write(&qos, "window: 250ms\ntenants:\n  db:\n    read.p99.9: 1h\n").expect("qos");

@@ -630,6 +630,21 @@ fn ci_recipes_run_on_the_sim() {
         }
     }
     assert_eq!(gh_scripts.len(), 3, "{gh:#}");
+    // The cluster job: parsed, its steps of the same shape, replaying with the kube provider.
+    let kube = gh["jobs"]["kube-gate"]["steps"]
+        .as_array()
+        .expect("kube-gate steps");
+    assert!(
+        kube.iter()
+            .all(|st| st.get("run").is_some() != st.get("uses").is_some()),
+        "{gh:#}"
+    );
+    assert!(
+        kube.iter().any(|st| st["run"]
+            .as_str()
+            .is_some_and(|r| r.contains("--provider kube") && r.contains("--label build="))),
+        "{gh:#}"
+    );
     // GitLab: a job with a script and JUnit reports.
     let gj = &gl["storage-gate"];
     let gl_script: Vec<String> = gj["script"]
