@@ -848,7 +848,7 @@ fn py_readers() -> Option<PathBuf> {
 
 /// Says that a test skipped its real check, and why (shown with `--nocapture`).
 #[allow(clippy::print_stdout)]
-fn skipped(why: &str) {
+pub(super) fn skipped(why: &str) {
     println!("skipped: {why}");
 }
 

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::analyze::{sim_run, trace};
+use super::analyze::{sim_run, skipped, trace};
 use super::{cnsreplay, ok, s, stdout};
 
 /// The readers' venv Python with junitparser and markdown-it-py; None (a note) when missing,
@@ -32,12 +32,6 @@ fn py_gate() -> Option<PathBuf> {
         py.display()
     );
     has.then_some(py)
-}
-
-/// Says that a test skipped its real check, and why (shown with `--nocapture`).
-#[allow(clippy::print_stdout)]
-fn skipped(why: &str) {
-    println!("skipped: {why}");
 }
 
 /// junitparser's view of a JUnit file: the suite totals as written, and each case's result
