@@ -51,10 +51,6 @@ struct Case {
     drift: f64,
 }
 
-fn normal(rng: &mut Rng) -> f64 {
-    (-2.0 * rng.unit().ln()).sqrt() * (std::f64::consts::TAU * rng.unit()).cos()
-}
-
 /// One run's values of its rows (attach and create_volume × p50, p99, p99.9, mean, error).
 fn run_rows(
     rng: &mut Rng,
@@ -70,7 +66,7 @@ fn run_rows(
         let mut h = latency();
         let mut sum = 0.0;
         for _ in 0..events {
-            let v = (median * (sigma * normal(rng)).exp()).max(1.0);
+            let v = (median * (sigma * rng.normal()).exp()).max(1.0);
             sum += v;
             h.saturating_record(v as u64);
         }
@@ -101,7 +97,7 @@ fn trial(
     let mut times = (Vec::new(), Vec::new());
     let mut slow = (Vec::new(), Vec::new());
     let mut add = |side: bool, t: f64, pos: usize, batch: f64, rng: &mut Rng| {
-        let f = (case.cv * normal(rng)).exp() * batch * (1.0 + case.drift).powi(pos as i32);
+        let f = (case.cv * rng.normal()).exp() * batch * (1.0 + case.drift).powi(pos as i32);
         if side {
             times.1.push(t);
             slow.1.push(f);
@@ -133,7 +129,7 @@ fn trial(
             let base_batches = base.max(new_batches);
             let mut pos = 0;
             for batch in 0..base_batches + new_batches {
-                let shift = (case.shift * normal(rng)).exp();
+                let shift = (case.shift * rng.normal()).exp();
                 for i in 0..size {
                     add(
                         batch >= base_batches,

@@ -24,10 +24,6 @@ use analyze::compare::{self, CompareOptions, Metric, RunValue, Sample, Verdict, 
 use analyze::hist::{Rng, at, latency};
 use analyze::history::{HistoryOptions, Latest, Order, RunPoint, judge};
 
-fn normal(rng: &mut Rng) -> f64 {
-    (-2.0 * rng.unit().ln()).sqrt() * (std::f64::consts::TAU * rng.unit()).cos()
-}
-
 const RUNS: usize = 3;
 
 /// One run's values (attach × every metric).
@@ -35,7 +31,7 @@ fn run_values(rng: &mut Rng, events: u64, slowdown: f64) -> BTreeMap<(String, Me
     let mut h = latency();
     let (mut sum, mut failed) = (0.0, 0u64);
     for _ in 0..events {
-        let v = (200e6 * (0.3 * normal(rng)).exp()).max(1.0);
+        let v = (200e6 * (0.3 * rng.normal()).exp()).max(1.0);
         sum += v;
         h.saturating_record(v as u64);
         if rng.unit() < 0.002 {
@@ -69,7 +65,7 @@ fn series(
         // neighbour during that run).
         let odd = (rng.unit() < outlier).then(|| (rng.next_u64() % RUNS as u64) as usize);
         for i in 0..RUNS {
-            let mut slow = (cv * normal(rng)).exp();
+            let mut slow = (cv * rng.normal()).exp();
             if odd == Some(i) {
                 slow *= 1.5;
             }

@@ -35,6 +35,19 @@ impl Figure {
     pub fn png(&self, scale: f32) -> Result<Vec<u8>> {
         svg::to_png(&self.svg, scale)
     }
+
+    /// The figure as a page shows it: `<figure data-figure="ID" data-points="N">` with the SVG
+    /// inline and the caption (a test, or a person, checks that each rendered with data).
+    pub fn html(&self) -> String {
+        format!(
+            "<figure id=\"fig-{}\" data-figure=\"{}\" data-points=\"{}\">{}<figcaption>{}</figcaption></figure>",
+            self.id,
+            self.id,
+            self.points,
+            self.svg,
+            svg::esc(&self.caption)
+        )
+    }
 }
 
 /// A figure of one plot.

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 
 use crate::stats::capacity::CapacityReport;
 use crate::stats::compare::{CompareReport, DesignKind, Metric, Row, Verdict};
-use crate::stats::history::{HistoryReport, Latest};
+use crate::stats::history::{ChangePoint, HistoryReport, Latest};
 use crate::stats::point::PointEval;
 use crate::stats::qos::QosReport;
 use crate::stats::slo::Slo;
@@ -294,13 +294,32 @@ pub fn compare_verdict(r: &CompareReport, row: &Row) -> String {
 /// The interval of a compare row's change, `[-1.2%, +3.4%]`, or `-`.
 pub fn compare_interval(row: &Row) -> String {
     match (row.ci_low, row.ci_high) {
-        (Some(l), Some(h)) => format!(
-            "[{}, {}]",
-            fmt_change(row.metric, l),
-            fmt_change(row.metric, h)
-        ),
+        (Some(l), Some(h)) => fmt_interval(row.metric, l, h),
         _ => "-".to_owned(),
     }
+}
+
+/// An interval of changes, `[-1.2%, +3.4%]`.
+pub fn fmt_interval(m: Metric, lo: f64, hi: f64) -> String {
+    format!("[{}, {}]", fmt_change(m, lo), fmt_change(m, hi))
+}
+
+/// A history change point's levels, change with its interval and p, and whether the newest
+/// build is still past it: `200.0 ms → 300.0 ms, +50.0% [+41.0%, +59.1%], p 0.0002`.
+pub fn change_point_text(m: Metric, c: &ChangePoint) -> String {
+    format!(
+        "{} → {}, {} {}, p {:.4}{}",
+        fmt_value(m, c.before),
+        fmt_value(m, c.after),
+        fmt_change(m, c.change),
+        fmt_interval(m, c.ci_low, c.ci_high),
+        c.p,
+        if c.still_past {
+            "; latest build still past it"
+        } else {
+            ""
+        }
+    )
 }
 
 /// `analyze compare`: one case per row; rows a partly-valid run could not measure are
@@ -634,23 +653,7 @@ pub fn history(r: &HistoryReport) -> Gate {
             let changes: Vec<String> = s
                 .change_points
                 .iter()
-                .map(|c| {
-                    format!(
-                        "since {}: {} → {} ({} [{}, {}], p {:.4}){}",
-                        c.build,
-                        fmt_value(s.metric, c.before),
-                        fmt_value(s.metric, c.after),
-                        fmt_change(s.metric, c.change),
-                        fmt_change(s.metric, c.ci_low),
-                        fmt_change(s.metric, c.ci_high),
-                        c.p,
-                        if c.still_past {
-                            ", latest build still past it"
-                        } else {
-                            ""
-                        }
-                    )
-                })
+                .map(|c| format!("since {}: {}", c.build, change_point_text(s.metric, c)))
                 .collect();
             let message = match s.latest {
                 Latest::Untested => format!(
@@ -679,10 +682,9 @@ pub fn history(r: &HistoryReport) -> Gate {
                         .map_or(String::new(), |c| c.build.clone()),
                     s.change_points.last().map_or(String::new(), |c| {
                         format!(
-                            "{} [{}, {}]",
+                            "{} {}",
                             fmt_change(s.metric, c.change),
-                            fmt_change(s.metric, c.ci_low),
-                            fmt_change(s.metric, c.ci_high)
+                            fmt_interval(s.metric, c.ci_low, c.ci_high)
                         )
                     }),
                 ],

@@ -145,15 +145,7 @@ pub fn page(r: &HistoryReport, all: bool) -> (String, Vec<Figure>) {
         html.push_str("<p>No series has a change point.</p>");
     }
     for f in &figures {
-        let _ = write!(
-            html,
-            "<figure id=\"fig-{}\" data-figure=\"{}\" data-points=\"{}\">{}<figcaption>{}</figcaption></figure>",
-            f.id,
-            f.id,
-            f.points,
-            f.svg,
-            esc(&f.caption)
-        );
+        html.push_str(&f.html());
     }
     html.push_str(
         "<table><tr><th>operation</th><th>metric</th><th>latest</th><th>change points</th></tr>",

@@ -124,15 +124,7 @@ pub fn report(runs: &[&Path], allow_invalid: bool) -> Result<Report> {
         let _ = write!(html, "<p class=absent>Not drawn: {}.</p>", esc(a));
     }
     for f in &figures {
-        let _ = write!(
-            html,
-            "<figure id=\"fig-{}\" data-figure=\"{}\" data-points=\"{}\">{}<figcaption>{}</figcaption></figure>",
-            f.id,
-            f.id,
-            f.points,
-            f.svg,
-            esc(&f.caption)
-        );
+        html.push_str(&f.html());
     }
     html.push_str("<h2>Percentiles</h2>");
     for (i, l) in loaded.iter().enumerate() {

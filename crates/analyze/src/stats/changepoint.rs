@@ -153,10 +153,6 @@ fn shuffle(v: &mut [f64], rng: &mut Rng) {
 mod tests {
     use super::*;
 
-    fn normal(rng: &mut Rng) -> f64 {
-        (-2.0 * rng.unit().ln()).sqrt() * (std::f64::consts::TAU * rng.unit()).cos()
-    }
-
     const SET: Settings = Settings {
         alpha: 0.01,
         permutations: 999,
@@ -205,13 +201,13 @@ mod tests {
             let mut rng = Rng::new(1000 + seed);
             let at = 5 + (seed as usize % 10);
             let shifted: Vec<f64> = (0..20)
-                .map(|i| 0.05 * normal(&mut rng) + if i >= at { 0.14 } else { 0.0 })
+                .map(|i| 0.05 * rng.normal() + if i >= at { 0.14 } else { 0.0 })
                 .collect();
             let f = e_divisive(&shifted, &SET, seed);
             if f.iter().any(|c| c.at.abs_diff(at) <= 1) {
                 hits += 1;
             }
-            let flat: Vec<f64> = (0..20).map(|_| 0.05 * normal(&mut rng)).collect();
+            let flat: Vec<f64> = (0..20).map(|_| 0.05 * rng.normal()).collect();
             if !e_divisive(&flat, &SET, seed).is_empty() {
                 false_alarms += 1;
             }

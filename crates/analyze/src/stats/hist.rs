@@ -96,6 +96,11 @@ impl Rng {
         ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
     }
 
+    /// A standard normal draw (Box–Muller, two uniforms).
+    pub fn normal(&mut self) -> f64 {
+        (-2.0 * self.unit().ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
+    }
+
     /// A Poisson(`mean`) draw: inversion (one uniform) below 30, a rounded normal above.
     pub fn poisson(&mut self, mean: f64) -> f64 {
         if mean <= 0.0 {

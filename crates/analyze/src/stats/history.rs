@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::changepoint::{self, Settings};
 use crate::stats::compare::{self, Metric, RunValue, Thresholds};
-use crate::stats::inference::{mean_var, t_quantile};
+use crate::stats::inference::{TTest, mean_var};
 use crate::stats::load::Run;
 use crate::{Error, Result};
 
@@ -521,19 +521,10 @@ pub fn judge(points: &[RunPoint], opts: &HistoryOptions) -> Result<HistoryReport
             let lo = if j == 0 { 0 } else { cuts[j - 1] };
             let hi = cuts.get(j + 1).copied().unwrap_or(raw.level.len());
             let (before, after) = (&raw.level[lo..f.at], &raw.level[f.at..hi]);
-            let (mb, vb) = mean_var(before);
-            let (ma, va) = mean_var(after);
-            let (nb, na) = (before.len() as f64, after.len() as f64);
-            let se2 = vb / nb + va / na;
-            let df = if se2 > 0.0 {
-                se2 * se2
-                    / ((vb / nb).powi(2) / (nb - 1.0).max(1.0)
-                        + (va / na).powi(2) / (na - 1.0).max(1.0))
-            } else {
-                1.0
-            };
-            let half = t_quantile(opts.alpha, df.max(1.0)) * se2.sqrt();
-            let d = ma - mb;
+            // Welch's interval of the difference of the segments' mean levels (compare's test).
+            let t = TTest::welch(before, after, 0.0, 0.0);
+            let (lo, hi) = t.ci(opts.alpha);
+            let (mb, d) = (mean_var(before).0, t.diff);
             let rel = |x: f64| {
                 if raw.metric.is_latency() {
                     x.exp() - 1.0
@@ -560,10 +551,10 @@ pub fn judge(points: &[RunPoint], opts: &HistoryOptions) -> Result<HistoryReport
                 previous: raw.points[f.at - 1].build.clone(),
                 p: f.p,
                 before: unscale(raw.metric, mb),
-                after: unscale(raw.metric, ma),
+                after: unscale(raw.metric, mb + d),
                 change,
-                ci_low: rel(d - half),
-                ci_high: rel(d + half),
+                ci_low: rel(lo),
+                ci_high: rel(hi),
                 kind,
                 still_past,
             });

@@ -562,15 +562,7 @@ fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
     for t in &a.threshold {
         opts.thresholds.set(t)?;
     }
-    for m in &a.skip {
-        let metric = Metric::ALL
-            .into_iter()
-            .find(|x| x.name() == m.trim())
-            .with_context(|| {
-                format!("--skip {m:?}: expected p50, p99, p99.9, mean or error_rate")
-            })?;
-        opts.skip.push(metric);
-    }
+    opts.skip = skipped_metrics(&a.skip)?;
     opts.batch_shift = match a.batch_shift.trim().strip_suffix('%') {
         Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
         None => a.batch_shift.trim().parse::<f64>(),
@@ -601,6 +593,21 @@ fn run_compare(a: &CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode>
     }
     a.gate.write(|| analyze::gate::compare(&r), &inputs, out)?;
     Ok(ExitCode::from(r.exit_code()))
+}
+
+/// `--skip METRIC...` of `compare` and `history`.
+fn skipped_metrics(names: &[String]) -> anyhow::Result<Vec<Metric>> {
+    names
+        .iter()
+        .map(|m| {
+            Metric::ALL
+                .into_iter()
+                .find(|x| x.name() == m.trim())
+                .with_context(|| {
+                    format!("--skip {m:?}: expected p50, p99, p99.9, mean or error_rate")
+                })
+        })
+        .collect()
 }
 
 fn run_capacity(a: &CapacityArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

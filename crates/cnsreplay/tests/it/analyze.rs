@@ -827,14 +827,7 @@ fn io_phase_units_show_in_the_report_timeline_and_qos_and_figures_export_as_png(
 
 /// The Python of the readers' venv (`scripts/install-py-readers.sh`), if installed.
 fn py_readers() -> Option<PathBuf> {
-    let venv = std::env::var_os("CNSREPLAY_PY_VENV").map_or_else(
-        || {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/cnsreplay/venv")
-        },
-        PathBuf::from,
-    );
-    let py = venv.join("bin/python");
+    let py = super::readers_python();
     if py.is_file() {
         return Some(py);
     }

@@ -7,20 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::analyze::{sim_run, skipped, trace};
+use super::analyze::{sim_run, skipped};
 use super::{cnsreplay, ok, s, stdout};
 
 /// The readers' venv Python with junitparser and markdown-it-py; None (a note) when missing,
 /// a failure with CNSREPLAY_REQUIRE_PY=1.
 fn py_gate() -> Option<PathBuf> {
-    let venv = std::env::var_os("CNSREPLAY_PY_VENV").map_or_else(
-        || {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/cnsreplay/venv")
-        },
-        PathBuf::from,
-    );
-    let py = venv.join("bin/python");
+    let py = super::readers_python();
     let has = Command::new(&py)
         .args(["-c", "import junitparser, markdown_it"])
         .output()
@@ -93,19 +86,6 @@ fn python_json(py: &Path, script: &str, arg: &Path) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).expect("python json")
 }
 
-/// 300 attaches at 1000/s (0.3 s).
-fn attaches(dir: &Path) -> PathBuf {
-    let events: Vec<(u64, String)> = (0..300u64)
-        .map(|i| {
-            (
-                i * 1_000_000,
-                format!(r#""attach":{{"workload":"w{i}","volumes":[]}}"#),
-            )
-        })
-        .collect();
-    trace(dir, "attach.jsonl", &events)
-}
-
 /// Fourteen builds of two sim runs each, attach 200 ms up to build 7 and 300 ms from build 8
 /// (fewer builds on a side could not be significant: a permutation test over n builds with k
 /// after the change has no p below 2 / C(n, k)): the history names build 8 (exit 1, the
@@ -117,7 +97,8 @@ fn attaches(dir: &Path) -> PathBuf {
 fn history_names_the_build_where_attach_slowed_and_junit_and_markdown_are_read_by_real_tools() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let t = attaches(d);
+    // 300 attaches at 1000/s (0.3 s).
+    let t = super::attach_trace(d, 300, 1_000_000);
     let mut runs: Vec<Vec<PathBuf>> = Vec::new();
     for build in 1..=14u32 {
         let median = if build >= 8 { "300ms" } else { "200ms" };

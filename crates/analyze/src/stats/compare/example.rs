@@ -19,10 +19,6 @@ pub const RUNS_PER_BATCH: usize = 4;
 /// Attaches per run.
 pub const EVENTS: u64 = 600;
 
-fn normal(rng: &mut Rng) -> f64 {
-    (-2.0 * rng.unit().ln()).sqrt() * (std::f64::consts::TAU * rng.unit()).cos()
-}
-
 /// Writes the trace and the runs under `dir`: `base-DAY-I` (3 batches) and `new-4-I`.
 /// Returns (base runs, new runs), each in start order.
 pub fn write_aa_batches(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
@@ -44,16 +40,16 @@ pub fn write_aa_batches(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let mut rng = Rng::new(2026);
     let (mut base, mut new) = (Vec::new(), Vec::new());
     for day in 1..=4u32 {
-        let batch = (0.03 * normal(&mut rng)).exp();
+        let batch = (0.03 * rng.normal()).exp();
         for i in 0..RUNS_PER_BATCH {
             let side = if day < 4 { "base" } else { "new" };
             let run = dir.join(format!("{side}-{day}-{i}"));
             fs_err::create_dir_all(&run)?;
-            let slow = batch * (0.1 * normal(&mut rng)).exp();
+            let slow = batch * (0.1 * rng.normal()).exp();
             let mut events = String::new();
             for id in 1..=EVENTS {
                 let at = (id - 1) * 10_000_000;
-                let service = (200e6 * slow * (0.3 * normal(&mut rng)).exp()) as u64;
+                let service = (200e6 * slow * (0.3 * rng.normal()).exp()) as u64;
                 let mut r = EventRecord::ok(id, OpType::Attach, at, at, at + service.max(1));
                 if rng.unit() < 0.002 {
                     r.outcome = Outcome::Error;

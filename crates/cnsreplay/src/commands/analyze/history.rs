@@ -6,8 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use analyze::compare::Metric;
-use analyze::gate::{fmt_change, fmt_value};
+use analyze::gate::{change_point_text, fmt_value};
 use analyze::history::{HistoryOptions, Latest, Order};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -110,15 +109,7 @@ pub(super) fn run(a: &HistoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     for t in &a.threshold {
         opts.thresholds.set(t)?;
     }
-    for m in &a.skip {
-        let metric = Metric::ALL
-            .into_iter()
-            .find(|x| x.name() == m.trim())
-            .with_context(|| {
-                format!("--skip {m:?}: expected p50, p99, p99.9, mean or error_rate")
-            })?;
-        opts.skip.push(metric);
-    }
+    opts.skip = super::skipped_metrics(&a.skip)?;
     let inputs: Vec<&Path> = a.inputs.iter().map(PathBuf::as_path).collect();
     a.gate.check(a.json, &inputs)?;
     if let Some(h) = &a.html {
@@ -182,26 +173,12 @@ fn write_history(r: &analyze::history::HistoryReport, out: &mut dyn Write) -> st
                 .change_points
                 .iter()
                 .map(|c| {
-                    format!(
-                        "{} at {} ({} → {}, {} [{}, {}], p {:.4}{})",
-                        match c.kind {
-                            analyze::history::Change::Regression => "REGRESSION",
-                            analyze::history::Change::Improvement => "improvement",
-                            analyze::history::Change::Small => "small change",
-                        },
-                        c.build,
-                        fmt_value(s.metric, c.before),
-                        fmt_value(s.metric, c.after),
-                        fmt_change(s.metric, c.change),
-                        fmt_change(s.metric, c.ci_low),
-                        fmt_change(s.metric, c.ci_high),
-                        c.p,
-                        if c.still_past {
-                            "; latest build still past it"
-                        } else {
-                            ""
-                        }
-                    )
+                    let kind = match c.kind {
+                        analyze::history::Change::Regression => "REGRESSION",
+                        analyze::history::Change::Improvement => "improvement",
+                        analyze::history::Change::Small => "small change",
+                    };
+                    format!("{kind} at {} ({})", c.build, change_point_text(s.metric, c))
                 })
                 .collect::<Vec<_>>()
                 .join("; "),

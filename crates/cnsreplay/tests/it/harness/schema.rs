@@ -6,18 +6,25 @@ use std::process::Command;
 
 use super::cli::workspace;
 
+/// The Python of the readers' venv (`scripts/install-py-readers.sh`:
+/// `$HOME/.cache/cnsreplay/venv`, or `CNSREPLAY_PY_VENV`), whether or not it exists.
+pub(crate) fn readers_python() -> PathBuf {
+    std::env::var_os("CNSREPLAY_PY_VENV")
+        .map_or_else(
+            || {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                    .join(".cache/cnsreplay/venv")
+            },
+            PathBuf::from,
+        )
+        .join("bin/python")
+}
+
 /// A Python with the `jsonschema` package: the readers' venv (scripts/install-py-readers.sh)
 /// or the system's `python3`; `None` (and a note) when neither has it, a failure with
 /// `CNSREPLAY_REQUIRE_PY=1`.
 pub(crate) fn python_with_jsonschema() -> Option<PathBuf> {
-    let venv = std::env::var_os("CNSREPLAY_PY_VENV").map_or_else(
-        || {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/cnsreplay/venv")
-        },
-        PathBuf::from,
-    );
-    let found = [venv.join("bin/python"), PathBuf::from("python3")]
+    let found = [readers_python(), PathBuf::from("python3")]
         .into_iter()
         .find(|py| {
             Command::new(py)
