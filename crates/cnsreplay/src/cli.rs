@@ -111,8 +111,9 @@ pub enum Command {
     Convert(ConvertArgs),
     /// Replay a trace open-loop against a provider and record every latency in a run
     /// directory. Every run ends with a verdict: `valid`, `partly-valid` (valid for some op
-    /// types; the tool's delay is too large against the others' latencies), `not-judged` (too
-    /// few events to tell), `engine-bound` (the tool limited it), `incomplete` or `failed`
+    /// types; the others' figures may be more than 5 % the tool's own delay, reported with
+    /// their bounds), `imprecise` (so for every op type), `not-judged` (too few events to
+    /// tell), `engine-bound` (the tool did not keep the schedule), `incomplete` or `failed`
     /// (every operation failed). Exits 0 when complete, 1 when
     /// interrupted or when every operation failed, 2 when it could not run, 4 with
     /// `--require-valid` when the verdict is not `valid`.

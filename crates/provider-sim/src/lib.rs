@@ -54,6 +54,7 @@ use trace_format::{Event, OpType};
 
 mod dist;
 pub use dist::{Latency, Stall};
+pub mod preset;
 
 /// Errors of the sim provider's configuration.
 #[derive(Debug, thiserror::Error)]

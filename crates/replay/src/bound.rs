@@ -29,6 +29,10 @@ use hdrhistogram::Histogram;
 
 use crate::record::{Percentiles, ToolBound};
 
+/// Fewest samples of a delay's distribution for a bound to rest on it (as a lateness p99
+/// check needs 100 values behind it: `--validity min.events`'s default).
+pub const MIN_SAMPLES: u64 = 100;
+
 /// A delay the engine sees only as a distribution, not per event: a fraction of the events
 /// had more than `level` ns of it, for each `(fraction, level)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,10 +44,11 @@ pub struct Unseen {
 }
 
 impl Unseen {
-    /// From a measured delay distribution (`None` when nothing was measured: then no bound
-    /// can be given).
+    /// From a measured delay distribution (`None` with fewer than [`MIN_SAMPLES`] values:
+    /// then no bound can be given — a short run's handful of probes says nothing of the
+    /// delay's tail).
     pub fn of(p: &Percentiles) -> Option<Self> {
-        (p.count > 0).then(|| Self {
+        (p.count >= MIN_SAMPLES).then(|| Self {
             levels: [
                 (0.01, p.p99),
                 (0.001, p.p999),

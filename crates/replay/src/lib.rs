@@ -64,7 +64,7 @@ pub use live::Live;
 pub use provider::{ClientThrottling, OpCtx, Provider, ProviderError, RunInfo, SnapshotTimeline};
 pub use record::{
     CompletionState, EventRecord, IoBackend, IoPhaseBackend, IoSplit, OpSummary, Outcome,
-    Percentiles, Phase, Retry, Summary,
+    Percentiles, Phase, Retry, Summary, ToolBound,
 };
 pub use rundir::{Labels, Manifest, RunDir, parse_labels};
 pub use streams::{IoStream, IoStreamReport, StreamFidelity, Submit};

@@ -230,15 +230,16 @@ fn severity(v: Verdict) -> u8 {
         Verdict::Valid => 0,
         Verdict::NotJudged => 1,
         Verdict::PartlyValid => 2,
-        Verdict::EngineBound => 3,
-        Verdict::Failed => 4,
-        Verdict::Incomplete => 5,
+        Verdict::Imprecise => 3,
+        Verdict::EngineBound => 4,
+        Verdict::Failed => 5,
+        Verdict::Incomplete => 6,
     }
 }
 
 /// The worst part's verdict, each check's message prefixed with that part's directory; for
-/// a `partly-valid` worst, the op types any partly-valid part judged engine-bound are
-/// engine-bound in the merged run too.
+/// a `partly-valid` or `imprecise` worst, the op types any such part judged imprecise are
+/// imprecise in the merged run too (and with none left valid, the merged run is imprecise).
 fn worst_validity(runs: &[PathBuf], validities: &[Option<Validity>]) -> Option<Validity> {
     let (idx, worst) = validities
         .iter()
@@ -255,23 +256,25 @@ fn worst_validity(runs: &[PathBuf], validities: &[Option<Validity>]) -> Option<V
     for o in merged.ops.iter_mut().filter(|o| !o.evidence.is_empty()) {
         o.evidence = format!("{run}: {}", o.evidence);
     }
-    if merged.verdict == Verdict::PartlyValid {
+    let sized = |v: Verdict| matches!(v, Verdict::PartlyValid | Verdict::Imprecise);
+    if sized(merged.verdict) {
         for (i, (r, v)) in runs.iter().zip(validities).enumerate() {
-            let Some(v) = v
-                .as_ref()
-                .filter(|v| i != idx && v.verdict == Verdict::PartlyValid)
-            else {
+            let Some(v) = v.as_ref().filter(|v| i != idx && sized(v.verdict)) else {
                 continue;
             };
-            for o in v.ops_judged(Verdict::EngineBound) {
+            for o in v.imprecise_ops() {
                 let mut o = o.clone();
                 o.evidence = format!("{}: {}", r.display(), o.evidence);
                 match merged.ops.iter_mut().find(|x| x.op == o.op) {
-                    Some(x) if x.verdict != Verdict::EngineBound => *x = o,
+                    Some(x) if x.verdict == Verdict::Valid => *x = o,
                     Some(_) => {}
                     None => merged.ops.push(o),
                 }
             }
+        }
+        // Every op type imprecise in some part: the merged run is imprecise as a whole.
+        if !merged.ops.iter().any(|o| o.verdict == Verdict::Valid) {
+            merged.verdict = Verdict::Imprecise;
         }
     }
     Some(merged)
@@ -334,10 +337,11 @@ mod tests {
                     p99_limit_ns: 1,
                     p999_limit_ns: 1,
                     verdict: if bound.contains(op) {
-                        Verdict::EngineBound
+                        Verdict::Imprecise
                     } else {
                         Verdict::Valid
                     },
+                    tool_ratio: None,
                     evidence: if bound.contains(op) {
                         format!("{op} late")
                     } else {
@@ -374,7 +378,7 @@ mod tests {
         let w = worst_validity(&runs, &v).expect("a verdict");
         assert_eq!(w.verdict, Verdict::PartlyValid);
         let bound: Vec<(&str, &str)> = w
-            .ops_judged(Verdict::EngineBound)
+            .ops_judged(Verdict::Imprecise)
             .map(|o| (o.op.as_str(), o.evidence.as_str()))
             .collect();
         assert_eq!(
@@ -385,5 +389,12 @@ mod tests {
             ]
         );
         assert_eq!(w.valid_ops(), "attach");
+        // Between them the parts leave no op type valid: the merged run is imprecise.
+        let v = [
+            Some(validity(Verdict::PartlyValid, &["cordon_node", "attach"])),
+            Some(validity(Verdict::PartlyValid, &["resize"])),
+        ];
+        let w = worst_validity(&runs[..2], &v).expect("a verdict");
+        assert_eq!(w.verdict, Verdict::Imprecise, "{w:#?}");
     }
 }

@@ -20,18 +20,20 @@
 //! ten times that for a p99.9. A percentile with fewer than 100 values behind it (1000 for a
 //! p99.9) is *not judged*, and says so: with 44 events a p99 is one hiccup.
 //!
-//! The tool's delay matters in proportion to what it delays, so each op type is also judged on
-//! its own ([`ops`]): the lateness against 1 % of *its* median. A run where the lateness only
-//! sinks the fastest op types (1 ms of scheduler noise against a 0.9 ms `delete_snapshot`, not
-//! against a 30 ms attach) is `partly-valid`, naming both sides, rather than refused whole.
+//! The tool's delay matters in proportion to what it delays, so each op type is judged on its
+//! own ([`ops`]) by the size of what the tool could have done to its figures: the tool error
+//! bound of every percentile it reports (module `bound`) within `tool` (5 %) of the figure is
+//! `valid`, beyond it `imprecise`, with the size (without a bound: its lateness against 1 % of
+//! *its* median). A lateness check past its limit fails as `imprecise`, not `engine-bound`:
+//! what it did to the figures is in their bounds, and those decide.
 //!
 //! The verdict: `incomplete` when the run stopped early; `failed` when every provider
-//! operation failed (nothing but errors was measured); `engine-bound` when any engine check
-//! failed (lateness p99 / p99.9, dispatch rate over the run or a window, runtime workers
-//! saturated, client-side throttling reported by the provider) — `partly-valid` instead when
-//! only lateness checks failed and some op type's own limits held; `not-judged` when none
-//! failed but no timing check had enough events to judge; else `valid`. Defaults and the reasoning
-//! behind them are in `docs/replay.md` (Run validity).
+//! operation failed (nothing but errors was measured); `engine-bound` when the engine did not
+//! keep the schedule (dispatch rate over the run or a window), its workers were saturated, the
+//! provider's client throttled, or a stream dropped, reordered or issued late; else from the
+//! op types: `partly-valid` when some are `valid` and some `imprecise`, `imprecise` when none
+//! is `valid`, `valid` when all are; `not-judged` when nothing was judged. Defaults and the
+//! reasoning behind them are in `docs/replay.md` (Run validity).
 
 use crate::record::stream::StreamFidelity;
 use crate::record::{ClientThrottling, CompletionState, Percentiles};
@@ -143,6 +145,9 @@ pub struct Measured<'a> {
     /// smallest is the reference of the run's scaled limits when none is given, and each is
     /// its own op type's ([`Validity::ops`]).
     pub medians: Vec<(&'a str, u64)>,
+    /// The latency blocks each op type reports, with their tool bounds (`tool_ns`, module
+    /// `bound`): what its verdict is judged by ([`ops`]); `io_phase I/O` for the I/O split.
+    pub reported: Vec<Reported<'a>>,
     /// Dispatch rate, when enough windows had enough events.
     pub rate: Option<&'a DispatchRate>,
     /// Mean busy fraction of the runtime's workers over the run.
@@ -153,6 +158,16 @@ pub struct Measured<'a> {
     pub streams: &'a [StreamFidelity],
     /// The machine's steal over the run's clock ([`host`]).
     pub host_steal_ns: Option<u64>,
+}
+
+/// An op type's reported latency blocks (`response`, `service`; for `io_phase I/O` the I/O
+/// split), each with its tool bound when one was measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Reported<'a> {
+    /// The op type, as in [`Measured::medians`], or [`IO_PHASE_IO`].
+    pub op: &'a str,
+    /// `(name, block)`.
+    pub blocks: [(&'static str, &'a Percentiles); 2],
 }
 
 /// The checks of a run as they are made.
@@ -185,17 +200,33 @@ impl Checks {
 
     /// A timing check (it counts for `not-judged`).
     fn timing(&mut self, name: &str, passed: bool, value: (f64, f64, &str), message: String) {
+        self.timing_as(name, passed, Verdict::EngineBound, value, message);
+    }
+
+    /// A timing check failing as `fails_as`.
+    fn timing_as(
+        &mut self,
+        name: &str,
+        passed: bool,
+        fails_as: Verdict,
+        value: (f64, f64, &str),
+        message: String,
+    ) {
         self.timing_judged = true;
-        self.add(name, passed, Verdict::EngineBound, value, message);
+        self.add(name, passed, fails_as, value, message);
     }
 
     /// The p99 and p99.9 checks of one lateness (`what`: `start lateness`, …; `population`:
     /// `events that did not wait`, …): each judged only with `min_events` (p99) or ten
     /// times as many (p99.9) values behind it, else recorded as not judged, in words.
     /// `share_of`: the measured latency a judged value is also said as a share of (with a
-    /// given reference, whose limits say nothing of what was measured).
+    /// given reference, whose limits say nothing of what was measured). `fails_as`:
+    /// `imprecise` for the delays the op types' bounds take in (their verdicts decide), else
+    /// `engine-bound` (a stream's issue lateness: a stream has no bound).
+    #[allow(clippy::too_many_arguments)]
     fn lateness(
         &mut self,
+        fails_as: Verdict,
         prefix: &str,
         what: &str,
         population: &str,
@@ -233,7 +264,7 @@ impl Checks {
                     check: name,
                     passed: true,
                     judged: false,
-                    fails_as: Verdict::EngineBound,
+                    fails_as,
                     value: v.0,
                     limit: v.1,
                     unit: v.2.to_owned(),
@@ -255,9 +286,10 @@ impl Checks {
                     )
                 })
                 .unwrap_or_default();
-            self.timing(
+            self.timing_as(
                 &name,
                 value <= limit,
+                fails_as,
                 v,
                 format!(
                     "{what} {pct} {} (limit {}) over {} {population}{share}",
@@ -294,6 +326,7 @@ fn stream_checks(f: &StreamFidelity, o: &ValidityOptions, c: &mut Checks) {
     let measured = (f.service.count > 0).then_some(("I/O", f.service.p50));
     let limits = o.limits(measured);
     c.lateness(
+        Verdict::EngineBound,
         "io_stream.lateness",
         &format!("volume {v:?}: issue lateness"),
         &format!(
@@ -369,6 +402,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
     // said as a share of the smallest measured median.
     let share_of = o.reference_ns.and(reference);
     c.lateness(
+        Verdict::Imprecise,
         "start_lateness",
         "start lateness",
         "events that did not wait",
@@ -377,6 +411,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         share_of,
     );
     c.lateness(
+        Verdict::Imprecise,
         "resume_lateness",
         "resume lateness (provider call after the wait ended)",
         "events that waited",
@@ -385,6 +420,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         share_of,
     );
     c.lateness(
+        Verdict::Imprecise,
         "completion_lateness",
         "completion lateness (a woken task run by the runtime)",
         "probes",
@@ -396,6 +432,7 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         let io = (service.count > 0).then_some(("iogen I/O", service.p50));
         let io_limits = o.limits(io);
         c.lateness(
+            Verdict::Imprecise,
             "io_phase.lateness",
             "iogen issue lateness",
             "I/Os of io_phase units",
@@ -493,23 +530,24 @@ pub fn judge(m: &Measured<'_>, o: &ValidityOptions) -> Validity {
         timing_judged,
     } = c;
     let ops = ops::judge_ops(m, o, &checks);
-    let mut verdict = [Verdict::Incomplete, Verdict::Failed, Verdict::EngineBound]
+    let has = |v: Verdict| ops.iter().any(|op| op.verdict == v);
+    let verdict = [Verdict::Incomplete, Verdict::Failed, Verdict::EngineBound]
         .into_iter()
         .find(|v| checks.iter().any(|c| !c.passed && c.fails_as == *v))
-        .unwrap_or(if timing_judged {
-            Verdict::Valid
-        } else {
-            Verdict::NotJudged
+        .unwrap_or_else(|| {
+            // A lateness past its limit with no op type to size it against is imprecise.
+            let late = checks
+                .iter()
+                .any(|c| !c.passed && c.fails_as == Verdict::Imprecise);
+            match (has(Verdict::Valid), has(Verdict::Imprecise)) {
+                (true, true) => Verdict::PartlyValid,
+                (false, true) => Verdict::Imprecise,
+                _ if late && ops.is_empty() => Verdict::Imprecise,
+                (true, false) => Verdict::Valid,
+                (false, false) if timing_judged => Verdict::Valid,
+                (false, false) => Verdict::NotJudged,
+            }
         });
-    if verdict == Verdict::EngineBound
-        && checks
-            .iter()
-            .filter(|c| !c.passed)
-            .all(|c| ops::is_lateness(&c.check))
-        && ops.iter().any(|op| op.verdict == Verdict::Valid)
-    {
-        verdict = Verdict::PartlyValid;
-    }
     Validity {
         verdict,
         checks,
@@ -572,6 +610,7 @@ mod tests {
             completion_lateness: none,
             io_lateness: None,
             medians: vec![("attach", 1_000_000_000)],
+            reported: Vec::new(),
             rate: None,
             workers_busy: Some(0.1),
             throttling: &[],
@@ -648,13 +687,14 @@ mod tests {
             "start lateness p99 not judged: 44 events that did not wait, fewer than the 100 a \
              p99 needs (measured 17.000 ms, limit 10.000 ms)"
         );
-        // The same lateness over 100 events is judged, and fails.
+        // The same lateness over 100 events is judged, and fails: without a bound to size
+        // it, the attach's numbers are imprecise (the schedule was kept: not engine-bound).
         let judged = Percentiles {
             count: 100,
             ..hiccup
         };
         let v = judge(&measured(&judged, &none), &o);
-        assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
+        assert_eq!(v.verdict, Verdict::Imprecise, "{v:#?}");
         // And a p99.9 needs 1000.
         assert!(v.not_judged().any(|c| c.check == "start_lateness.p99.9"));
     }
@@ -689,7 +729,7 @@ mod tests {
         // The attach holds its own limits: only the I/O's numbers are the tool's.
         assert_eq!(v.verdict, Verdict::PartlyValid, "{v:#?}");
         let io = v.ops.iter().find(|x| x.op == IO_PHASE_IO).expect("io");
-        assert_eq!(io.verdict, Verdict::EngineBound, "{v:#?}");
+        assert_eq!(io.verdict, Verdict::Imprecise, "{v:#?}");
         let c = v
             .failed()
             .find(|c| c.check == "io_phase.lateness.p99")
@@ -725,14 +765,16 @@ mod tests {
             completion_lateness: &none,
             io_lateness: None,
             medians: Vec::new(),
+            reported: Vec::new(),
             rate: None,
             workers_busy: Some(0.2),
             throttling: &[],
             streams: &[],
             host_steal_ns: Some(30_000_000),
         };
+        // A lateness past its limit with no op type to size it against: imprecise.
         let v = judge(&m, &o);
-        assert_eq!(v.verdict, Verdict::EngineBound);
+        assert_eq!(v.verdict, Verdict::Imprecise);
         assert_eq!(
             v.failed().map(|c| c.check.as_str()).collect::<Vec<_>>(),
             ["start_lateness.p99"]

@@ -276,6 +276,12 @@ pub fn compare_verdict(r: &CompareReport, row: &Row) -> String {
         Verdict::Regression => "REGRESSION".to_owned(),
         Verdict::Improvement => "improvement".to_owned(),
         Verdict::NoChange => "no change".to_owned(),
+        Verdict::Inconclusive if row.tool_undecided => format!(
+            "inconclusive (the tool's own delay could have made it: tool ≤ {:.1} % base, \
+             {:.1} % new)",
+            row.tool_base.unwrap_or(0.0) * 100.0,
+            row.tool_new.unwrap_or(0.0) * 100.0
+        ),
         Verdict::Inconclusive => match row.runs_needed {
             Some(n) if r.design.kind == DesignKind::BatchBaseline => {
                 format!("inconclusive ({n} runs a side, in batches, would decide it)")
@@ -351,6 +357,7 @@ pub fn compare(r: &CompareReport) -> Gate {
             _ => compare_verdict(r, row),
         };
         let runs = match (row.verdict, row.runs_needed) {
+            (Verdict::Inconclusive, _) if row.tool_undecided => "a quieter host".to_owned(),
             (Verdict::Inconclusive, Some(n)) => format!("{n} a side"),
             (Verdict::Inconclusive, None) if row.df > 0.0 => "more cannot decide".to_owned(),
             _ => String::new(),

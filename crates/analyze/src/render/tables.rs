@@ -12,10 +12,26 @@ use crate::stats::modify::{self, ModifyEffect};
 use crate::stats::summary::RunSummary;
 
 fn pct_cells(p: &Percentiles) -> String {
+    let b = p.tool_ns.map(|b| [b.p50, b.p90, b.p99, b.p999, b.max]);
     [p.p50, p.p90, p.p99, p.p999, p.max]
         .iter()
-        .map(|&v| format!("<td>{}</td>", fmt_ns(v as f64)))
+        .enumerate()
+        .map(|(i, &v)| cell(v, b.map(|b| b[i])))
         .collect()
+}
+
+/// A figure's cell, with the tool's error bound under it when there is one (`tool_ns`: the
+/// most the tool's own delay could have added to the figure; docs/replay.md).
+fn cell(v: u64, bound: Option<u64>) -> String {
+    match bound {
+        Some(b) => format!(
+            "<td>{}<br><small class=tool title=\"the most the tool's own delay could have \
+             added\">≤ {}</small></td>",
+            fmt_ns(v as f64),
+            fmt_ns(b as f64)
+        ),
+        None => format!("<td>{}</td>", fmt_ns(v as f64)),
+    }
 }
 
 /// Run `i` of `n`: its header line, the per-op-type table and its I/O streams' table.
@@ -73,9 +89,11 @@ pub(crate) fn table(i: usize, n: usize, s: &RunSummary) -> String {
         } else {
             String::new()
         };
+        let sb = o.service.tool_ns.map(|b| [b.p50, b.p99, b.max]);
         let service: String = [o.service.p50, o.service.p99, o.service.max]
             .iter()
-            .map(|&v| format!("<td>{}</td>", fmt_ns(v as f64)))
+            .enumerate()
+            .map(|(i, &v)| cell(v, sb.map(|b| b[i])))
             .collect();
         let _ = write!(
             h,
@@ -92,6 +110,12 @@ pub(crate) fn table(i: usize, n: usize, s: &RunSummary) -> String {
         );
     }
     h.push_str("</table>");
+    if s.ops.values().any(|o| o.response.tool_ns.is_some()) {
+        h.push_str(
+            "<p class=note>“≤ …” under a figure: the tool's error bound, the most its own \
+             delay could have added to that figure (docs/replay.md, The tool's error bound).</p>",
+        );
+    }
     if !s.io_streams.is_empty() {
         h.push_str(
             "<table><tr><th>I/O stream</th><th>requests</th><th>dropped</th><th>reordered</th>\

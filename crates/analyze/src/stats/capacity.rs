@@ -9,7 +9,9 @@
 //! above it, which failed, with its reasons. The report states that bracket and its width
 //! (the *resolution*), and, where runs both passed and failed, the rate passing 90 % of runs
 //! with its 95 % interval from a logistic fit over every run ([`crate::passprob`], as
-//! `cnsreplay capacity` reports it).
+//! `cnsreplay capacity` reports it). A point not decided (an SLO missed within the tool's
+//! error bound of its figure) ends the passing run of points like a failure, is named as
+//! not decided, and is left out of the fit.
 
 use std::path::{Path, PathBuf};
 
@@ -134,11 +136,19 @@ pub fn capacity(dir: &Path, slos: &[Slo], opts: &PointOptions) -> Result<Capacit
         ),
         None => format!("No run of the sweep passes ({slo_text}, throughput kept up, valid)"),
     };
+    let did_not = |l: &PointEval| {
+        if l.decided {
+            "it did not"
+        } else {
+            "it is not decided whether it did"
+        }
+    };
     match (limit, resolution) {
         (Some(l), Some(r)) => answer.push_str(&format!(
-            "; at {:.2} ops/s it did not ({}). The maximum lies in [{:.2}, {:.2}) ops/s: \
+            "; at {:.2} ops/s {} ({}). The maximum lies in [{:.2}, {:.2}) ops/s: \
              resolution {:.1} %; sweep finer between them for a sharper answer.",
             offered(l),
+            did_not(l),
             l.reasons.join("; "),
             max_rate.unwrap_or(0.0),
             offered(l),
@@ -155,8 +165,11 @@ pub fn capacity(dir: &Path, slos: &[Slo], opts: &PointOptions) -> Result<Capacit
             " at every rate swept: the maximum is above the sweep, which gives only a lower bound.",
         ),
     }
+    // A point not decided (an SLO missed within the tool's bound) is neither a pass nor a
+    // failure of the fit.
     let fit: Vec<(f64, bool)> = points
         .iter()
+        .filter(|p| p.decided)
         .map(|p| (offered(p), p.pass))
         .filter(|r| r.0 > 0.0)
         .collect();

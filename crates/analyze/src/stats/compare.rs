@@ -29,6 +29,7 @@ use crate::{Error, Result};
 pub mod design;
 pub mod example;
 mod judge;
+mod tool;
 
 pub use design::{Design, DesignKind};
 pub use judge::{DRIFT_ALPHA, MAX_RUNS, POWER};
@@ -348,6 +349,18 @@ pub struct Row {
     /// Error rate: failed and events, base then new, pooled over the runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts: Option<(u64, u64, u64, u64)>,
+    /// The most the tool's own delay could have added to the base side's value, relative
+    /// (its runs' largest `tool_ns` ÷ figure, from `summary.json`); absent when some run
+    /// has no bound for this row (module `tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_base: Option<f64>,
+    /// Likewise for the new side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_new: Option<f64>,
+    /// Whether the row is inconclusive because the sides' tool bounds could have made its
+    /// verdict (a quieter host decides it, not more runs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tool_undecided: bool,
 }
 
 /// `analyze compare --json`.
@@ -380,8 +393,10 @@ pub struct CompareReport {
     pub rows: Vec<Row>,
     /// Rows (`op metric`) missing from some run, so not compared.
     pub unmatched: Vec<String>,
-    /// Op types a `partly-valid` run measured within reach of the tool's own delay
-    /// (`op: run: evidence`): their rows are not judged, and keep the exit code at 3.
+    /// Op types a run calls imprecise with no tool bound to weigh them by (`op: run:
+    /// evidence`; runs from before the bounds said `engine-bound`): their rows are not
+    /// judged, and keep the exit code at 3. Imprecise op types with bounds are judged, and
+    /// their rows weighed by them (`Row::tool_undecided`).
     #[serde(default)]
     pub engine_bound: Vec<String>,
     /// Rows tested (not insufficient data, variance known): Holm's family size.
@@ -455,11 +470,12 @@ pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Resu
         runs.iter().map(run_values).collect()
     };
     let (bv, nv) = (values(&b)?, values(&n)?);
-    // Op types a partly-valid run could not measure: their rows are left out, and said.
+    // Op types a run calls imprecise without a bound to weigh them by: their rows are left
+    // out, and said.
     let mut engine_bound = Vec::new();
     let mut bound_ops = BTreeSet::new();
     for r in b.iter().chain(&n) {
-        for (op, why) in r.engine_bound_ops() {
+        for (op, why) in r.unsized_ops() {
             engine_bound.push(format!("{op}: {}: {why}", r.path.display()));
             bound_ops.insert(op);
         }
@@ -494,14 +510,22 @@ pub fn compare(base: &[PathBuf], new: &[PathBuf], opts: &CompareOptions) -> Resu
     };
     let design = design::detect(&started(&b), &started(&n), opts.batch_shift);
     let mut r = judge(&samples, &design, opts);
+    let run_ids = |runs: &[Run]| -> BTreeSet<String> {
+        runs.iter().map(|x| x.manifest.run_id.clone()).collect()
+    };
+    if run_ids(&b) == run_ids(&n) && b.len() == n.len() {
+        judge::identical(&mut r);
+    } else {
+        tool::weigh_report(&mut r, &b, &n);
+    }
     r.base = paths(base);
     r.new = paths(new);
     r.same_trace = same_trace;
     r.unmatched = unmatched;
     if !engine_bound.is_empty() {
         r.notes.push(format!(
-            "not judged, the tool's own delay too large against their latencies in a \
-             partly-valid run (exit code 3): {}",
+            "not judged, imprecise in a run without a tool bound to weigh them by (exit \
+             code 3): {}",
             engine_bound.join("; ")
         ));
     }

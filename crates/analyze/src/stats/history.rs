@@ -52,11 +52,18 @@ pub struct RunPoint {
 }
 
 impl RunPoint {
-    /// A run directory's values; op types a partly-valid run could not measure are left out.
+    /// A run directory's values; op types its verdict calls imprecise are left out (a
+    /// series of build medians has no place for a run's tool bound: one run's tool error
+    /// would read as a change between builds).
     pub fn of_run(path: &Path, allow_invalid: bool) -> Result<Self> {
         let run = Run::open_for_analysis(path, allow_invalid)?;
         let mut values = compare::run_values(&run)?;
-        let bound: BTreeSet<String> = run.engine_bound_ops().into_iter().map(|b| b.0).collect();
+        let bound: BTreeSet<String> = run
+            .validity
+            .iter()
+            .flat_map(|v| v.imprecise_ops())
+            .map(|o| o.op.clone())
+            .collect();
         values.retain(|(op, _), _| {
             !(bound.contains(op)
                 || (op.starts_with("io ") && bound.contains(replay::validity::IO_PHASE_IO)))

@@ -112,21 +112,27 @@ impl Run {
         Ok(run)
     }
 
-    /// The op types a `partly-valid` run's verdict says are within reach of the tool's own
-    /// delay (`io_phase I/O` for the I/O of its `io_phase` units), with the evidence; empty
-    /// for any other verdict.
-    pub fn engine_bound_ops(&self) -> Vec<(String, String)> {
+    /// The op types a `partly-valid` or `imprecise` run's verdict calls imprecise and gives
+    /// no size for (no tool bound measured: judged by the lateness limits alone; or runs from
+    /// before the bounds, whose verdict said `engine-bound`), with the evidence: `io_phase
+    /// I/O` for the I/O of its `io_phase` units. Their numbers cannot be weighed against the
+    /// tool's error, so an analysis leaves them out and says so; an imprecise op type with a
+    /// bound is weighed by it instead (`compare`). Empty for any other verdict.
+    pub fn unsized_ops(&self) -> Vec<(String, String)> {
         match &self.validity {
-            Some(v) if v.verdict == Verdict::PartlyValid => v
-                .ops_judged(Verdict::EngineBound)
+            Some(v) if matches!(v.verdict, Verdict::PartlyValid | Verdict::Imprecise) => v
+                .imprecise_ops()
+                .filter(|o| o.tool_ratio.is_none())
                 .map(|o| (o.op.clone(), o.evidence.clone()))
                 .collect(),
             _ => Vec::new(),
         }
     }
 
-    /// `Err(Error::InvalidRun)` when the run did not finish or its verdict is not `valid`
-    /// (`not-judged` and `partly-valid` are admitted: see [`Run::engine_bound_ops`]).
+    /// `Err(Error::InvalidRun)` when the run did not finish, every operation failed, or the
+    /// engine did not keep the schedule (`engine-bound`: the load offered was not the
+    /// trace's, which no bound on a latency makes up for). `not-judged`, `partly-valid` and
+    /// `imprecise` are admitted: their numbers carry their tool bounds ([`Run::unsized_ops`]).
     pub fn check_valid(&self) -> Result<()> {
         let refuse = |verdict: &str, evidence: String| {
             Err(Error::InvalidRun {
@@ -150,7 +156,7 @@ impl Run {
             Some(v)
                 if !matches!(
                     v.verdict,
-                    Verdict::Valid | Verdict::NotJudged | Verdict::PartlyValid
+                    Verdict::Valid | Verdict::NotJudged | Verdict::PartlyValid | Verdict::Imprecise
                 ) =>
             {
                 refuse(v.verdict.name(), v.evidence())

@@ -15,7 +15,8 @@
 //!    histograms on the run's time axis
 //! 4. `summary`, `modify`, `headline` (apart) — one run's statistics
 //! 5. `report_data` — what the report shows of one run, gathered once
-//! 6. `slo` — an SLO and its value in a run
+//! 6. `slo`, then `slo_bound` — an SLO and its value in a run; the tool's error bound of
+//!    that value
 //! 7. `point`, `qos`, `compare` (apart) — verdicts: a run as a capacity point, QoS windows,
 //!    run-to-run regression
 //! 8. `capacity`, `history` (apart) — the sustained rate over a sweep's points; change points
@@ -37,4 +38,5 @@ pub mod point;
 pub mod qos;
 pub(crate) mod report_data;
 pub mod slo;
+pub mod slo_bound;
 pub mod summary;

@@ -39,7 +39,10 @@
 //!   engine for every run; docs/replay.md, Run validity), unless `allow_invalid`. A run
 //!   without one (written before verdicts existed) counts by its manifest state alone.
 //!
-//! A point *passes* when all four hold and failures stay within `max_error_rate`.
+//! A point *passes* when all four hold and failures stay within `max_error_rate`. An SLO
+//! missed by no more than the tool's error bound of its figure (`slo_bound`) leaves the
+//! point *not decided* (`decided: false`) rather than failed: the miss could be the tool's.
+//! A `partly-valid` or `imprecise` run is judged that way, by its bounds, not refused.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -55,6 +58,7 @@ use crate::stats::hist::{at, latency};
 use crate::stats::load::{Accumulator, Rec, Run};
 use crate::stats::phase_io;
 use crate::stats::slo::{Slo, SloTarget};
+use crate::stats::slo_bound;
 
 /// How points are judged.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -131,6 +135,17 @@ pub struct SloPoint {
     pub samples: u64,
     /// Whether the run meets it.
     pub met: bool,
+    /// The most the tool's own delay could have added to `value_ns` (`summary.json`
+    /// `tool_ns`, module `slo_bound`); absent when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_ns: Option<u64>,
+    /// False when the run misses it by no more than `tool_ns`: the miss could be the tool's.
+    #[serde(default = "yes")]
+    pub decided: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One run judged as a capacity point.
@@ -169,6 +184,10 @@ pub struct PointEval {
     pub control_plane: Vec<String>,
     /// Whether the point passes every check.
     pub pass: bool,
+    /// False when it fails only by SLOs it misses within the tool's bound (`SloPoint::
+    /// decided`): neither a pass nor a failure, and said so.
+    #[serde(default = "yes")]
+    pub decided: bool,
     /// Why it does not (empty when it passes).
     pub reasons: Vec<String>,
 }
@@ -336,9 +355,13 @@ pub fn validity(run: &Run) -> (String, String, Option<String>) {
     match &run.validity {
         Some(v) => {
             let name = v.verdict.name().to_owned();
-            // `not-judged` (too few events to tell) is recorded, not failed on.
-            let why = (!matches!(v.verdict, Verdict::Valid | Verdict::NotJudged))
-                .then(|| format!("run verdict {name}: {}", v.evidence()));
+            // `not-judged` (too few events to tell) is recorded, not failed on; `partly-valid`
+            // and `imprecise` numbers carry their bounds, which each SLO is weighed by.
+            let why = (!matches!(
+                v.verdict,
+                Verdict::Valid | Verdict::NotJudged | Verdict::PartlyValid | Verdict::Imprecise
+            ))
+            .then(|| format!("run verdict {name}: {}", v.evidence()));
             (name, "summary.validity".into(), why)
         }
         None => (
@@ -487,6 +510,8 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
         Vec::new()
     };
     let max = u64::MAX;
+    let summary = replay::RunDir::open(run_dir).summary().ok();
+    let mut undecided = Vec::new();
     let mut slo_points = Vec::new();
     for s in slos {
         let hist = |range: (u64, u64)| -> Histogram<u64> {
@@ -528,7 +553,21 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
         let val = |h: &Histogram<u64>| (!h.is_empty()).then(|| at(h, s.percentile));
         let value_ns = val(&whole);
         let met = value_ns.is_some_and(|v| v <= s.limit_ns);
-        if !met {
+        let tool_ns = summary.as_ref().and_then(|sum| slo_bound::of(sum, s));
+        // Missed by no more than the tool could have added: not decided.
+        let decided = met
+            || value_ns
+                .zip(tool_ns)
+                .is_none_or(|(v, b)| v.saturating_sub(b) > s.limit_ns);
+        if !decided {
+            undecided.push(format!(
+                "{} was {}, within the tool's bound {} of the limit: not decided (the tool's \
+                 own delay could be the miss; rerun on a quieter host)",
+                s.spec,
+                fmt_ns(value_ns.unwrap_or(0) as f64),
+                fmt_ns(tool_ns.unwrap_or(0) as f64)
+            ));
+        } else if !met {
             reasons.push(match value_ns {
                 Some(v) => format!("{} was {}", s.spec, fmt_ns(v as f64)),
                 None => format!("{} had no events", s.spec),
@@ -541,6 +580,8 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
             second_half_ns: val(&second),
             samples: whole.len(),
             met,
+            tool_ns,
+            decided,
         });
     }
 
@@ -560,8 +601,9 @@ pub fn evaluate(run_dir: &Path, slos: &[Slo], o: &PointOptions) -> Result<PointE
         validity_source,
         validity_evidence: why,
         control_plane,
-        pass: reasons.is_empty(),
-        reasons,
+        decided: !reasons.is_empty() || undecided.is_empty(),
+        pass: reasons.is_empty() && undecided.is_empty(),
+        reasons: reasons.into_iter().chain(undecided).collect(),
     })
 }
 

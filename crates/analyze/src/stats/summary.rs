@@ -435,6 +435,16 @@ pub fn summarize(run: &Run, stats: &RunStats) -> Result<RunSummary> {
              no per-request records (export, qos and the timelines do not see them)"
         ));
     }
+    // The run's tool error bounds (`tool_ns`, docs/replay.md) beside the percentiles
+    // recomputed here from the same events.
+    if let Some(rs) = &run_summary {
+        for (op, r) in &mut ops {
+            if let Some(o) = rs.ops.get(op) {
+                r.response.tool_ns = o.response.tool_ns;
+                r.service.tool_ns = o.service.tool_ns;
+            }
+        }
+    }
     let streamed = !io_streams.is_empty() && run.manifest.state == CompletionState::Complete;
     let observed = observed_latencies(run, stats.max_id, streamed, &mut notes)?;
     let has_observed = !observed.by_op.is_empty();

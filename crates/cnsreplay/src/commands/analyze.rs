@@ -400,6 +400,27 @@ fn write_summary(s: &RunSummary, out: &mut dyn Write) -> std::io::Result<()> {
             f(o.lateness.p99),
             f(o.dep_wait.p99)
         )?;
+        // The most the tool's own delay could have added to each figure (`tool_ns`).
+        if let (Some(b), Some(sb)) = (&o.response.tool_ns, &o.service.tool_ns) {
+            let t = |v: u64| format!("≤{}", fmt_ns(v as f64));
+            writeln!(
+                out,
+                "{:<16} {:>8} {:>6} {:>9} {:>9} {:>13} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} |",
+                "  tool",
+                "",
+                "",
+                "",
+                "",
+                "",
+                t(b.p50),
+                t(b.p90),
+                t(b.p99),
+                t(b.p999),
+                t(b.max),
+                t(sb.p50),
+                t(sb.p99)
+            )?;
+        }
         if let Some(ob) = &o.observed {
             writeln!(
                 out,
@@ -669,7 +690,12 @@ pub(crate) fn write_points(
             .iter()
             .map(|v| {
                 let t = v.value_ns.map_or("–".to_owned(), |x| fmt_ns(x as f64));
-                format!("{:>22}", format!("{t}{}", if v.met { "" } else { " ✗" }))
+                let mark = match (v.met, v.decided) {
+                    (true, _) => "",
+                    (false, true) => " ✗",
+                    (false, false) => " ?",
+                };
+                format!("{:>22}", format!("{t}{mark}"))
             })
             .collect();
         let (off, ach) = p
@@ -682,7 +708,11 @@ pub(crate) fn write_points(
             (p.speed * 1e4).round() / 1e4,
             off,
             ach,
-            if p.pass { "yes" } else { "no" },
+            match (p.pass, p.decided) {
+                (true, _) => "yes",
+                (false, true) => "no",
+                (false, false) => "?",
+            },
             p.reasons.join("; ")
         )?;
     }

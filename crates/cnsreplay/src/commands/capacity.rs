@@ -790,6 +790,9 @@ fn search_loop(
                 t.as_ref().map_or(0.0, |t| t.achieved_rate),
                 if eval.pass {
                     "pass".to_owned()
+                } else if !eval.decided {
+                    // Searched as a failure (the conservative side), said as what it is.
+                    format!("not decided: {}", eval.reasons.join("; "))
                 } else {
                     format!("fail: {}", eval.reasons.join("; "))
                 }

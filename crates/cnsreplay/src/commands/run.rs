@@ -89,7 +89,8 @@ pub struct RunArgs {
     /// Print the summary as JSON (schema: docs/schemas/run.schema.json).
     #[arg(long)]
     pub json: bool,
-    /// Exit 4 unless the verdict is `valid` (also when `partly-valid` or `not-judged`).
+    /// Exit 4 unless the verdict is `valid` (also when `partly-valid`, `imprecise` or
+    /// `not-judged`).
     #[arg(long)]
     pub require_valid: bool,
     /// Skip the check of the trace before the run (`validate`'s checker, one streaming pass)
@@ -265,7 +266,7 @@ fn execute<P: Provider>(a: &RunArgs, output: &Path, provider: &Arc<P>) -> anyhow
 }
 
 /// Before the clock: the op types of the trace the sim gives no latency. Their numbers will
-/// be the tool's own delay (what the verdict then calls engine-bound), so the user hears it
+/// be the tool's own delay (what the verdict then calls imprecise), so the user hears it
 /// before, not only after, the run.
 fn sim_notice(config: &provider_sim::SimConfig, stats: &trace_format::check::Stats) {
     let bare = config.without_latency(stats.ops.keys().copied());
@@ -275,8 +276,8 @@ fn sim_notice(config: &provider_sim::SimConfig, stats: &trace_format::check::Sta
     let names: Vec<&str> = bare.iter().map(|op| op.name()).collect();
     tracing::warn!(
         "sim: no latency configured for {} (the sim's default is 0): this run times the tool, \
-         not a storage system; give them one with --sim-latency OP=DIST, `default=DIST` or \
-         --sim-config (docs/replay.md, sim)",
+         not a storage system; give them one with --sim-preset real-node, --sim-latency \
+         OP=DIST, `default=DIST` or --sim-config (docs/replay.md, sim)",
         names.join(", ")
     );
 }

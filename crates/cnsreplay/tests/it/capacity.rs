@@ -174,9 +174,10 @@ fn ctrl_c_stops_the_search_and_leaves_the_partial_curve() {
 }
 
 /// A point's validity is the verdict the engine wrote (`summary.json`, `validity.verdict`),
-/// and a run the engine judged engine-bound names the engine as what limited it. The limit
-/// is set below any lateness a clock reading can show (`start.p99=0ns`), so every run the
-/// engine makes is engine-bound by its own check, whatever the machine's load.
+/// and a run the engine judged engine-bound names the engine as what limited it. The limits
+/// are set below anything a run can show (`start.p99=0ns`, and the workers at most 0 %
+/// busy), so every run the engine makes is engine-bound by its own check, whatever the
+/// machine's load.
 #[test]
 fn an_engine_bound_run_is_a_failed_point_limited_by_the_engine() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -190,7 +191,7 @@ fn an_engine_bound_run_is_a_failed_point_limited_by_the_engine() {
         "--json",
         "--max-runs",
         "2",
-        "--validity=start.p99=0ns,start.p99.9=10s,rate=100%,workers=100%",
+        "--validity=start.p99=0ns,start.p99.9=10s,rate=100%,workers=0%",
     ]);
     let o = cnsreplay(&args);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");

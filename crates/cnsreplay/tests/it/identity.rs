@@ -310,12 +310,14 @@ fn merge_runs_takes_every_part_of_one_split_once_and_its_worst_verdict() {
     let o = cnsreplay(&["merge-runs", s(&a), s(&b), s(&c1), "-o", s(&d.join("m5"))]);
     refused(&o, &[s(&c1), "options.speed 2 vs 1"]);
 
-    // A part the engine limited (every dispatched batch held up 200 ms; limits at most
-    // 100 ms): the merged run is engine-bound, named by that part, and refused like it.
+    // A part the engine limited (every dispatched batch held up 200 ms, past lateness
+    // limits of at most 100 ms; its workers held to 0 % busy, a check no run passes, so
+    // the verdict is the engine's): the merged run is engine-bound, named by that part, and
+    // refused like it.
     let strict = [
         "--speed",
         "2",
-        "--validity=start.fraction=10%,start.max=100ms",
+        "--validity=start.fraction=10%,start.max=100ms,workers=0%",
     ];
     let slow = run(
         "b",

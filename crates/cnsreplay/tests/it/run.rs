@@ -404,13 +404,14 @@ fn quick_sim(run: &Path, extra: &[&str]) -> (Option<i32>, String) {
 #[test]
 fn the_verdict_is_in_the_table_and_require_valid_exits_4() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // Start lateness 0 ns is a limit no run meets: engine-bound, with the evidence (21
-    // events: judged only with `min.events` lowered from 100).
+    // Workers busy at most 0 % is a limit no run meets: engine-bound; start lateness 0 ns
+    // fails too and is printed with its evidence (21 events: judged only with `min.events`
+    // lowered from 100).
     let (code, text) = quick_sim(
         &dir.path().join("bound"),
         &[
             "--validity",
-            "start.p99=0ns,min.events=10",
+            "start.p99=0ns,min.events=10,workers=0%",
             "--require-valid",
         ],
     );

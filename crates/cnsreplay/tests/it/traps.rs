@@ -91,6 +91,7 @@ fn run_help_lists_every_verdict() {
     for v in [
         "valid",
         "partly-valid",
+        "imprecise",
         "not-judged",
         "engine-bound",
         "incomplete",

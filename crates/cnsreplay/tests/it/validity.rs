@@ -9,9 +9,10 @@
 //! engineers' builds (load 17–23) showed start lateness p99 of 5.7–52 ms
 //! (`scripts/calibrate-validity.sh`, docs/PERFORMANCE.md) — and the injected delay is twice
 //! the p99 limit, so every injected event is at least 200 ms late: an injected run that is
-//! not flagged is a miss whatever the load (all 5 required). A clean run is flagged only
-//! when the machine itself delays the engine past 100 ms at p99 (or the completion probe
-//! past it); ≥ 4 of 5 clean runs must be `valid`. If a clean run is falsely flagged with
+//! not flagged is a miss whatever the load (all 5 required). The verdict is the bounds': an
+//! injected run's figures may be ≥ 20 % the tool's (200 ms of 1 s) and it is `imprecise`
+//! against a tolerance widened to 15 % (`tool=15%`); a clean run is flagged only when the
+//! machine itself delays some event (its max) by 150 ms; ≥ 4 of 5 clean runs must be `valid`. If a clean run is falsely flagged with
 //! probability p, the test fails with probability 1 − (1 − p)^5 − 5p(1 − p)^4: 2.3 % at
 //! p = 5 %, 0.4 % at p = 2 % (none of those 20 runs came within a factor 1.9 of 100 ms).
 
@@ -40,7 +41,7 @@ fn verdict(dir: &Path, t: &Path, name: &str, delay: Option<&str>) -> (String, St
             "attach=constant:1s",
             "-o",
             s(&out),
-            "--validity=start.fraction=10%,start.max=100ms",
+            "--validity=start.fraction=10%,start.max=100ms,tool=15%",
             "--json",
         ],
         &env,
@@ -73,7 +74,9 @@ fn an_injected_engine_delay_is_flagged_and_clean_runs_are_valid() {
     let mut clean = Vec::new();
     for i in 0..5 {
         let (v, why) = verdict(dir.path(), &t, &format!("injected-{i}"), Some("200ms"));
-        if v != "engine-bound" {
+        // The schedule was kept (a constant delay is no rate shortfall): the figures are
+        // imprecise by 200 ms of 1 s, not the engine's.
+        if v != "imprecise" {
             missed.push(format!("run {i}: {v}"));
         } else {
             assert!(why.contains("start lateness p99"), "{why}");
@@ -93,11 +96,12 @@ fn an_injected_engine_delay_is_flagged_and_clean_runs_are_valid() {
 }
 
 /// An engine delay that sinks only the fast op type's numbers: 20 ms injected against
-/// `cordon_node`s of 10 ms (limit 1 ms: 10 % of its median) and attaches of 5 s (limit
-/// 100 ms). The run is `partly-valid`, naming both; `analyze compare` judges the attach rows,
-/// leaves the `cordon_node` rows out with the reason, and exits 3.
+/// `cordon_node`s of 10 ms and attaches of 5 s. The bounds size it: the attaches' figures
+/// may be 0.4 % the tool's (`valid`), the cordons' more than all of them (`imprecise`, the
+/// size named). The run is `partly-valid`; `analyze compare` judges the attach rows, and the
+/// cordon rows inconclusive by the tool's bounds (`tool_undecided`), and exits 3.
 #[test]
-fn a_delay_that_sinks_only_the_fast_op_type_is_partly_valid_and_compare_leaves_it_out() {
+fn a_delay_that_sinks_only_the_fast_op_type_is_partly_valid_and_compare_weighs_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut text = String::from(
         r#"{"format":"cnsreplay-trace","version":1,"provenance":{"generator":"test"}}"#,
@@ -156,12 +160,22 @@ fn a_delay_that_sinks_only_the_fast_op_type_is_partly_valid_and_compare_leaves_i
             .clone()
     };
     assert_eq!(op("attach")["verdict"], "valid", "{va:#}");
+    assert!(
+        op("attach")["tool_ratio"]
+            .as_f64()
+            .is_some_and(|r| r < 0.05),
+        "{va:#}"
+    );
     let cordon = op("cordon_node");
-    assert_eq!(cordon["verdict"], "engine-bound", "{va:#}");
+    assert_eq!(cordon["verdict"], "imprecise", "{va:#}");
+    assert!(
+        cordon["tool_ratio"].as_f64().is_some_and(|r| r > 1.0),
+        "{cordon:#}"
+    );
     assert!(
         cordon["evidence"]
             .as_str()
-            .is_some_and(|e| e.contains("start lateness p99")),
+            .is_some_and(|e| e.contains("response p50") && e.contains("tool ≤")),
         "{cordon:#}"
     );
 
@@ -173,22 +187,31 @@ fn a_delay_that_sinks_only_the_fast_op_type_is_partly_valid_and_compare_leaves_i
         String::from_utf8_lossy(&o.stderr)
     );
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("compare json");
-    let ops: Vec<&str> = r["rows"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|row| row["op"].as_str())
-        .collect();
+    let rows = r["rows"].as_array().expect("rows");
+    let latency = |op: &str| {
+        rows.iter()
+            .filter(|row| {
+                row["op"] == op && row["metric"] != "error_rate" && row["metric"] != "mean"
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(!latency("attach").is_empty(), "{r:#}");
+    let cordon = latency("cordon_node");
+    assert!(!cordon.is_empty(), "{r:#}");
+    for row in cordon {
+        assert_eq!(row["verdict"], "inconclusive", "{row:#}");
+        assert_eq!(row["tool_undecided"], true, "{row:#}");
+        assert!(row["tool_new"].as_f64().is_some_and(|t| t > 0.5), "{row:#}");
+    }
     assert!(
-        ops.contains(&"attach") && !ops.contains(&"cordon_node"),
-        "{ops:?}"
+        r["engine_bound"].as_array().is_none_or(|b| b.is_empty()),
+        "every imprecise op type had a bound: none left out: {r:#}"
     );
-    let bound = r["engine_bound"].as_array().expect("engine_bound");
     assert!(
-        bound
-            .iter()
-            .any(|x| x.as_str().is_some_and(|x| x.starts_with("cordon_node: "))),
-        "{bound:?}"
+        r["notes"].as_array().into_iter().flatten().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.contains("tool's own delay could have made"))),
+        "{r:#}"
     );
 }
 

@@ -13,7 +13,7 @@ use crate::record::{CompletionState, Percentiles, Summary};
 use crate::rundir::RunDir;
 use crate::sink::SinkResult;
 use crate::streams::{self, StreamFidelity};
-use crate::validity::{self, Measured, Verdict};
+use crate::validity::{self, Measured, Reported, Verdict};
 
 use super::{Finished, RunOptions, RunOutcome};
 
@@ -76,6 +76,23 @@ pub(super) fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, E
         })
         .map(|(op, o)| (op.as_str(), o.service.p50))
         .collect();
+    // What each op type's verdict is judged by: the bounds of the figures it reports.
+    let mut reported: Vec<Reported<'_>> = medians
+        .iter()
+        .filter_map(|&(op, _)| {
+            sunk.ops.get(op).map(|o| Reported {
+                op,
+                blocks: [("response", &o.response), ("service", &o.service)],
+            })
+        })
+        .collect();
+    reported.push(Reported {
+        op: validity::IO_PHASE_IO,
+        blocks: [
+            ("I/O without a snapshot", &sunk.io.without_snapshot),
+            ("I/O with a snapshot", &sunk.io.with_snapshot),
+        ],
+    });
     let validity = validity::judge(
         &Measured {
             state,
@@ -88,6 +105,7 @@ pub(super) fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, E
             completion_lateness: &completion_lateness,
             io_lateness: sunk.io_issue.as_ref().map(|(l, s)| (l, s)),
             medians,
+            reported,
             rate: dispatch_rate.as_ref(),
             workers_busy,
             throttling: &client_throttling,
@@ -98,7 +116,7 @@ pub(super) fn summarize<P: Provider>(f: Finished<'_, P>) -> Result<RunOutcome, E
     );
     if matches!(
         validity.verdict,
-        Verdict::EngineBound | Verdict::Failed | Verdict::PartlyValid
+        Verdict::EngineBound | Verdict::Failed | Verdict::PartlyValid | Verdict::Imprecise
     ) {
         notices.push(format!(
             "verdict {}: {}",

@@ -20,10 +20,14 @@ pub enum Verdict {
     /// No timing check had enough events to judge (e.g. fewer than 100 events that did
     /// not wait): nothing says the engine limited the run, and nothing says it did not.
     NotJudged,
-    /// Only lateness checks failed, and only against some op types' own limits: the numbers
-    /// of the op types judged `valid` ([`Validity::ops`]) describe the system; those of the
-    /// others are within reach of the tool's own delay.
+    /// Some op types' numbers are within the tolerance of the tool's error bound, others'
+    /// are not ([`Validity::ops`]): the first describe the system; the others are
+    /// `imprecise`, reported with their bounds.
     PartlyValid,
+    /// The tool's own delay could have added more than the tolerance (`--validity tool`) to
+    /// some reported percentile of every op type: the numbers stand with their bounds
+    /// (`tool_ns`), which say how much (for an op type: [`OpValidity::tool_ratio`]).
+    Imprecise,
 }
 
 impl Verdict {
@@ -36,6 +40,7 @@ impl Verdict {
             Verdict::Failed => "failed",
             Verdict::NotJudged => "not-judged",
             Verdict::PartlyValid => "partly-valid",
+            Verdict::Imprecise => "imprecise",
         }
     }
 }
@@ -79,9 +84,11 @@ fn judged_default() -> bool {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Validity {
-    /// The verdict: the worst failed check's (`incomplete` before `failed` before
-    /// `engine-bound`); when none failed, `not-judged` if no timing check was judged, else
-    /// `valid`.
+    /// The verdict: the worst failed engine check's (`incomplete` before `failed` before
+    /// `engine-bound`); else from the op types' ([`Self::ops`]): `imprecise` when none is
+    /// `valid` and some is `imprecise`, `partly-valid` when both are there, `valid` when
+    /// every judged op type is; `not-judged` when nothing was judged. A lateness check past
+    /// its limit fails as `imprecise`: it makes no verdict by itself, the bounds do.
     pub verdict: Verdict,
     /// Every check made, passed or not.
     pub checks: Vec<Check>,
@@ -105,6 +112,14 @@ impl Validity {
         self.ops.iter().filter(move |o| o.verdict == verdict)
     }
 
+    /// The op types whose numbers are not precise enough to be the system's alone:
+    /// `imprecise` (and, in runs from before the bounds judged op types, `engine-bound`).
+    pub fn imprecise_ops(&self) -> impl Iterator<Item = &OpValidity> {
+        self.ops
+            .iter()
+            .filter(|o| matches!(o.verdict, Verdict::Imprecise | Verdict::EngineBound))
+    }
+
     /// The op types judged `valid`, by name, comma-separated.
     pub fn valid_ops(&self) -> String {
         self.ops_judged(Verdict::Valid)
@@ -126,23 +141,30 @@ impl Validity {
     /// The evidence of the failed checks, one sentence each, joined with `; ` (for a run
     /// with nothing judged: why each check was not).
     pub fn evidence(&self) -> String {
-        let mut text = if self.verdict == Verdict::PartlyValid {
-            let bound: Vec<String> = self
-                .ops_judged(Verdict::EngineBound)
-                .map(|o| format!("{}: {}", o.op, o.evidence))
-                .collect();
-            format!(
-                "valid for {}; engine-bound for {}",
-                self.valid_ops(),
-                bound.join("; ")
-            )
-        } else {
-            let v: Vec<&str> = if self.verdict == Verdict::NotJudged {
-                self.not_judged().map(|c| c.message.as_str()).collect()
-            } else {
-                self.failed().map(|c| c.message.as_str()).collect()
-            };
-            v.join("; ")
+        let mut text = match self.verdict {
+            Verdict::PartlyValid | Verdict::Imprecise => {
+                let imprecise: Vec<String> = self
+                    .imprecise_ops()
+                    .map(|o| format!("{}: {}", o.op, o.evidence))
+                    .collect();
+                let valid = self.valid_ops();
+                if imprecise.is_empty() {
+                    let v: Vec<&str> = self.failed().map(|c| c.message.as_str()).collect();
+                    v.join("; ")
+                } else if valid.is_empty() {
+                    format!("imprecise for {}", imprecise.join("; "))
+                } else {
+                    format!("valid for {valid}; imprecise for {}", imprecise.join("; "))
+                }
+            }
+            Verdict::NotJudged => {
+                let v: Vec<&str> = self.not_judged().map(|c| c.message.as_str()).collect();
+                v.join("; ")
+            }
+            _ => {
+                let v: Vec<&str> = self.failed().map(|c| c.message.as_str()).collect();
+                v.join("; ")
+            }
         };
         if let Some(note) = self.host_stall() {
             text.push_str("; ");
@@ -155,7 +177,11 @@ impl Validity {
     /// timing and the machine stalled (≥ [`NAMED_STEAL_NS`]).
     pub fn host_stall(&self) -> Option<String> {
         let steal = self.host_steal_ns.filter(|s| *s >= NAMED_STEAL_NS)?;
-        matches!(self.verdict, Verdict::EngineBound | Verdict::PartlyValid).then(|| {
+        matches!(
+            self.verdict,
+            Verdict::EngineBound | Verdict::PartlyValid | Verdict::Imprecise
+        )
+        .then(|| {
             format!(
                 "the host's hypervisor took {:.0} ms of CPU from this machine during the run \
                  (/proc/stat steal): the whole machine stalled, not the engine alone",
@@ -206,9 +232,19 @@ pub struct OpValidity {
     pub p99_limit_ns: u64,
     /// Its lateness p99.9 limit, ns.
     pub p999_limit_ns: u64,
-    /// `valid`, `engine-bound` or `not-judged`.
+    /// `valid` (every reported percentile's tool bound within the tolerance of its value),
+    /// `imprecise` (some bound beyond it; without a bound: a lateness past its limits),
+    /// `not-judged` (no bound, and no lateness with enough values to judge). Runs from
+    /// before the bounds judged op types say `engine-bound` for `imprecise`.
     pub verdict: Verdict,
-    /// The lateness percentiles past its limits, in words (empty when none is).
+    /// The largest tool bound relative to the value it bounds over the op type's reported
+    /// percentiles (response and service; for `io_phase I/O` the I/O split), e.g. 0.08 when
+    /// some percentile may be 8 % the tool's (absent when no bound was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_ratio: Option<f64>,
+    /// Why it is not `valid`, in words: the percentiles whose bound is beyond the tolerance
+    /// (`response p99.9 17.1 ms, tool ≤ 1.5 ms (8.8 %)`), or the lateness past its limits
+    /// (empty when valid).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub evidence: String,
 }
@@ -229,6 +265,10 @@ pub struct Limits {
     pub basis: String,
     /// Fewest events behind a p99 check (a p99.9 needs ten times as many).
     pub min_events: u64,
+    /// The largest tool bound, as a fraction of its figure, an op type's numbers were held
+    /// to (`--validity tool`; absent in runs from before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_tolerance: Option<f64>,
 }
 
 /// Steal at or above this over a run (all CPUs) is named in an engine-bound verdict's evidence.

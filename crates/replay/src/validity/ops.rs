@@ -1,19 +1,23 @@
-//! Each op type judged on its own: the tool's measured delays (start, resume and completion
-//! lateness for the control operations; iogen's issue lateness for `io_phase` I/O) against
-//! limits scaled from that op type's own median, as the run's limits are from the smallest.
+//! Each op type judged on its own, by the size of what the tool's delay could have done to
+//! its numbers: the tool's error bound of every percentile it reports (`tool_ns`, module
+//! `bound`) against `tool_tolerance` of the value. `valid` when every bound is within it,
+//! `imprecise` (with the percentiles and their sizes) when some is not.
 //!
-//! The delays are the run's, not an op type's: the same runtime starts and completes every
-//! operation, so one distribution applies to all. What differs is what the delay does to each
-//! measurement: 1 ms is 3 % of a 30 ms attach's median but more than a 0.9 ms
-//! `delete_snapshot`'s. So an op type is `valid` when every judged lateness percentile is
-//! within its own limits, `engine-bound` when one is not, `not-judged` when no lateness
-//! percentile had enough values behind it.
+//! Where no bound was measured (no completion probe; an I/O split a provider reports no
+//! issue lateness for) the op type falls back on the lateness rule: the run's measured delays
+//! (start, resume and completion lateness; iogen's issue lateness for `io_phase` I/O) against
+//! limits scaled from the op type's own median. 1 ms is 3 % of a 30 ms attach's median but
+//! more than a 0.9 ms `delete_snapshot`'s: `imprecise` when one is past its limits,
+//! `not-judged` when no lateness percentile had enough values behind it.
 
-use super::{Check, Measured, OpValidity, ValidityOptions, Verdict};
+use super::{Check, Measured, OpValidity, Reported, ValidityOptions, Verdict};
 use trace_format::units::fmt_ms;
 
 /// The entry of `io_phase` units' I/O in [`super::Validity::ops`].
 pub const IO_PHASE_IO: &str = "io_phase I/O";
+
+/// At most this many percentiles are named in an imprecise op type's evidence (the largest).
+const NAMED: usize = 3;
 
 /// Whether a check is one of the lateness checks (which op types are judged by).
 pub(super) fn is_lateness(check: &str) -> bool {
@@ -27,7 +31,7 @@ pub(super) fn is_lateness(check: &str) -> bool {
     .any(|p| check.starts_with(p))
 }
 
-/// The op types' verdicts, from the run's judged lateness checks.
+/// The op types' verdicts: from their bounds, else from the run's judged lateness checks.
 pub(super) fn judge_ops(
     m: &Measured<'_>,
     o: &ValidityOptions,
@@ -41,20 +45,97 @@ pub(super) fn judge_ops(
         .iter()
         .filter(|c| c.judged && c.check.starts_with("io_phase.lateness."))
         .collect();
+    let reported = |op: &str| m.reported.iter().find(|r| r.op == op);
     let mut out: Vec<OpValidity> = m
         .medians
         .iter()
-        .map(|&(op, median)| one(op, median, o, &control))
+        .map(|&(op, median)| match sized(op, median, o, reported(op)) {
+            Some(v) => v,
+            None => by_lateness(op, median, o, &control),
+        })
         .collect();
     if let Some((_, service)) = m.io_lateness
         && service.count > 0
     {
-        out.push(one(IO_PHASE_IO, service.p50, o, &io));
+        out.push(
+            sized(IO_PHASE_IO, service.p50, o, reported(IO_PHASE_IO))
+                .unwrap_or_else(|| by_lateness(IO_PHASE_IO, service.p50, o, &io)),
+        );
     }
     out
 }
 
-fn one(op: &str, median: u64, o: &ValidityOptions, judged: &[&Check]) -> OpValidity {
+/// The verdict from the bounds of the op type's reported percentiles (`None` when no block
+/// has one).
+fn sized(
+    op: &str,
+    median: u64,
+    o: &ValidityOptions,
+    reported: Option<&Reported<'_>>,
+) -> Option<OpValidity> {
+    let mut worst: Option<f64> = None;
+    let mut over: Vec<(f64, String)> = Vec::new();
+    for (name, p) in reported?.blocks {
+        let Some(b) = &p.tool_ns else { continue };
+        if p.count == 0 {
+            continue;
+        }
+        for (pct, value, bound) in b.beside(p) {
+            let ratio = if value == 0 {
+                0.0
+            } else {
+                bound as f64 / value as f64
+            };
+            worst = Some(worst.unwrap_or(0.0).max(ratio));
+            if ratio > o.tool_tolerance {
+                over.push((
+                    ratio,
+                    format!(
+                        "{name} {pct} {}, tool ≤ {} ({:.1} %)",
+                        fmt_ms(value, 3),
+                        fmt_ms(bound, 3),
+                        ratio * 100.0
+                    ),
+                ));
+            }
+        }
+    }
+    let worst = worst?;
+    let limits = o.limits(Some((op, median)));
+    over.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let evidence = if over.is_empty() {
+        String::new()
+    } else {
+        let more = over.len().saturating_sub(NAMED);
+        let named: Vec<&str> = over.iter().take(NAMED).map(|(_, t)| t.as_str()).collect();
+        format!(
+            "{}{} (tolerance {:.1} % of each figure)",
+            named.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            },
+            o.tool_tolerance * 100.0
+        )
+    };
+    Some(OpValidity {
+        op: op.to_owned(),
+        median_ns: median,
+        p99_limit_ns: limits.p99_ns,
+        p999_limit_ns: limits.p999_ns,
+        verdict: if over.is_empty() {
+            Verdict::Valid
+        } else {
+            Verdict::Imprecise
+        },
+        tool_ratio: Some(worst),
+        evidence,
+    })
+}
+
+/// Without a bound: the run's lateness against limits scaled from the op type's median.
+fn by_lateness(op: &str, median: u64, o: &ValidityOptions, judged: &[&Check]) -> OpValidity {
     let limits = o.limits(Some((op, median)));
     let over: Vec<String> = judged
         .iter()
@@ -80,13 +161,13 @@ fn one(op: &str, median: u64, o: &ValidityOptions, judged: &[&Check]) -> OpValid
     } else if over.is_empty() {
         Verdict::Valid
     } else {
-        Verdict::EngineBound
+        Verdict::Imprecise
     };
     let evidence = if over.is_empty() {
         String::new()
     } else {
         format!(
-            "{} (its median {}; limits {})",
+            "{} (no tool bound measured; its median {}; limits {})",
             over.join(", "),
             fmt_ms(median, 3),
             limits.basis
@@ -98,6 +179,7 @@ fn one(op: &str, median: u64, o: &ValidityOptions, judged: &[&Check]) -> OpValid
         p99_limit_ns: limits.p99_ns,
         p999_limit_ns: limits.p999_ns,
         verdict,
+        tool_ratio: None,
         evidence,
     }
 }
@@ -133,6 +215,7 @@ mod tests {
             completion_lateness: completion,
             io_lateness: None,
             medians,
+            reported: Vec::new(),
             rate: None,
             workers_busy: Some(0.1),
             throttling: &[],
@@ -155,12 +238,13 @@ mod tests {
             vec![("attach", 30_000_000), ("delete_snapshot", 900_000)],
         );
         let v = judge(&m, &o);
-        // attach: 1 % of 30 ms = 0.3 ms < 1 ms: over too, so no op type holds.
-        assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
+        // attach: 1 % of 30 ms = 0.3 ms < 1 ms: over too, so no op type holds. Without
+        // bounds the lateness decides, and it makes the numbers imprecise, not the engine's.
+        assert_eq!(v.verdict, Verdict::Imprecise, "{v:#?}");
         let by = |op: &str| v.ops.iter().find(|x| x.op == op).expect("op");
         assert_eq!(by("attach").p99_limit_ns, 300_000);
-        assert_eq!(by("attach").verdict, Verdict::EngineBound, "{v:#?}");
-        assert_eq!(by("delete_snapshot").verdict, Verdict::EngineBound);
+        assert_eq!(by("attach").verdict, Verdict::Imprecise, "{v:#?}");
+        assert_eq!(by("delete_snapshot").verdict, Verdict::Imprecise);
         // With a 200 ms attach (2 ms limit) the attach holds: partly valid.
         let m = measured(
             &start,
@@ -173,7 +257,7 @@ mod tests {
         let by = |op: &str| v.ops.iter().find(|x| x.op == op).expect("op");
         assert_eq!(by("attach").verdict, Verdict::Valid, "{v:#?}");
         let d = by("delete_snapshot");
-        assert_eq!(d.verdict, Verdict::EngineBound);
+        assert_eq!(d.verdict, Verdict::Imprecise);
         assert!(
             d.evidence
                 .contains("completion lateness p99 1.000 ms > 0.020 ms"),
@@ -188,13 +272,13 @@ mod tests {
     }
 
     #[test]
-    fn every_op_type_over_its_limits_is_engine_bound_and_none_over_is_valid() {
+    fn every_op_type_over_its_limits_is_imprecise_and_none_over_is_valid() {
         let o = ValidityOptions::default();
         let none = Percentiles::default();
         let start = pct(50, 0, 0);
         let late = pct(50_000, 5_000_000, 5_000_000);
         let m = measured(&start, &late, &none, vec![("attach", 30_000_000)]);
-        assert_eq!(judge(&m, &o).verdict, Verdict::EngineBound);
+        assert_eq!(judge(&m, &o).verdict, Verdict::Imprecise);
         let quick = pct(50_000, 100_000, 500_000);
         let m = measured(&start, &quick, &none, vec![("attach", 30_000_000)]);
         let v = judge(&m, &o);
@@ -241,8 +325,9 @@ mod tests {
             &measured(&start, &none, &none, vec![("attach", 1_000_000)]),
             &o,
         );
-        assert_eq!(v.verdict, Verdict::EngineBound, "{v:#?}");
-        let e = v.evidence();
+        assert_eq!(v.verdict, Verdict::Imprecise, "{v:#?}");
+        let e: Vec<&str> = v.failed().map(|c| c.message.as_str()).collect();
+        let e = e.join("; ");
         assert!(
             e.contains(
                 "start lateness p99 0.400 ms (limit 0.100 ms) over 1000 events that did not \
@@ -273,5 +358,106 @@ mod tests {
             &o,
         );
         assert_eq!(v.verdict, Verdict::Valid, "{v:#?}");
+    }
+
+    fn sized(p50: u64, p99: u64, max: u64, tool: [u64; 5]) -> Percentiles {
+        Percentiles {
+            count: 2000,
+            p50,
+            p90: p50,
+            p99,
+            p999: max,
+            max,
+            tool_ns: Some(crate::record::ToolBound {
+                p50: tool[0],
+                p90: tool[1],
+                p99: tool[2],
+                p999: tool[3],
+                max: tool[4],
+            }),
+            ..Percentiles::default()
+        }
+    }
+
+    /// With bounds the verdict is their size: lateness past every limit but bounds within
+    /// 5 % of each figure is `valid`; a bound past 5 % of one figure makes the op type
+    /// `imprecise`, naming the figure and the size; neither is the engine's.
+    #[test]
+    fn the_bounds_decide_an_op_types_verdict_whatever_the_lateness_limits_say() {
+        use super::super::Reported;
+        let o = ValidityOptions::default();
+        let none = Percentiles::default();
+        let late = pct(50_000, 2_000_000, 9_000_000);
+        let start = pct(2000, 2_000_000, 2_000_000);
+        // attach 200 ms, its bounds ≤ 4 ms (2 %); snapshot 20 ms, its p99.9/max bound 3 ms
+        // (10 % of 30 ms).
+        let attach = sized(200_000_000, 300_000_000, 400_000_000, [4_000_000; 5]);
+        let snap = sized(
+            20_000_000,
+            25_000_000,
+            30_000_000,
+            [500_000, 500_000, 500_000, 3_000_000, 3_000_000],
+        );
+        let base = measured(
+            &start,
+            &late,
+            &none,
+            vec![("attach", 200_000_000), ("snapshot", 20_000_000)],
+        );
+        let m = Measured {
+            reported: vec![
+                Reported {
+                    op: "attach",
+                    blocks: [("response", &attach), ("service", &attach)],
+                },
+                Reported {
+                    op: "snapshot",
+                    blocks: [("response", &snap), ("service", &snap)],
+                },
+            ],
+            ..base.clone()
+        };
+        let v = judge(&m, &o);
+        assert_eq!(v.verdict, Verdict::PartlyValid, "{v:#?}");
+        let by = |op: &str| v.ops.iter().find(|x| x.op == op).expect("op").clone();
+        let a = by("attach");
+        assert_eq!(a.verdict, Verdict::Valid, "{a:#?}");
+        assert!((a.tool_ratio.expect("ratio") - 0.02).abs() < 1e-9, "{a:#?}");
+        let s = by("snapshot");
+        assert_eq!(s.verdict, Verdict::Imprecise, "{s:#?}");
+        assert!(
+            s.evidence
+                .starts_with("response p99.9 30.000 ms, tool ≤ 3.000 ms (10.0 %)"),
+            "{}",
+            s.evidence
+        );
+        assert!(s.evidence.contains("and 1 more"), "{}", s.evidence);
+        assert!(
+            v.evidence()
+                .contains("valid for attach; imprecise for snapshot"),
+            "{}",
+            v.evidence()
+        );
+        // A tolerance of 10 %: both valid, though every lateness check failed.
+        let mut wide = o;
+        wide.set("tool=10%").expect("tool");
+        let v = judge(&m, &wide);
+        assert_eq!(v.verdict, Verdict::Valid, "{v:#?}");
+        assert!(v.failed().count() > 0, "{v:#?}");
+        // Without bounds the lateness limits decide: 2 ms is within 1 % of the attach's
+        // 200 ms, not of the snapshot's 20 ms.
+        let v = judge(&base, &o);
+        assert_eq!(v.verdict, Verdict::PartlyValid, "{v:#?}");
+        let s = v.ops.iter().find(|x| x.op == "snapshot").expect("snapshot");
+        assert_eq!(
+            (s.verdict, s.tool_ratio),
+            (Verdict::Imprecise, None),
+            "{s:#?}"
+        );
+        assert!(
+            s.evidence.contains("no tool bound measured"),
+            "{}",
+            s.evidence
+        );
     }
 }

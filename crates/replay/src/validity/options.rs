@@ -49,6 +49,9 @@ pub struct ValidityOptions {
     pub workers_busy: f64,
     /// Largest fraction of the provider's requests that waited in a client-side limiter.
     pub throttled: f64,
+    /// Largest tool error bound, as a fraction of the percentile it bounds, for an op type's
+    /// numbers to be `valid` (0.05 = 5 %; docs/replay.md, Run validity).
+    pub tool_tolerance: f64,
 }
 
 impl Default for ValidityOptions {
@@ -67,6 +70,7 @@ impl Default for ValidityOptions {
             window_events: 100,
             workers_busy: 0.9,
             throttled: 0.0,
+            tool_tolerance: 0.05,
         }
     }
 }
@@ -128,13 +132,15 @@ impl ValidityOptions {
             reference_ns: reference,
             basis,
             min_events: self.min_events,
+            tool_tolerance: Some(self.tool_tolerance),
         }
     }
 
     /// Sets one threshold from `KEY=VALUE` (the CLI's `--validity`): `start.p99`,
     /// `start.p99.9` (fixed limits), `reference`, `reference.share`, `start.min`, `start.max`, `window`
     /// (durations such as `100us`), `start.fraction`, `rate`, `workers`, `throttled`
-    /// (fractions or percentages: `0.02`, `2%`), `min.events`, `window.events` (counts).
+    /// `tool` (fractions or percentages: `0.02`, `2%`), `min.events`, `window.events`
+    /// (counts).
     pub fn set(&mut self, kv: &str) -> Result<(), String> {
         let (key, value) = kv
             .split_once('=')
@@ -158,15 +164,35 @@ impl ValidityOptions {
             "window.events" => self.window_events = count()?,
             "workers" => self.workers_busy = frac()?,
             "throttled" => self.throttled = frac()?,
+            // A bound may be larger than its figure: any ratio ≥ 0 (`tool=1000%` judges
+            // nothing imprecise but figures mostly the tool's).
+            "tool" => {
+                self.tool_tolerance =
+                    parse_ratio(value).map_err(|e| format!("{key}={value}: {e}"))?;
+            }
             _ => {
                 return Err(format!(
                     "unknown validity check {key:?}; expected start.p99, start.p99.9, \
                      reference, reference.share, start.fraction, start.min, start.max, min.events, rate, \
-                     window, window.events, workers or throttled"
+                     window, window.events, workers, throttled or tool"
                 ));
             }
         }
         Ok(())
+    }
+}
+
+/// `0.05` or `5%`, any finite value ≥ 0.
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    let v = match s.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => s.trim().parse::<f64>(),
+    }
+    .map_err(|e| format!("not a fraction or percentage ({e})"))?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err("must be finite and at least 0".into())
     }
 }
 

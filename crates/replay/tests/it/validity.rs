@@ -68,10 +68,11 @@ fn run_with(
 /// Thresholds for runs that must come out `valid` whatever else the test machine is doing:
 /// under a load of 9 on 2 cores (parallel builds), a debug build's start lateness p99 reached
 /// 26 ms here, and the engine's own timing is benchmarked elsewhere (docs/PERFORMANCE.md).
-/// These tests are about the verdict, not the figures.
+/// These tests are about the verdict, not the figures: a tool bound of up to 100 × its
+/// figure still leaves the op types `valid`.
 fn loaded_machine() -> ValidityOptions {
     let mut o = ValidityOptions::default();
-    for kv in ["start.p99=1s", "start.p99.9=1s", "rate=25%"] {
+    for kv in ["start.p99=1s", "start.p99.9=1s", "rate=25%", "tool=10000%"] {
         o.set(kv).expect("threshold");
     }
     o

@@ -294,6 +294,9 @@ pub(super) fn test_row(s: &Sample, design: &Design, opts: &CompareOptions) -> Ro
         required_events: required,
         est: None,
         counts: None,
+        tool_base: None,
+        tool_new: None,
+        tool_undecided: false,
     };
     if s.metric.is_latency() {
         let xs = |v: &[super::RunValue]| -> Vec<f64> {
@@ -400,4 +403,34 @@ pub(super) fn verdict(row: &mut Row, design: &Design, opts: &CompareOptions, tes
         }
         _ => None,
     };
+}
+
+/// The same runs on both sides (`compare r0 r0`): every difference is exactly 0, with no
+/// sampling in it, so every row that has its events is `no change` — however few runs, and
+/// whatever their tool bounds (the same delay on both sides cancels). Notes about variance
+/// are dropped and the reason said.
+pub(super) fn identical(r: &mut super::CompareReport) {
+    for row in &mut r.rows {
+        if row.verdict == Verdict::InsufficientData {
+            continue;
+        }
+        row.verdict = Verdict::NoChange;
+        row.ci_low = Some(0.0);
+        row.ci_high = Some(0.0);
+        row.runs_needed = None;
+    }
+    let count = |v: Verdict| r.rows.iter().filter(|x| x.verdict == v).count();
+    r.regressions = 0;
+    r.improvements = 0;
+    r.inconclusive = 0;
+    r.insufficient = count(Verdict::InsufficientData);
+    // Every row decided (exactly): the gate's "nothing judged" does not apply.
+    r.tested = count(Verdict::NoChange);
+    r.runs_needed = None;
+    r.notes.retain(|n| !n.starts_with("one run per side"));
+    r.notes.push(
+        "the same runs on both sides: every difference is exactly 0 (no change), nothing to \
+         test"
+            .to_owned(),
+    );
 }

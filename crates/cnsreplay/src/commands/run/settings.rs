@@ -79,6 +79,11 @@ pub struct ProviderArgs {
     /// sim: latency of an op type (or `default`), e.g. `attach=lognormal:2s:0.5` (repeatable).
     #[arg(long, value_name = "OP=DIST")]
     pub sim_latency: Vec<String>,
+    /// sim: a named set of realistic latencies, `real-node` (testenv's real kubelet node
+    /// with cnsreplay-csi; docs/replay.md, sim presets). It fills the op types `--sim-config`
+    /// leaves unset; `--sim-latency` overrides it.
+    #[arg(long, value_name = "NAME")]
+    pub sim_preset: Option<String>,
     /// sim: inject a stall, `AT+DURATION` from the run start, e.g. `10s+2s` (repeatable).
     #[arg(long, value_name = "AT+DUR")]
     pub sim_stall: Vec<String>,
@@ -245,6 +250,13 @@ pub(crate) fn sim_config(a: &ProviderArgs) -> anyhow::Result<SimConfig> {
             ..SimConfig::default()
         },
     };
+    if let Some(name) = &a.sim_preset {
+        let preset =
+            provider_sim::preset::find(name).map_err(|e| anyhow::anyhow!("--sim-preset: {e}"))?;
+        for (op, lat) in preset.ops() {
+            c.ops.entry(op).or_insert(lat);
+        }
+    }
     for l in &a.sim_latency {
         let (op, d) = l
             .split_once('=')

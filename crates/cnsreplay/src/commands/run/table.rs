@@ -190,6 +190,19 @@ fn write_streams(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The tolerance the op types' bounds were held to (`--validity tool`), in words.
+fn tolerance(s: &Summary) -> String {
+    match s
+        .validity
+        .as_ref()
+        .and_then(|v| v.limits.as_ref())
+        .and_then(|l| l.tool_tolerance)
+    {
+        Some(t) => format!("{:.1} %", t * 100.0),
+        None => "the tolerance".to_owned(),
+    }
+}
+
 /// The verdict line: for a valid run the engine's delay in brief, otherwise every failed
 /// check with its evidence.
 fn write_verdict(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
@@ -226,15 +239,26 @@ fn write_verdict(s: &Summary, out: &mut dyn Write) -> std::io::Result<()> {
             out,
             "verdict: NOT JUDGED (too few events to tell whether the engine kept up)"
         )?,
-        Verdict::PartlyValid => {
+        Verdict::PartlyValid | Verdict::Imprecise => {
+            let valid = v.valid_ops();
             writeln!(
                 out,
-                "verdict: PARTLY VALID (valid for {}; the tool's own delay is too large against \
-                 the latencies of the rest)",
-                v.valid_ops()
+                "verdict: {} ({}the tool's own delay could have added more than {} to some of \
+                 the figures of the rest: they stand with their bounds, the `tool` rows)",
+                v.verdict.name().to_uppercase().replace('-', " "),
+                if valid.is_empty() {
+                    String::new()
+                } else {
+                    format!("valid for {valid}; ")
+                },
+                tolerance(s)
             )?;
-            for o in v.ops_judged(Verdict::EngineBound) {
+            for o in v.imprecise_ops() {
                 writeln!(out, "  {}: {}", o.op, o.evidence)?;
+            }
+            // An engine check past its limit that the bounds took in, said once.
+            for c in v.failed() {
+                writeln!(out, "  {}: {}", c.check, c.message)?;
             }
         }
         _ => {
