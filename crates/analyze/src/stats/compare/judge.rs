@@ -406,14 +406,12 @@ pub(super) fn verdict(row: &mut Row, design: &Design, opts: &CompareOptions, tes
 }
 
 /// The same runs on both sides (`compare r0 r0`): every difference is exactly 0, with no
-/// sampling in it, so every row that has its events is `no change` — however few runs, and
-/// whatever their tool bounds (the same delay on both sides cancels). Notes about variance
-/// are dropped and the reason said.
+/// sampling in it, so every row is `no change` — however few runs or events (the same
+/// figures on both sides, not two estimates of one), and whatever their tool bounds (the same
+/// delay on both sides cancels). Notes about variance and event counts are dropped and the
+/// reason said.
 pub(super) fn identical(r: &mut super::CompareReport) {
     for row in &mut r.rows {
-        if row.verdict == Verdict::InsufficientData {
-            continue;
-        }
         row.verdict = Verdict::NoChange;
         row.ci_low = Some(0.0);
         row.ci_high = Some(0.0);
@@ -427,7 +425,8 @@ pub(super) fn identical(r: &mut super::CompareReport) {
     // Every row decided (exactly): the gate's "nothing judged" does not apply.
     r.tested = count(Verdict::NoChange);
     r.runs_needed = None;
-    r.notes.retain(|n| !n.starts_with("one run per side"));
+    r.notes
+        .retain(|n| !n.starts_with("one run per side") && !n.starts_with("rows with insufficient"));
     r.notes.push(
         "the same runs on both sides: every difference is exactly 0 (no change), nothing to \
          test"
