@@ -414,6 +414,22 @@ pub struct CompareReport {
 }
 
 impl CompareReport {
+    /// The verdict counts and the largest `runs_needed` of the inconclusive rows, from the
+    /// rows (after a pass that changed verdicts: the tool's bounds, identical sides).
+    pub(crate) fn recount(&mut self) {
+        let count = |v: Verdict| self.rows.iter().filter(|x| x.verdict == v).count();
+        self.regressions = count(Verdict::Regression);
+        self.improvements = count(Verdict::Improvement);
+        self.inconclusive = count(Verdict::Inconclusive);
+        self.insufficient = count(Verdict::InsufficientData);
+        self.runs_needed = self
+            .rows
+            .iter()
+            .filter(|x| x.verdict == Verdict::Inconclusive)
+            .filter_map(|x| x.runs_needed)
+            .max();
+    }
+
     /// The exit code a gate uses: 1 regression, 3 inconclusive, insufficient data or
     /// nothing judged, 0 otherwise (every row no change or improvement).
     pub fn exit_code(&self) -> u8 {
@@ -711,7 +727,6 @@ pub fn judge(samples: &[Sample], design: &Design, opts: &CompareOptions) -> Comp
     for row in &mut rows {
         judge::verdict(row, design, opts, tested.len());
     }
-    let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
     let mut notes = Vec::new();
     if !between && !samples.is_empty() {
         notes.push(
@@ -785,12 +800,7 @@ pub fn judge(samples: &[Sample], design: &Design, opts: &CompareOptions) -> Comp
                 .to_owned(),
         );
     }
-    let runs_needed = rows
-        .iter()
-        .filter(|r| r.verdict == Verdict::Inconclusive)
-        .filter_map(|r| r.runs_needed)
-        .max();
-    CompareReport {
+    let mut report = CompareReport {
         base: Vec::new(),
         new: Vec::new(),
         same_trace: true,
@@ -799,15 +809,17 @@ pub fn judge(samples: &[Sample], design: &Design, opts: &CompareOptions) -> Comp
         design: design.clone(),
         manifest_differences: Vec::new(),
         label_differences: Vec::new(),
-        runs_needed,
+        runs_needed: None,
         tested: tested.len(),
-        regressions: count(Verdict::Regression),
-        improvements: count(Verdict::Improvement),
-        inconclusive: count(Verdict::Inconclusive),
-        insufficient: count(Verdict::InsufficientData),
+        regressions: 0,
+        improvements: 0,
+        inconclusive: 0,
+        insufficient: 0,
         rows,
         unmatched: Vec::new(),
         engine_bound: Vec::new(),
         notes,
-    }
+    };
+    report.recount();
+    report
 }

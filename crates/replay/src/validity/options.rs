@@ -198,14 +198,11 @@ fn parse_ratio(s: &str) -> Result<f64, String> {
 
 /// `0.02` or `2%`, within [0, 1].
 fn parse_fraction(s: &str) -> Result<f64, String> {
-    let v = match s.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => s.trim().parse::<f64>(),
-    }
-    .map_err(|e| format!("not a fraction or percentage ({e})"))?;
-    if (0.0..=1.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err("must be between 0 and 1 (0 % and 100 %)".into())
-    }
+    parse_ratio(s).and_then(|v| {
+        if v <= 1.0 {
+            Ok(v)
+        } else {
+            Err("must be between 0 and 1 (0 % and 100 %)".into())
+        }
+    })
 }

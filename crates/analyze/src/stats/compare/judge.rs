@@ -417,14 +417,9 @@ pub(super) fn identical(r: &mut super::CompareReport) {
         row.ci_high = Some(0.0);
         row.runs_needed = None;
     }
-    let count = |v: Verdict| r.rows.iter().filter(|x| x.verdict == v).count();
-    r.regressions = 0;
-    r.improvements = 0;
-    r.inconclusive = 0;
-    r.insufficient = count(Verdict::InsufficientData);
+    r.recount();
     // Every row decided (exactly): the gate's "nothing judged" does not apply.
-    r.tested = count(Verdict::NoChange);
-    r.runs_needed = None;
+    r.tested = r.rows.len();
     r.notes
         .retain(|n| !n.starts_with("one run per side") && !n.starts_with("rows with insufficient"));
     r.notes.push(

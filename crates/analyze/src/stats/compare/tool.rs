@@ -63,16 +63,7 @@ pub(super) fn weigh_report(r: &mut CompareReport, base: &[Run], new: &[Run]) {
     if undone.is_empty() {
         return;
     }
-    let count = |v: Verdict| r.rows.iter().filter(|x| x.verdict == v).count();
-    r.regressions = count(Verdict::Regression);
-    r.improvements = count(Verdict::Improvement);
-    r.inconclusive = count(Verdict::Inconclusive);
-    r.runs_needed = r
-        .rows
-        .iter()
-        .filter(|x| x.verdict == Verdict::Inconclusive)
-        .filter_map(|x| x.runs_needed)
-        .max();
+    r.recount();
     r.notes.push(format!(
         "inconclusive because the tool's own delay could have made the verdict (each side's \
          error bound, from its runs' tool_ns; rerun on a quieter host, more runs do not \
