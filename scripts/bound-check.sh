@@ -28,12 +28,8 @@ fi
 work=${1:-$(mktemp -d /tmp/bound-check.XXXX)}
 mkdir -p "$work"
 trace=$work/trace.jsonl
-awk -v n="$EVENTS" -v rate="$RATE" 'BEGIN {
-  print "{\"format\":\"cnsreplay-trace\",\"version\":1,\"provenance\":{\"generator\":\"bound-check\"}}";
-  step = int(1e9 / rate);
-  for (i = 0; i < n; i++)
-    printf "{\"at\":%d,\"id\":%d,\"attach\":{\"workload\":\"w%d\",\"volumes\":[]}}\n", i * step, i + 1, i;
-}' >"$trace"
+. scripts/lib/attach-trace.sh
+attach_trace "$EVENTS" "$RATE" bound-check >"$trace"
 
 run() { # name seed [delay]
   local out=$work/$1

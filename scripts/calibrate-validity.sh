@@ -27,12 +27,8 @@ fi
 work=${1:-$(mktemp -d /tmp/calibrate-validity.XXXX)}
 mkdir -p "$work"
 trace=$work/trace.jsonl
-awk -v n="$EVENTS" -v rate="$RATE" 'BEGIN {
-  print "{\"format\":\"cnsreplay-trace\",\"version\":1,\"provenance\":{\"generator\":\"calibrate-validity\"}}";
-  step = int(1e9 / rate);
-  for (i = 0; i < n; i++)
-    printf "{\"at\":%d,\"id\":%d,\"attach\":{\"workload\":\"w%d\",\"volumes\":[]}}\n", i * step, i + 1, i;
-}' >"$trace"
+. scripts/lib/attach-trace.sh
+attach_trace "$EVENTS" "$RATE" calibrate-validity >"$trace"
 
 # CPU time the hypervisor gave to others while this VM's CPUs wanted it (/proc/stat `steal`,
 # all CPUs, ms): a machine stall no process of ours can prevent.
