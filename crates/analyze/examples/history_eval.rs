@@ -85,6 +85,8 @@ fn series(
                 trace_sha256: "eval".to_owned(),
                 labels: [("build".to_owned(), b.to_string())].into(),
                 values: run_values(rng, events, slow),
+                tool: Default::default(),
+                imprecise: Default::default(),
             });
         }
     }

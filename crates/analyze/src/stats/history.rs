@@ -19,7 +19,8 @@
 //! build is still past it by more than the threshold. A series whose latest segment is worse
 //! than the one before by more than its threshold (the thresholds of `compare`) is a
 //! regression: exit 1. Runs of different traces are refused unless `--by-op-type`, as in
-//! `compare`; op types a partly-valid run could not measure are left out of that run's values.
+//! `compare`; op types a run's verdict calls imprecise are left out of that run's values
+//! (the build is missing from those series).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -49,25 +50,51 @@ pub struct RunPoint {
     pub labels: BTreeMap<String, String>,
     /// Its values per op type (or `io KIND`) × metric.
     pub values: BTreeMap<(String, Metric), RunValue>,
+    /// The tool's error bound of each value that has one (ns; `tool_ns` of `summary.json`:
+    /// an op type's response p50, p99 and p99.9).
+    pub tool: BTreeMap<(String, Metric), u64>,
+    /// The rows (op type or `io KIND`) the run's verdict calls imprecise: their values are
+    /// kept and exported, with their bounds, but a history leaves them out ([`Self::precise`]).
+    pub imprecise: BTreeSet<String>,
 }
 
 impl RunPoint {
-    /// A run directory's values; op types its verdict calls imprecise are left out (a
-    /// series of build medians has no place for a run's tool bound: one run's tool error
-    /// would read as a change between builds).
+    /// A run directory's values, each with its tool bound where `summary.json` has one, and
+    /// the rows its verdict calls imprecise.
     pub fn of_run(path: &Path, allow_invalid: bool) -> Result<Self> {
         let run = Run::open_for_analysis(path, allow_invalid)?;
-        let mut values = compare::run_values(&run)?;
-        let bound: BTreeSet<String> = run
+        let values = compare::run_values(&run)?;
+        let named: BTreeSet<String> = run
             .validity
             .iter()
             .flat_map(|v| v.imprecise_ops())
             .map(|o| o.op.clone())
             .collect();
-        values.retain(|(op, _), _| {
-            !(bound.contains(op)
-                || (op.starts_with("io ") && bound.contains(replay::validity::IO_PHASE_IO)))
-        });
+        let imprecise = values
+            .keys()
+            .map(|(op, _)| op)
+            .filter(|op| {
+                named.contains(*op)
+                    || (op.starts_with("io ") && named.contains(replay::validity::IO_PHASE_IO))
+            })
+            .cloned()
+            .collect();
+        let mut tool = BTreeMap::new();
+        if let Ok(summary) = replay::RunDir::open(path).summary() {
+            for (op, o) in &summary.ops {
+                if let Some(b) = &o.response.tool_ns {
+                    for (m, ns) in [
+                        (Metric::P50, b.p50),
+                        (Metric::P99, b.p99),
+                        (Metric::P999, b.p999),
+                    ] {
+                        if values.contains_key(&(op.clone(), m)) {
+                            tool.insert((op.clone(), m), ns);
+                        }
+                    }
+                }
+            }
+        }
         Ok(Self {
             source: path.display().to_string(),
             run_id: run.manifest.run_id.clone(),
@@ -75,7 +102,19 @@ impl RunPoint {
             trace_sha256: run.manifest.trace.sha256.clone(),
             labels: run.manifest.labels,
             values,
+            tool,
+            imprecise,
         })
+    }
+
+    /// The point without its imprecise rows: what a history compares (a series of build
+    /// medians has no place for a run's tool bound: one run's tool error would read as a
+    /// change between builds; the build is listed as missing from that series instead).
+    pub fn precise(mut self) -> Self {
+        let imprecise = std::mem::take(&mut self.imprecise);
+        self.values.retain(|(op, _), _| !imprecise.contains(op));
+        self.tool.retain(|(op, _), _| !imprecise.contains(op));
+        self
     }
 }
 
@@ -280,14 +319,15 @@ impl HistoryReport {
     }
 }
 
-/// Reads every input: a run directory, or a `.csv` / `.parquet` table of exported values.
+/// Reads every input: a run directory, or a `.csv` / `.parquet` table of exported values;
+/// each run's imprecise rows left out ([`RunPoint::precise`]).
 pub fn load(inputs: &[PathBuf], allow_invalid: bool) -> Result<Vec<RunPoint>> {
     let mut out = Vec::new();
     for p in inputs {
         if p.is_dir() {
-            out.push(RunPoint::of_run(p, allow_invalid)?);
+            out.push(RunPoint::of_run(p, allow_invalid)?.precise());
         } else {
-            out.extend(table::read(p)?);
+            out.extend(table::read(p)?.into_iter().map(RunPoint::precise));
         }
     }
     Ok(out)

@@ -34,6 +34,8 @@ fn point(build: &str, run: usize, p50_ms: f64, sha: &str) -> RunPoint {
             ("team".to_owned(), "a|b".to_owned()),
         ]
         .into(),
+        tool: [(("attach".to_owned(), Metric::P99), 250_000 + run as u64)].into(),
+        imprecise: Default::default(),
         values,
     }
 }
@@ -170,7 +172,8 @@ fn runs_without_the_label_or_of_another_trace_are_refused_by_name() {
 #[test]
 fn the_values_table_round_trips_through_csv_and_parquet() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let pts = series(3, None);
+    let mut pts = series(3, None);
+    pts[1].imprecise.insert("attach".to_owned());
     let csv = dir.path().join("v.csv");
     let n = table::write_csv(&pts, &mut fs_err::File::create(&csv).expect("create")).expect("csv");
     assert_eq!(n as usize, pts.len() * Metric::ALL.len());
@@ -189,6 +192,7 @@ fn the_values_table_round_trips_through_csv_and_parquet() {
                 (&p.labels, &p.started, &p.trace_sha256)
             );
             assert!(q.source.contains(&p.source), "{}", q.source);
+            assert_eq!((&q.tool, &q.imprecise), (&p.tool, &p.imprecise));
             for (k, v) in &p.values {
                 let w = q.values[k];
                 assert_eq!(w.events, v.events);
@@ -199,6 +203,45 @@ fn the_values_table_round_trips_through_csv_and_parquet() {
             }
         }
     }
+}
+
+/// An exported run's imprecise rows travel with their bounds; a history reads them and
+/// leaves them out (that run's build is missing from the series), the rest stays.
+#[test]
+fn a_history_leaves_out_the_rows_a_run_calls_imprecise() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut pts = series(3, None);
+    pts[0].imprecise.insert("attach".to_owned());
+    pts[0].values.insert(
+        ("io read".to_owned(), Metric::P50),
+        RunValue {
+            value: 1e5,
+            events: 1000,
+        },
+    );
+    let csv = dir.path().join("v.csv");
+    table::write_csv(&pts, &mut fs_err::File::create(&csv).expect("create")).expect("csv");
+    let text = fs_err::read_to_string(&csv).expect("read");
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|h| h.contains(",tool,imprecise")),
+        "{text}"
+    );
+    let loaded = history::load(&[csv], false).expect("load");
+    let first = loaded
+        .iter()
+        .find(|p| p.run_id == pts[0].run_id)
+        .expect("the first run");
+    assert!(
+        first.values.keys().all(|(op, _)| op == "io read") && first.tool.is_empty(),
+        "{first:?}"
+    );
+    let second = loaded
+        .iter()
+        .find(|p| p.run_id == pts[1].run_id)
+        .expect("the second run");
+    assert_eq!(second.values.len(), Metric::ALL.len());
 }
 
 #[test]
@@ -232,6 +275,18 @@ fn a_bad_values_table_is_named_by_file_row_and_column() {
             "row 2: run id1 has attach p50 twice",
         ),
         ("run,op\nx,y\n".to_owned(), "no column \"run_id\""),
+        (
+            "run,run_id,started,trace_sha256,op,metric,value,events,tool,imprecise\n\
+             r1,id1,2026-12-01T10:00:00Z,t,attach,p50,1000,20,1.5,false\n"
+                .to_owned(),
+            "row 1, column tool",
+        ),
+        (
+            "run,run_id,started,trace_sha256,op,metric,value,events,tool,imprecise\n\
+             r1,id1,2026-12-01T10:00:00Z,t,attach,p50,1000,20,,maybe\n"
+                .to_owned(),
+            "row 1, column imprecise",
+        ),
         (
             format!("{head}r1,id1,2026-12-01T10:00:00Z,t,attach,p50,1000,20,bad\u{7}\n"),
             "row 1, column label.build",

@@ -430,7 +430,17 @@ fn labels_survive_run_export_merge_summary_and_history() {
         table
             .lines()
             .next()
-            .is_some_and(|h| h.ends_with("label.build,label.commit")),
+            .is_some_and(|h| h.ends_with(",events,tool,imprecise,label.build,label.commit")),
+        "{table}"
+    );
+    // The mean has no tool bound (its cell is empty; the bounds: run::sim_run_…).
+    assert!(
+        table
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[5] == "mean")
+            .all(|f| f[8].is_empty()),
         "{table}"
     );
 

@@ -112,6 +112,28 @@ fn sim_run_prints_the_summary_and_its_schema_is_committed() {
             }
         }
     }
+    // The values table carries each value's bound: create_volume's p99 row has the summary's.
+    let values = dir.path().join("values.csv");
+    ok(&cnsreplay(&[
+        "-q",
+        "analyze",
+        "summary",
+        run.to_str().expect("utf-8"),
+        "--allow-invalid",
+        "--csv",
+        values.to_str().expect("utf-8"),
+    ]));
+    let table = fs_err::read_to_string(&values).expect("values");
+    let row: Vec<&str> = table
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|f| f[4] == "create_volume" && f[5] == "p99")
+        .unwrap_or_else(|| panic!("no create_volume p99 row: {table}"));
+    assert_eq!(
+        row[8].parse::<u64>().ok(),
+        v["ops"]["create_volume"]["response"]["tool_ns"]["p99"].as_u64(),
+        "{table}"
+    );
     let manifest = RunDir::open(&run).manifest().expect("manifest");
     assert_eq!(manifest.state, CompletionState::Complete);
     // The CLI's default timing options are the engine's, and the lane count is resolved.

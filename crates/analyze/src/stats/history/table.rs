@@ -4,8 +4,11 @@
 //!
 //! Long format, one row per run × op type × metric: `run` (the directory), `run_id`,
 //! `started` (RFC 3339), `trace_sha256`, `op`, `metric` (`p50`, `p99`, `p99.9`, `mean`,
-//! `error_rate`), `value` (ns, or the failed fraction), `events`, then `label.KEY` per label
-//! (empty where a run lacks it). Tables of several exports are read together; the rows of one
+//! `error_rate`), `value` (ns, or the failed fraction), `events`, `tool` (the tool's error bound
+//! of the value in ns, docs/replay.md; empty where the run measured none), `imprecise` (true
+//! where the run's verdict calls the row's op type imprecise: a history leaves it out), then
+//! `label.KEY` per label (empty where a run lacks it). `tool` and `imprecise` are optional
+//! when read (tables exported before them). Tables of several exports are read together; the rows of one
 //! `run_id` must agree on its start, trace and labels. A bad cell is an error naming the
 //! file, the row (1-based, the header not counted) and the column.
 
@@ -36,6 +39,7 @@ pub fn frame(points: &[RunPoint]) -> Result<DataFrame> {
         points.iter().flat_map(|p| p.labels.keys()).collect();
     let mut text: [Vec<&str>; 6] = Default::default();
     let (mut value, mut events) = (Vec::new(), Vec::new());
+    let (mut tool, mut imprecise): (Vec<Option<u64>>, Vec<bool>) = (Vec::new(), Vec::new());
     let mut labels: Vec<Vec<Option<&str>>> = vec![Vec::new(); keys.len()];
     for p in points {
         for ((op, metric), v) in &p.values {
@@ -51,6 +55,8 @@ pub fn frame(points: &[RunPoint]) -> Result<DataFrame> {
             }
             value.push(v.value);
             events.push(v.events);
+            tool.push(p.tool.get(&(op.clone(), *metric)).copied());
+            imprecise.push(p.imprecise.contains(op));
             for (col, k) in labels.iter_mut().zip(&keys) {
                 col.push(p.labels.get(*k).map(String::as_str));
             }
@@ -64,6 +70,8 @@ pub fn frame(points: &[RunPoint]) -> Result<DataFrame> {
         .collect();
     cols.push(Column::new("value".into(), value));
     cols.push(Column::new("events".into(), events));
+    cols.push(Column::new("tool".into(), tool));
+    cols.push(Column::new("imprecise".into(), imprecise));
     for (k, v) in keys.iter().zip(labels) {
         cols.push(Column::new(format!("label.{k}").into(), v));
     }
@@ -84,6 +92,16 @@ pub fn write_parquet<W: Write>(points: &[RunPoint], out: W) -> Result<u64> {
         .with_compression(ParquetCompression::Zstd(None))
         .finish(&mut df)?;
     Ok(df.height() as u64)
+}
+
+/// A whole number ≥ 0, also as a float without a fraction (a spreadsheet's `12.0`).
+fn count(t: &str) -> Option<u64> {
+    t.parse::<u64>().ok().or_else(|| {
+        t.parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0)
+            .map(|f| f as u64)
+    })
 }
 
 /// Reads a table written by [`write_csv`] or [`write_parquet`] (by its extension), or several
@@ -138,6 +156,14 @@ pub fn read(path: &Path) -> Result<Vec<RunPoint>> {
     };
     let fixed: Vec<Vec<Option<String>>> =
         FIXED.iter().map(|c| strings(c)).collect::<Result<_>>()?;
+    let optional = |name: &str| -> Result<Option<Vec<Option<String>>>> {
+        names
+            .iter()
+            .any(|n| n == name)
+            .then(|| strings(name))
+            .transpose()
+    };
+    let (tool_col, imprecise_col) = (optional("tool")?, optional("imprecise")?);
     let label_cols: Vec<(String, Vec<Option<String>>)> = names
         .iter()
         .filter_map(|n| n.strip_prefix("label.").map(|k| (k.to_owned(), n)))
@@ -174,20 +200,12 @@ pub fn read(path: &Path) -> Result<Vec<RunPoint>> {
             })?;
         let events: u64 = {
             let t = cell(7)?;
-            t.parse::<u64>()
-                .ok()
-                .or_else(|| {
-                    t.parse::<f64>()
-                        .ok()
-                        .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0)
-                        .map(|f| f as u64)
-                })
-                .ok_or_else(|| {
-                    bad(format!(
-                        "row {}, column events: {t:?} is not a count",
-                        row + 1
-                    ))
-                })?
+            count(t).ok_or_else(|| {
+                bad(format!(
+                    "row {}, column events: {t:?} is not a count",
+                    row + 1
+                ))
+            })?
         };
         let mut labels = BTreeMap::new();
         for (k, col) in &label_cols {
@@ -205,6 +223,8 @@ pub fn read(path: &Path) -> Result<Vec<RunPoint>> {
             trace_sha256: sha.to_owned(),
             labels: labels.clone(),
             values: BTreeMap::new(),
+            tool: BTreeMap::new(),
+            imprecise: std::collections::BTreeSet::new(),
         });
         if p.started != started || p.trace_sha256 != sha || p.labels != labels {
             return Err(bad(format!(
@@ -222,6 +242,36 @@ pub fn read(path: &Path) -> Result<Vec<RunPoint>> {
                 row + 1,
                 metric.name()
             )));
+        }
+        if let Some(t) = tool_col
+            .as_ref()
+            .and_then(|c| c[row].as_deref())
+            .filter(|t| !t.is_empty())
+        {
+            let ns = count(t).ok_or_else(|| {
+                bad(format!(
+                    "row {}, column tool: {t:?} is not a bound in ns (a whole number ≥ 0, or \
+                     empty)",
+                    row + 1
+                ))
+            })?;
+            p.tool.insert((op.to_owned(), metric), ns);
+        }
+        match imprecise_col
+            .as_ref()
+            .and_then(|c| c[row].as_deref())
+            .unwrap_or("")
+        {
+            "true" => {
+                p.imprecise.insert(op.to_owned());
+            }
+            "false" | "" => {}
+            other => {
+                return Err(bad(format!(
+                    "row {}, column imprecise: {other:?} is not true or false",
+                    row + 1
+                )));
+            }
         }
     }
     if runs.is_empty() {
