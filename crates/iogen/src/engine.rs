@@ -12,11 +12,20 @@
 //! loop's "now" for the next turn. Closed-loop requests have no intended time: theirs is their
 //! submission time.
 //!
+//! Spinning is rationed process-wide ([`SpinToken`]): by default at most one fewer workers than
+//! the process may use CPUs spin at once (`EngineOptions::spinners`), so a spinning worker never takes the last CPU from the
+//! workers, the kernel's I/O threads and (in the replay engine) the timing lane whose turn
+//! is due; a worker that finds no token sleeps to its deadline instead. Without the ration,
+//! five open-loop phases on two CPUs spun in each other's turns (docs/PERFORMANCE.md, *The
+//! tool's error bound*: iogen's issue lateness in the main job).
+//!
 //! Every wait is bounded by [`STOP_POLL`], so a stop request is seen within that. After a
 //! stop nothing new is issued; what is in flight gets [`CANCEL_AFTER`] to complete, is then
 //! cancelled, and after [`ABANDON_AFTER`] is given up on (counted as errors), so a stop always
 //! ends the run with partial results, even on storage that never answers.
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use trace_format::IoKind;
@@ -37,6 +46,45 @@ pub(crate) const SPIN_NS: u64 = 50_000;
 /// lateness decays by 1/[`OVERSLEEP_DECAY`] per later wake-up.
 pub(crate) const MAX_MARGIN_NS: u64 = 1_000_000;
 const OVERSLEEP_DECAY: u64 = 64;
+/// Workers spinning now, over every worker of the process.
+static SPINNING: AtomicUsize = AtomicUsize::new(0);
+
+/// The right to spin before a deadline: one of `max` per process, given back on drop.
+struct SpinToken(&'static AtomicUsize);
+
+impl SpinToken {
+    fn take(max: usize) -> Option<Self> {
+        Self::take_from(&SPINNING, max)
+    }
+
+    fn take_from(count: &'static AtomicUsize, max: usize) -> Option<Self> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| SpinToken(count))
+    }
+}
+
+impl Drop for SpinToken {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How many workers may spin at once by default: the CPUs this process may use, less one (at
+/// least one).
+fn default_spinners() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .saturating_sub(1)
+            .max(1)
+    })
+}
+
 /// Longest blocking wait: the stop flag is checked at least this often.
 pub(crate) const STOP_POLL: Duration = Duration::from_millis(100);
 /// After a stop, in-flight requests are cancelled after this long...
@@ -108,6 +156,8 @@ pub(crate) struct Worker<'a> {
     oversleep_ns: u64,
     /// The latest timed wake-up seen, ns after its timer.
     pub max_oversleep_ns: u64,
+    /// Workers of the process that may spin at once (see [`SpinToken`]).
+    spinners: usize,
 }
 
 fn ring_op(k: IoKind) -> RingOp {
@@ -157,12 +207,19 @@ impl<'a> Worker<'a> {
             spin_ns: SPIN_NS,
             oversleep_ns: 0,
             max_oversleep_ns: 0,
+            spinners: default_spinners(),
         }
     }
 
     /// Sets the spin margin before each deadline (`None`: [`SPIN_NS`]).
     pub(crate) fn set_spin(&mut self, spin: Option<Duration>) {
         self.spin_ns = spin.map_or(SPIN_NS, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Sets how many workers of the process may spin at once (`None`: one fewer than its
+    /// CPUs, at least one).
+    pub(crate) fn set_spinners(&mut self, spinners: Option<usize>) {
+        self.spinners = spinners.unwrap_or_else(default_spinners);
     }
 
     /// Sets the instant all times are measured from (the run's start).
@@ -307,7 +364,8 @@ impl<'a> Worker<'a> {
     }
 
     /// Waits for deadline `t` (ns from the base) while reaping completions: blocks until
-    /// [`SPIN_NS`] before it (at most [`STOP_POLL`]), then spins on the clock. Returns when the
+    /// [`SPIN_NS`] before it (at most [`STOP_POLL`]), then spins on the clock if it gets a
+    /// [`SpinToken`], else blocks to `t`. Returns when the
     /// deadline has passed, when completions were reaped, or after the blocking part.
     fn wait_until(&mut self, src: &mut dyn Source, t: u64, in_flight: usize) -> Result<(), Error> {
         let now = self.now();
@@ -330,6 +388,20 @@ impl<'a> Worker<'a> {
             }
             return Ok(());
         }
+        if now >= t {
+            return Ok(());
+        }
+        // Near the deadline: spin if a token is free, else block to the deadline itself.
+        let Some(_token) = SpinToken::take(self.spinners) else {
+            if in_flight > 0 {
+                self.backend
+                    .wait(1, Duration::from_nanos(t - now), &mut self.done)?;
+            } else {
+                self.backend.submit()?;
+                self.sleep_until(t);
+            }
+            return Ok(());
+        };
         self.backend.submit()?;
         loop {
             if in_flight > 0 {
@@ -494,5 +566,31 @@ impl Source for PhaseSource {
 
     fn stop(&mut self) {
         self.stopped = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// At most `max` tokens are out at once, from any thread; a dropped one can be taken again.
+    #[test]
+    fn spin_tokens_are_rationed_and_given_back() {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let (a, b) = (
+            SpinToken::take_from(&COUNT, 2),
+            SpinToken::take_from(&COUNT, 2),
+        );
+        assert!(a.is_some() && b.is_some());
+        let c = std::thread::spawn(|| SpinToken::take_from(&COUNT, 2).is_some())
+            .join()
+            .expect("thread");
+        assert!(!c, "a third token of two");
+        drop(a);
+        let d = SpinToken::take_from(&COUNT, 2);
+        assert!(d.is_some(), "a token given back is taken again");
+        drop((b, d));
+        assert_eq!(COUNT.load(Ordering::Acquire), 0);
+        assert!(default_spinners() >= 1);
     }
 }

@@ -183,6 +183,12 @@ pub struct EngineOptions {
     /// 0 (sleep to each deadline) is the better trade.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spin: Option<Duration>,
+    /// Open loops: how many workers of the process may spin before their deadlines at once
+    /// (`None`: one fewer than the CPUs the process may use, at least one). A worker that
+    /// finds them all spinning sleeps to its deadline. Shared by every worker of the process
+    /// that reads the same limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spinners: Option<usize>,
     /// Streams: the CPU of the stream's thread and of its ring's kernel I/O workers (none:
     /// wherever the scheduler puts them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -245,6 +251,7 @@ impl Default for EngineOptions {
             stream_depth: default_stream_depth(),
             stream_max_len: default_stream_max_len(),
             spin: None,
+            spinners: None,
             cpus: None,
         }
     }

@@ -439,6 +439,7 @@ fn run_job(
         .map(|b| {
             let mut w = Worker::new(b, Recorder::new(iv), map.map(Verifier::new));
             w.set_spin(opts.spin);
+            w.set_spinners(opts.spinners);
             w.written = written.map(|_| Recording::default());
             w
         });

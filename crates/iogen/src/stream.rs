@@ -173,6 +173,7 @@ pub fn start_stream(
             rec.keep_buckets();
             let mut w = Worker::new(backend, rec, None);
             w.set_spin(opts.spin);
+            w.set_spinners(opts.spinners);
             let base = Instant::now();
             w.set_base(base);
             let _ = ready_tx.send(Ok(()));

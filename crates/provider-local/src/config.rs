@@ -39,6 +39,10 @@ pub struct LocalConfig {
     /// sleep to each deadline, for more busy volumes than spare CPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_spin_ns: Option<u64>,
+    /// Open-loop I/O (`io_phase` and bare `io` streams): workers that may spin before their
+    /// deadlines at once (`None`: iogen's default, one fewer than the CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_spinners: Option<usize>,
     /// Bare `io` streams: the CPU of each stream's thread (its ring's kernel I/O workers go
     /// to the others).
     #[serde(default)]
@@ -90,6 +94,7 @@ impl Default for LocalConfig {
             stream_max_len: default_stream_max_len(),
             stream_layout_max: default_stream_layout_max(),
             stream_spin_ns: None,
+            io_spinners: None,
             stream_cpus: StreamCpus::Auto,
         }
     }

@@ -52,6 +52,7 @@ pub(crate) async fn io_phase(
         interval_log: Some(log.clone()),
         interval: INTERVAL,
         seed: ev.id,
+        spinners: p.config.io_spinners,
         ..iogen::EngineOptions::default()
     };
     let mut spec = iogen::PhaseSpec::from_trace(ph);
@@ -447,6 +448,7 @@ pub(crate) fn open_stream(
         stream_depth: p.config.stream_depth,
         stream_max_len: p.config.stream_max_len,
         spin: Some(stream_spin(p)?),
+        spinners: p.config.io_spinners,
         cpus: stream_cpus(p, name, sparse)?,
         ..iogen::EngineOptions::default()
     };

@@ -225,6 +225,11 @@ struct EngineArgs {
     /// Random seed.
     #[arg(long, default_value_t = 0x106e_2e9e)]
     seed: u64,
+    /// Open loops: jobs that may spin before their deadlines at once (`all`: no limit;
+    /// default one fewer than the CPUs this process may use, at least one); the others sleep
+    /// to their deadlines.
+    #[arg(long, value_name = "N|all", value_parser = parse_spinners)]
+    spinners: Option<usize>,
     /// Write the JSON summary to this file (`-` = stdout, replacing the table).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -372,6 +377,18 @@ struct SuiteArgs {
     engine: EngineArgs,
 }
 
+/// `--spinners`: a count ≥ 1, or `all`.
+fn parse_spinners(s: &str) -> Result<usize, String> {
+    match s.trim() {
+        "all" => Ok(usize::MAX),
+        n => match n.parse::<usize>() {
+            Ok(0) => Err("at least 1 (or `all`): 0 would leave no worker to spin; use --spin 0 to sleep to every deadline".into()),
+            Ok(n) => Ok(n),
+            Err(_) => Err(format!("{n:?} is not a count or `all`")),
+        },
+    }
+}
+
 fn parse_dur(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let t2 = if t.chars().all(|c| c.is_ascii_digit()) {
@@ -418,6 +435,7 @@ impl EngineArgs {
             interval_log: self.interval_log.clone(),
             interval: self.interval,
             seed: self.seed,
+            spinners: self.spinners,
             ..EngineOptions::default()
         }
     }

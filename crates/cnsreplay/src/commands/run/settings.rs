@@ -116,6 +116,11 @@ pub struct ProviderArgs {
     /// sleeping (default: 50us when the header declares fewer volumes than CPUs, else 0).
     #[arg(long, value_name = "DURATION")]
     pub local_io_spin: Option<String>,
+    /// local: open-loop I/O workers (`io_phase` and bare `io` streams) that may spin before
+    /// their deadlines at once: a number, or `all` (default: one fewer than the CPUs, at least
+    /// one; the others sleep to their deadlines).
+    #[arg(long, value_name = "N|all")]
+    pub local_io_spinners: Option<String>,
     /// local: the CPU of each volume's I/O stream thread: `auto` (for a sparse target, whose
     /// writes the kernel's I/O workers carry out, one CPU each from the last when the header
     /// declares fewer volumes than CPUs, the workers on the others; else the scheduler's
@@ -318,6 +323,20 @@ pub(crate) fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
             d => parse_duration(d).map_err(|e| anyhow::anyhow!("--local-io-spin {d:?}: {e}")),
         })
         .transpose()?;
+    let io_spinners = a
+        .local_io_spinners
+        .as_deref()
+        .map(|n| match n.trim() {
+            "all" => Ok(usize::MAX),
+            t => match t.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(anyhow::anyhow!(
+                    "--local-io-spinners {n:?}: a count of at least 1, or `all` (`--local-io-spin 0` \
+                     stops streams spinning)"
+                )),
+            },
+        })
+        .transpose()?;
     let stream_cpus = match a.local_io_cpus.trim() {
         "auto" => StreamCpus::Auto,
         "none" => StreamCpus::None,
@@ -338,6 +357,7 @@ pub(crate) fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
         mode,
         max_volume_bytes,
         stream_spin_ns,
+        io_spinners,
         stream_cpus,
         stream_depth: a.local_io_depth,
         stream_max_len,
