@@ -13,6 +13,7 @@
 # Usage: scripts/calibrate-capacity.sh [WORKDIR]
 #   env: SEEDS=20 FIRST_SEED=1 EVENTS=10000 CASES="saturation slo" JOBS=2 REFINE=16
 #        SUMMARY_ONLY=1 (summarise WORKDIR's finished searches)
+#        HOGS=N (N busy loops beside the searches)
 #        REJUDGE=1 (with SUMMARY_ONLY: first re-judge every finished search's runs with
 #        CNSREPLAY's `analyze capacity`, e.g. after a change of the estimator; the runs were
 #        still chosen by the refinement of the binary that ran the search)
@@ -67,10 +68,16 @@ export -f one trace
 export work bin EVENTS REFINE
 
 # SUMMARY_ONLY=1: summarise the searches already in WORKDIR (e.g. after stopping it early).
+# HOGS=N: N busy loops (`while true`) run beside the searches (scripts/capacity-hogs.sh).
+hogs=()
+stop_hogs() { [ ${#hogs[@]} -eq 0 ] || kill "${hogs[@]}" 2>/dev/null || true; hogs=(); }
+trap stop_hogs EXIT
 if [[ -z ${SUMMARY_ONLY:-} ]]; then
+  for _ in $(seq 1 "${HOGS:-0}"); do bash -c 'while true; do :; done' & hogs+=($!); done
   for ((s = FIRST_SEED; s < FIRST_SEED + SEEDS; s++)); do
     for case in $CASES; do echo "$case $s"; done
   done | xargs -P "$JOBS" -L 1 bash -c 'one "$0" "$1"'
+  stop_hogs
 fi
 
 for case in $CASES; do
