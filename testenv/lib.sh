@@ -16,10 +16,10 @@ kube-scheduler          kube        k8s.io/kubernetes/cmd/kube-scheduler
 kubectl                 kube        k8s.io/kubernetes/cmd/kubectl
 kwok                    kwok        sigs.k8s.io/kwok/cmd/kwok
 csi-provisioner         provisioner github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
-csi-attacher            attacher    github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
-csi-resizer             resizer     github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
-csi-snapshotter         snapshotter github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
-snapshot-controller     snapshotter github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
+csi-attacher            sidecars    github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
+csi-resizer             sidecars    github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
+csi-snapshotter         sidecars    github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
+snapshot-controller     sidecars    github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
 kubelet                 kube        k8s.io/kubernetes/cmd/kubelet
 containerd              containerd  github.com/containerd/containerd/v2/cmd/containerd urfave_cli_no_docs,no_btrfs,no_devmapper,no_zfs cgo0
 containerd-shim-runc-v2 containerd  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 urfave_cli_no_docs,no_grpc cgo0
@@ -30,7 +30,7 @@ cni-eth0                cni-eth0    cnsreplay.local/testenv/cni-eth0 - cgo0
 "
 
 # The wrapper modules of the cluster's binaries, in the order their go.mod/go.sum are hashed.
-TESTENV_WRAPPERS="attacher etcd kube kwok provisioner resizer snapshotter containerd cni crane pause cni-eth0"
+TESTENV_WRAPPERS="etcd kube kwok provisioner sidecars containerd cni crane pause cni-eth0"
 
 # The version key: Kubernetes version plus a hash of every wrapper's go.mod and go.sum, the
 # binary table and the Go version. Any change to a pinned version gives a new cache folder.
@@ -55,7 +55,7 @@ testenv_bin_dir() {
 # The wrapper module holding the CRDs of the VolumeSnapshot API (client/v8 v8.7.0).
 testenv_snapshot_crd_dir() {
 	local d
-	d=$(cd "$TESTENV_SRC/go/snapshotter" &&
+	d=$(cd "$TESTENV_SRC/go/sidecars" &&
 		go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)
 	echo "$d/config/crd"
 }

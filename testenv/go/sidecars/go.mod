@@ -1,9 +1,90 @@
-// Wrapper module: builds github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0.
-// The replace lines are the module's own
-// (replace directives of a dependency are ignored, so they are repeated here).
-module cnsreplay.local/testenv/snapshotter
+// Wrapper module: builds the CSI sidecars that share one set of Kubernetes libraries:
+// github.com/kubernetes-csi/external-attacher/v4 v4.13.0, external-resizer/v2 v2.3.0 and
+// external-snapshotter/v8 v8.7.0 (csi-snapshotter, snapshot-controller). One module compiles
+// their shared packages (client-go, apimachinery, …) once, in one `go build`: three wrappers
+// compiled them three times (testenv/README.md, Versions).
+// The replace lines are the attacher's and the snapshotter's own, at v0.37.0 (replace
+// directives of a dependency are ignored, so they are repeated here); the resizer asks for
+// v0.37.1 and builds with v0.37.0. external-provisioner v6.3.0 does not build with v0.37
+// (csi-provisioner.go: TypedCSIStorageCapacityInformer) and keeps its own wrapper.
+module cnsreplay.local/testenv/sidecars
 
 go 1.26.0
+
+replace k8s.io/api => k8s.io/api v0.37.0
+
+replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.37.0
+
+replace k8s.io/apimachinery => k8s.io/apimachinery v0.37.0
+
+replace k8s.io/apiserver => k8s.io/apiserver v0.37.0
+
+replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.37.0
+
+replace k8s.io/client-go => k8s.io/client-go v0.37.0
+
+replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.37.0
+
+replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.37.0
+
+replace k8s.io/code-generator => k8s.io/code-generator v0.37.0
+
+replace k8s.io/component-base => k8s.io/component-base v0.37.0
+
+replace k8s.io/component-helpers => k8s.io/component-helpers v0.37.0
+
+replace k8s.io/controller-manager => k8s.io/controller-manager v0.37.0
+
+replace k8s.io/cri-api => k8s.io/cri-api v0.37.0
+
+replace k8s.io/cri-client => k8s.io/cri-client v0.37.0
+
+replace k8s.io/cri-streaming => k8s.io/cri-streaming v0.37.0
+
+replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.37.0
+
+replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.37.0
+
+replace k8s.io/endpointslice => k8s.io/endpointslice v0.37.0
+
+replace k8s.io/externaljwt => k8s.io/externaljwt v0.37.0
+
+replace k8s.io/kms => k8s.io/kms v0.37.0
+
+replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.37.0
+
+replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.37.0
+
+replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.37.0
+
+replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.37.0
+
+replace k8s.io/kubectl => k8s.io/kubectl v0.37.0
+
+replace k8s.io/kubelet => k8s.io/kubelet v0.37.0
+
+replace k8s.io/metrics => k8s.io/metrics v0.37.0
+
+replace k8s.io/mount-utils => k8s.io/mount-utils v0.37.0
+
+replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.37.0
+
+replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.37.0
+
+replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.37.0
+
+replace k8s.io/sample-controller => k8s.io/sample-controller v0.37.0
+
+replace k8s.io/streaming => k8s.io/streaming v0.37.0
+
+replace github.com/kubernetes-csi/external-snapshotter/client/v8 => github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0
+
+tool (
+	github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
+	github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
+	github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
+	github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
+)
 
 require (
 	cel.dev/expr v0.25.3 // indirect
@@ -18,6 +99,7 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
+	github.com/evanphx/json-patch v5.9.11+incompatible // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.4 // indirect
@@ -39,7 +121,7 @@ require (
 	github.com/go-openapi/swag/typeutils v0.29.2 // indirect
 	github.com/go-openapi/swag/yamlutils v0.29.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
-	github.com/google/cel-go v0.29.2 // indirect
+	github.com/google/cel-go v0.31.0 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect
@@ -48,6 +130,8 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kubernetes-csi/csi-lib-utils v0.25.0 // indirect
+	github.com/kubernetes-csi/external-attacher/v4 v4.13.0 // indirect
+	github.com/kubernetes-csi/external-resizer/v2 v2.3.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.6.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
@@ -96,15 +180,16 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
-	k8s.io/api v0.37.0 // indirect
-	k8s.io/apimachinery v0.37.0 // indirect
-	k8s.io/apiserver v0.37.0 // indirect
-	k8s.io/client-go v0.37.0 // indirect
-	k8s.io/component-base v0.37.0 // indirect
+	k8s.io/api v0.37.1 // indirect
+	k8s.io/apimachinery v0.37.1 // indirect
+	k8s.io/apiserver v0.37.1 // indirect
+	k8s.io/client-go v0.37.1 // indirect
+	k8s.io/component-base v0.37.1 // indirect
 	k8s.io/component-helpers v0.37.0 // indirect
+	k8s.io/csi-translation-lib v0.37.1 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260821135717-be32def86098 // indirect
-	k8s.io/streaming v0.37.0 // indirect
+	k8s.io/streaming v0.37.1 // indirect
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
@@ -112,62 +197,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-tool (
-	github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
-	github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
-)
-
-replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.37.0
-
-replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.37.0
-
-replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.37.0
-
-replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.37.0
-
-replace k8s.io/code-generator => k8s.io/code-generator v0.37.0
-
-replace k8s.io/controller-manager => k8s.io/controller-manager v0.37.0
-
-replace k8s.io/cri-api => k8s.io/cri-api v0.37.0
-
-replace k8s.io/cri-client => k8s.io/cri-client v0.37.0
-
-replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.37.0
-
-replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.37.0
-
-replace k8s.io/endpointslice => k8s.io/endpointslice v0.37.0
-
-replace k8s.io/externaljwt => k8s.io/externaljwt v0.37.0
-
-replace k8s.io/kms => k8s.io/kms v0.37.0
-
-replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.37.0
-
-replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.37.0
-
-replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.37.0
-
-replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.37.0
-
-replace k8s.io/kubectl => k8s.io/kubectl v0.37.0
-
-replace k8s.io/kubelet => k8s.io/kubelet v0.37.0
-
-replace k8s.io/metrics => k8s.io/metrics v0.37.0
-
-replace k8s.io/mount-utils => k8s.io/mount-utils v0.37.0
-
-replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.37.0
-
-replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.37.0
-
-replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.37.0
-
-replace k8s.io/sample-controller => k8s.io/sample-controller v0.37.0
-
-// The module's own go.mod replaces client/v8 with ./client, a folder its module download lacks:
-// use the published client/v8 module of the same release instead (it also holds the CRDs).
-replace github.com/kubernetes-csi/external-snapshotter/client/v8 => github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0
