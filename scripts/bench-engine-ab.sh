@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The replay engine's own tail at two revisions side by side, on one machine, rounds
+# interleaved (A, B, A, B, …) so the machine's drift hits both alike: each revision's release
+# `engine_bench` example replays its own `gen_trace` of EVENTS events at RATE/s on the sim
+# (exponential 200 µs) with the engine targets as the verdict's limits
+# (`VALIDITY=start.p99=100us,start.p99.9=1ms`), as `scripts/bench-replay.sh` does through the
+# CLI. Prints each run's line and, per revision, the range of start lateness p99 and p99.9
+# over the rounds and the rounds that met the targets (p99 ≤ 100 µs, p99.9 ≤ 1 ms).
+#
+# Usage: scripts/bench-engine-ab.sh REV_A REV_B [ROUNDS] [EVENTS] [RATE]
+#        (default 5 rounds of 1000000 events at 100000/s; e.g. `d7f21e1 HEAD`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { echo "usage: $0 REV_A REV_B [ROUNDS] [EVENTS] [RATE]" >&2; exit 2; }
+a=$1 b=$2 rounds=${3:-5} n=${4:-1000000} rate=${5:-100000}
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+work=$(mktemp -d /tmp/bench-engine-ab.XXXX)
+cleanup() {
+  for w in "$work"/src-*; do [ -d "$w" ] && git worktree remove --force "$w" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for rev in "$a" "$b"; do
+  tag=$(git rev-parse --short "$rev")
+  git worktree add -q --detach "$work/src-$tag" "$rev"
+  # The revisions share the target dir: only what differs is compiled again.
+  (cd "$work/src-$tag" && CARGO_TARGET_DIR=$target cargo build --release -q -p replay \
+    --example engine_bench --example gen_trace)
+  mkdir -p "$work/$tag"
+  cp "$target/release/examples/engine_bench" "$target/release/examples/gen_trace" "$work/$tag/"
+  "$work/$tag/gen_trace" "$n" "$rate" "$work/$tag/bench.cnsbin"
+done
+ta=$(git rev-parse --short "$a") tb=$(git rev-parse --short "$b")
+echo "bench-engine-ab: $ta vs $tb, $rounds rounds of $n events at $rate/s; $(uptime)"
+for r in $(seq "$rounds"); do
+  for tag in "$ta" "$tb"; do
+    rm -rf "$work/run"
+    line=$(VALIDITY=start.p99=100us,start.p99.9=1ms "$work/$tag/engine_bench" \
+      "$work/$tag/bench.cnsbin" "$work/run")
+    echo "$tag round $r: $line"
+    echo "$tag $line" >>"$work/rows"
+  done
+done
+python3 - "$work/rows" "$ta" "$tb" <<'PY'
+import re, sys
+rows = [l.split(" ", 1) for l in open(sys.argv[1]) if l.strip()]
+for tag in sys.argv[2:]:
+    lines = [l for t, l in rows if t == tag]
+    st = [re.search(r"start lateness p50 ([\d.]+) µs p99 ([\d.]+) p99\.9 ([\d.]+)", l) for l in lines]
+    p99 = sorted(float(m.group(2)) for m in st)
+    p999 = sorted(float(m.group(3)) for m in st)
+    met = sum(float(m.group(2)) <= 100 and float(m.group(3)) <= 1000 for m in st)
+    print(f"{tag}: {len(lines)} rounds: start lateness p99 {p99[0]:.1f}–{p99[-1]:.1f} µs, "
+          f"p99.9 {p999[0]:.1f}–{p999[-1]:.1f} µs; targets met in {met} of {len(lines)}")
+PY
