@@ -257,6 +257,21 @@ impl Default for EngineOptions {
     }
 }
 
+/// Reads a spinner count ([`EngineOptions::spinners`]): a whole number ≥ 1, or `all` (no
+/// limit). The error says what was wrong, for the caller to name its flag.
+pub fn parse_spinners(s: &str) -> Result<usize, String> {
+    match s.trim() {
+        "all" => Ok(usize::MAX),
+        t => match t.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(format!(
+                "{t:?}: a count of at least 1, or `all` (a spin margin of 0 stops spinning \
+                 instead)"
+            )),
+        },
+    }
+}
+
 /// A deterministic stall injected into the thread-pool engine (see [`EngineOptions`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncStall {

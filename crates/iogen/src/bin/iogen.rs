@@ -228,7 +228,7 @@ struct EngineArgs {
     /// Open loops: jobs that may spin before their deadlines at once (`all`: no limit;
     /// default one fewer than the CPUs this process may use, at least one); the others sleep
     /// to their deadlines.
-    #[arg(long, value_name = "N|all", value_parser = parse_spinners)]
+    #[arg(long, value_name = "N|all", value_parser = iogen::parse_spinners)]
     spinners: Option<usize>,
     /// Write the JSON summary to this file (`-` = stdout, replacing the table).
     #[arg(long)]
@@ -375,18 +375,6 @@ struct SuiteArgs {
     buffered: bool,
     #[command(flatten)]
     engine: EngineArgs,
-}
-
-/// `--spinners`: a count ≥ 1, or `all`.
-fn parse_spinners(s: &str) -> Result<usize, String> {
-    match s.trim() {
-        "all" => Ok(usize::MAX),
-        n => match n.parse::<usize>() {
-            Ok(0) => Err("at least 1 (or `all`): 0 would leave no worker to spin; use --spin 0 to sleep to every deadline".into()),
-            Ok(n) => Ok(n),
-            Err(_) => Err(format!("{n:?} is not a count or `all`")),
-        },
-    }
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {

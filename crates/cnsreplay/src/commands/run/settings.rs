@@ -326,16 +326,7 @@ pub(crate) fn local_config(a: &ProviderArgs) -> anyhow::Result<LocalConfig> {
     let io_spinners = a
         .local_io_spinners
         .as_deref()
-        .map(|n| match n.trim() {
-            "all" => Ok(usize::MAX),
-            t => match t.parse::<usize>() {
-                Ok(n) if n >= 1 => Ok(n),
-                _ => Err(anyhow::anyhow!(
-                    "--local-io-spinners {n:?}: a count of at least 1, or `all` (`--local-io-spin 0` \
-                     stops streams spinning)"
-                )),
-            },
-        })
+        .map(|n| iogen::parse_spinners(n).map_err(|e| anyhow::anyhow!("--local-io-spinners {e}")))
         .transpose()?;
     let stream_cpus = match a.local_io_cpus.trim() {
         "auto" => StreamCpus::Auto,
