@@ -593,4 +593,15 @@ mod tests {
         assert_eq!(COUNT.load(Ordering::Acquire), 0);
         assert!(default_spinners() >= 1);
     }
+
+    /// `--spinners`: a count ≥ 1 or `all`; 0 and words are refused with the value named.
+    #[test]
+    fn spinner_counts_read_as_iogen_and_cnsreplay_take_them() {
+        assert_eq!(crate::parse_spinners("3"), Ok(3));
+        assert_eq!(crate::parse_spinners(" all "), Ok(usize::MAX));
+        for bad in ["0", "-1", "many", ""] {
+            let e = crate::parse_spinners(bad).expect_err(bad);
+            assert!(e.contains(&format!("{:?}", bad.trim())), "{e}");
+        }
+    }
 }
