@@ -13,11 +13,11 @@
 //! submission time.
 //!
 //! Spinning is rationed process-wide ([`SpinToken`]): by default at most one fewer workers than
-//! the process may use CPUs spin at once (`EngineOptions::spinners`), so a spinning worker never takes the last CPU from the
-//! workers, the kernel's I/O threads and (in the replay engine) the timing lane whose turn
-//! is due; a worker that finds no token sleeps to its deadline instead. Without the ration,
-//! five open-loop phases on two CPUs spun in each other's turns (docs/PERFORMANCE.md, *The
-//! tool's error bound*: iogen's issue lateness in the main job).
+//! the process may use CPUs spin at once (`EngineOptions::spinners`), so a spinning worker
+//! never takes the last CPU from the workers, the kernel's I/O threads and (in the replay
+//! engine) the timing lane whose turn is due; a worker that finds no token sleeps to its
+//! deadline instead. Without the ration, five open-loop phases on two CPUs spun in each
+//! other's turns (docs/PERFORMANCE.md, *iogen's issue lateness in the main job*).
 //!
 //! Every wait is bounded by [`STOP_POLL`], so a stop request is seen within that. After a
 //! stop nothing new is issued; what is in flight gets [`CANCEL_AFTER`] to complete, is then
@@ -365,8 +365,8 @@ impl<'a> Worker<'a> {
 
     /// Waits for deadline `t` (ns from the base) while reaping completions: blocks until
     /// [`SPIN_NS`] before it (at most [`STOP_POLL`]), then spins on the clock if it gets a
-    /// [`SpinToken`], else blocks to `t`. Returns when the
-    /// deadline has passed, when completions were reaped, or after the blocking part.
+    /// [`SpinToken`], else blocks to `t`. Returns when the deadline has passed, when
+    /// completions were reaped, or after the blocking part.
     fn wait_until(&mut self, src: &mut dyn Source, t: u64, in_flight: usize) -> Result<(), Error> {
         let now = self.now();
         let margin = self.margin();

@@ -29,7 +29,7 @@ use crate::{Error, Result};
 pub mod design;
 pub mod example;
 mod judge;
-mod tool;
+pub(crate) mod tool;
 
 pub use design::{Design, DesignKind};
 pub use judge::{DRIFT_ALPHA, MAX_RUNS, POWER};

@@ -79,22 +79,11 @@ impl RunPoint {
             })
             .cloned()
             .collect();
-        let mut tool = BTreeMap::new();
-        if let Ok(summary) = replay::RunDir::open(path).summary() {
-            for (op, o) in &summary.ops {
-                if let Some(b) = &o.response.tool_ns {
-                    for (m, ns) in [
-                        (Metric::P50, b.p50),
-                        (Metric::P99, b.p99),
-                        (Metric::P999, b.p999),
-                    ] {
-                        if values.contains_key(&(op.clone(), m)) {
-                            tool.insert((op.clone(), m), ns);
-                        }
-                    }
-                }
-            }
-        }
+        let tool = compare::tool::bounds(path)
+            .into_iter()
+            .filter(|(k, _)| values.contains_key(k))
+            .map(|(k, (_, bound))| (k, bound))
+            .collect();
         Ok(Self {
             source: path.display().to_string(),
             run_id: run.manifest.run_id.clone(),

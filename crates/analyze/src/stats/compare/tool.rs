@@ -15,6 +15,7 @@
 //! judged as they were.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::{CompareReport, Metric, Row, Verdict};
 use crate::stats::load::Run;
@@ -22,28 +23,34 @@ use crate::stats::load::Run;
 /// Largest relative bound used (a bound of the whole figure would make `L` infinite).
 const MAX_RATIO: f64 = 0.99;
 
-/// A run's tool bounds relative to its figures, per op type and metric (p50, p99, p99.9 of
-/// the response time): from `summary.json`; empty without one.
-pub(super) fn ratios(run: &Run) -> BTreeMap<(String, Metric), f64> {
+/// A run's tool bounds beside the figures they bound, `(figure, bound)` in ns, per op type
+/// and metric (the response time's percentiles that are compare's metrics: p50, p99, p99.9):
+/// from the `summary.json` of the run directory `path`; empty without one.
+pub(crate) fn bounds(path: &Path) -> BTreeMap<(String, Metric), (u64, u64)> {
     let mut out = BTreeMap::new();
-    let Ok(summary) = replay::RunDir::open(&run.path).summary() else {
+    let Ok(summary) = replay::RunDir::open(path).summary() else {
         return out;
     };
     for (op, o) in &summary.ops {
-        let (p, Some(b)) = (&o.response, &o.response.tool_ns) else {
+        let Some(b) = &o.response.tool_ns else {
             continue;
         };
-        for (m, value, bound) in [
-            (Metric::P50, p.p50, b.p50),
-            (Metric::P99, p.p99, b.p99),
-            (Metric::P999, p.p999, b.p999),
-        ] {
-            if value > 0 {
-                out.insert((op.clone(), m), bound as f64 / value as f64);
+        for (name, value, bound) in b.beside(&o.response) {
+            if let Some(m) = Metric::ALL.into_iter().find(|m| m.name() == name) {
+                out.insert((op.clone(), m), (value, bound));
             }
         }
     }
     out
+}
+
+/// A run's tool bounds relative to their figures ([`bounds`]; figures of 0 left out).
+pub(super) fn ratios(run: &Run) -> BTreeMap<(String, Metric), f64> {
+    bounds(&run.path)
+        .into_iter()
+        .filter(|(_, (value, _))| *value > 0)
+        .map(|(k, (value, bound))| (k, bound as f64 / value as f64))
+        .collect()
 }
 
 /// Weighs every row against the sides' tool bounds (module docs), recounts the verdicts

@@ -8,8 +8,8 @@
 //! of the value in ns, docs/replay.md; empty where the run measured none), `imprecise` (true
 //! where the run's verdict calls the row's op type imprecise: a history leaves it out), then
 //! `label.KEY` per label (empty where a run lacks it). `tool` and `imprecise` are optional
-//! when read (tables exported before them). Tables of several exports are read together; the rows of one
-//! `run_id` must agree on its start, trace and labels. A bad cell is an error naming the
+//! when read (tables exported before them). Tables of several exports are read together; the
+//! rows of one `run_id` must agree on its start, trace and labels. A bad cell is an error naming the
 //! file, the row (1-based, the header not counted) and the column.
 
 use std::collections::BTreeMap;
