@@ -1,27 +1,37 @@
 //! The local test cluster of `testenv/` (testenv/README.md): `CNSREPLAY_TESTENV` names the
 //! `testenv.env` that `testenv/up.sh` wrote; unset or `0` (scripts/test.sh's "no cluster"),
 //! there is none, and a test that needs it skips — or fails when
-//! `CNSREPLAY_REQUIRE_TESTENV=1` ([`crate::skip`]).
+//! `CNSREPLAY_REQUIRE_TESTENV=1` ([`crate::skip`]). A test's cluster holds its turn on the
+//! real node ([`NodeTurn`]) as long as the test keeps it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::Kubectl;
+use std::sync::Arc;
 
-/// The variables of a running cluster's `testenv.env`.
+use crate::{Kubectl, NodeTurn};
+
+/// The variables of a running cluster's `testenv.env`, and the turn on its real node that
+/// this value (and its clones) hold, if any.
 #[derive(Clone, Debug)]
 pub struct TestEnv {
     vars: HashMap<String, String>,
+    turn: Option<Arc<NodeTurn>>,
 }
 
-/// The cluster that `CNSREPLAY_TESTENV` names; `None` after the skip line when there is none
-/// (a failure when `CNSREPLAY_REQUIRE_TESTENV=1`).
+/// The cluster that `CNSREPLAY_TESTENV` names, holding a shared turn on its real node (when
+/// it has one) for as long as the test keeps it: a pod of any test may land there, and a test
+/// that stops the node's kubelet must not run meanwhile. `None` after the skip line when
+/// there is no cluster (a failure when `CNSREPLAY_REQUIRE_TESTENV=1`). A test calls it once:
+/// a second turn taken while the first is held waits behind a test that wants the node alone,
+/// which waits for the first.
 pub fn testenv() -> Option<TestEnv> {
     crate::skip::unless_missing(
         TestEnv::from_env(),
         "TESTENV",
         "no local cluster (set CNSREPLAY_TESTENV)",
     )
+    .map(|e| e.with_turn(false))
 }
 
 impl TestEnv {
@@ -48,7 +58,27 @@ impl TestEnv {
             .filter_map(|l| l.split_once('='))
             .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
             .collect();
-        Self { vars }
+        Self { vars, turn: None }
+    }
+
+    /// This cluster holding a turn on its real node: shared, or the node `alone`; unchanged
+    /// when it has no real node. The lock files live in its state dir (`TESTENV_DIR`).
+    pub fn with_turn(mut self, alone: bool) -> Self {
+        if self.real_node().is_some() {
+            let dir = Path::new(self.get("TESTENV_DIR"));
+            assert!(
+                dir.is_dir(),
+                "TESTENV_DIR {:?} (from CNSREPLAY_TESTENV) is not a folder",
+                self.get("TESTENV_DIR")
+            );
+            let turn = if alone {
+                NodeTurn::alone(dir)
+            } else {
+                NodeTurn::shared(dir)
+            };
+            self.turn = Some(Arc::new(turn));
+        }
+        self
     }
 
     /// Every variable.

@@ -13,19 +13,12 @@ use testkit::TestEnv;
 use super::cli::{s, workspace};
 use super::runs::LENIENT;
 
+/// The cluster and this test's turn on its real node ([`testkit::NodeTurn`], held by `env`):
+/// shared, or the whole node for a test that shuts it down or lowers its attach limit. The
+/// turn holds across the test processes of a run (scripts/test.sh runs other crates' cluster
+/// tests beside these).
 pub(crate) struct Cluster {
     env: TestEnv,
-    /// This test's turn on the real node: shared, or the whole node (a test that shuts it down).
-    _turn: Turn,
-}
-
-/// Tests of this binary run in parallel; one that shuts the real node down (its kubelet) must
-/// not run while others use the node, so it takes the node alone and the others share it.
-static NODE: std::sync::RwLock<()> = std::sync::RwLock::new(());
-
-pub(crate) enum Turn {
-    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
-    Alone(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>),
 }
 
 impl Cluster {
@@ -140,32 +133,20 @@ pub(crate) fn runner_account(pieces: &BTreeSet<Piece>) -> String {
     format!("cnsreplay-tests-{}", names.join("-"))
 }
 
-/// The cluster `env` with a shared turn on its real node, for a test that needs no real
-/// node but may place pods there.
+/// The cluster `env` of [`testkit::testenv`] (it holds a shared turn on the real node), for a
+/// test that needs no real node but may place pods there.
 pub(crate) fn shared_cluster(env: TestEnv) -> Cluster {
-    Cluster {
-        env,
-        _turn: shared_turn(),
-    }
+    Cluster { env }
 }
 
 pub(crate) fn real_node_cluster() -> Option<Cluster> {
     real_node(false)
 }
 
-/// The real node for a test that disturbs it (stops its kubelet): no other test of this
-/// binary uses the node meanwhile.
+/// The real node for a test that disturbs it (stops its kubelet, lowers its attach limit): no
+/// other test, of this binary or another, uses the cluster meanwhile.
 pub(crate) fn real_node_alone() -> Option<Cluster> {
     real_node(true)
-}
-
-/// A shared turn on the real node for a test that may schedule pods there without asking for
-/// it (hold it for the test's length).
-pub(crate) fn shared_turn() -> Turn {
-    Turn::Shared(
-        NODE.read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    )
 }
 
 fn real_node(alone: bool) -> Option<Cluster> {
@@ -176,16 +157,9 @@ fn real_node(alone: bool) -> Option<Cluster> {
         );
         return None;
     };
-    // A test that panicked while holding its turn poisons the lock: the node is still usable.
-    let turn = if alone {
-        Turn::Alone(
-            NODE.write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-    } else {
-        shared_turn()
-    };
-    Some(Cluster { env, _turn: turn })
+    Some(Cluster {
+        env: env.with_turn(alone),
+    })
 }
 
 /// `cnsreplay run TRACE --provider kube` as the runner `kc`, into `run`: the image and
