@@ -4,30 +4,24 @@
 # snapshotted, restored from its snapshot, resized, its snapshot deleted, then both volumes
 # deleted, every phase's N requests 0.5 s apart and the phases 15 s apart so that no operation
 # waits for another. These operations touch the control plane and the driver, not a node: the
-# cluster needs no real node.
+# cluster needs no real node (scripts/lib/real-node.sh starts one with it all the same).
 #
-#   CNSREPLAY_TESTENV=/tmp/cnsreplay-testenv.dev/testenv.env scripts/control-latencies.sh [N] [ROUNDS]
+#   scripts/control-latencies.sh [N] [ROUNDS]   (CNSREPLAY_TESTENV=…/testenv.env: a running cluster;
+#                                               unset: one started and stopped here)
 #
 # Per round and op type it prints the service time (the provider's call: request until the
 # operation's end condition, docs/kubernetes.md) p50, p90, p99 and max; then per op type the
 # range of p50 and p90 over the rounds and the lognormal shape the preset takes from them
-# (σ = ln(p90 / p50) / 1.2816, with the median p50 and p90 of all rounds). CNSREPLAY_BIN picks
-# the binary (default: the release build, built here).
+# (σ = ln(p90 / p50) / 1.2816, with the median p50 and p90 of all rounds).
 set -euo pipefail
 n=${1:-20}
 rounds=${2:-3}
 cd "$(dirname "$0")/.."
-[ -n "${CNSREPLAY_TESTENV:-}" ] || { echo "set CNSREPLAY_TESTENV to a running testenv's testenv.env" >&2; exit 1; }
-# shellcheck disable=SC1090
-. "$CNSREPLAY_TESTENV"
-[ -n "${TESTENV_STORAGE_CLASS:-}" ] || { echo "$CNSREPLAY_TESTENV: the cluster runs no cnsreplay-csi" >&2; exit 1; }
-bin=${CNSREPLAY_BIN:-}
-if [ -z "$bin" ]; then
-  cargo build --release -q -p cnsreplay
-  bin=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/cnsreplay
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# The release build, `$work` and the cluster (CNSREPLAY_TESTENV's, or one started here and
+# stopped on exit).
+. scripts/lib/real-node.sh
+bin=$target/release/cnsreplay
+[ -n "${TESTENV_STORAGE_CLASS:-}" ] || { echo "$env_file: the cluster runs no cnsreplay-csi" >&2; exit 1; }
 python3 - "$n" >"$work/trace.yaml" <<'PY'
 import sys
 n = int(sys.argv[1])
