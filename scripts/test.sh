@@ -16,8 +16,9 @@
 #
 # Order (docs/PERFORMANCE.md, Cold CI): fmt and clippy; one build of every test binary and
 # binary the cluster runs; the fast tests (no cluster: `-- --skip cluster::`); then the
-# cluster, once, for every suite that needs it, and the cluster tests (`-- cluster::`); the
-# CSI sanity suite. A fast test that fails ends the run there (the cluster part is not
+# cluster, once, for every suite that needs it, and the cluster tests (`-- cluster::`) in two
+# lanes side by side: the CLI suite's, and the other crates' followed by the CSI sanity
+# suite. A fast test that fails ends the run there (the cluster part is not
 # started) unless CNSREPLAY_KEEP_GOING=1. testenv's Go build and the static image binaries
 # build in the background from the start, on CPU time the rest leaves idle
 # (scripts/lib/background.sh; CNSREPLAY_OVERLAP=0 builds them in line instead).
@@ -98,14 +99,41 @@ else
     export CNSREPLAY_TESTENV=$env_file CNSREPLAY_REQUIRE_TESTENV=1 CNSREPLAY_REQUIRE_CSI=1
   fi
   echo "test.sh: the cluster tests" >&2
-  # `--tests`: the doc tests ran with the fast part. The filter also selects replay's unit
-  # tests of `replay::cluster` (they need no cluster; they run here once).
-  cargo test --workspace --locked --no-fail-fast --tests -- cluster:: 2>&1 | tee -a "$log" || status=$?
-  if [ -n "$cluster" ]; then
-    # CSI conformance: kubernetes-csi's sanity suite against our driver (exits non-zero on a
-    # failed spec). It needs no cluster, only the driver binary built above.
-    TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" scripts/csi-sanity.sh 2>&1 | tail -n 5 || status=$?
-  fi
+  # The cluster tests wait on the cluster far more than they compute, so the CLI suite's (the
+  # longest) runs beside the other crates' and the CSI sanity suite, in two lanes, each to its
+  # own log, printed whole in turn. A test that stops the real node's kubelet takes the node
+  # alone across both (testkit::NodeTurn). The test binaries are run directly, from the build
+  # above (`cargo test -p` alone would resolve other features and compile again), in their
+  # crate's folder as cargo runs them. `--tests`' set: the doc tests ran with the fast part;
+  # the filter also selects replay's unit tests of `replay::cluster` (they need no cluster).
+  exes=$(mktemp)
+  cargo test --workspace --locked --tests --no-run --message-format=json 2>/dev/null |
+    python3 scripts/lib/test-exes.py >"$exes"
+  lane() { # AWK_TEST: run the listed test binaries whose line the awk test selects
+    local st=0 dir pkg target exe
+    while IFS=$'\t' read -r dir pkg target exe; do
+      echo "     Running $pkg $target ($exe)"
+      (cd "$dir" && CARGO_MANIFEST_DIR=$dir CARGO_PKG_NAME=$pkg "$exe" cluster::) || st=1
+    done < <(awk -F'\t' "$1" "$exes")
+    return "$st"
+  }
+  lane_a=$(mktemp) lane_b=$(mktemp)
+  lane '$2 == "cnsreplay"' >"$lane_a" 2>&1 &
+  pid_a=$!
+  st_b=0
+  {
+    lane '$2 != "cnsreplay"' || st_b=1
+    if [ -n "$cluster" ]; then
+      # CSI conformance: kubernetes-csi's sanity suite against our driver (exits non-zero on a
+      # failed spec). It needs no cluster, only the driver binary built above.
+      TESTENV_CSI_BIN="$target/debug/cnsreplay-csi" scripts/csi-sanity.sh 2>&1 | tail -n 5 || st_b=1
+    fi
+  } >"$lane_b" 2>&1
+  st_a=0
+  wait "$pid_a" || st_a=1
+  cat "$lane_b" "$lane_a" | tee -a "$log"
+  rm -f "$exes" "$lane_a" "$lane_b"
+  [ "$st_a$st_b" = 00 ] || status=1
 fi
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"

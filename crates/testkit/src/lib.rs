@@ -26,4 +26,4 @@ pub mod trace;
 pub use kubectl::Kubectl;
 pub use node::NodeTurn;
 pub use secret::write_secret;
-pub use testenv::{TestEnv, testenv};
+pub use testenv::{TestEnv, testenv, testenv_alone};

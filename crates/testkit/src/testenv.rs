@@ -34,6 +34,19 @@ pub fn testenv() -> Option<TestEnv> {
     .map(|e| e.with_turn(false))
 }
 
+/// [`testenv`] holding the real node alone: for a test that changes what every other test
+/// relies on (stops the node's kubelet, or removes an API the cluster serves, as the group
+/// snapshot CRDs: deleting a CRD deletes every object of it, other tests' included). It
+/// waits until no other turn is held, in any test process.
+pub fn testenv_alone() -> Option<TestEnv> {
+    crate::skip::unless_missing(
+        TestEnv::from_env(),
+        "TESTENV",
+        "no local cluster (set CNSREPLAY_TESTENV)",
+    )
+    .map(|e| e.with_turn(true))
+}
+
 impl TestEnv {
     /// The cluster that `CNSREPLAY_TESTENV` names, `None` when it is unset or `0` (no skip
     /// line: for a caller that says why it skips itself); panics when the file is unreadable.

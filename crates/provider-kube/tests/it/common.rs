@@ -24,6 +24,12 @@ pub fn testenv() -> Option<TestEnv> {
     testkit::testenv()
 }
 
+/// [`testenv`] with the cluster to itself ([`testkit::testenv_alone`]): no other test of any
+/// process holds a turn meanwhile.
+pub fn testenv_alone() -> Option<TestEnv> {
+    testkit::testenv_alone()
+}
+
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

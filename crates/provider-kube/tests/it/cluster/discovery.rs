@@ -4,8 +4,11 @@
 //!
 //! The test removes testenv's three group snapshot CRDs for its duration and puts them back
 //! (a drop guard, also on panic), with the VolumeGroupSnapshotClasses their deletion took
-//! along (the CLI's group snapshot tests need testenv's default class afterwards). No other
-//! test of this binary uses group snapshots.
+//! along (the CLI's group snapshot tests need testenv's default class afterwards). Deleting a
+//! CRD deletes every object of it, so the test holds the cluster alone
+//! ([`testenv_alone`]): the CLI suite's group snapshot tests, run beside this binary by
+//! scripts/test.sh, lost their VolumeGroupSnapshot to it mid-run (`delete_group_snapshot`
+//! answered `not found`) while it took only a shared turn.
 
 use std::time::{Duration, Instant};
 
@@ -91,7 +94,7 @@ fn saved(env: &TestEnv, args: &[&str]) -> tempfile::NamedTempFile {
 
 #[test]
 fn a_cluster_without_group_snapshots_costs_no_stall_and_no_notice() {
-    let Some(env) = testenv() else { return };
+    let Some(env) = testenv_alone() else { return };
     let rt = rt();
     let c = rt.block_on(client(&env));
     let class = uniq("nogroup");
