@@ -99,30 +99,39 @@ else
     export CNSREPLAY_TESTENV=$env_file CNSREPLAY_REQUIRE_TESTENV=1 CNSREPLAY_REQUIRE_CSI=1
   fi
   echo "test.sh: the cluster tests" >&2
-  # The cluster tests wait on the cluster far more than they compute, so the CLI suite's (the
-  # longest) runs beside the other crates' and the CSI sanity suite, in two lanes, each to its
-  # own log, printed whole in turn. A test that stops the real node's kubelet takes the node
-  # alone across both (testkit::NodeTurn). The test binaries are run directly, from the build
-  # above (`cargo test -p` alone would resolve other features and compile again), in their
-  # crate's folder as cargo runs them. `--tests`' set: the doc tests ran with the fast part;
-  # the filter also selects replay's unit tests of `replay::cluster` (they need no cluster).
+  # The cluster tests wait on the cluster far more than they compute, so they run in two
+  # lanes side by side, each to its own log, printed whole in turn: the CLI suite's (the
+  # longest), and the other crates' followed by two modules of the CLI suite (so that the
+  # lanes end together) and the CSI sanity suite. A test that disturbs what the others use
+  # takes the cluster alone across both lanes (testkit::NodeTurn); provider-kube's
+  # `discovery`, which removes the group snapshot CRDs for a while, runs before the lanes
+  # instead, since waiting for its turn in a lane would hold up both. The test binaries are
+  # run directly, from the build above (`cargo test -p` alone would resolve other features
+  # and compile again), in their crate's folder as cargo runs them. `--tests`' set: the doc
+  # tests ran with the fast part; the filter also selects replay's unit tests of
+  # `replay::cluster` (they need no cluster).
   exes=$(mktemp)
   cargo test --workspace --locked --tests --no-run --message-format=json 2>/dev/null |
     python3 scripts/lib/test-exes.py >"$exes"
-  lane() { # AWK_TEST: run the listed test binaries whose line the awk test selects
-    local st=0 dir pkg target exe
+  lane() { # AWK_TEST ARGS...: run each listed test binary whose line AWK_TEST selects, with ARGS
+    local sel=$1 st=0 dir pkg target exe
+    shift
     while IFS=$'\t' read -r dir pkg target exe; do
       echo "     Running $pkg $target ($exe)"
-      (cd "$dir" && CARGO_MANIFEST_DIR=$dir CARGO_PKG_NAME=$pkg "$exe" cluster::) || st=1
-    done < <(awk -F'\t' "$1" "$exes")
+      (cd "$dir" && CARGO_MANIFEST_DIR=$dir CARGO_PKG_NAME=$pkg "$exe" "$@") || st=1
+    done < <(awk -F'\t' "$sel" "$exes")
     return "$st"
   }
+  alone=cluster::discovery::
+  moved=(cluster::local_path:: cluster::least_privilege::)
+  lane '$2 == "provider-kube" && $3 == "it"' "$alone" 2>&1 | tee -a "$log" || status=1
   lane_a=$(mktemp) lane_b=$(mktemp)
-  lane '$2 == "cnsreplay"' >"$lane_a" 2>&1 &
+  lane '$2 == "cnsreplay"' cluster:: "${moved[@]/#/--skip=}" >"$lane_a" 2>&1 &
   pid_a=$!
   st_b=0
   {
-    lane '$2 != "cnsreplay"' || st_b=1
+    lane '$2 != "cnsreplay"' cluster:: --skip "$alone" || st_b=1
+    lane '$2 == "cnsreplay" && $3 == "it"' "${moved[@]}" || st_b=1
     if [ -n "$cluster" ]; then
       # CSI conformance: kubernetes-csi's sanity suite against our driver (exits non-zero on a
       # failed spec). It needs no cluster, only the driver binary built above.

@@ -8,7 +8,8 @@
 //! CRD deletes every object of it, so the test holds the cluster alone
 //! ([`testenv_alone`]): the CLI suite's group snapshot tests, run beside this binary by
 //! scripts/test.sh, lost their VolumeGroupSnapshot to it mid-run (`delete_group_snapshot`
-//! answered `not found`) while it took only a shared turn.
+//! answered `not found`) while it took only a shared turn. scripts/test.sh runs it before its
+//! two lanes of cluster tests, so that its wait for the cluster does not hold them up.
 
 use std::time::{Duration, Instant};
 
