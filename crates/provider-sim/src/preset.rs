@@ -3,10 +3,10 @@
 //!
 //! `real-node` is testenv's real kubelet node with the cnsreplay CSI driver, from the figures
 //! in docs/PERFORMANCE.md (each latency's source beside it): lognormal, the median as
-//! measured and the shape from the measured p90 or p99 (`σ = ln(p_q / p50) / z_q`). Op types
-//! nothing measured there get none (the run names them before its clock starts); a figure
-//! measured on the local provider (the same loop devices and ext4 the driver uses) stands in
-//! where the node's was not recorded, and says so.
+//! measured and the shape from the measured p90 or p99 (`σ = ln(p_q / p50) / z_q`). The
+//! volume and snapshot operations come from `scripts/control-latencies.sh` (each operation
+//! alone, its service time as the kube provider times it, which is what the sim draws); op
+//! types nothing measured there get none (the run names them before its clock starts).
 
 use std::collections::BTreeMap;
 
@@ -34,9 +34,10 @@ pub const PRESETS: &[Preset] = &[Preset {
     latencies: &[
         (
             OpType::CreateVolume,
-            251 * MS,
-            0.49,
-            "PVC create→Bound p50 251 ms, p90 473 ms (CSI driver (cnsreplay-csi))",
+            69 * MS,
+            0.28,
+            "create_volume service p50 67.6–73.9 ms, p90 91.4–103.8 ms, new and restored \
+             claims one at a time (Control operations on testenv)",
         ),
         (
             OpType::Attach,
@@ -61,10 +62,31 @@ pub const PRESETS: &[Preset] = &[Preset {
         ),
         (
             OpType::Snapshot,
-            400 * MS,
-            0.5,
-            "three VolumeSnapshots requested 1 s apart ready 2 178–2 667 ms after the first: \
-             the last 178–667 ms after its own request (Group snapshots, on the real node)",
+            99 * MS,
+            0.17,
+            "snapshot service p50 85.5–112.8 ms, p90 104.9–132.5 ms, one at a time (Control \
+             operations on testenv)",
+        ),
+        (
+            OpType::DeleteSnapshot,
+            64 * MS,
+            0.13,
+            "delete_snapshot service p50 54.3–64.3 ms, p90 70.8–83.4 ms (Control operations \
+             on testenv)",
+        ),
+        (
+            OpType::Resize,
+            48 * MS,
+            0.11,
+            "resize service p50 44.1–54.1 ms, p90 53.6–63.8 ms, a detached claim (Control \
+             operations on testenv)",
+        ),
+        (
+            OpType::DeleteVolume,
+            92 * MS,
+            0.48,
+            "delete_volume service p50 79.3–94.0 ms, p90 168.0–184.4 ms (Control operations \
+             on testenv)",
         ),
         (
             OpType::GroupSnapshot,
