@@ -122,9 +122,13 @@ fn modify_and_recover_on_the_real_node() {
              {effects:#?}"
         );
     }
-    // Lifted: far above the old limit again.
+    // Lifted: well above the old limit again, by the margin the checks above ask of a rate
+    // before its limit. Unlimited, the rate is what the real node's disk gives a depth-4
+    // writer beside the rest of the test run: 739 write IOPS was seen in a cold CI run with
+    // the cluster tests in two lanes (5 × the old limit was asked before).
     let lifted = write(11);
-    assert!(lifted.after.is_some_and(|a| a > 5.0 * 200.0), "{lifted:?}");
+    assert_eq!(lifted.limit, None, "{lifted:?}");
+    assert!(lifted.after.is_some_and(|a| a > 2.0 * 200.0), "{lifted:?}");
     // Refused: the rate stays where it was.
     let same = write(12);
     let (b, a) = (same.before.unwrap_or(0.0), same.after.unwrap_or(0.0));

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# `scripts/bench-replay.sh` at two revisions side by side, on one machine, rounds interleaved
+# (A, B, A, B, …) so the machine's drift hits both alike: each revision's release CLI replays
+# its own `gen_trace` of EVENTS events at RATE/s with `cnsreplay run --provider sim
+# --sim-latency default=exponential:200us --validity start.p99=100us,start.p99.9=1ms` (the
+# command both revisions' bench-replay.sh run). Where scripts/bench-engine-ab.sh times the
+# engine alone (its `engine_bench` example), this times what a user runs: the CLI with its
+# sink, probes and progress. Prints per run the start lateness, its parts (dispatch lateness,
+# pickup) and how busy the runtime's workers were; per revision the ranges over the rounds and
+# the rounds that met the targets (p99 ≤ 100 µs, p99.9 ≤ 1 ms).
+#
+# Usage: scripts/bench-replay-ab.sh REV_A REV_B [ROUNDS] [EVENTS] [RATE]
+#        (default 5 rounds of 1000000 events at 100000/s; e.g. `caf2a3c HEAD`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { echo "usage: $0 REV_A REV_B [ROUNDS] [EVENTS] [RATE]" >&2; exit 2; }
+a=$1 b=$2 rounds=${3:-5} n=${4:-1000000} rate=${5:-100000}
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+work=$(mktemp -d /tmp/bench-replay-ab.XXXX)
+cleanup() {
+  for w in "$work"/src-*; do [ -d "$w" ] && git worktree remove --force "$w" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for rev in "$a" "$b"; do
+  tag=$(git rev-parse --short "$rev")
+  git worktree add -q --detach "$work/src-$tag" "$rev"
+  # The revisions share the target dir: only what differs is compiled again.
+  (cd "$work/src-$tag" && CARGO_TARGET_DIR=$target cargo build --release -q -p cnsreplay \
+    && CARGO_TARGET_DIR=$target cargo build --release -q -p replay --example gen_trace)
+  mkdir -p "$work/$tag"
+  cp "$target/release/cnsreplay" "$target/release/examples/gen_trace" "$work/$tag/"
+  "$work/$tag/gen_trace" "$n" "$rate" "$work/$tag/bench.cnsbin" >/dev/null
+done
+ta=$(git rev-parse --short "$a") tb=$(git rev-parse --short "$b")
+echo "bench-replay-ab: $ta vs $tb, $rounds rounds of $n events at $rate/s; $(uptime)"
+for r in $(seq "$rounds"); do
+  for tag in "$ta" "$tb"; do
+    rm -rf "$work/run"
+    "$work/$tag/cnsreplay" -q run "$work/$tag/bench.cnsbin" --provider sim -o "$work/run" \
+      --sim-latency default=exponential:200us \
+      --validity start.p99=100us,start.p99.9=1ms >/dev/null 2>&1 || true
+    python3 - "$work/run/summary.json" "$tag" "$r" <<'PY' | tee -a "$work/rows"
+import json, sys
+s = json.load(open(sys.argv[1]))
+st, l, p = s["start_lateness"], s["lateness"], s["pickup"]
+print(f"{sys.argv[2]} round {sys.argv[3]}: start p99 {st['p99'] / 1e3:.1f} p99.9 {st['p999'] / 1e3:.1f} µs; "
+      f"dispatch lateness p99 {l['p99'] / 1e3:.1f} µs; pickup p99 {p['p99'] / 1e3:.1f} µs; "
+      f"workers busy {100 * (s.get('workers_busy') or 0):.1f} %; {s['validity']['verdict']}")
+PY
+  done
+done
+python3 - "$work/rows" "$ta" "$tb" <<'PY'
+import re, sys
+rows = [l for l in open(sys.argv[1]) if l.strip()]
+for tag in sys.argv[2:]:
+    m = [re.search(r"start p99 ([\d.]+) p99\.9 ([\d.]+) µs.*pickup p99 ([\d.]+) µs; workers busy ([\d.]+)", l)
+         for l in rows if l.startswith(tag + " ")]
+    col = lambda i: sorted(float(x.group(i)) for x in m)
+    p99, p999, pick, busy = col(1), col(2), col(3), col(4)
+    met = sum(float(x.group(1)) <= 100 and float(x.group(2)) <= 1000 for x in m)
+    print(f"{tag}: {len(m)} rounds: start lateness p99 {p99[0]:.1f}–{p99[-1]:.1f} µs, p99.9 "
+          f"{p999[0]:.1f}–{p999[-1]:.1f} µs, pickup p99 {pick[0]:.1f}–{pick[-1]:.1f} µs, workers "
+          f"busy {busy[0]:.1f}–{busy[-1]:.1f} %; targets met in {met} of {len(m)}")
+PY
