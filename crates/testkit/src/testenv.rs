@@ -26,12 +26,7 @@ pub struct TestEnv {
 /// a second turn taken while the first is held waits behind a test that wants the node alone,
 /// which waits for the first.
 pub fn testenv() -> Option<TestEnv> {
-    crate::skip::unless_missing(
-        TestEnv::from_env(),
-        "TESTENV",
-        "no local cluster (set CNSREPLAY_TESTENV)",
-    )
-    .map(|e| e.with_turn(false))
+    found_with_turn(false)
 }
 
 /// [`testenv`] holding the real node alone: for a test that changes what every other test
@@ -39,12 +34,17 @@ pub fn testenv() -> Option<TestEnv> {
 /// snapshot CRDs: deleting a CRD deletes every object of it, other tests' included). It
 /// waits until no other turn is held, in any test process.
 pub fn testenv_alone() -> Option<TestEnv> {
+    found_with_turn(true)
+}
+
+/// The cluster after the skip rule, holding a turn shared or `alone`.
+fn found_with_turn(alone: bool) -> Option<TestEnv> {
     crate::skip::unless_missing(
         TestEnv::from_env(),
         "TESTENV",
         "no local cluster (set CNSREPLAY_TESTENV)",
     )
-    .map(|e| e.with_turn(true))
+    .map(|e| e.with_turn(alone))
 }
 
 impl TestEnv {
