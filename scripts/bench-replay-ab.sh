@@ -13,18 +13,10 @@
 #        (default 5 rounds of 1000000 events at 100000/s; e.g. `caf2a3c HEAD`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 2 ] || { echo "usage: $0 REV_A REV_B [ROUNDS] [EVENTS] [RATE]" >&2; exit 2; }
-a=$1 b=$2 rounds=${3:-5} n=${4:-1000000} rate=${5:-100000}
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-work=$(mktemp -d /tmp/bench-replay-ab.XXXX)
-cleanup() {
-  for w in "$work"/src-*; do [ -d "$w" ] && git worktree remove --force "$w" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. scripts/lib/ab.sh
 for rev in "$a" "$b"; do
   tag=$(git rev-parse --short "$rev")
-  git worktree add -q --detach "$work/src-$tag" "$rev"
+  ab_worktree "$rev"
   # The revisions share the target dir: only what differs is compiled again.
   (cd "$work/src-$tag" && CARGO_TARGET_DIR=$target cargo build --release -q -p cnsreplay \
     && CARGO_TARGET_DIR=$target cargo build --release -q -p replay --example gen_trace)
