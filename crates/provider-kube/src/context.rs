@@ -91,6 +91,8 @@ pub(crate) struct State {
     pub(crate) notices: Vec<String>,
     /// The written sets of verify-mode writers, in the order they started (`ops/cbt.rs`).
     pub(crate) written: Vec<Written>,
+    /// One turn per workload for the ops that stop or move its pod (`ops/workload.rs`).
+    pub(crate) workload_turns: HashMap<Name, Arc<tokio::sync::Mutex<()>>>,
 }
 
 /// What the provider knows about a volume of the trace.

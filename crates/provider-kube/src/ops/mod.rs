@@ -63,13 +63,22 @@ pub(crate) async fn execute(
             p.state().workloads.insert(a.workload.clone(), wl);
             Ok(())
         }
-        Op::Detach(w) => Box::pin(p.stop_workload(ctx, &w.workload, false))
-            .await
-            .map(drop),
-        Op::AbortWorkload(w) => Box::pin(p.stop_workload(ctx, &w.workload, true))
-            .await
-            .map(drop),
-        Op::Reschedule(r) => Box::pin(p.reschedule(ctx, &r.workload, r.node.as_deref())).await,
+        Op::Detach(w) => {
+            let _turn = p.workload_turn(&w.workload).await;
+            Box::pin(p.stop_workload(ctx, &w.workload, false))
+                .await
+                .map(drop)
+        }
+        Op::AbortWorkload(w) => {
+            let _turn = p.workload_turn(&w.workload).await;
+            Box::pin(p.stop_workload(ctx, &w.workload, true))
+                .await
+                .map(drop)
+        }
+        Op::Reschedule(r) => {
+            let _turn = p.workload_turn(&r.workload).await;
+            Box::pin(p.reschedule(ctx, &r.workload, r.node.as_deref())).await
+        }
         Op::CordonNode(n) => Box::pin(p.cordon(ctx, &n.node)).await,
         Op::DrainNode(n) => Box::pin(workload::drain(p, ctx, &n.node)).await,
         Op::Snapshot(s) => Box::pin(p.snapshot(&ev, s, ctx)).await,

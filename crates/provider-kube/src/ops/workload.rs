@@ -8,6 +8,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use replay::{OpCtx, ProviderError};
 use serde_json::json;
+use tokio::sync::OwnedMutexGuard;
 use trace_format::Name;
 
 use crate::context::{Kube, WlState, blocking, io_err};
@@ -15,6 +16,24 @@ use crate::kube::stamp::phase;
 use crate::kube::store::missing;
 
 impl Kube {
+    /// Waits for `workload`'s turn. The ops that stop or move its pod (detach, abort,
+    /// reschedule, and a drain for each workload it moves) take it for their whole length:
+    /// a drain names a node, not the workloads on it, so the trace's order does not keep a
+    /// detach of one of them from running while the drain moves it. Without the turn the
+    /// detach found the workload gone (between the old pod's stop and the new one's start),
+    /// failed, and the moved pod was left holding its claims (seen under a loaded CI: the
+    /// claims' deletes then waited for minutes). With it, the detach waits for the move and
+    /// stops the moved pod; its response includes that wait.
+    pub(crate) async fn workload_turn(&self, workload: &Name) -> OwnedMutexGuard<()> {
+        let turn = self
+            .state()
+            .workload_turns
+            .entry(workload.clone())
+            .or_default()
+            .clone();
+        turn.lock_owned().await
+    }
+
     pub(crate) async fn stop_workload(
         &self,
         ctx: &OpCtx,
@@ -114,7 +133,20 @@ pub(crate) async fn drain(p: &Kube, ctx: &OpCtx, node: &str) -> Result<(), Provi
         .filter(|(_, w)| w.node.as_deref() == Some(node))
         .map(|(k, _)| k.clone())
         .collect();
-    let moves = on_node.iter().map(|w| p.reschedule(ctx, w, None));
+    let moves = on_node.iter().map(|w| async move {
+        let _turn = p.workload_turn(w).await;
+        // A detach or a reschedule that had the turn first may have stopped or moved it.
+        let still_here = p
+            .state()
+            .workloads
+            .get(w)
+            .is_some_and(|s| s.node.as_deref() == Some(node));
+        if still_here {
+            p.reschedule(ctx, w, None).await
+        } else {
+            Ok(())
+        }
+    });
     for r in join_all(moves).await {
         r?;
     }

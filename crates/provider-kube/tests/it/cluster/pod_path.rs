@@ -171,11 +171,13 @@ fn missing_images_end_workload_io_phase_and_stream_pods_in_seconds() {
         notice.contains("image_pull_failed") && notice.contains(&iogen),
         "{notice}"
     );
-    // From its last milestone: its raw block volume's attach and mount come first (~10 s on
-    // testenv's node, its kubelet's volumesInUse cycle), then the kubelet's verdict.
+    // From its last milestone: its raw block volume's attach and mount come first (up to
+    // 10 s on testenv's node, its kubelet's volumesInUse cycle), then the kubelet's verdict:
+    // within 20 s, as for the io_phase's pod above (16.5 s after `scheduled` was seen in a
+    // cold CI run with the cluster tests in two lanes), not the op's minutes.
     let (secs, since) = started_after(notice);
     assert!(
-        secs < 10.0 && ["scheduled", "sandbox-ready"].contains(&since.as_str()),
+        secs < 20.0 && ["scheduled", "sandbox-ready"].contains(&since.as_str()),
         "the stream pod failed {secs} s after {since}: {notice}"
     );
     assert!(
