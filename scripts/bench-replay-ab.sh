@@ -6,8 +6,10 @@
 # command both revisions' bench-replay.sh run). Where scripts/bench-engine-ab.sh times the
 # engine alone (its `engine_bench` example), this times what a user runs: the CLI with its
 # sink, probes and progress. Prints per run the start lateness, its parts (dispatch lateness,
-# pickup) and how busy the runtime's workers were; per revision the ranges over the rounds and
-# the rounds that met the targets (p99 ≤ 100 µs, p99.9 ≤ 1 ms).
+# pickup), how busy the runtime's workers were and the process's CPU per event (user + system
+# of the process over the events dispatched: less sensitive to this host's noise than the
+# tail); per revision the ranges over the rounds and the rounds that met the targets (p99 ≤
+# 100 µs, p99.9 ≤ 1 ms).
 #
 # Usage: scripts/bench-replay-ab.sh REV_A REV_B [ROUNDS] [EVENTS] [RATE]
 #        (default 5 rounds of 1000000 events at 100000/s; e.g. `caf2a3c HEAD`)
@@ -25,20 +27,29 @@ for rev in "$a" "$b"; do
   "$work/$tag/gen_trace" "$n" "$rate" "$work/$tag/bench.cnsbin" >/dev/null
 done
 ta=$(git rev-parse --short "$a") tb=$(git rev-parse --short "$b")
+cpu_of() { # FILE CMD...: runs CMD (its output dropped, its exit code ignored), writes its user and system CPU seconds to FILE
+  python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write(f"{r.ru_utime} {r.ru_stime}")' "$@"
+}
 echo "bench-replay-ab: $ta vs $tb, $rounds rounds of $n events at $rate/s; $(uptime)"
 for r in $(seq "$rounds"); do
   for tag in "$ta" "$tb"; do
     rm -rf "$work/run"
-    "$work/$tag/cnsreplay" -q run "$work/$tag/bench.cnsbin" --provider sim -o "$work/run" \
-      --sim-latency default=exponential:200us \
-      --validity start.p99=100us,start.p99.9=1ms >/dev/null 2>&1 || true
-    python3 - "$work/run/summary.json" "$tag" "$r" <<'PY' | tee -a "$work/rows"
+    cpu_of "$work/cpu" "$work/$tag/cnsreplay" -q run "$work/$tag/bench.cnsbin" \
+      --provider sim -o "$work/run" --sim-latency default=exponential:200us \
+      --validity start.p99=100us,start.p99.9=1ms
+    python3 - "$work/run/summary.json" "$tag" "$r" "$work/cpu" <<'PY' | tee -a "$work/rows"
 import json, sys
 s = json.load(open(sys.argv[1]))
+# The process's CPU (user + system, the 1 s floor probe and setup included) per event.
+cpu = sum(float(x) for x in open(sys.argv[4]).read().split()[-2:])
 st, l, p = s["start_lateness"], s["lateness"], s["pickup"]
 print(f"{sys.argv[2]} round {sys.argv[3]}: start p99 {st['p99'] / 1e3:.1f} p99.9 {st['p999'] / 1e3:.1f} µs; "
       f"dispatch lateness p99 {l['p99'] / 1e3:.1f} µs; pickup p99 {p['p99'] / 1e3:.1f} µs; "
-      f"workers busy {100 * (s.get('workers_busy') or 0):.1f} %; {s['validity']['verdict']}")
+      f"workers busy {100 * (s.get('workers_busy') or 0):.1f} %; "
+      f"CPU {1e6 * cpu / max(s['dispatched'], 1):.2f} µs per event; {s['validity']['verdict']}")
 PY
   done
 done
@@ -46,12 +57,13 @@ python3 - "$work/rows" "$ta" "$tb" <<'PY'
 import re, sys
 rows = [l for l in open(sys.argv[1]) if l.strip()]
 for tag in sys.argv[2:]:
-    m = [re.search(r"start p99 ([\d.]+) p99\.9 ([\d.]+) µs.*pickup p99 ([\d.]+) µs; workers busy ([\d.]+)", l)
+    m = [re.search(r"start p99 ([\d.]+) p99\.9 ([\d.]+) µs.*pickup p99 ([\d.]+) µs; workers busy ([\d.]+) %; CPU ([\d.]+)", l)
          for l in rows if l.startswith(tag + " ")]
     col = lambda i: sorted(float(x.group(i)) for x in m)
-    p99, p999, pick, busy = col(1), col(2), col(3), col(4)
+    p99, p999, pick, busy, cpu = col(1), col(2), col(3), col(4), col(5)
     met = sum(float(x.group(1)) <= 100 and float(x.group(2)) <= 1000 for x in m)
     print(f"{tag}: {len(m)} rounds: start lateness p99 {p99[0]:.1f}–{p99[-1]:.1f} µs, p99.9 "
           f"{p999[0]:.1f}–{p999[-1]:.1f} µs, pickup p99 {pick[0]:.1f}–{pick[-1]:.1f} µs, workers "
-          f"busy {busy[0]:.1f}–{busy[-1]:.1f} %; targets met in {met} of {len(m)}")
+          f"busy {busy[0]:.1f}–{busy[-1]:.1f} %, CPU {cpu[0]:.2f}–{cpu[-1]:.2f} µs per event; "
+          f"targets met in {met} of {len(m)}")
 PY

@@ -7,8 +7,9 @@
 //! event depends on is still pending and a slot is free, the provider is called and the call
 //! polled once. An operation that completes then (the `noop` provider, a marker, a failed
 //! dependency) is finished there, and the batch's records go to the sink in one message;
-//! only an event that must wait — for a dependency, a slot or the provider — gets a runtime
-//! task of its own, all of a batch's handed over in one. (A runtime task per event was half
+//! the events that must wait are handed to the runtime in one task per batch: that task
+//! waits for the batch's provider calls still running ([`run_calls`]), and gives an event
+//! waiting for a dependency or a slot a task of its own. (A runtime task per event was half
 //! of the engine's CPU at its maximum rate: allocating and copying each event's future,
 //! registering and removing the task; and a runtime task per batch adds a worker wake-up to
 //! every event's pickup.) Either way the instants mean the same: `pickup` ends when the
@@ -24,6 +25,8 @@ use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::FutureExt;
+use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use trace_format::{Event, OpType};
 
@@ -83,8 +86,8 @@ async fn cancelled(mut rx: watch::Receiver<bool>) {
 type Call = Pin<Box<dyn Future<Output = Result<(), ProviderError>> + Send>>;
 
 /// Starts every event of a dispatched batch (on the dispatch thread in the runtime's
-/// context, or on a runtime task), sends the records of those that finished at once to the sink in one message,
-/// and hands the others to the runtime in one task, which gives each a task of its own.
+/// context, or on a runtime task), sends the records of those that finished at once to the
+/// sink in one message, and hands the others to the runtime in one task.
 pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>) {
     if let Some(d) = sh.inject_delay {
         std::thread::sleep(d);
@@ -104,14 +107,95 @@ pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>
         sh.live.done.fetch_add(n, SeqCst);
     }
     if !later.is_empty() {
-        // Spawned from inside the runtime, each task goes to that worker's own queue: one
-        // hand-over to the runtime (and at most one worker woken) per batch, not per event.
+        // One hand-over to the runtime (and at most one worker woken) per batch, not per
+        // event. That task waits for the batch's running calls itself; an event waiting for a
+        // dependency or a slot gets a task of its own (spawned from inside the runtime, onto
+        // that worker's own queue).
         let sh = sh.clone();
         tokio::spawn(async move {
+            let mut running = Vec::new();
             for l in later {
-                tokio::spawn(run_later(sh.clone(), l));
+                match l {
+                    Later::Waiting {
+                        x,
+                        ev,
+                        waits,
+                        queued_since,
+                    } => {
+                        tokio::spawn(run_waiting(sh.clone(), x, ev, waits, queued_since));
+                    }
+                    Later::Running { x, call, permit } => running.push((x, call, permit)),
+                }
+            }
+            if !running.is_empty() {
+                run_calls(&sh, running).await;
             }
         });
+    }
+}
+
+/// Waits for a batch's calls still running, each under its op's timeout, all of them on
+/// this one task and until the run is cancelled, and sends each record as its call ends.
+///
+/// One task per batch, not per event: a task per pending call cost a spawn (an allocation
+/// and the runtime's task-list lock) and a registration with the run's cancel signal (its
+/// waiter-list lock, shared by every worker) per event, which at 100 k events/s on two
+/// cores left the workers saturated. The calls are polled independently (each wakes only
+/// itself), so one slow call holds up none of the others.
+async fn run_calls<P: Provider>(sh: &Arc<Shared<P>>, calls: Vec<(Exec, Call, Option<Slot>)>) {
+    let mut execs = Vec::with_capacity(calls.len());
+    let mut pending = FuturesUnordered::new();
+    for (i, (x, call, permit)) in calls.into_iter().enumerate() {
+        pending.push(timed(sh, &x, call).map(move |r| (i, r)));
+        execs.push(Some((x, permit)));
+    }
+    let cancel = cancelled(sh.cancel.clone());
+    tokio::pin!(cancel);
+    loop {
+        tokio::select! {
+            next = pending.next() => {
+                let Some((i, r)) = next else { return };
+                if let Some((x, permit)) = execs[i].take() {
+                    drop(permit);
+                    let done = x.finish(sh, r.map_err(|e| (e.class, e.message)));
+                    sh.send_one(done);
+                }
+            }
+            () = &mut cancel => break,
+        }
+    }
+    drop(pending);
+    for (x, permit) in execs.into_iter().flatten() {
+        drop(permit);
+        let done = x.finish(
+            sh,
+            Err(fail("cancelled", "run stopped after the grace period")),
+        );
+        sh.send_one(done);
+    }
+}
+
+/// A call still running, under its op's timeout from `started` (when it has one).
+fn timed<P: Provider>(
+    sh: &Shared<P>,
+    x: &Exec,
+    call: Call,
+) -> impl Future<Output = Result<(), ProviderError>> + Send + 'static {
+    let deadline = sh
+        .timeouts
+        .get(&x.op)
+        .map(|&d| (sh.origin + Duration::from_nanos(x.started) + d, d));
+    async move {
+        match deadline {
+            Some((at, d)) => match tokio::time::timeout_at(at.into(), call).await {
+                Ok(r) => r,
+                Err(_) => Err(ProviderError::new(
+                    "timeout",
+                    format!("no completion within {d:?}"),
+                )),
+            },
+            None => call.await,
+        }
     }
 }
 
@@ -143,11 +227,11 @@ impl Drop for Slot {
 enum Started {
     /// It finished: its record.
     Finished(Done),
-    /// It continues on a task of its own.
+    /// It continues on a runtime task.
     Later(Later),
 }
 
-/// An event that continues on a task of its own.
+/// An event that continues on a runtime task.
 enum Later {
     /// It waits for a dependency or a slot (`queued_since`: when it found no free slot).
     Waiting {
@@ -156,7 +240,7 @@ enum Later {
         waits: Vec<Wait>,
         queued_since: Option<u64>,
     },
-    /// Its provider call is still running.
+    /// Its provider call is still running (waited for by its batch's task).
     Running {
         x: Exec,
         call: Call,
@@ -164,24 +248,7 @@ enum Later {
     },
 }
 
-async fn run_later<P: Provider>(sh: Arc<Shared<P>>, l: Later) {
-    match l {
-        Later::Waiting {
-            x,
-            ev,
-            waits,
-            queued_since,
-        } => run_waiting(sh, x, ev, waits, queued_since).await,
-        Later::Running { x, call, permit } => {
-            let result = x.complete(&sh, call).await;
-            drop(permit);
-            let done = x.finish(&sh, result);
-            sh.send_one(done);
-        }
-    }
-}
-
-/// Starts one event: finished at once, or to be continued on a task of its own.
+/// Starts one event: finished at once, or to be continued on a runtime task.
 fn start<P: Provider>(sh: &Shared<P>, d: Due, dispatched: u64) -> Started {
     let t0 = sh.now();
     let Due {
@@ -394,23 +461,8 @@ impl Exec {
     /// Waits for a call still running, under the op's timeout (from `started`) and until
     /// the run is cancelled.
     async fn complete<P: Provider>(&self, sh: &Shared<P>, call: Call) -> Result<(), Failure> {
-        let timed = async {
-            match sh.timeouts.get(&self.op) {
-                Some(&d) => {
-                    let start = sh.origin + Duration::from_nanos(self.started);
-                    match tokio::time::timeout_at((start + d).into(), call).await {
-                        Ok(r) => r,
-                        Err(_) => Err(ProviderError::new(
-                            "timeout",
-                            format!("no completion within {d:?}"),
-                        )),
-                    }
-                }
-                None => call.await,
-            }
-        };
         tokio::select! {
-            r = timed => r.map_err(|e| (e.class, e.message)),
+            r = timed(sh, self, call) => r.map_err(|e| (e.class, e.message)),
             () = cancelled(sh.cancel.clone()) => Err(fail("cancelled", "run stopped after the grace period")),
         }
     }
