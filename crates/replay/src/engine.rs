@@ -419,7 +419,7 @@ fn clock<P: Provider>(
 
     // The timing and dispatch threads. Each batch of due events is started by the dispatch
     // thread itself, in the runtime's context, when the provider's calls start inline, else
-    // by a runtime task; either gives a runtime task of its own only to an event that waits.
+    // by a runtime task; either hands the events that wait to the runtime in one task.
     let handle = p.rt.handle().clone();
     let busy_before = busy_time(&handle);
     let probe = Probe::start(handle.clone())?;

@@ -450,7 +450,7 @@ impl Exec {
         self.ctx = Some(ctx.clone());
         let provider = sh.provider.clone();
         let mut call: Call = Box::pin(async move { provider.execute(ev, ctx).await });
-        // A waker that does nothing: a call still pending moves to a task of its own, whose
+        // A waker that does nothing: a call still pending moves to its batch's task, whose
         // first poll registers that task's waker.
         match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(r) => Ok(r.map_err(|e| (e.class, e.message))),
