@@ -11,7 +11,8 @@
 # start lateness (provider call − intended) and its parts (dispatch lateness, pickup), the
 # dispatch rate achieved, and the verdict with its failed checks. The summary line counts the
 # rounds that met the targets (start lateness p99 ≤ 100 µs, p99.9 ≤ 1 ms, rate within 2 %) and
-# how many of the others marked themselves engine-bound (all of them should), and beside it
+# how many of the others marked themselves engine-bound (those whose schedule slipped or whose
+# workers were saturated; a round that kept both is `imprecise`, with its bounds), and beside it
 # the host's timing floor each run measured just before its clock (the 1 s wake-up probe,
 # manifest.json `host.timing_floor`): a host that wakes a task later than the target at p99 or
 # p99.9 cannot give the engine that target. Results go in docs/PERFORMANCE.md
