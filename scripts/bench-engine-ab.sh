@@ -12,17 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/ab.sh
-for rev in "$a" "$b"; do
-  tag=$(git rev-parse --short "$rev")
-  ab_worktree "$rev"
-  # The revisions share the target dir: only what differs is compiled again.
-  (cd "$work/src-$tag" && CARGO_TARGET_DIR=$target cargo build --release -q -p replay \
-    --example engine_bench --example gen_trace)
-  mkdir -p "$work/$tag"
-  cp "$target/release/examples/engine_bench" "$target/release/examples/gen_trace" "$work/$tag/"
-  "$work/$tag/gen_trace" "$n" "$rate" "$work/$tag/bench.cnsbin"
-done
-ta=$(git rev-parse --short "$a") tb=$(git rev-parse --short "$b")
+ab_prepare examples/engine_bench -p replay --example engine_bench
 echo "bench-engine-ab: $ta vs $tb, $rounds rounds of $n events at $rate/s; $(uptime)"
 for r in $(seq "$rounds"); do
   for tag in "$ta" "$tb"; do

@@ -16,17 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/ab.sh
-for rev in "$a" "$b"; do
-  tag=$(git rev-parse --short "$rev")
-  ab_worktree "$rev"
-  # The revisions share the target dir: only what differs is compiled again.
-  (cd "$work/src-$tag" && CARGO_TARGET_DIR=$target cargo build --release -q -p cnsreplay \
-    && CARGO_TARGET_DIR=$target cargo build --release -q -p replay --example gen_trace)
-  mkdir -p "$work/$tag"
-  cp "$target/release/cnsreplay" "$target/release/examples/gen_trace" "$work/$tag/"
-  "$work/$tag/gen_trace" "$n" "$rate" "$work/$tag/bench.cnsbin" >/dev/null
-done
-ta=$(git rev-parse --short "$a") tb=$(git rev-parse --short "$b")
+ab_prepare cnsreplay -p cnsreplay
 cpu_of() { # FILE CMD...: runs CMD (its output dropped, its exit code ignored), writes its user and system CPU seconds to FILE
   python3 -c 'import resource, subprocess, sys
 subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -2,7 +2,7 @@
 # checks the arguments (REV_A REV_B [ROUNDS] [EVENTS] [RATE]: sets a, b, rounds, n, rate),
 # finds the cargo target dir ($target, shared by both revisions' builds so only what differs
 # is compiled again), makes a work folder ($work) whose worktrees (`ab_worktree REV`:
-# $work/src-TAG) and files go on exit.
+# $work/src-TAG) and files go on exit; `ab_prepare` builds both revisions and their traces.
 usage="usage: $0 REV_A REV_B [ROUNDS] [EVENTS] [RATE]"
 [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
 a=$1 b=$2 rounds=${3:-5} n=${4:-1000000} rate=${5:-100000}
@@ -15,4 +15,22 @@ ab_cleanup() {
 trap ab_cleanup EXIT
 ab_worktree() { # REV: checks it out in $work/src-TAG
   git worktree add -q --detach "$work/src-$(git rev-parse --short "$1")" "$1"
+}
+ab_prepare() { # "BIN ..." BUILD_ARGS...: each revision checked out and built (`cargo build
+  # --release -q BUILD_ARGS`, and the `gen_trace` example), its BINs (paths under
+  # $target/release) and gen_trace copied to $work/TAG beside its own trace of $n events at
+  # $rate/s ($work/TAG/bench.cnsbin); sets ta and tb, the revisions' tags.
+  local bins=$1 rev tag bin
+  shift
+  for rev in "$a" "$b"; do
+    tag=$(git rev-parse --short "$rev")
+    ab_worktree "$rev"
+    # The revisions share the target dir: only what differs is compiled again.
+    (cd "$work/src-$tag" && CARGO_TARGET_DIR=$target cargo build --release -q "$@" \
+      && CARGO_TARGET_DIR=$target cargo build --release -q -p replay --example gen_trace)
+    mkdir -p "$work/$tag"
+    for bin in $bins examples/gen_trace; do cp "$target/release/$bin" "$work/$tag/"; done
+    "$work/$tag/gen_trace" "$n" "$rate" "$work/$tag/bench.cnsbin" >/dev/null
+  done
+  ta=$(git rev-parse --short "$a") tb=$(git rev-parse --short "$b")
 }
