@@ -165,6 +165,7 @@ pub(crate) async fn execute(
             Ok(())
         }
         Op::Detach(w) | Op::AbortWorkload(w) => {
+            let _turn = p.workload_turn(&w.workload).await;
             let wl = p
                 .state()
                 .workloads
@@ -176,7 +177,10 @@ pub(crate) async fn execute(
             ctx.phase("io-stopped");
             release_volumes(p, &ctx, &wl.volumes).await
         }
-        Op::Reschedule(r) => reschedule(p, &ctx, &r.workload, r.node.clone()).await,
+        Op::Reschedule(r) => {
+            let _turn = p.workload_turn(&r.workload).await;
+            reschedule(p, &ctx, &r.workload, r.node.clone()).await
+        }
         Op::CordonNode(n) => {
             p.state().cordoned.push(n.node.clone());
             Ok(())
@@ -194,7 +198,16 @@ pub(crate) async fn execute(
                     .collect()
             };
             for w in on_node {
-                reschedule(p, &ctx, &w, None).await?;
+                let _turn = p.workload_turn(&w).await;
+                // A detach or a move that held the turn first may have taken it elsewhere.
+                let still_here = p
+                    .state()
+                    .workloads
+                    .get(&w)
+                    .is_some_and(|wl| wl.node.as_ref() == Some(&n.node));
+                if still_here {
+                    reschedule(p, &ctx, &w, None).await?;
+                }
             }
             Ok(())
         }

@@ -12,6 +12,7 @@ mod cbt;
 mod cleanup;
 mod throttle;
 mod volumes;
+mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -88,6 +89,24 @@ impl Run {
 
     /// Executes event `id`: the phases it recorded, or the provider's error.
     pub fn exec(&self, id: u64) -> Result<Vec<String>, ProviderError> {
+        self.rt.block_on(self.execute(id))
+    }
+
+    /// Executes `first` and `second` at once, as the engine runs two events due together:
+    /// `first` runs until it first waits, then `second` begins, and both go on side by side.
+    pub fn exec_together(
+        &self,
+        first: u64,
+        second: u64,
+    ) -> (
+        Result<Vec<String>, ProviderError>,
+        Result<Vec<String>, ProviderError>,
+    ) {
+        self.rt
+            .block_on(async { tokio::join!(self.execute(first), self.execute(second)) })
+    }
+
+    async fn execute(&self, id: u64) -> Result<Vec<String>, ProviderError> {
         let ev = self
             .events
             .iter()
@@ -100,8 +119,7 @@ impl Run {
             self.ledger.clone(),
             self.snapshots.clone(),
         ));
-        self.rt
-            .block_on(self.provider.execute(Arc::new(ev), ctx.clone()))?;
+        self.provider.execute(Arc::new(ev), ctx.clone()).await?;
         Ok(ctx.phases_so_far().into_iter().map(|p| p.name).collect())
     }
 
