@@ -51,6 +51,8 @@ pub(crate) struct Kube {
     pub(crate) pull_check: OnceLock<PullCheck>,
     /// The CSINode change log, started by the first attach that waits for room (`kube/room.rs`).
     pub(crate) csinodes: tokio::sync::OnceCell<Option<Arc<crate::kube::room::CsiNodeLog>>>,
+    /// One turn per workload for the ops that stop or move its pod (`ops/workload.rs`).
+    pub(crate) workload_turns: replay::turns::Turns<Name>,
 }
 
 /// The shared watches, one per kind.
@@ -91,8 +93,6 @@ pub(crate) struct State {
     pub(crate) notices: Vec<String>,
     /// The written sets of verify-mode writers, in the order they started (`ops/cbt.rs`).
     pub(crate) written: Vec<Written>,
-    /// One turn per workload for the ops that stop or move its pod (`ops/workload.rs`).
-    pub(crate) workload_turns: HashMap<Name, Arc<tokio::sync::Mutex<()>>>,
 }
 
 /// What the provider knows about a volume of the trace.

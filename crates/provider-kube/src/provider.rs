@@ -59,6 +59,7 @@ impl KubeProvider {
             retried: Mutex::new(BTreeMap::new()),
             pull_check: OnceLock::new(),
             csinodes: tokio::sync::OnceCell::new(),
+            workload_turns: replay::turns::Turns::default(),
         });
         Ok(Self { inner, rt })
     }

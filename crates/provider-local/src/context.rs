@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use local_storage::throttle;
+use replay::turns::Turns;
 use replay::{OpCtx, ProviderError, RunInfo};
 use serde::{Deserialize, Serialize};
 use trace_format::Name;
@@ -99,9 +100,6 @@ pub(crate) struct State {
     /// One line per changed-block listing, for the summary's notices.
     pub(crate) cbt_notices: Vec<String>,
     pub(crate) workloads: HashMap<Name, Workload>,
-    /// One turn per workload name, held by whatever detaches or moves it
-    /// ([`LocalProvider::workload_turn`]).
-    pub(crate) workload_turns: HashMap<Name, Arc<tokio::sync::Mutex<()>>>,
     pub(crate) cordoned: Vec<Name>,
 }
 
@@ -136,6 +134,9 @@ pub struct LocalProvider {
     pub(crate) loop_mode: OnceLock<bool>,
     pub(crate) state: Mutex<State>,
     pub(crate) seq: AtomicU64,
+    /// A turn per workload, held by detach, abort, reschedule and a drain's move of it
+    /// (`replay::turns`: a detach must not interleave with a move of its workload).
+    pub(crate) workload_turns: Turns<Name>,
 }
 
 impl LocalProvider {
@@ -147,6 +148,7 @@ impl LocalProvider {
             loop_mode: OnceLock::new(),
             state: Mutex::new(State::default()),
             seq: AtomicU64::new(0),
+            workload_turns: Turns::default(),
         }
     }
 
@@ -167,22 +169,6 @@ impl LocalProvider {
 
     pub(crate) fn objects(&self) -> Result<PathBuf, ProviderError> {
         Ok(self.run()?.run_dir.join("objects"))
-    }
-
-    /// The workload's turn: detach, abort, reschedule and a drain's move of the workload each
-    /// hold it. A drain names a node, not its workloads, so the trace's dependencies do not
-    /// order a later detach of one of them after the drain; while a move released and attached
-    /// the workload's volumes again, a detach releasing the same volumes would leave them
-    /// attached to no workload. With the turn, the detach waits for the move and detaches
-    /// the moved workload; its response includes that wait.
-    pub(crate) async fn workload_turn(&self, workload: &Name) -> tokio::sync::OwnedMutexGuard<()> {
-        let turn = self
-            .state()
-            .workload_turns
-            .entry(workload.clone())
-            .or_default()
-            .clone();
-        turn.lock_owned().await
     }
 
     pub(crate) fn volume(&self, name: &Name) -> Result<Arc<Mutex<Volume>>, ProviderError> {

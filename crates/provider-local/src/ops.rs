@@ -165,7 +165,7 @@ pub(crate) async fn execute(
             Ok(())
         }
         Op::Detach(w) | Op::AbortWorkload(w) => {
-            let _turn = p.workload_turn(&w.workload).await;
+            let _turn = p.workload_turns.take(&w.workload).await;
             let wl = p
                 .state()
                 .workloads
@@ -178,7 +178,7 @@ pub(crate) async fn execute(
             release_volumes(p, &ctx, &wl.volumes).await
         }
         Op::Reschedule(r) => {
-            let _turn = p.workload_turn(&r.workload).await;
+            let _turn = p.workload_turns.take(&r.workload).await;
             reschedule(p, &ctx, &r.workload, r.node.clone()).await
         }
         Op::CordonNode(n) => {
@@ -198,7 +198,7 @@ pub(crate) async fn execute(
                     .collect()
             };
             for w in on_node {
-                let _turn = p.workload_turn(&w).await;
+                let _turn = p.workload_turns.take(&w).await;
                 // A detach or a move that held the turn first may have taken it elsewhere.
                 let still_here = p
                     .state()

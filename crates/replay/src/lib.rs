@@ -16,7 +16,8 @@
 //! Lowest first; a module imports only from its own layer or below (checked by
 //! `scripts/check-layers.py`).
 //!
-//! 1. `precise`, `cluster` — clocks and deadlines; the cluster's own timing
+//! 1. `precise`, `cluster`, `turns` — clocks and deadlines; the cluster's own timing; a
+//!    provider's turns per object name
 //! 2. `record` — what a run writes: event records, the summary and every type it holds
 //! 3. `ledger`, `line`, `rundir`, `deps`, `live`, `files`, `bound` — run-directory files,
 //!    dependencies, live counters; the tool's error bound of a percentile
@@ -54,6 +55,7 @@ pub mod rundir;
 mod sink;
 pub mod streams;
 mod timing;
+pub mod turns;
 pub mod validity;
 
 pub use control::RunControl;

@@ -25,13 +25,7 @@ impl Kube {
     /// claims' deletes then waited for minutes). With it, the detach waits for the move and
     /// stops the moved pod; its response includes that wait.
     pub(crate) async fn workload_turn(&self, workload: &Name) -> OwnedMutexGuard<()> {
-        let turn = self
-            .state()
-            .workload_turns
-            .entry(workload.clone())
-            .or_default()
-            .clone();
-        turn.lock_owned().await
+        self.workload_turns.take(workload).await
     }
 
     pub(crate) async fn stop_workload(
