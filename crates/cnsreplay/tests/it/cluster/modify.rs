@@ -103,8 +103,11 @@ fn modify_and_recover_on_the_real_node() {
             .cloned()
             .unwrap_or_else(|| panic!("no writes around {id}: {effects:#?}"))
     };
-    // Down to a limit: from well above it to within it.
-    for (id, limit) in [(8, 200.0), (9, 1000.0), (14, 200.0)] {
+    // The trace's classes: bronze and silver write IOPS.
+    let (bronze, silver) = (80.0, 200.0);
+    // Down to a limit: from well above it to within it (14: from silver's limit to bronze's,
+    // 2.5 × apart).
+    for (id, limit) in [(8, bronze), (9, silver), (14, bronze)] {
         let w = write(id);
         assert_eq!(w.limit, Some(limit as u64), "{id}: {w:?}");
         assert!(w.before.is_some_and(|b| b > 2.0 * limit), "{id}: {w:?}");
@@ -125,18 +128,18 @@ fn modify_and_recover_on_the_real_node() {
     // Lifted: well above the old limit again, by the margin the checks above ask of a rate
     // before its limit. Unlimited, the rate is what the real node's disk gives a depth-4
     // writer beside the rest of the test run: 739 write IOPS was seen in a cold CI run with
-    // the cluster tests in two lanes (5 × the old limit was asked before).
+    // the cluster tests in two lanes.
     let lifted = write(11);
     assert_eq!(lifted.limit, None, "{lifted:?}");
-    assert!(lifted.after.is_some_and(|a| a > 2.0 * 200.0), "{lifted:?}");
-    // Refused: the volume keeps its class, silver (1000 write IOPS, from event 9): the rate
-    // after stays within that limit and is not cut below half of what it was. The writer
-    // runs under the limit here, at the disk's pace beside the rest of the test run, which
-    // moves by more than the ±20 % asked before: 492 → 873.5 IOPS in a cold CI run with the
-    // cluster tests in two lanes.
+    assert!(lifted.after.is_some_and(|a| a > 2.0 * bronze), "{lifted:?}");
+    // Refused: the volume keeps its class, silver (from event 9): the rate after stays within
+    // that limit and is not cut below half of what it was. (With silver at 1000 write IOPS
+    // the writer ran under the limit at the disk's pace, 492 → 873.5 IOPS in a cold CI run,
+    // and the unlimited rate before event 9 was only 1088.5 in another: silver is now well
+    // below the disk.)
     let same = write(12);
     let (b, a) = (same.before.unwrap_or(0.0), same.after.unwrap_or(0.0));
-    assert!(b > 0.0 && a >= 0.5 * b && a <= 1.1 * 1000.0, "{same:?}");
+    assert!(b > 0.0 && a >= 0.5 * b && a <= 1.1 * silver, "{same:?}");
     // The report shows them.
     let html = tmp.path().join("report.html");
     ok(&cnsreplay_within(
