@@ -85,7 +85,7 @@ for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 t_all=$(date +%s)
 # The binaries that one `go build` makes together: those of one wrapper module with the same
-# tags, cgo and ldflags (the five of kube, the four CSI sidecars of go/sidecars). One build loads the
+# tags, cgo and ldflags (the seven of go/kube, the four CSI sidecars of go/sidecars). One build loads the
 # module's packages once and links each binary while it compiles the packages of the others
 # (docs/PERFORMANCE.md, Cold CI); binaries already built (an interrupted build) are skipped.
 build_group() { # module tags cgo "name pkg" ...

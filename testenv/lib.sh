@@ -14,8 +14,8 @@ kube-apiserver          kube        k8s.io/kubernetes/cmd/kube-apiserver
 kube-controller-manager kube        k8s.io/kubernetes/cmd/kube-controller-manager
 kube-scheduler          kube        k8s.io/kubernetes/cmd/kube-scheduler
 kubectl                 kube        k8s.io/kubernetes/cmd/kubectl
-kwok                    kwok        sigs.k8s.io/kwok/cmd/kwok
-csi-provisioner         provisioner github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
+kwok                    kube        sigs.k8s.io/kwok/cmd/kwok
+csi-provisioner         kube        github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
 csi-attacher            sidecars    github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
 csi-resizer             sidecars    github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
 csi-snapshotter         sidecars    github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
@@ -30,7 +30,7 @@ cni-eth0                cni-eth0    cnsreplay.local/testenv/cni-eth0 - cgo0
 "
 
 # The wrapper modules of the cluster's binaries, in the order their go.mod/go.sum are hashed.
-TESTENV_WRAPPERS="etcd kube kwok provisioner sidecars containerd cni crane pause cni-eth0"
+TESTENV_WRAPPERS="etcd kube sidecars containerd cni crane pause cni-eth0"
 
 # The version key: Kubernetes version plus a hash of every wrapper's go.mod and go.sum, the
 # binary table and the Go version. Any change to a pinned version gives a new cache folder.
