@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# The Go build of testenv's CSI sidecars (csi-provisioner, csi-attacher, csi-resizer,
-# csi-snapshotter, snapshot-controller) at each revision given, cold: the wrappers of that
-# revision (`git archive REV testenv`), one fresh Go build cache per revision shared by its
-# wrappers in table order (as testenv/build.sh builds them), the module cache as it is (run
-# `go mod download` in each wrapper first to leave downloads out). Prints each wrapper
-# group's seconds and the revision's total. The cold CI's longest step is testenv's Go build
-# (docs/PERFORMANCE.md, Cold CI); this isolates the part that the wrappers' layout decides.
+# testenv's Go build at each revision given, cold: the wrappers of that revision (`git archive
+# REV testenv`), one fresh Go build cache per revision shared by its groups in table order (as
+# testenv/build.sh builds them: one `go build` per wrapper module, build tags and cgo
+# setting), the module cache as it is (run `go mod download` in each wrapper first to leave
+# downloads out). Prints each group's wall and CPU seconds (user + system, from
+# /usr/bin/time: the figure that holds when other work shares the machine, as it does in
+# CI, where this build runs at SCHED_IDLE beside the Rust builds) and the revision's totals.
+# The cold CI's longest background step is this build (docs/PERFORMANCE.md, Cold CI); the
+# wrappers' layout decides how often the shared libraries are compiled.
 #
-# Usage: scripts/bench-testenv-go.sh REV...   (e.g. `HEAD~1 HEAD`; nothing else should run)
+# Usage: scripts/bench-testenv-go.sh [--sidecars] REV...   (e.g. `HEAD~1 HEAD`)
+#   --sidecars   only the CSI sidecars' rows (csi-*, snapshot-controller)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+only='1'
+if [ "${1:-}" = --sidecars ]; then
+	only='$1 ~ /^csi-|^snapshot-controller$/'
+	shift
+fi
 [ $# -gt 0 ] || set -- HEAD
 work=$(mktemp -d /tmp/bench-testenv-go.XXXX)
 trap 'rm -rf "$work"' EXIT
@@ -18,23 +26,28 @@ for rev in "$@"; do
 	src=$work/$rev-src
 	mkdir -p "$src"
 	git archive "$rev" testenv | tar -x -C "$src"
-	# The sidecars' rows of that revision's binary table: name module package.
+	# That revision's binary table: name module package [tags [cgo0]].
 	rows=$(bash -c '. "$1/testenv/lib.sh"; printf "%s\n" "$TESTENV_BINARIES"' _ "$src" |
-		awk '$1 ~ /^csi-|^snapshot-controller$/ { print $1, $2, $3 }')
-	modules=$(awk '{ print $2 }' <<<"$rows" | awk '!seen[$0]++')
+		awk "NF >= 3 && ($only) { print \$1, \$2, \$3, (NF > 3 ? \$4 : \"-\"), (NF > 4 ? \$5 : \"-\") }")
+	groups=$(awk '{ print $2, $4, $5 }' <<<"$rows" | awk '!seen[$0]++')
 	cache=$work/$rev-gocache
-	total=0
-	for m in $modules; do
-		pkgs=$(awk -v m="$m" '$2 == m { print $3 }' <<<"$rows")
+	total=0 cpu_total=0
+	while read -r m tags cgo; do
+		pkgs=$(awk -v g="$m $tags $cgo" '$2 " " $4 " " $5 == g { print $3 }' <<<"$rows")
+		names=$(awk -v g="$m $tags $cgo" '$2 " " $4 " " $5 == g { printf "%s ", $1 }' <<<"$rows")
+		[ "$tags" != - ] || tags=
+		env=(GOCACHE="$cache")
+		[ "$cgo" != cgo0 ] || env+=(CGO_ENABLED=0)
 		mkdir -p "$work/$rev-out"
 		t0=$(date +%s)
 		# shellcheck disable=SC2086 # the packages are words
-		(cd "$src/testenv/go/$m" && GOCACHE=$cache go build -trimpath -ldflags "-s -w" \
-			-o "$work/$rev-out/" $pkgs)
+		(cd "$src/testenv/go/$m" && env "${env[@]}" /usr/bin/time -f '%U %S' -o "$work/cpu" \
+			go build -trimpath -tags "$tags" -ldflags "-s -w" -o "$work/$rev-out/" $pkgs)
 		t=$(($(date +%s) - t0))
-		total=$((total + t))
-		echo "$rev: go/$m ($(awk -v m="$m" '$2 == m { printf "%s ", $1 }' <<<"$rows")): $t s"
-	done
-	echo "$rev: the sidecars in $total s"
+		cpu=$(awk '{ printf "%d", $1 + $2 }' "$work/cpu")
+		total=$((total + t)) cpu_total=$((cpu_total + cpu))
+		echo "$rev: go/$m (${names% }): $t s, $cpu CPU-s"
+	done <<<"$groups"
+	echo "$rev: $total s, $cpu_total CPU-s"
 	rm -rf "$cache" "$work/$rev-out"
 done

@@ -85,7 +85,7 @@ for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 t_all=$(date +%s)
 # The binaries that one `go build` makes together: those of one wrapper module with the same
-# tags, cgo and ldflags (the seven of go/kube, the four CSI sidecars of go/sidecars). One build loads the
+# tags, cgo and ldflags (the eight of go/kube, the four CSI sidecars of go/sidecars). One build loads the
 # module's packages once and links each binary while it compiles the packages of the others
 # (docs/PERFORMANCE.md, Cold CI); binaries already built (an interrupted build) are skipped.
 build_group() { # module tags cgo "name pkg" ...
@@ -113,14 +113,17 @@ build_group() { # module tags cgo "name pkg" ...
 			env "${cgo_env[@]}" nice -n 10 go build -trimpath -tags "$tags" -ldflags "$ldflags" \
 				-o "$out/bin.partial/.group/${names[0]}" "${pkgs[0]}")
 	else
-		# -o DIR/ names each binary after its package's last path element.
+		# -o DIR/ names each binary after its package's last path element, or the one before
+		# a major version suffix (go.etcd.io/etcd/server/v3: `server`), as `go build` does.
 		(cd "$TESTENV_SRC/go/$module" &&
 			env "${cgo_env[@]}" nice -n 10 go build -trimpath -tags "$tags" -ldflags "$ldflags" \
 				-o "$out/bin.partial/.group/" "${pkgs[@]}")
-		local i
+		local i exe
 		for i in "${!names[@]}"; do
-			[ "$(basename "${pkgs[$i]}")" = "${names[$i]}" ] ||
-				mv "$out/bin.partial/.group/$(basename "${pkgs[$i]}")" "$out/bin.partial/.group/${names[$i]}"
+			exe=$(basename "${pkgs[$i]}")
+			[[ ! $exe =~ ^v[0-9]+$ ]] || exe=$(basename "$(dirname "${pkgs[$i]}")")
+			[ "$exe" = "${names[$i]}" ] ||
+				mv "$out/bin.partial/.group/$exe" "$out/bin.partial/.group/${names[$i]}"
 		done
 	fi
 	for name in "${names[@]}"; do

@@ -9,7 +9,7 @@ TESTENV_DIR=${TESTENV_DIR:-$TESTENV_CACHE/run}
 # (every wrapper in testenv/go pins its versions in go.mod and go.sum; pause and cni-eth0
 # are this repository's own code, without dependencies)
 TESTENV_BINARIES="
-etcd                    etcd        go.etcd.io/etcd/server/v3
+etcd                    kube        go.etcd.io/etcd/server/v3
 kube-apiserver          kube        k8s.io/kubernetes/cmd/kube-apiserver
 kube-controller-manager kube        k8s.io/kubernetes/cmd/kube-controller-manager
 kube-scheduler          kube        k8s.io/kubernetes/cmd/kube-scheduler
@@ -30,7 +30,7 @@ cni-eth0                cni-eth0    cnsreplay.local/testenv/cni-eth0 - cgo0
 "
 
 # The wrapper modules of the cluster's binaries, in the order their go.mod/go.sum are hashed.
-TESTENV_WRAPPERS="etcd kube sidecars containerd cni crane pause cni-eth0"
+TESTENV_WRAPPERS="kube sidecars containerd cni crane pause cni-eth0"
 
 # The version key: Kubernetes version plus a hash of every wrapper's go.mod and go.sum, the
 # binary table and the Go version. Any change to a pinned version gives a new cache folder.
