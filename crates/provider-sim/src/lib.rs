@@ -640,8 +640,10 @@ impl Provider for SimProvider {
             // Arrival in a queue at the instant the operation was due, not at the call: the
             // modelled system sees the trace's schedule, so its queue (and a capacity search's
             // truth) does not depend on how late this machine ran the engine; that lateness
-            // is the tool's, judged by the run's validity. Setup operations (no due instant)
-            // arrive at the call.
+            // is the tool's, judged by the run's validity. The pool serves in the order of the
+            // calls, though: two calls that cross (an engine late by more than their spacing)
+            // are served in the order they came. Setup operations (no due instant) arrive at
+            // the call.
             Some(p) => {
                 let arrive = ctx.due_ns().unwrap_or(called);
                 let (start, end) = p.admit(
