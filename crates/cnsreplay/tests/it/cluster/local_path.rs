@@ -86,11 +86,10 @@ fn check_run(c: &Cluster, out: &Output, run: &Path, want: &[(&str, u64)]) {
             Some("create_volume") => {
                 assert_eq!(p, ["created", "wait-for-first-consumer"], "{r}");
             }
-            // Provisioned once the scheduler chose the consumer's node, the pod bound to the
-            // node after its claim; no VolumeAttachment (not CSI).
-            // The claim's `bound` and the pod's `scheduled` come through two watches, and the
-            // scheduler binds the pod as soon as the claim is bound: either may be seen first
-            // (12 ms apart, `scheduled` first, in a cold CI run).
+            // Provisioned once the scheduler chose the consumer's node; no VolumeAttachment
+            // (not CSI). The scheduler binds the pod to the node as soon as its claim is
+            // bound, and the two come through two watches: either may be seen first (12 ms
+            // apart, `scheduled` first, in a cold CI run).
             Some("attach") => {
                 assert_eq!(p[..2], ["created", "node-selected"], "{r}");
                 let mut next = [p[2], p[3]];
