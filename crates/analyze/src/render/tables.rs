@@ -182,8 +182,10 @@ pub(crate) fn modify_table(i: usize, effects: &[ModifyEffect]) -> String {
         h,
         "<h2>Attributes-class changes under I/O (run {})</h2><p>I/O rate of the volume's \
          <code>io_phase</code> units in the {} s before the change was due and the {} s after \
-         it completed, and when the class's IOPS limit held from (every {} ms slot within \
-         +{:.0} % of it to the end of that window), counted from when the change was due.</p>\
+         it completed, and when the class's IOPS limit held from, counted from when the change \
+         was due: the first {} ms slot from which the I/O never ran ahead of the limit + {:.0} % \
+         by more than one slot's I/Os (a token bucket, which forgives catching up after a \
+         stall).</p>\
          <table><tr><th>event</th><th>volume</th><th>class</th><th>outcome</th>\
          <th>response</th><th>kind</th><th>limit IOPS</th><th>before IOPS</th>\
          <th>after IOPS</th><th>limit holds after</th></tr>",
