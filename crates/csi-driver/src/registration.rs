@@ -17,7 +17,6 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
@@ -131,16 +130,7 @@ pub async fn serve_registration(
     check_socket_name(socket)?;
     let endpoint: PathBuf = std::path::absolute(csi_socket)
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", csi_socket.display())))?;
-    if let Ok(m) = fs_err::symlink_metadata(socket)
-        && !m.is_dir()
-    {
-        fs_err::remove_file(socket)?;
-    }
-    if let Some(dir) = socket.parent() {
-        fs_err::create_dir_all(dir)?;
-    }
-    let listener = UnixListener::bind(socket)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", socket.display())))?;
+    let listener = crate::server::bind_socket(socket)?;
     let status = Arc::new(Mutex::new(Registered::default()));
     let service = Service {
         name: name.to_owned(),

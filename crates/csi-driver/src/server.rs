@@ -24,13 +24,9 @@ pub struct Served {
     pub snapshots: usize,
 }
 
-/// Serves Identity, Controller, GroupController, Node and SnapshotMetadata on the Unix socket `socket` (a stale socket file is
-/// replaced) until `shutdown` completes.
-pub async fn serve(
-    driver: Driver,
-    socket: &Path,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<Served, DriverError> {
+/// A listener on the unix socket `socket`, replacing a stale socket file there (a restart)
+/// and making its directory; every error names the path.
+pub(crate) fn bind_socket(socket: &Path) -> Result<UnixListener, DriverError> {
     if let Ok(m) = fs_err::symlink_metadata(socket)
         && !m.is_dir()
     {
@@ -39,8 +35,18 @@ pub async fn serve(
     if let Some(dir) = socket.parent() {
         fs_err::create_dir_all(dir)?;
     }
-    let listener = UnixListener::bind(socket)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", socket.display())))?;
+    Ok(UnixListener::bind(socket)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", socket.display())))?)
+}
+
+/// Serves Identity, Controller, GroupController, Node and SnapshotMetadata on the Unix socket `socket` (a stale socket file is
+/// replaced) until `shutdown` completes.
+pub async fn serve(
+    driver: Driver,
+    socket: &Path,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<Served, DriverError> {
+    let listener = bind_socket(socket)?;
     // Containers started after their volume was published get its I/O limits too.
     let limits = (driver.cannot_throttle().is_none())
         .then(|| tokio::spawn(crate::throttle::run(driver.clone(), std::future::pending())));

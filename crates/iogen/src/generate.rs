@@ -7,13 +7,7 @@ use trace_format::{Arrival, BlockSize, IoKind, Pattern};
 #[derive(Debug, Clone)]
 pub(crate) struct Rng([u64; 4]);
 
-pub(crate) fn splitmix64(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+use trace_format::splitmix::next as splitmix64;
 
 impl Rng {
     pub(crate) fn new(seed: u64) -> Self {

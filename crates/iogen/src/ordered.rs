@@ -41,9 +41,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod log_text;
 
-use crate::generate::splitmix64;
 use crate::verify::hash64;
 use crate::{Error, Pattern, Stop};
+use trace_format::splitmix::next as splitmix64;
 
 /// Magic of a written block.
 pub(crate) const BLOCK_MAGIC: &[u8; 8] = b"IOGENOW1";

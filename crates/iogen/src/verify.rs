@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
-use crate::generate::splitmix64;
+use trace_format::splitmix::next as splitmix64;
 
 const MAGIC: &[u8; 8] = b"IOGENVB1";
 const HEADER: usize = 32;

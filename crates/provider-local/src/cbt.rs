@@ -178,6 +178,37 @@ fn window(t: &Taken) -> iogen::delta_check::Window {
     }
 }
 
+/// A listing as the local provider writes it: no base and no check (a delta adds them), and
+/// nothing of what only the kube provider measures (the service, its token, its responses).
+fn local_file(
+    event: u64,
+    op: OpType,
+    volume: String,
+    snapshot: String,
+    (block, image_size): (u64, u64),
+    timing: CbtTiming,
+    ranges: &[Range],
+) -> CbtFile {
+    CbtFile {
+        event,
+        op,
+        volume,
+        base: None,
+        snapshot,
+        block_size: Some(block),
+        image_size,
+        timing,
+        check: None,
+        ranges: pairs(ranges),
+        requested_block_size: None,
+        block_metadata_type: None,
+        service: None,
+        account: None,
+        setup: None,
+        responses: None,
+    }
+}
+
 fn pairs(ranges: &[Range]) -> Vec<[u64; 2]> {
     ranges.iter().map(|r| [r.offset, r.len]).collect()
 }
@@ -194,25 +225,15 @@ pub(crate) async fn allocated(
     let block = s.block_size.unwrap_or(scan::DEFAULT_BLOCK);
     let (ranges, listed, timing) =
         timed(&ctx, move |f| scan::allocated(&file, block, 0, f)).await?;
-    let out = CbtFile {
-        event: ev.id,
-        op: OpType::SnapshotAllocated,
-        volume: sn.volume.to_string(),
-        base: None,
-        snapshot: s.snapshot.to_string(),
-        block_size: Some(block),
-        image_size: listed.size,
+    let out = local_file(
+        ev.id,
+        OpType::SnapshotAllocated,
+        sn.volume.to_string(),
+        s.snapshot.to_string(),
+        (block, listed.size),
         timing,
-        check: None,
-        ranges: pairs(&ranges),
-        // What only the kube provider measures (the service, its token, its responses).
-        requested_block_size: None,
-        block_metadata_type: None,
-        service: None,
-        account: None,
-        setup: None,
-        responses: None,
-    };
+        &ranges,
+    );
     write_file(p, &out).map(drop)
 }
 
@@ -278,23 +299,17 @@ pub(crate) async fn delta(
         .failure(&target.volume, &d.base, &d.snapshot)
         .map(|m| ProviderError::new("inconsistent", m));
     let out = CbtFile {
-        event: ev.id,
-        op: OpType::SnapshotDelta,
-        volume: target.volume.to_string(),
         base: Some(d.base.to_string()),
-        snapshot: d.snapshot.to_string(),
-        block_size: Some(block),
-        image_size: listed.size,
-        timing,
         check: Some(check),
-        ranges: pairs(&ranges),
-        // What only the kube provider measures (the service, its token, its responses).
-        requested_block_size: None,
-        block_metadata_type: None,
-        service: None,
-        account: None,
-        setup: None,
-        responses: None,
+        ..local_file(
+            ev.id,
+            OpType::SnapshotDelta,
+            target.volume.to_string(),
+            d.snapshot.to_string(),
+            (block, listed.size),
+            timing,
+            &ranges,
+        )
     };
     let path = write_file(p, &out)?;
     match err {

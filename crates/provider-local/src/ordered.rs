@@ -191,17 +191,8 @@ pub(crate) async fn check(
         report,
         members,
     };
-    let io_dir = p.run()?.run_dir.join("io");
-    let path = io_dir.join(format!("{}.cut.json", ev.id));
     p.state().cut_notices.push(file.notice(ev.id));
-    let json = serde_json::to_vec_pretty(&file).map_err(|e| io_err(e.into()))?;
-    fs_err::write(&path, json).map_err(io_err)?;
-    if !file.report.verdict.is_consistent() {
-        return Err(ProviderError::new(
-            "inconsistent",
-            format!("{} ({})", file.verdict, path.display()),
-        ));
-    }
+    replay::ordered::write_cut(&p.run()?.run_dir, ev.id, &file)?;
     ctx.phase("consistent");
     Ok(())
 }

@@ -49,6 +49,7 @@ use replay::ledger::LedgerEntry;
 use replay::provider::{CleanupReport, OpCtx, Provider, ProviderError, RunInfo};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
+use trace_format::splitmix::splitmix64 as splitmix;
 pub use trace_format::units::Dur;
 use trace_format::{Event, OpType};
 
@@ -242,13 +243,6 @@ impl SimConfig {
         }
         end
     }
-}
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 fn unit(x: u64) -> f64 {

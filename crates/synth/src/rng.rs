@@ -12,6 +12,7 @@ use rand_core::Rng as _;
 use rand_pcg::Pcg64Mcg;
 
 use special::norm_quantile;
+use trace_format::splitmix::{GAMMA, splitmix64};
 
 /// The streams of one generation run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,13 +34,6 @@ pub enum Stream {
     User = 7,
 }
 
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// A seeded random stream.
 #[derive(Debug, Clone)]
 pub struct SynthRng(Pcg64Mcg);
@@ -48,7 +42,7 @@ impl SynthRng {
     /// Stream `stream` of `seed`.
     pub fn new(seed: u64, stream: Stream) -> Self {
         let s = stream as u64;
-        let hi = splitmix64(seed ^ s.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let hi = splitmix64(seed ^ s.wrapping_mul(GAMMA));
         let lo = splitmix64(seed.wrapping_add(s));
         Self(Pcg64Mcg::new((u128::from(hi) << 64) | u128::from(lo)))
     }

@@ -24,6 +24,7 @@ mod serde_impl;
 pub mod slice;
 pub mod split;
 pub mod split_part;
+pub mod splitmix;
 mod text;
 pub mod units;
 mod yaml;

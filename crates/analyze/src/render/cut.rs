@@ -28,11 +28,7 @@ fn bad(file: &Path, message: String) -> Error {
 
 /// One figure per check of the run (`i`: the run's index, `n`: how many runs).
 pub(crate) fn plots(run: &Run, i: usize, n: usize) -> Result<Vec<(String, String, Plot)>> {
-    let origin = run
-        .manifest
-        .origin
-        .unwrap_or(run.manifest.started)
-        .as_nanosecond();
+    let origin = run.origin_ns();
     let mut out = Vec::new();
     for (id, path) in crate::stats::load::event_files(&run.path, "io", ".cut.json")? {
         let f: CutFile =

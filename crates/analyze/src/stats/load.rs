@@ -112,6 +112,16 @@ impl Run {
         Ok(run)
     }
 
+    /// The run's clock origin, ns since the epoch: what every offset in the run counts from.
+    /// Runs from before the manifest recorded it have only `started` (earlier by the run's
+    /// preparation).
+    pub fn origin_ns(&self) -> i128 {
+        self.manifest
+            .origin
+            .unwrap_or(self.manifest.started)
+            .as_nanosecond()
+    }
+
     /// The op types a `partly-valid` or `imprecise` run's verdict calls imprecise and gives
     /// no size for (no tool bound measured: judged by the lateness limits alone; or runs from
     /// before the bounds, whose verdict said `engine-bound`), with the evidence: `io_phase

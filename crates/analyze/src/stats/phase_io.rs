@@ -150,13 +150,7 @@ fn parse(path: &Path) -> Result<Parsed> {
 /// Reads every `io/ID.hlog` of a run and places its intervals on the run's time axis;
 /// `spans` are the run's `io_phase` records (a [`Spans`] scan).
 pub fn units(run: &Run, spans: &Spans) -> Result<Vec<PhaseUnit>> {
-    // The clock's origin; runs from before the manifest recorded it have only `started`
-    // (earlier by the run's preparation).
-    let origin = run
-        .manifest
-        .origin
-        .unwrap_or(run.manifest.started)
-        .as_nanosecond();
+    let origin = run.origin_ns();
     let mut out = Vec::new();
     for (id, path) in logs(&run.path)? {
         let (log_start, ivs) = parse(&path)?;

@@ -209,7 +209,7 @@ async fn an_xfs_volume_is_made_grown_online_snapshotted_and_restored_beside_its_
     }
     d.delete_snapshot(&snap.snapshot_id).await;
     assert!(mounts_under(tmp.path()).is_empty());
-    assert!(loops_under(&root).is_empty());
+    assert_no_loops_under(&root);
     assert!(files_in(&root.join("volumes")).is_empty());
     d.stop().await;
 }

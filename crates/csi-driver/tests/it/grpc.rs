@@ -434,7 +434,7 @@ async fn publish_stage_expand_snapshot_and_teardown_leave_nothing() {
     }
     assert!(!target.exists(), "node unpublish removes the target");
     assert!(mounts_under(tmp.path()).is_empty());
-    assert!(loops_under(&root).is_empty());
+    assert_no_loops_under(&root);
 
     // The snapshot, restored and mounted through the same calls, has the file.
     let mut restore = create_req("pvc-restored", 0, mount_cap());
@@ -467,7 +467,7 @@ async fn publish_stage_expand_snapshot_and_teardown_leave_nothing() {
     d.delete_snapshot(&snap.snapshot_id).await;
     assert!(files_in(&root.join("volumes")).is_empty());
     assert!(files_in(&root.join("snapshots")).is_empty());
-    assert!(loops_under(&root).is_empty());
+    assert_no_loops_under(&root);
     assert!(mounts_under(tmp.path()).is_empty());
     let served = d.stop().await;
     assert_eq!((served.volumes, served.snapshots), (0, 0));
@@ -530,7 +530,7 @@ async fn a_restart_mid_run_keeps_volumes_snapshots_and_attachments() {
         [NODE]
     );
     d.unpublish(&vol.volume_id).await;
-    assert!(loops_under(&root).is_empty());
+    assert_no_loops_under(&root);
     d.delete_volume(&vol.volume_id).await;
     d.delete_snapshot(&snap.snapshot_id).await;
     d.stop().await;

@@ -291,6 +291,26 @@ pub fn loops_under(root: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Waits up to 5 s for every loop device backed by a file under `root` to be detached, and
+/// says which are left. The driver detaches with autoclear, which the kernel carries out at
+/// the device's last close: after an XFS unmount that can come a moment after the unmount
+/// returned (seen once in 0.75 s of tests right after a cluster's teardown).
+pub fn assert_no_loops_under(root: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let left = loops_under(root);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "loop devices left under {} 5 s after teardown: {left:?}",
+            root.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Mount points under `root`.
 pub fn mounts_under(root: &Path) -> Vec<PathBuf> {
     local_storage::mount_points()

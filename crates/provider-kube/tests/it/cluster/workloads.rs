@@ -69,7 +69,30 @@ fn reschedule_cordon_and_drain_move_only_the_runs_pods() {
     let (out, p) = replay_run(&trace, &run_dir, provider(&env, &class, &trace));
     let ns = p.namespace().unwrap().to_owned();
     let recs = events(&run_dir);
-    assert_eq!(out.summary.failed, 0, "{:?}", out.summary.errors);
+    let story: Vec<String> = recs
+        .iter()
+        .map(|r| {
+            let phases: Vec<String> = r
+                .phases
+                .iter()
+                .map(|p| format!("{}@{:.3}s", p.name, p.at as f64 / 1e9))
+                .collect();
+            format!(
+                "{} {:?} {:?} started {:.3}s done {:.3}s {:?} {phases:?}",
+                r.id,
+                r.op,
+                r.outcome,
+                r.started as f64 / 1e9,
+                r.completed as f64 / 1e9,
+                r.error
+            )
+        })
+        .collect();
+    assert_eq!(
+        out.summary.failed, 0,
+        "{:?}: {story:#?}",
+        out.summary.errors
+    );
     let moved = [
         "deleted",
         "pod-gone",
