@@ -160,13 +160,22 @@ pub async fn nothing_left_after_stop(c: &Client, run_id: &str) {
 
 /// A provider running `trace` in `class` as the account its trace needs
 /// ([`TestEnv::provider_for`]).
+///
+/// Its pods go to testenv's fake nodes only (`type: kwok`): a pod the scheduler places (a
+/// drain's or a reschedule's without a node) could otherwise land on the real node, which
+/// carries no taint and which the other lane's tests share, shut down and force-detach (the
+/// likely cause of a cold CI run's drain test failing with `pod_deleted` and `not_found`
+/// beside them).
 pub fn provider(env: &TestEnv, class: &str, trace: &Path) -> KubeProvider {
-    let cfg = KubeConfig {
+    let mut cfg = KubeConfig {
         storage_class: Some(class.to_owned()),
         qps: 200.0,
         burst: 400,
         ..KubeConfig::default()
     };
+    cfg.pod
+        .node_selector
+        .insert("type".to_owned(), "kwok".to_owned());
     env.provider_for(cfg, trace)
 }
 
