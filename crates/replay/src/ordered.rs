@@ -6,7 +6,7 @@
 //! same words and judge the same file the same way.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use trace_format::{IoPhase, Name, Ordered};
 
@@ -16,7 +16,7 @@ use crate::provider::ProviderError;
 /// Writes the check of event `id` to `RUN_DIR/io/ID.cut.json` and judges it: `inconsistent`
 /// (the verdict and the file) when the restored volumes do not hold one cut. The file is
 /// written either way, so that a failed check leaves its evidence.
-pub fn write_cut(run_dir: &Path, id: u64, file: &CutFile) -> Result<PathBuf, ProviderError> {
+pub fn write_cut(run_dir: &Path, id: u64, file: &CutFile) -> Result<(), ProviderError> {
     let path = run_dir.join("io").join(format!("{id}.cut.json"));
     let io = |e: std::io::Error| ProviderError::new("io", e.to_string());
     let json = serde_json::to_vec_pretty(file).map_err(|e| io(e.into()))?;
@@ -27,7 +27,7 @@ pub fn write_cut(run_dir: &Path, id: u64, file: &CutFile) -> Result<PathBuf, Pro
             format!("{} ({})", file.verdict, path.display()),
         ));
     }
-    Ok(path)
+    Ok(())
 }
 
 /// The writing phase `o.log` names (a clone of what the provider stored for it) and the

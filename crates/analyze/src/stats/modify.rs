@@ -22,9 +22,10 @@
 //! A bucket rather than the highest 1 s window's rate: under load the kernel's throttle
 //! (cgroup v1 `blkio.throttle.*_iops_device`, granted by 100 ms slices) holds a writer back
 //! for a slot or two and then lets it catch up, and a window that takes the catch-up without
-//! the stall reads over the limit although the stream never got ahead of it (seen in CI at
-//! 80 IOPS: 0, 20, 8, 0, 20 I/Os in consecutive slots, and a limit "held" only 1.6 s after a
-//! change done in 0.45 s). The bucket forgives catching up, never running ahead.
+//! the stall reads over the limit although the stream never got ahead of it (at 80 IOPS
+//! beside two CPU hogs on testenv's real node: 8, 0, 20, 8, 0, 20 I/Os in consecutive slots;
+//! in CI, a limit "held" only 1.6 s after a change done in 0.45 s). The bucket forgives
+//! catching up, never running ahead.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -330,9 +331,10 @@ mod tests {
         assert_eq!(holds_from(&BTreeMap::new(), 200, 11), None);
     }
 
-    /// What the kernel's throttle did at 80 IOPS beside two CPU hogs: a stall, then catching
-    /// up. The stream never ran ahead of the limit, so it holds from the slot after the old
-    /// rate, though a 1 s window from slot 4 takes 20 + 16 + 20 + 20 + 16 = 92 I/Os (> 88).
+    /// A stall, then catching up, shaped like what the kernel's throttle did at 80 IOPS beside
+    /// two CPU hogs (8, 0, 20, 8, 0, 20 I/Os a slot). The stream never runs ahead of the
+    /// limit, so it holds from the slot after the old rate, though a 1 s window from slot 4
+    /// takes 20 + 16 + 20 + 20 + 16 = 92 I/Os (> 88).
     #[test]
     fn catching_up_after_a_stall_is_not_running_ahead() {
         let counts = [1500, 8, 0, 0, 20, 16, 20, 20, 16, 16, 16, 16];
