@@ -16,7 +16,9 @@
 # workers were saturated; a round that kept both is `imprecise`, with its bounds), and beside it
 # the host's timing floor each run measured just before its clock (the 1 s wake-up probe,
 # manifest.json `host.timing_floor`): a host that wakes a task later than the target at p99 or
-# p99.9 cannot give the engine that target. Results go in docs/PERFORMANCE.md
+# p99.9 cannot give the engine that target. Also per round: the process's CPU per event
+# (getrusage) and what a timer wake-up costs here (manifest.json `host.wake_cost`, a thread
+# sleeping on the lanes' grid just before the clock). Results go in docs/PERFORMANCE.md
 # (## Replay engine).
 set -euo pipefail
 n=${1:-1000000}
@@ -39,14 +41,20 @@ trap 'rm -rf "$dir"' EXIT
 rows=()
 for r in $(seq "$rounds"); do
   rm -rf "$dir/run"
-  "$CNSREPLAY" -q run "$dir/bench.cnsbin" --provider sim -o "$dir/run" \
+  # Its CPU time (user + system) through getrusage of the child.
+  python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write(f"{r.ru_utime + r.ru_stime}")' "$dir/cpu" \
+    "$CNSREPLAY" -q run "$dir/bench.cnsbin" --provider sim -o "$dir/run" \
     --sim-latency default=exponential:200us \
-    --validity start.p99=100us,start.p99.9=1ms > /dev/null || true
+    --validity start.p99=100us,start.p99.9=1ms
   echo "round $r/$rounds:"
-  rows+=("$(python3 - "$dir/run/summary.json" "$dir/run/manifest.json" <<'PY'
+  rows+=("$(python3 - "$dir/run/summary.json" "$dir/run/manifest.json" "$dir/cpu" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
-f = json.load(open(sys.argv[2]))["host"]["timing_floor"]
+host = json.load(open(sys.argv[2]))["host"]
+f, w = host["timing_floor"], host.get("wake_cost") or {}
 l, p, st = s["lateness"], s["pickup"], s["start_lateness"]
 us = lambda ns: f"{ns / 1000:.1f} µs"
 out = lambda *a: print(*a, file=sys.stderr)
@@ -60,6 +68,12 @@ out(f"  = dispatch lateness p50 {us(l['p50'])}, p99 {us(l['p99'])}, p99.9 {us(l[
     f" + pickup p50 {us(p['p50'])}, p99 {us(p['p99'])}, p99.9 {us(p['p999'])}")
 out(f"  host timing floor before the clock: p50 {us(f['p50'])}, p99 {us(f['p99'])}, "
     f"p99.9 {us(f['p999'])} ({f['count']} probes)")
+cpu = float(open(sys.argv[3]).read())
+cpu_ev = 1e9 * cpu / max(s["dispatched"], 1)
+share = w.get("cpu_ns_per_wake", 0) / max(w.get("wall_ns_per_wake", 1), 1)
+out(f"  CPU per event {cpu_ev / 1000:.1f} µs (the whole process, {cpu:.2f} s); a timer wake-up "
+    f"costs {us(w.get('cpu_ns_per_wake', 0))} of CPU: waking every {us(w.get('period_ns', 0))} "
+    f"takes {100 * share:.0f} % of a CPU")
 v = s["validity"]
 out(f"  verdict {v['verdict']}")
 for c in v["checks"]:
@@ -67,7 +81,8 @@ for c in v["checks"]:
         out(f"    {c['check']}: {c['message']}")
 ratio = rate.get("achieved", 0) / rate["intended"] if rate.get("intended") else 0
 met = st["p99"] <= 100_000 and st["p999"] <= 1_000_000 and ratio >= 0.98
-print(st["p99"], st["p999"], ratio, int(met), v["verdict"], f["p99"], f["p999"])
+print(st["p99"], st["p999"], ratio, int(met), v["verdict"], f["p99"], f["p999"],
+      cpu_ev, w.get("cpu_ns_per_wake", 0), share)
 PY
 )")
 done
@@ -88,4 +103,9 @@ fp999 = sorted(float(r[6]) / 1000 for r in rows)
 slow = sum(float(r[5]) > 100_000 or float(r[6]) > 1_000_000 for r in rows)
 print(f"host timing floor: p99 {fp99[0]:.1f}–{fp99[-1]:.1f} µs, p99.9 {fp999[0]:.1f}–{fp999[-1]:.1f} µs; "
       f"in {slow} of {len(rows)} rounds the host itself woke a task later than a target "
-      f"(p99 > 100 µs or p99.9 > 1 ms)")'
+      f"(p99 > 100 µs or p99.9 > 1 ms)")
+cpu = sorted(float(r[7]) / 1000 for r in rows)
+wake = sorted(float(r[8]) / 1000 for r in rows)
+share = sorted(100 * float(r[9]) for r in rows)
+print(f"CPU per event {cpu[0]:.1f}–{cpu[-1]:.1f} µs; a timer wake-up {wake[0]:.1f}–{wake[-1]:.1f} µs "
+      f"of CPU, the lanes\x27 grid at full rate {share[0]:.0f}–{share[-1]:.0f} % of a CPU")'

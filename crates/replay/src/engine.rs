@@ -139,7 +139,8 @@ fn timing_floor<P: Provider>(
         let left = Duration::try_from(at.duration_since(jiff::Timestamp::now()))
             .unwrap_or_default()
             .saturating_sub(FLOOR_MARGIN);
-        length = length.min(left);
+        // The wake-cost measurement after the probe takes a fifth of its length more.
+        length = length.min(left.mul_f64(5.0 / 6.0));
         if length < FLOOR_MARGIN {
             let n =
                 format!("no time for the host's timing floor before --start-at {at}: not measured");
@@ -175,7 +176,39 @@ fn timing_floor<P: Provider>(
         p.notices.push(n);
     }
     p.manifest.host.timing_floor = Some(floor);
+    p.manifest.host.wake_cost = wake_cost(opts, length);
     Ok(())
+}
+
+/// How long the wake-cost thread runs: a fifth of the floor probe, at most 200 ms (5 000
+/// wake-ups at the default grid).
+const WAKE_COST_MAX: Duration = Duration::from_millis(200);
+
+/// What looking at the clock costs on this host, at the grid the timing lanes keep at high
+/// event rates (`min_wake` / lanes): logged and kept in the manifest. At rates that fill the
+/// grid the lanes pay it and the rest of the engine gets what is left; a trace's rate is not
+/// known before its clock starts, so this is not a notice.
+fn wake_cost(opts: &RunOptions, probe: Duration) -> Option<crate::precise::WakeCost> {
+    let lanes = opts.timing.lanes_for(crate::precise::allowed_cpus().len());
+    let grid = Duration::from_nanos(opts.timing.min_wake_ns / lanes.max(1) as u64)
+        .max(Duration::from_micros(10));
+    let c = match crate::precise::wake_cost(grid, (probe / 5).min(WAKE_COST_MAX)) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("could not measure the cost of a timer wake-up: {e}");
+            return None;
+        }
+    };
+    tracing::info!(
+        "a timer wake-up costs {} of CPU here: waking every {} (the timing lanes' grid at \
+         event rates that fill it) takes {:.0} % of a CPU ({} wake-ups, {} apart)",
+        fmt_ms(c.cpu_ns_per_wake, 3),
+        fmt_ms(c.period_ns, 3),
+        c.cpu_share() * 100.0,
+        c.wakes,
+        fmt_ms(c.wall_ns_per_wake, 3),
+    );
+    Some(c)
 }
 
 /// How far after setup the run's clock starts: the first events are not late because the

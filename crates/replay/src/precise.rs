@@ -153,3 +153,66 @@ pub fn wait_until(deadline: Instant, mut stop: impl FnMut() -> bool) -> bool {
 pub fn ns_since(origin: Instant, t: Instant) -> u64 {
     u64::try_from(t.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
 }
+
+/// What looking at the clock costs on this host: a thread that sleeps on an absolute grid of
+/// `period_ns` (the timing lanes' grid at high event rates), measured by its own CPU clock.
+///
+/// On the benchmark VM a timer wake-up costs 30–70 µs of CPU (the kernel's timer and
+/// interrupt paths under the hypervisor), so a thread looking at the clock every 40 µs takes a
+/// whole CPU and still cannot keep its grid (docs/PERFORMANCE.md, *The host's timing floor*):
+/// every timing design that sleeps pays it, and one that spins pays the CPU outright.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WakeCost {
+    /// The grid the thread slept on, ns.
+    pub period_ns: u64,
+    /// Wake-ups measured.
+    pub wakes: u64,
+    /// The thread's CPU time per wake-up, ns (its own CPU clock, kernel time included).
+    pub cpu_ns_per_wake: u64,
+    /// Wall time per wake-up, ns: above `period_ns` when the host cannot keep the grid.
+    pub wall_ns_per_wake: u64,
+}
+
+impl WakeCost {
+    /// The share of one CPU a thread waking at every point of the grid takes.
+    pub fn cpu_share(&self) -> f64 {
+        self.cpu_ns_per_wake as f64 / self.wall_ns_per_wake.max(1) as f64
+    }
+}
+
+/// Measures [`WakeCost`] on a thread of its own (with the timing lanes' timer slack and no
+/// priority of its own) for `length`, at a grid of `period`.
+pub fn wake_cost(period: Duration, length: Duration) -> std::io::Result<WakeCost> {
+    let period = period.max(Duration::from_micros(1));
+    std::thread::Builder::new()
+        .name("cnsreplay-wakecost".into())
+        .spawn(move || {
+            let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(TIMER_SLACK_NS));
+            let cpu = || {
+                let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+                Duration::new(t.tv_sec.unsigned_abs(), t.tv_nsec.unsigned_abs() as u32)
+            };
+            let (start, cpu0) = (Instant::now(), cpu());
+            let end = start + length;
+            let mut next = start;
+            let mut wakes = 0u64;
+            while next < end {
+                next += period;
+                wait_until(next, || false);
+                wakes += 1;
+            }
+            let wall = start.elapsed();
+            let used = cpu().saturating_sub(cpu0);
+            let per = |d: Duration| {
+                u64::try_from(d.as_nanos() / u128::from(wakes.max(1))).unwrap_or(u64::MAX)
+            };
+            WakeCost {
+                period_ns: u64::try_from(period.as_nanos()).unwrap_or(u64::MAX),
+                wakes,
+                cpu_ns_per_wake: per(used),
+                wall_ns_per_wake: per(wall),
+            }
+        })?
+        .join()
+        .map_err(|_| std::io::Error::other("the wake-cost thread panicked"))
+}

@@ -40,6 +40,11 @@ pub struct HostInfo {
     /// `--floor-probe`, default 1 s). Absent when not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing_floor: Option<crate::record::Percentiles>,
+    /// What looking at the clock costs here, measured after the timing floor: a thread
+    /// sleeping on the timing lanes' grid, its CPU and wall time per wake-up. Absent when the
+    /// floor was not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_cost: Option<crate::precise::WakeCost>,
 }
 
 impl HostInfo {
@@ -55,6 +60,7 @@ impl HostInfo {
             kernel: read("/proc/sys/kernel/osrelease"),
             cpus: std::thread::available_parallelism().map_or(1, usize::from),
             timing_floor: None,
+            wake_cost: None,
         }
     }
 }

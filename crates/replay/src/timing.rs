@@ -364,6 +364,11 @@ impl TimingOptions {
     }
 
     /// The same options with `lanes` resolved for a process that may use `cpus` CPUs.
+    /// How many lanes run on a process that may use `cpus` CPUs.
+    pub fn lanes_for(&self, cpus: usize) -> usize {
+        self.resolved_for(cpus).lanes
+    }
+
     fn resolved_for(self, cpus: usize) -> Self {
         Self {
             lanes: match self.lanes {

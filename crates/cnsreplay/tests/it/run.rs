@@ -790,7 +790,8 @@ fn bare_io_streams_end_for_an_attach_and_start_again_after_the_detach() {
 
 /// Before the clock, the host's timing floor: logged, in the manifest, and when it is
 /// already more than 1 % of the fastest latency the sim is configured for, a warning before
-/// the clock starts that is also among the run's notices. `--floor-probe 0s` skips it.
+/// the clock starts that is also among the run's notices; then what a timer wake-up costs on
+/// the timing lanes' grid (logged, in the manifest). `--floor-probe 0s` skips both.
 #[test]
 fn the_host_timing_floor_is_measured_before_the_clock_and_too_coarse_a_floor_is_named() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -821,6 +822,19 @@ fn the_host_timing_floor_is_measured_before_the_clock_and_too_coarse_a_floor_is_
     // 300 ms of a probe every 2 ms.
     assert!((100..=151).contains(&f.count), "{f:?}");
     assert!(f.p50 <= f.p99 && f.p99 <= f.max && f.p50 > 0, "{f:?}");
+    // Then a fifth of the probe's 300 ms on the lanes' grid (80 µs / 2 lanes, or / 1 on a
+    // single CPU): each wake-up costs some CPU, and no wake-up comes before its grid point.
+    assert!(err.contains("a timer wake-up costs "), "{err}");
+    let w = m.host.wake_cost.expect("wake cost in the manifest");
+    assert!([40_000, 80_000].contains(&w.period_ns), "{w:?}");
+    assert!(
+        w.wakes > 0 && w.wakes <= 60_000_000 / w.period_ns + 1,
+        "{w:?}"
+    );
+    assert!(
+        w.cpu_ns_per_wake > 0 && w.wall_ns_per_wake >= w.period_ns,
+        "{w:?}"
+    );
     let s = RunDir::open(&run).summary().expect("summary");
     assert!(
         s.notices
@@ -841,5 +855,9 @@ fn the_host_timing_floor_is_measured_before_the_clock_and_too_coarse_a_floor_is_
     );
     ok(&o);
     let m = RunDir::open(&run).manifest().expect("manifest");
-    assert!(m.host.timing_floor.is_none(), "{:?}", m.host);
+    assert!(
+        m.host.timing_floor.is_none() && m.host.wake_cost.is_none(),
+        "{:?}",
+        m.host
+    );
 }
