@@ -228,8 +228,8 @@ pub struct RunOutcome {
 /// (which must not exist or be empty). Blocks until the run has finished and been cleaned up.
 ///
 /// The stages: [`prepare`] (options, run directory, manifest, provider, runtime, the
-/// header's volumes), [`clock`] (the reader, the timing lanes and the dispatch thread until
-/// the trace ends or a stop), [`drain`] (in-flight operations, cancelled after the grace
+/// header's volumes), [`clock`] (the reader and the timing lanes until the trace ends or a
+/// stop), [`drain`] (in-flight operations, cancelled after the grace
 /// period of a stop), [`clean_up`] (the runtime, then every object the run still owns) and
 /// [`summarize`] (summary and final manifest).
 pub fn run<P: Provider>(
@@ -331,7 +331,7 @@ impl Clocked {
 }
 
 /// Starts the reader, waits for the first event, sets the origin, starts the sink and runs
-/// the timing lanes and the dispatch thread until the trace ends or a stop is requested.
+/// the timing lanes until the trace ends or a stop is requested.
 /// Every batch of events becomes a task on the runtime ([`event::run_batch`]); they may still
 /// be running when this returns.
 fn clock<P: Provider>(
@@ -450,9 +450,9 @@ fn clock<P: Provider>(
         control: control.clone(),
     });
 
-    // The timing and dispatch threads. Each batch of due events is started by the dispatch
-    // thread itself, in the runtime's context, when the provider's calls start inline, else
-    // by a runtime task; either hands the events that wait to the runtime in one task.
+    // The timing lanes. Each batch of due events is started by the lane that claimed it, in
+    // the runtime's context, when the provider's calls start inline, else by a runtime task;
+    // either hands the events that wait to the runtime in one task.
     let handle = p.rt.handle().clone();
     let busy_before = busy_time(&handle);
     let probe = Probe::start(handle.clone())?;

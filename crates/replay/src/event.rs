@@ -1,8 +1,8 @@
 //! One event: its dependencies, a concurrency slot, the provider call under an optional
 //! timeout, and its record for the sink.
 //!
-//! Each batch of due events is started in one go ([`run_batch`]): by the dispatch thread
-//! itself, in the runtime's context, for a provider whose calls start inline
+//! Each batch of due events is started in one go ([`run_batch`]): by the timing lane that
+//! claimed it, in the runtime's context, for a provider whose calls start inline
 //! ([`Provider::starts_inline`]: `noop`, `sim`), else by one runtime task. When nothing an
 //! event depends on is still pending and a slot is free, the provider is called and the call
 //! polled once. An operation that completes then (the `noop` provider, a marker, a failed
@@ -85,8 +85,8 @@ async fn cancelled(mut rx: watch::Receiver<bool>) {
 
 type Call = Pin<Box<dyn Future<Output = Result<(), ProviderError>> + Send>>;
 
-/// Starts every event of a dispatched batch (on the dispatch thread in the runtime's
-/// context, or on a runtime task), sends the records of those that finished at once to the
+/// Starts every event of a dispatched batch (on the timing lane in the runtime's context,
+/// or on a runtime task), sends the records of those that finished at once to the
 /// sink in one message, and hands the others to the runtime in one task.
 pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>) {
     if let Some(d) = sh.inject_delay {
@@ -313,7 +313,7 @@ fn start<P: Provider>(sh: &Shared<P>, d: Due, dispatched: u64) -> Started {
             }
         }
     };
-    // With nothing to wait for or to queue at, the event starts when the dispatch thread
+    // With nothing to wait for or to queue at, the event starts when the timing lane
     // reached it (a few nanoseconds of bookkeeping earlier): one clock reading fewer.
     let started = if waits.is_empty() && permit.is_none() {
         t0

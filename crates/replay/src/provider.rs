@@ -553,7 +553,7 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Whether every call of [`Provider::execute`] is cheap and never blocks up to its first
     /// `.await` that waits (no blocking I/O, no `block_in_place`, no long computation), so
-    /// the engine may begin calls on its dispatch thread, polling each once there and giving
+    /// the engine may begin calls on its timing lanes, polling each once there and giving
     /// a runtime task only to a call still pending. Otherwise (the default) each batch of
     /// due events is handed to a runtime worker first, where a blocking call stalls only
     /// that worker (and shows in `workers_busy`). Starting inline saves a worker wake-up per

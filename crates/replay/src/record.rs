@@ -109,8 +109,8 @@ pub struct EventRecord {
     pub service: u64,
     /// dispatched − intended.
     pub lateness: u64,
-    /// Time from dispatch until the engine began the event: the dispatch thread, or the
-    /// runtime worker its batch was handed to, reaching it (their wake-ups and the batch's
+    /// Time from dispatch until the engine began the event: the timing lane that claimed it,
+    /// or the runtime worker its batch was handed to, reaching it (their wake-ups and the batch's
     /// earlier events; part of `response`, not of `lateness` or `service`).
     #[serde(default)]
     pub pickup: u64,

@@ -1,5 +1,5 @@
-//! The dispatch path: a reader thread decoding the trace ahead of time, timing lanes that
-//! hand events over at their deadlines, and a dispatch thread that gives them to the runtime.
+//! The dispatch path: a reader thread decoding the trace ahead of time, and timing lanes that
+//! start events at their deadlines.
 //!
 //! Measured on the 2-core benchmark VM (docs/performance-history.md, Replay engine), three things
 //! decide dispatch lateness at 100 k events/s:
@@ -27,19 +27,21 @@
 //!   took 2.3–2.8 s of CPU per lane per 10 s and the runtime fell tens of ms behind in 2 of
 //!   3 runs; 80 µs 1.7–2.0 s, and it kept up in 7 of 7.
 //!
-//! The lanes must never wait for another thread: when a real-time thread blocks on a lock
-//! held by a preempted thread, it waits until that thread gets a CPU again. `perf` showed
-//! exactly that with the timing thread spawning onto tokio itself (futex waits in tokio's
-//! inject-queue and task-list locks, some 3.5–5.4 ms). So:
+//! - **Every hand-off between threads is a wake-up, and wake-ups are what this host is
+//!   short of**: a timer wake-up costs 15–29 µs of CPU here (the floor probe's `wake_cost`,
+//!   docs/PERFORMANCE.md). A lane therefore starts what it claims itself: it sleeps to an
+//!   absolute instant ([`precise::wait_until`]), claims every event due by then, stamps it
+//!   as dispatched, and starts the batch (`event::run_batch`: in the runtime's context, or
+//!   on a runtime task for a provider whose calls do not start inline). The time until an
+//!   event is begun is its `pickup`, recorded per event and summarised. Until 2026-12-04 a
+//!   dispatch thread did that, woken by the lanes through a lock-free queue, so that a
+//!   real-time lane would never wait for a lock held by a preempted thread (`perf` had shown
+//!   a lane spawning onto tokio wait 3.5–5.4 ms in tokio's inject-queue and task-list
+//!   locks). Measured side by side at 100 k events/s on the sim, 5 rounds, starting on the
+//!   lanes cut start lateness p99 from 1.6–21.3 ms to 0.24–2.8 ms (lower in 5 of 5 pairs):
+//!   the dispatch thread, one more thread to wake on two CPUs, was where events waited.
 //! - The reader queues decoded events (dependencies already planned) in a lock-free bounded
 //!   queue; when it is full the reader polls, so a lane never has to wake it.
-//! - A lane sleeps to an absolute instant ([`precise::wait_until`]), claims every event due
-//!   by then, stamps it as dispatched, pushes it onto a lock-free hand-off queue, and unparks
-//!   the dispatch thread (an atomic swap and, when it sleeps, one futex wake: no lock).
-//! - The dispatch thread takes what is queued and, a batch at a time, starts it in the
-//!   runtime's context or hands it to a runtime task (`event::run_batch`); it is the one that
-//!   takes tokio's locks. The time until an event is begun is its `pickup`, recorded per
-//!   event and summarised.
 //!
 //! Two lanes can hand over events due at nearly the same time in either order; dependencies
 //! are planned in trace order by the reader and waited for by the operations, so that order
@@ -64,22 +66,9 @@ use crate::precise::ns_since;
 use crate::precise::{self, wait_until};
 use crate::streams::Router;
 
-/// Most events a timing lane hands over per wake-up before it looks at the clock again,
-/// and the dispatch thread spawns per runtime task.
+/// Most events a timing lane claims and starts per wake-up before it looks at the clock
+/// again (one runtime task at most per batch).
 pub const MAX_BATCH: usize = 256;
-
-/// Events handed over but not yet spawned before a timing lane waits for the dispatch
-/// thread (82 ms at 100 k events/s: a runtime that far behind is the run's bottleneck, and
-/// the lateness it then causes is recorded).
-const HANDOFF: usize = 1 << 13;
-
-/// Slots of the hand-off queue a lane leaves free. A push into the slot the dispatch thread
-/// is just emptying (it has moved the queue's head, not yet released the slot) spins until
-/// that thread runs again: on a real-time lane sharing its CPU with it, that is until the
-/// kernel's real-time throttling lets it (seen with `taskset -c 0`: the lane 97 % of the CPU
-/// in that spin, the run at a quarter of its rate). Only the dispatch thread takes from the
-/// queue, so at most one slot is being emptied; every lane may push at once.
-const HANDOFF_SPARE: usize = MAX_LANES + 1;
 
 /// Dispatch lateness above which an event counts as late in the live counters, ns.
 const LATE_NS: u64 = 1_000_000;
@@ -177,6 +166,13 @@ impl Feed {
     }
 
     /// Claims and takes the next event if it is due by `now`.
+    /// Events decoded and not yet claimed: at most this many can be due.
+    fn queued(&self) -> usize {
+        let q = &self.queue;
+        let published = q.published.load(Acquire);
+        usize::try_from(published.saturating_sub(q.claimed.load(Acquire))).unwrap_or(usize::MAX)
+    }
+
     fn claim_due(&self, now: u64) -> Option<Item> {
         let q = &self.queue;
         let mut c = q.claimed.load(Acquire);
@@ -321,7 +317,7 @@ pub(crate) fn spawn_reader(
     Ok((handle, Feed { queue }))
 }
 
-/// An event handed to the dispatch thread, with its dispatch instant (ns from the origin).
+/// A claimed event with its dispatch instant (ns from the origin).
 pub type Dispatched = (Due, u64);
 
 /// How the timing lanes run (recorded in the manifest with the run options).
@@ -363,12 +359,12 @@ impl TimingOptions {
         self.resolved_for(precise::allowed_cpus().len())
     }
 
-    /// The same options with `lanes` resolved for a process that may use `cpus` CPUs.
     /// How many lanes run on a process that may use `cpus` CPUs.
     pub fn lanes_for(&self, cpus: usize) -> usize {
         self.resolved_for(cpus).lanes
     }
 
+    /// The same options with `lanes` resolved for a process that may use `cpus` CPUs.
     fn resolved_for(self, cpus: usize) -> Self {
         Self {
             lanes: match self.lanes {
@@ -381,8 +377,8 @@ impl TimingOptions {
 }
 
 /// Runs the dispatch path until the trace ends or a stop is requested: timing lanes that
-/// wait for each deadline `origin + intended` and hand over every event due by then, and
-/// a dispatch thread that passes them to `spawn` in batches. Returns notices about settings
+/// wait for each deadline `origin + intended`, claim every event due by then and pass them
+/// to `spawn` as one batch per wake-up, on the lane itself. Returns notices about settings
 /// that could not be made.
 #[expect(
     clippy::needless_pass_by_value,
@@ -394,7 +390,7 @@ pub fn dispatch(
     opts: TimingOptions,
     control: &RunControl,
     live: &Live,
-    mut spawn: impl FnMut(Vec<Dispatched>) + Send,
+    spawn: impl Fn(Vec<Dispatched>) + Sync,
 ) -> std::io::Result<Vec<String>> {
     let mut notices = Vec::new();
     let _cpu_latency = precise::request_cpu_latency()
@@ -404,58 +400,14 @@ pub fn dispatch(
     let opts = opts.resolved_for(cpus.len());
     // Pinned only when each lane gets a CPU of its own.
     let pin = opts.pin && opts.lanes > 1 && cpus.len() >= opts.lanes;
-    let handoff = ArrayQueue::<Dispatched>::new(HANDOFF);
-    let finished = AtomicBool::new(false);
-    let feed = &feed;
+    let (feed, spawn) = (&feed, &spawn);
     std::thread::scope(|scope| {
-        let (handoff, finished) = (&handoff, &finished);
-        let dispatcher = std::thread::Builder::new()
-            .name("cnsreplay-dispatch".into())
-            .spawn_scoped(scope, move || {
-                // Behind the timing lanes, ahead of the workers: on the 2-core benchmark
-                // (with a real-time timing thread) events waited here 0.4–1.0 ms (pickup p50)
-                // at nice 0, 64–159 µs at nice −10.
-                // Without permission it stays at nice 0; the lanes' notice says so.
-                // (Real-time, it made pickup worse: 2.2–4.8 ms p99 against 0.47–0.89 ms.)
-                let _ = precise::raise_priority();
-                loop {
-                    // Sized once (not grown by doubling, a copy of the whole batch each time).
-                    let mut batch = Vec::with_capacity(handoff.len().clamp(1, MAX_BATCH));
-                    while batch.len() < MAX_BATCH {
-                        match handoff.pop() {
-                            Some(d) => batch.push(d),
-                            None => break,
-                        }
-                    }
-                    if !batch.is_empty() {
-                        spawn(batch);
-                    } else if finished.load(Acquire) {
-                        // Everything pushed before `finished` is visible now.
-                        if handoff.is_empty() {
-                            return;
-                        }
-                    } else {
-                        std::thread::park();
-                    }
-                }
-            })?;
-        let waker = dispatcher.thread().clone();
-        // However the lanes end (trace end, stop, panic, or failing to start at all), the
-        // dispatch thread is told to drain and exit once the last of them is gone, so the
-        // scope ends.
-        let finish = Arc::new(FinishDispatch {
-            finished,
-            waker: waker.clone(),
-        });
         let mut threads = Vec::new();
         for lane in 0..opts.lanes {
-            let finish = finish.clone();
-            let waker = waker.clone();
             let cpu = cpus.get(lane).filter(|_| pin).copied();
             let t = std::thread::Builder::new()
                 .name(format!("cnsreplay-timing-{lane}"))
                 .spawn_scoped(scope, move || {
-                    let _finish = finish;
                     let mut notices = precise::prepare_timing_thread(opts.realtime);
                     if let Some(cpu) = cpu
                         && let Err(e) = precise::pin_to_cpu(cpu)
@@ -473,17 +425,7 @@ pub fn dispatch(
                         },
                         control,
                         live,
-                        |mut d| loop {
-                            if handoff.len() < HANDOFF - HANDOFF_SPARE {
-                                match handoff.push(d) {
-                                    Ok(()) => break,
-                                    Err(back) => d = back,
-                                }
-                            }
-                            waker.unpark();
-                            std::thread::sleep(Duration::from_micros(50));
-                        },
-                        || waker.unpark(),
+                        spawn,
                     );
                     notices
                 });
@@ -499,7 +441,6 @@ pub fn dispatch(
                 Err(e) => return Err(e),
             }
         }
-        drop(finish);
         for t in threads {
             for n in t.join().unwrap_or_default() {
                 if !notices.contains(&n) {
@@ -507,22 +448,8 @@ pub fn dispatch(
                 }
             }
         }
-        let _ = dispatcher.join();
         Ok(notices)
     })
-}
-
-/// Tells the dispatch thread that nothing more will be handed over, when dropped.
-struct FinishDispatch<'a> {
-    finished: &'a AtomicBool,
-    waker: std::thread::Thread,
-}
-
-impl Drop for FinishDispatch<'_> {
-    fn drop(&mut self) {
-        self.finished.store(true, Release);
-        self.waker.unpark();
-    }
 }
 
 /// When a lane may wake: on its own points `phase + k·period` (ns from the origin), at
@@ -551,16 +478,15 @@ impl Grid {
 }
 
 /// One timing lane: looks at the next deadline, sleeps until it (or the lane's next grid
-/// point, if later), then claims every event due by then and hands it over with the
-/// dispatch instant, and `flush`es once per wake-up.
+/// point, if later), then claims every event due by then, stamped with its dispatch instant,
+/// and passes them to `spawn` as one batch.
 fn lane_loop(
     feed: &Feed,
     origin: Instant,
     grid: Grid,
     control: &RunControl,
     live: &Live,
-    mut hand_off: impl FnMut(Dispatched),
-    flush: impl Fn(),
+    spawn: &impl Fn(Vec<Dispatched>),
 ) {
     let stop = control.stop_flag();
     let mut last_wake = None;
@@ -592,14 +518,18 @@ fn lane_loop(
         }
         // Every event due by `now` goes out (up to MAX_BATCH per look at the clock).
         let now = ns_since(origin, Instant::now());
-        let (mut n, mut late, mut worst) = (0usize, 0u64, 0u64);
-        while n < MAX_BATCH {
+        // Sized once (not grown by doubling, a copy of the whole batch each time).
+        let mut batch = Vec::with_capacity(feed.queued().clamp(1, MAX_BATCH));
+        let (mut late, mut worst) = (0u64, 0u64);
+        while batch.len() < MAX_BATCH {
             let d = match feed.claim_due(now) {
                 None => break,
                 Some(Ok(d)) => d,
                 Some(Err(e)) => {
                     control.request_stop(format!("trace read error: {e}"));
-                    flush();
+                    if !batch.is_empty() {
+                        spawn(batch);
+                    }
                     return;
                 }
             };
@@ -611,19 +541,19 @@ fn lane_loop(
             let lateness = at.saturating_sub(d.intended);
             worst = worst.max(lateness);
             late += u64::from(lateness > LATE_NS);
-            n += 1;
-            // Counted before the hand-off, so `in_flight` never sees it done but not dispatched.
+            // Counted before the batch starts, so `in_flight` never sees it done but not
+            // dispatched.
             live.dispatched_op(d.ev.op.op_type());
-            hand_off((d, at));
+            batch.push((d, at));
         }
-        if n > 0 {
-            flush();
+        // A full batch: look at the clock again at once.
+        last_wake = (batch.len() < MAX_BATCH).then_some(now);
+        if !batch.is_empty() {
             if late > 0 {
                 live.late.fetch_add(late, Relaxed);
             }
             live.worst_lag_ns.fetch_max(worst, Relaxed);
+            spawn(batch);
         }
-        // A full batch: look at the clock again at once.
-        last_wake = (n < MAX_BATCH).then_some(now);
     }
 }
