@@ -37,9 +37,10 @@
 //!   dispatch thread did that, woken by the lanes through a lock-free queue, so that a
 //!   real-time lane would never wait for a lock held by a preempted thread (`perf` had shown
 //!   a lane spawning onto tokio wait 3.5–5.4 ms in tokio's inject-queue and task-list
-//!   locks). Measured side by side at 100 k events/s on the sim, 5 rounds, starting on the
-//!   lanes cut start lateness p99 from 1.6–21.3 ms to 0.24–2.8 ms (lower in 5 of 5 pairs):
-//!   the dispatch thread, one more thread to wake on two CPUs, was where events waited.
+//!   locks). Side by side at 100 k events/s on the sim (`scripts/bench-replay-ab.sh`, 5
+//!   rounds), starting on the lanes cut start lateness p99 from 238–1444 µs to 77–854 µs
+//!   (lower in 5 of 5 pairs; the targets met in 2 of 5 rounds, against 0): the dispatch
+//!   thread, one more thread to wake on two CPUs, was where events waited.
 //! - The reader queues decoded events (dependencies already planned) in a lock-free bounded
 //!   queue; when it is full the reader polls, so a lane never has to wake it.
 //!
