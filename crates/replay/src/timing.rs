@@ -498,7 +498,15 @@ fn lane_loop(
         }
         let due = match feed.next() {
             Next::At(at) => {
-                behind = 0;
+                // The poll interval falls back to 20 µs only once the reader is ahead again
+                // (an event not yet due). An event already overdue after a poll means the
+                // reader is still the bottleneck: the next poll keeps its spacing, so the lane
+                // gathers what the reader decoded meanwhile instead of waking every 20 µs for
+                // a few events (each wake-up preempting the reader on a shared CPU: noop at
+                // its maximum on one core, docs/PERFORMANCE.md).
+                if ns_since(origin, Instant::now()) < at {
+                    behind = 0;
+                }
                 at
             }
             Next::End => break,
