@@ -25,6 +25,18 @@ pub const BUCKETS: [f64; 25] = [
     2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
 ];
 
+/// [`BUCKETS`] in nanoseconds: a record finds its bucket without a float division (the sink
+/// files every record here).
+const BUCKETS_NS: [u64; BUCKETS.len()] = {
+    let mut ns = [0; BUCKETS.len()];
+    let mut i = 0;
+    while i < BUCKETS.len() {
+        ns[i] = (BUCKETS[i] * 1e9 + 0.5) as u64;
+        i += 1;
+    }
+    ns
+};
+
 /// A Prometheus histogram: counts per bucket (not cumulative; the last is +Inf), sum, count.
 #[derive(Debug, Clone, Default)]
 pub struct PromHistogram {
@@ -41,8 +53,7 @@ impl PromHistogram {
 
     /// Records `n` values of `ns` nanoseconds each.
     pub fn record_n(&mut self, ns: u64, n: u64) {
-        let s = ns as f64 / 1e9;
-        let i = BUCKETS.partition_point(|b| *b < s);
+        let i = BUCKETS_NS.partition_point(|b| *b < ns);
         self.counts[i] += n;
         self.sum_ns += u128::from(ns) * u128::from(n);
         self.count += n;
@@ -135,19 +146,21 @@ impl Live {
         }
     }
 
-    /// Adds a finished event's record (the sink).
-    pub fn observe(&self, r: &EventRecord) {
+    /// Adds finished events' records under one lock (the sink, once per message it takes).
+    pub fn observe<'a>(&self, records: impl IntoIterator<Item = &'a EventRecord>) {
         let mut ops = self.ops.lock().unwrap_or_else(PoisonError::into_inner);
-        let m = ops.entry(r.op).or_default();
-        m.done += 1;
-        if r.outcome == Outcome::Error {
-            let class = r.error_class.as_deref().unwrap_or("unknown");
-            *m.failed.entry(class.to_owned()).or_default() += 1;
-        }
-        m.response.record(r.response);
-        m.service.record(r.service);
-        if let Some(l) = r.start_lateness {
-            m.start_lateness.record(l);
+        for r in records {
+            let m = ops.entry(r.op).or_default();
+            m.done += 1;
+            if r.outcome == Outcome::Error {
+                let class = r.error_class.as_deref().unwrap_or("unknown");
+                *m.failed.entry(class.to_owned()).or_default() += 1;
+            }
+            m.response.record(r.response);
+            m.service.record(r.service);
+            if let Some(l) = r.start_lateness {
+                m.start_lateness.record(l);
+            }
         }
     }
 
@@ -441,5 +454,21 @@ mod tests {
         assert_eq!(line("+Inf").as_deref(), Some("4"), "{s}");
         assert!(s.contains("x_count{op=\"attach\"} 4"), "{s}");
         assert!(s.contains("x_sum{op=\"attach\"} 2000.002000006"), "{s}");
+    }
+
+    /// The bucket is found on integer nanoseconds; it is the one the bounds in seconds give
+    /// (`le` inclusive), on a bound, beside it and anywhere between.
+    #[test]
+    fn integer_buckets_are_the_bounds_in_seconds() {
+        let by_seconds = |ns: u64| BUCKETS.partition_point(|b| *b < ns as f64 / 1e9);
+        let by_ns = |ns: u64| BUCKETS_NS.partition_point(|b| *b < ns);
+        for b in BUCKETS_NS {
+            for ns in [b - 1, b, b + 1] {
+                assert_eq!(by_ns(ns), by_seconds(ns), "{ns} ns");
+            }
+        }
+        proptest::proptest!(|(ns in 0..2_000_000_000_000u64)| {
+            proptest::prop_assert_eq!(by_ns(ns), by_seconds(ns), "{} ns", ns);
+        });
     }
 }

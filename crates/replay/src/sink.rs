@@ -181,12 +181,12 @@ impl Sink {
         loop {
             match rx.recv_timeout(Duration::from_millis(200)) {
                 Ok(m) => {
-                    self.take(m)?;
+                    self.take(&m)?;
                     // Take what else is queued, then pause: at high event rates this thread
                     // wakes ~1000 times a second instead of once per record, leaving the cores
                     // to the timing lanes and the workers. Records wait in the channel.
                     while let Ok(m) = rx.try_recv() {
-                        self.take(m)?;
+                        self.take(&m)?;
                     }
                     std::thread::sleep(BATCH_PAUSE);
                 }
@@ -209,10 +209,16 @@ impl Sink {
         Ok(self.finish())
     }
 
-    fn take(&mut self, m: ToSink) -> std::io::Result<()> {
-        match m {
-            ToSink::One(d) => self.add(*d),
-            ToSink::Batch(v) => v.into_iter().for_each(|d| self.add(d)),
+    fn take(&mut self, m: &ToSink) -> std::io::Result<()> {
+        // Records are read in place, not moved out of their message one by one, and the live
+        // counters are locked once per message, not once per event.
+        let done = match m {
+            ToSink::One(d) => std::slice::from_ref(&**d),
+            ToSink::Batch(v) => v.as_slice(),
+        };
+        self.live.observe(done.iter().map(|d| &d.record));
+        for d in done {
+            self.add(d);
         }
         if self.pending.len() >= WRITE_CHUNK {
             self.write_pending()?;
@@ -227,10 +233,9 @@ impl Sink {
         Ok(())
     }
 
-    fn add(&mut self, d: Done) {
-        let r = d.record;
-        self.live.observe(&r);
-        line::write_record(&mut self.pending, &r);
+    fn add(&mut self, d: &Done) {
+        let r = &d.record;
+        line::write_record(&mut self.pending, r);
         self.pending.push(b'\n');
         self.last_completed = self.last_completed.max(r.completed);
         self.lateness.saturating_record(r.lateness);
@@ -283,12 +288,12 @@ impl Sink {
                 self.io_without.saturating_record(r.response);
             }
         }
-        for io in d.io {
-            if let Some(b) = io.backend {
+        for io in &d.io {
+            if let Some(b) = &io.backend {
                 self.backends.push(IoPhaseBackend {
                     event: r.id,
-                    backend: b.backend,
-                    reason: b.reason,
+                    backend: b.backend.clone(),
+                    reason: b.reason.clone(),
                 });
             }
             let _ = self.io_with.add(&io.with_snapshot);
