@@ -503,8 +503,9 @@ fn lane_loop(
                 // reader is still the bottleneck: the next poll keeps its spacing, so the lane
                 // gathers what the reader decoded meanwhile instead of waking every 20 µs for
                 // a few events (each wake-up preempting the reader on a shared CPU: noop at
-                // its maximum on one core, docs/PERFORMANCE.md).
-                if ns_since(origin, Instant::now()) < at {
+                // its maximum on one core, docs/PERFORMANCE.md). The clock is read only after
+                // a poll, not on every pass of this loop.
+                if behind > 0 && ns_since(origin, Instant::now()) < at {
                     behind = 0;
                 }
                 at
