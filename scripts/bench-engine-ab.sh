@@ -19,16 +19,15 @@ cd "$(dirname "$0")/.."
 . scripts/lib/ab.sh
 ab_prepare examples/engine_bench -p replay --example engine_bench
 echo "bench-engine-ab${NOOP:+ (NOOP=$NOOP)}: $ta vs $tb, $rounds rounds of $n events at $rate/s; $(uptime)"
+if [ "${NOOP:-0}" = 1 ]; then
+  run=(env PROVIDER=noop SPEED=100 taskset -c 0)
+else
+  run=(env VALIDITY=start.p99=100us,start.p99.9=1ms)
+fi
 for r in $(seq "$rounds"); do
   for tag in "$ta" "$tb"; do
     rm -rf "$work/run"
-    if [ "${NOOP:-0}" = 1 ]; then
-      line=$(PROVIDER=noop SPEED=100 taskset -c 0 "$work/$tag/engine_bench" \
-        "$work/$tag/bench.cnsbin" "$work/run")
-    else
-      line=$(VALIDITY=start.p99=100us,start.p99.9=1ms "$work/$tag/engine_bench" \
-        "$work/$tag/bench.cnsbin" "$work/run")
-    fi
+    line=$("${run[@]}" "$work/$tag/engine_bench" "$work/$tag/bench.cnsbin" "$work/run")
     echo "$tag round $r: $line"
     echo "$tag $line" >>"$work/rows"
   done

@@ -16,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/ab.sh
+. scripts/lib/sim-bench.sh
 ab_prepare cnsreplay -p cnsreplay
 cpu_of() { # FILE CMD...: runs CMD (its output dropped, its exit code ignored), writes its user and system CPU seconds to FILE
   python3 -c 'import resource, subprocess, sys
@@ -28,8 +29,7 @@ for r in $(seq "$rounds"); do
   for tag in "$ta" "$tb"; do
     rm -rf "$work/run"
     cpu_of "$work/cpu" "$work/$tag/cnsreplay" -q run "$work/$tag/bench.cnsbin" \
-      --provider sim -o "$work/run" --sim-latency default=exponential:200us \
-      --validity start.p99=100us,start.p99.9=1ms
+      --provider sim -o "$work/run" "${SIM_BENCH_ARGS[@]}"
     python3 - "$work/run/summary.json" "$tag" "$r" "$work/cpu" <<'PY' | tee -a "$work/rows"
 import json, sys
 s = json.load(open(sys.argv[1]))

@@ -25,19 +25,8 @@ n=${1:-1000000}
 rate=${2:-100000}
 rounds=${3:-5}
 cd "$(dirname "$0")/.."
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-# CNSREPLAY / GEN_TRACE: binaries already built (a release build from scratch takes minutes).
-if [ -z "${CNSREPLAY:-}" ]; then
-  cargo build --release -q -p cnsreplay
-  CNSREPLAY=$target/release/cnsreplay
-fi
-if [ -z "${GEN_TRACE:-}" ]; then
-  cargo build --release -q -p replay --example gen_trace
-  GEN_TRACE=$target/release/examples/gen_trace
-fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-"$GEN_TRACE" "$n" "$rate" "$dir/bench.cnsbin"
+. scripts/lib/sim-bench.sh
+sim_bench_prepare "$n" "$rate"
 rows=()
 for r in $(seq "$rounds"); do
   rm -rf "$dir/run"
@@ -46,9 +35,7 @@ for r in $(seq "$rounds"); do
 subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 open(sys.argv[1], "w").write(f"{r.ru_utime + r.ru_stime}")' "$dir/cpu" \
-    "$CNSREPLAY" -q run "$dir/bench.cnsbin" --provider sim -o "$dir/run" \
-    --sim-latency default=exponential:200us \
-    --validity start.p99=100us,start.p99.9=1ms
+    "$CNSREPLAY" -q run "$dir/bench.cnsbin" --provider sim -o "$dir/run" "${SIM_BENCH_ARGS[@]}"
   echo "round $r/$rounds:"
   rows+=("$(python3 - "$dir/run/summary.json" "$dir/run/manifest.json" "$dir/cpu" <<'PY'
 import json, sys

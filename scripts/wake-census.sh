@@ -4,9 +4,9 @@
 # voluntary context switches (went to sleep: each is a later wake-up) and involuntary ones
 # (preempted) per second of the run, read from /proc/PID/task/*/status every 0.2 s (each
 # thread's last reading, over the seconds from the start to it; the 1 s floor probe before
-# the clock is in that span). On this 2-CPU VM a
-# timer wake-up costs 15–29 µs of CPU (`manifest.host.wake_cost`), so these rates times that
-# cost show where the engine's CPU per event goes.
+# the clock is in that span). On this 2-CPU VM a timer wake-up costs 15–29 µs of CPU
+# (`manifest.host.wake_cost`), so these rates times that cost show where the engine's CPU per
+# event goes.
 #
 # Usage: scripts/wake-census.sh [EVENTS] [RATE]   (default 1000000 events at 100000/s)
 #        env CNSREPLAY, GEN_TRACE: binaries already built (else both are built here, release)
@@ -14,20 +14,9 @@ set -euo pipefail
 n=${1:-1000000}
 rate=${2:-100000}
 cd "$(dirname "$0")/.."
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-if [ -z "${CNSREPLAY:-}" ]; then
-  cargo build --release -q -p cnsreplay
-  CNSREPLAY=$target/release/cnsreplay
-fi
-if [ -z "${GEN_TRACE:-}" ]; then
-  cargo build --release -q -p replay --example gen_trace
-  GEN_TRACE=$target/release/examples/gen_trace
-fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-"$GEN_TRACE" "$n" "$rate" "$dir/bench.cnsbin" >/dev/null
-"$CNSREPLAY" -q run "$dir/bench.cnsbin" --provider sim -o "$dir/run" \
-  --sim-latency default=exponential:200us --validity start.p99=100us,start.p99.9=1ms \
+. scripts/lib/sim-bench.sh
+sim_bench_prepare "$n" "$rate" >/dev/null
+"$CNSREPLAY" -q run "$dir/bench.cnsbin" --provider sim -o "$dir/run" "${SIM_BENCH_ARGS[@]}" \
   >/dev/null 2>&1 &
 pid=$!
 python3 - "$pid" <<'PY'
