@@ -373,6 +373,14 @@ pub(crate) async fn remove_all(
             .copied()
             .filter(|e| rank(&e.kind) == r)
             .collect();
+        if group.is_empty() {
+            continue;
+        }
+        let (t0, n, kind) = (
+            std::time::Instant::now(),
+            group.len(),
+            group[0].kind.as_str(),
+        );
         // Bounded: each removal holds a watch of its object until it is gone, and a run's
         // leftovers may be thousands.
         let results: Vec<(&LedgerEntry, Result<bool, String>)> = futures::stream::iter(group)
@@ -380,6 +388,8 @@ pub(crate) async fn remove_all(
             .buffer_unordered(CLEANUP_CONCURRENCY)
             .collect()
             .await;
+        // Where a cleanup's time goes (the cluster's controllers set its pace).
+        tracing::debug!("cleanup: {n} {} object(s) done in {:?}", kind, t0.elapsed());
         for (e, res) in results {
             match res {
                 Ok(removed) => {
