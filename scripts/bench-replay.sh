@@ -18,26 +18,36 @@
 # manifest.json `host.timing_floor`): a host that wakes a task later than the target at p99 or
 # p99.9 cannot give the engine that target. Also per round: the process's CPU per event
 # (getrusage) and what a timer wake-up costs here (manifest.json `host.wake_cost`, a thread
-# sleeping on the lanes' grid just before the clock). Results go in docs/PERFORMANCE.md
-# (## Replay engine).
+# sleeping on the lanes' grid just before the clock). And the host's floor *during* each
+# round, from cyclictest beside it (scripts/lib/host-floor.sh), per CPU and on either CPU (the
+# floor of the two lanes): a round that missed a target while the host, at a priority above
+# the lanes, woke a thread on either CPU later than that target at the same percentile missed
+# it on the host's account; one that missed a target the host kept missed it on the engine's.
+# HOST_FLOOR=0 runs without it. Results go in docs/PERFORMANCE.md (## Replay engine).
 set -euo pipefail
 n=${1:-1000000}
 rate=${2:-100000}
 rounds=${3:-5}
 cd "$(dirname "$0")/.."
 . scripts/lib/sim-bench.sh
+. scripts/lib/host-floor.sh
 sim_bench_prepare "$n" "$rate"
+trap 'host_floor_stop; rm -rf "$dir"' EXIT
 rows=()
 for r in $(seq "$rounds"); do
-  rm -rf "$dir/run"
+  rm -rf "$dir/run" "$dir/floor"
+  [ "${HOST_FLOOR:-1}" = 0 ] || host_floor_start "$dir/floor"
   # Its CPU time (user + system) through getrusage of the child.
   python3 -c 'import resource, subprocess, sys
 subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 open(sys.argv[1], "w").write(f"{r.ru_utime + r.ru_stime}")' "$dir/cpu" \
     "$CNSREPLAY" -q run "$dir/bench.cnsbin" --provider sim -o "$dir/run" "${SIM_BENCH_ARGS[@]}"
+  host_floor_stop
+  during="- - - - 0 - - - - 0"
+  [ "${HOST_FLOOR:-1}" = 0 ] || during=$(host_floor_read "$dir/floor")
   echo "round $r/$rounds:"
-  rows+=("$(python3 - "$dir/run/summary.json" "$dir/run/manifest.json" "$dir/cpu" <<'PY'
+  rows+=("$(python3 - "$dir/run/summary.json" "$dir/run/manifest.json" "$dir/cpu" "$during" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 host = json.load(open(sys.argv[2]))["host"]
@@ -55,6 +65,12 @@ out(f"  = dispatch lateness p50 {us(l['p50'])}, p99 {us(l['p99'])}, p99.9 {us(l[
     f" + pickup p50 {us(p['p50'])}, p99 {us(p['p99'])}, p99.9 {us(p['p999'])}")
 out(f"  host timing floor before the clock: p50 {us(f['p50'])}, p99 {us(f['p99'])}, "
     f"p99.9 {us(f['p999'])} ({f['count']} probes)")
+d = sys.argv[4].split()
+if d[0] != "-":
+    out(f"  host floor during the round (cyclictest, SCHED_FIFO 90, every 1 ms per CPU): per CPU "
+        f"p50 {us(int(d[0]))}, p99 {us(int(d[1]))}, p99.9 {us(int(d[2]))}, max {us(int(d[3]))} "
+        f"({d[4]} wake-ups); either CPU p50 {us(int(d[5]))}, p99 {us(int(d[6]))}, p99.9 "
+        f"{us(int(d[7]))}, max {us(int(d[8]))} ({d[9]} ticks)")
 cpu = float(open(sys.argv[3]).read())
 cpu_ev = 1e9 * cpu / max(s["dispatched"], 1)
 share = w.get("cpu_ns_per_wake", 0) / max(w.get("wall_ns_per_wake", 1), 1)
@@ -69,7 +85,7 @@ for c in v["checks"]:
 ratio = rate.get("achieved", 0) / rate["intended"] if rate.get("intended") else 0
 met = st["p99"] <= 100_000 and st["p999"] <= 1_000_000 and ratio >= 0.98
 print(st["p99"], st["p999"], ratio, int(met), v["verdict"], f["p99"], f["p999"],
-      cpu_ev, w.get("cpu_ns_per_wake", 0), share)
+      cpu_ev, w.get("cpu_ns_per_wake", 0), share, d[1], d[2], d[6], d[7])
 PY
 )")
 done
@@ -91,6 +107,19 @@ slow = sum(float(r[5]) > 100_000 or float(r[6]) > 1_000_000 for r in rows)
 print(f"host timing floor: p99 {fp99[0]:.1f}–{fp99[-1]:.1f} µs, p99.9 {fp999[0]:.1f}–{fp999[-1]:.1f} µs; "
       f"in {slow} of {len(rows)} rounds the host itself woke a task later than a target "
       f"(p99 > 100 µs or p99.9 > 1 ms)")
+during = [r for r in rows if r[10] != "-"]
+if during:
+    rng = lambda i: (lambda xs: f"{xs[0]:.1f}–{xs[-1]:.1f}")(sorted(float(r[i]) / 1000 for r in during))
+    # A round missed its targets on the host\x27s account when the host, on either CPU, missed
+    # each of them during the round too (the dispatch rate is the engine\x27s alone).
+    host = sum(1 for r in missed
+               if float(r[2]) >= 0.98
+               and (float(r[0]) <= 100_000 or float(r[12]) > 100_000)
+               and (float(r[1]) <= 1_000_000 or float(r[13]) > 1_000_000))
+    print(f"host floor during the rounds (cyclictest): per CPU p99 {rng(10)} µs, p99.9 {rng(11)} µs; "
+          f"either CPU p99 {rng(12)} µs, p99.9 {rng(13)} µs; of the {len(missed)} rounds that "
+          f"missed a target, {host} ran while the host (either CPU) missed each target they "
+          f"missed, {len(missed) - host} missed one the host kept (the engine\x27s)")
 cpu = sorted(float(r[7]) / 1000 for r in rows)
 wake = sorted(float(r[8]) / 1000 for r in rows)
 share = sorted(100 * float(r[9]) for r in rows)
