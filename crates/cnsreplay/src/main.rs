@@ -2,6 +2,17 @@
 
 use std::process::ExitCode;
 
+/// snmalloc instead of glibc's malloc. The replay engine's timing lanes allocate each event's
+/// call and its context, and the runtime workers free them; with glibc a free takes the
+/// allocating thread's arena lock, and a lane then waited for a worker that held it — 421–714
+/// times a second per lane at 100 k events/s on the sim, far longer when that worker's vCPU
+/// was stopped (`scripts/lane-waits.sh`). snmalloc hands such frees back as messages, without
+/// a lock: no lane waits left, and the start-lateness tail met its targets in more rounds
+/// (docs/PERFORMANCE.md, *Replay engine*). The static (musl) image keeps Rust's default.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[global_allocator]
+static ALLOC: snmalloc_rs::SnMalloc = snmalloc_rs::SnMalloc;
+
 fn main() -> ExitCode {
     let cli = cnsreplay::cli::Cli::parse_args();
     cnsreplay::logging::init(cli.verbose, cli.quiet);
