@@ -58,8 +58,8 @@ for line in sys.stdin:
         cur.append(f[1].split("+0x")[0])
 flush()
 total = sum(per_tid.values())
-print(f"lock waits (FUTEX_WAIT) of the lanes: {total} in {secs:g} s, per lane: "
-      + ", ".join(f"{n / secs:.0f}/s" for n in per_tid.values()))
+print(f"lock waits (FUTEX_WAIT) of the lanes: {total} in {secs:g} s"
+      + (", per lane: " + ", ".join(f"{n / secs:.0f}/s" for n in per_tid.values()) if total else ""))
 for chain, n in chains.most_common(10):
     print(f"  {100 * n / max(total, 1):5.1f} %  {chain}")
 ' "$secs"
