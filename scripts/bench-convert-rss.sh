@@ -2,6 +2,7 @@
 # Peak memory and time of streaming conversions on a large trace.
 #
 #   scripts/bench-convert-rss.sh [EVENTS]      (default 10000000)
+#   env CNSREPLAY: a cnsreplay binary already built (else the release build here)
 #
 # Writes the deterministic sample trace (trace_format::sample) as JSON Lines, then times
 # `cnsreplay convert` JSONL → binary → JSONL and `cnsreplay validate` on the binary, printing
@@ -10,10 +11,10 @@
 set -euo pipefail
 n=${1:-10000000}
 cd "$(dirname "$0")/.."
-cargo build --release -q -p cnsreplay
+[ -n "${CNSREPLAY:-}" ] || cargo build --release -q -p cnsreplay
 cargo build --release -q -p trace-format --example sample
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-bin=$target/release/cnsreplay
+bin=${CNSREPLAY:-$target/release/cnsreplay}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$target/release/examples/sample" "$n" "$dir/big.jsonl"
