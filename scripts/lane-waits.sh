@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # What the timing lanes block on: runs the release CLI on the sim at a high event rate (the
-# command of scripts/bench-replay.sh) and, for SECS seconds from 3 s into the run, records
-# every futex wait (FUTEX_WAIT, op 128: a lock held by another thread) of the lanes with its
-# call chain (perf, DWARF unwinding), then prints the waits per second per lane and the call
-# chains that made them, grouped by the first frames above the wait. A lane that waits cannot
-# dispatch: when the lock's holder is a thread preempted on the other CPU (or on a vCPU the
-# hypervisor stopped), the lane waits as long as it. Before that, `perf trace -s` over the
-# same span gives each lane's futex calls with their total and longest time (waits and wakes
-# together).
+# command of scripts/bench-replay.sh). From 3 s into the run, for SECS seconds, `perf trace -s`
+# gives each lane's futex calls with their total and longest time (waits and wakes together;
+# perf trace slows the run). For the next SECS seconds perf records every futex wait
+# (FUTEX_WAIT, op 128: a lock held by another thread) of the lanes with its call chain (DWARF
+# unwinding); the script prints the waits per second per lane and the call chains that made
+# them, grouped by the first frames above the wait. A lane that waits cannot dispatch: when the
+# lock's holder is a thread preempted on the other CPU (or on a vCPU the hypervisor stopped),
+# the lane waits as long as it.
 #
 # Usage: scripts/lane-waits.sh [SECS]   (default 2; 1000000 events at 100000/s)
 #        env CNSREPLAY, GEN_TRACE: binaries already built (else both are built here, release)

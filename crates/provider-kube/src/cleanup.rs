@@ -376,11 +376,7 @@ pub(crate) async fn remove_all(
         if group.is_empty() {
             continue;
         }
-        let (t0, n, kind) = (
-            std::time::Instant::now(),
-            group.len(),
-            group[0].kind.as_str(),
-        );
+        let (t0, n, kind) = (std::time::Instant::now(), group.len(), &group[0].kind);
         // Bounded: each removal holds a watch of its object until it is gone, and a run's
         // leftovers may be thousands.
         let results: Vec<(&LedgerEntry, Result<bool, String>)> = futures::stream::iter(group)
@@ -389,7 +385,7 @@ pub(crate) async fn remove_all(
             .collect()
             .await;
         // Where a cleanup's time goes (the cluster's controllers set its pace).
-        tracing::debug!("cleanup: {n} {} object(s) done in {:?}", kind, t0.elapsed());
+        tracing::debug!("cleanup: {n} {kind} object(s) done in {:?}", t0.elapsed());
         for (e, res) in results {
             match res {
                 Ok(removed) => {

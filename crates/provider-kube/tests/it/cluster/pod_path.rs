@@ -559,9 +559,8 @@ fn stop_while_pods_start(
 /// their start at once: the pods are gone within 2 s; so are an attach's. The run then ends
 /// once its cleanup has seen its claims and their PVs go, at the cluster's pace (0.2–0.6 s
 /// on a testenv with or without four CPU hogs beside it, 2.3 s once in CI beside the other
-/// lane): it must end well before the
-/// run's 30 s grace for in-flight operations, which a run waiting on its starting pods would
-/// wait out (and before their 600 s failure grace).
+/// lane): it must end well before the run's 30 s grace for in-flight operations, which a run
+/// waiting on its starting pods would wait out (and before their 600 s failure grace).
 #[test]
 fn pods_start_together_and_a_stop_while_they_start_deletes_them_in_2_s() {
     let Some(env) = testenv() else { return };
