@@ -26,7 +26,7 @@ lanes=$(for t in /proc/$pid/task/*; do
 done | paste -sd,)
 [ -n "$lanes" ] || { echo "lane-waits: no timing lane threads in process $pid" >&2; exit 1; }
 timeout -s INT "$secs" perf trace -s -t "$lanes" -o "$dir/trace.txt" >/dev/null 2>&1 || true
-timeout -s INT "$secs" perf record -q -e syscalls:sys_enter_futex --filter 'op == 128' \
+timeout -s INT "$secs" perf record -q -e syscalls:sys_enter_futex --filter 'op == 128 || op == 137' \
   -t "$lanes" --call-graph dwarf,8192 -o "$dir/waits.data" >/dev/null 2>&1 || true
 wait "$pid" || true
 echo "futex calls of the lanes over ${secs} s (perf trace -s; msec):"
@@ -40,7 +40,7 @@ def flush():
         return
     per_tid[tid] += 1
     # The frames above the lock wait, up to the first of ours (replay::, provider_sim::).
-    frames = [f for f in cur if not f.startswith("__GI___lll_lock_wait")]
+    frames = [f for f in cur if not f.startswith(("__GI___lll_lock_wait", "syscall", "std::sys::pal::unix::futex::futex_wait", "std::sys::sync::"))]
     top = []
     for f in frames:
         top.append(f.split("<")[0])

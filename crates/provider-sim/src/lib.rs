@@ -42,9 +42,12 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicU64, fence};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use crossbeam_queue::SegQueue;
 use replay::ledger::LedgerEntry;
 use replay::provider::{CleanupReport, OpCtx, Provider, ProviderError, RunInfo};
 use serde::{Deserialize, Serialize};
@@ -356,9 +359,10 @@ impl SimProvider {
     pub fn new(config: SimConfig) -> std::io::Result<Self> {
         let timer = Arc::new(TimerQueue::default());
         let queue = timer.clone();
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("cnsreplay-sim-timer".into())
             .spawn(move || queue.run())?;
+        let _ = timer.thread.set(handle.thread().clone());
         let pools = config
             .servers
             .iter()
@@ -412,8 +416,7 @@ impl SimProvider {
 impl Drop for SimProvider {
     fn drop(&mut self) {
         // The timer thread fires what is still pending, then exits.
-        self.timer.lock().open = false;
-        self.timer.wake.notify_one();
+        self.timer.close();
     }
 }
 
@@ -446,32 +449,36 @@ impl Timers {
     }
 }
 
-/// The deadline heap shared by the operations and the timer thread. An operation wakes the
-/// timer thread only when its deadline is earlier than the one the thread sleeps towards, so
-/// at 100 k ops/s the thread wakes about once per expiry batch instead of once per operation
-/// (that per-send wake-up cost it a third of a core on the engine benchmark).
+/// The deadline queue between the operations and the timer thread, without a lock: an
+/// operation pushes its deadline onto a lock-free queue and wakes the timer thread
+/// (`Thread::unpark`, an atomic swap and at most one futex wake) only when that deadline is
+/// earlier than the one the thread sleeps towards, so at 100 k ops/s the thread wakes about
+/// once per expiry batch instead of once per operation (that per-send wake-up cost it a
+/// third of a core on the engine benchmark). The deadline heap is the timer thread's alone.
+///
+/// Operations are called on the engine's real-time timing lanes. Until 2026-12-04 the heap
+/// sat behind a mutex that the timer thread held while it took what was due: when that
+/// thread was preempted holding it, both lanes waited behind it, 59 % of their lock waits
+/// (`scripts/lane-waits.sh`, docs/PERFORMANCE.md).
 struct TimerQueue {
-    state: Mutex<TimerState>,
-    wake: Condvar,
-}
-
-struct TimerState {
-    timers: Timers,
-    /// The instant the timer thread sleeps until; `None` while it is awake.
-    sleeping_until: Option<Instant>,
+    incoming: SegQueue<TimerEntry>,
+    /// The instant the timer thread sleeps until (ns since `base`); `u64::MAX` while it is
+    /// awake (it drains `incoming` before it sleeps again).
+    sleeping_until: AtomicU64,
+    base: Instant,
     /// Cleared when the provider is dropped.
-    open: bool,
+    open: AtomicBool,
+    thread: OnceLock<std::thread::Thread>,
 }
 
 impl Default for TimerQueue {
     fn default() -> Self {
         Self {
-            state: Mutex::new(TimerState {
-                timers: Timers::default(),
-                sleeping_until: None,
-                open: true,
-            }),
-            wake: Condvar::new(),
+            incoming: SegQueue::new(),
+            sleeping_until: AtomicU64::new(u64::MAX),
+            base: Instant::now(),
+            open: AtomicBool::new(true),
+            thread: OnceLock::new(),
         }
     }
 }
@@ -483,50 +490,61 @@ impl std::fmt::Debug for TimerQueue {
 }
 
 impl TimerQueue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, TimerState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn ns(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    fn wake(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
     }
 
     fn schedule(&self, entry: TimerEntry) {
-        let mut st = self.lock();
-        let wake = st.sleeping_until.is_some_and(|u| entry.0 < u);
-        st.timers.push(entry);
-        if wake {
-            st.sleeping_until = None;
-            drop(st);
-            self.wake.notify_one();
+        let at = self.ns(entry.0);
+        self.incoming.push(entry);
+        // Pairs with the timer thread's fence between publishing its sleep and looking at
+        // `incoming` once more: either it sees this entry, or this sees it asleep.
+        fence(SeqCst);
+        if at < self.sleeping_until.load(SeqCst) {
+            self.wake();
         }
+    }
+
+    fn close(&self) {
+        self.open.store(false, SeqCst);
+        self.wake();
     }
 
     /// The timer thread. Sleep-only waits: the sim must not take a core from the timing
     /// thread, and a completion a few tens of µs late only lengthens that op's simulated
     /// service.
     fn run(&self) {
+        let mut timers = Timers::default();
         let mut due = Vec::new();
-        let mut st = self.lock();
         loop {
+            while let Some(e) = self.incoming.pop() {
+                timers.push(e);
+            }
             let now = Instant::now();
-            st.timers.take_due(now, &mut due);
+            timers.take_due(now, &mut due);
             if !due.is_empty() {
-                drop(st);
                 for tx in due.drain(..) {
                     let _ = tx.send(());
                 }
-                st = self.lock();
                 continue;
             }
-            let next = st.timers.next();
-            if !st.open && next.is_none() {
+            let next = timers.next();
+            if !self.open.load(SeqCst) && next.is_none() && self.incoming.is_empty() {
                 return;
             }
-            let wait = next.map_or(Duration::from_millis(50), |t| t - now);
-            st.sleeping_until = Some(now + wait);
-            st = self
-                .wake
-                .wait_timeout(st, wait)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-            st.sleeping_until = None;
+            let until = next.unwrap_or(now + Duration::from_millis(50));
+            self.sleeping_until.store(self.ns(until), SeqCst);
+            fence(SeqCst);
+            if self.incoming.is_empty() && self.open.load(SeqCst) {
+                std::thread::park_timeout(until.saturating_duration_since(now));
+            }
+            self.sleeping_until.store(u64::MAX, SeqCst);
         }
     }
 }
