@@ -149,7 +149,7 @@ fn timing_floor<P: Provider>(
             return Ok(());
         }
     }
-    let probe = Probe::start(p.rt.handle().clone())?;
+    let probe = Probe::start(p.rt.handle().clone(), None)?;
     std::thread::sleep(length);
     let floor = Percentiles::of(&probe.finish());
     tracing::info!(
@@ -253,6 +253,7 @@ pub fn run<P: Provider>(
     let host_steal_ns = validity::host::since(steal);
     let workers_busy = clocked.workers_busy(&prepared.rt);
     let completion_lateness = clocked.probe.finish();
+    drop(clocked.handoff);
     let Prepared {
         rd,
         manifest,
@@ -316,17 +317,25 @@ struct Clocked {
     busy_before: Duration,
     /// The completion-side probe, from just before the first event until the drain.
     probe: Probe,
+    /// The hand-off thread of a provider whose calls start inline; dropped after the drain
+    /// and the probe.
+    handoff: Option<event::HandoffThread>,
 }
 
 impl Clocked {
-    /// Mean busy fraction of the runtime's workers from the origin until now (`None` for a
-    /// run too short to say).
+    /// Mean busy fraction of the runtime's workers from the origin until now, or of the
+    /// hand-off thread when that was busier (it finishes an inline provider's calls: its
+    /// saturation delays their completions as the workers' would). `None` for a run too
+    /// short to say.
     fn workers_busy(&self, rt: &tokio::runtime::Runtime) -> Option<f64> {
         let period = Instant::now().saturating_duration_since(self.origin);
         let workers = rt.metrics().num_workers();
         let busy = busy_time(rt.handle()).saturating_sub(self.busy_before);
+        let handoff = self.handoff.as_ref().map_or(0.0, |h| {
+            h.handoff().busy().as_secs_f64() / period.as_secs_f64()
+        });
         (period >= Duration::from_millis(1) && workers > 0)
-            .then(|| busy.as_secs_f64() / (period.as_secs_f64() * workers as f64))
+            .then(|| (busy.as_secs_f64() / (period.as_secs_f64() * workers as f64)).max(handoff))
     }
 }
 
@@ -448,15 +457,22 @@ fn clock<P: Provider>(
             .collect(),
         fail_fast: opts.fail_fast,
         control: control.clone(),
+        handoff: provider
+            .starts_inline()
+            .then(|| Arc::new(event::Handoff::new())),
     });
 
     // The timing lanes. Each batch of due events is started by the lane that claimed it, in
-    // the runtime's context, when the provider's calls start inline, else by a runtime task;
-    // either hands the events that wait to the runtime in one task.
+    // the runtime's context, when the provider's calls start inline (what continues goes to
+    // the hand-off thread), else by a runtime task (what continues goes to the runtime).
     let handle = p.rt.handle().clone();
     let busy_before = busy_time(&handle);
-    let probe = Probe::start(handle.clone())?;
     let inline = provider.starts_inline();
+    let handoff = event::start_handoff(&shared, handle.clone())?;
+    let probe = Probe::start(
+        handle.clone(),
+        handoff.as_ref().map(|h| h.handoff().clone()),
+    )?;
     let timing_notices = timing::dispatch(feed, origin, opts.timing, control, &live, |batch| {
         if inline {
             let _runtime = handle.enter();
@@ -474,6 +490,7 @@ fn clock<P: Provider>(
         origin,
         busy_before,
         probe,
+        handoff,
     })
 }
 

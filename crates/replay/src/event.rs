@@ -39,6 +39,9 @@ use crate::record::{EventRecord, Outcome};
 use crate::sink::{Done, ToSink};
 use crate::timing::{Dispatched, Due};
 
+mod handoff;
+pub(crate) use handoff::{Handoff, HandoffThread, start as start_handoff};
+
 /// What every event of a run shares.
 pub(crate) struct Shared<P> {
     pub provider: Arc<P>,
@@ -59,6 +62,9 @@ pub(crate) struct Shared<P> {
     pub timeouts: HashMap<OpType, Duration>,
     pub fail_fast: bool,
     pub control: RunControl,
+    /// How the timing lanes hand what continues to the runtime (a provider whose calls
+    /// start inline); `None`: batches run on runtime tasks, which spawn directly.
+    pub handoff: Option<Arc<Handoff>>,
 }
 
 impl<P> Shared<P> {
@@ -70,6 +76,17 @@ impl<P> Shared<P> {
     fn send_one(&self, d: Done) {
         let _ = self.done.send(ToSink::One(Box::new(d)));
         self.live.done.fetch_add(1, SeqCst);
+    }
+
+    /// Hands finished events to the sink in one message.
+    fn send_batch(&self, finished: Vec<Done>) {
+        if finished.is_empty() {
+            return;
+        }
+        let n = finished.len() as u64;
+        let _ = self.done.send(ToSink::Batch(finished));
+        // After the send: the drain must not see an event done before its record is queued.
+        self.live.done.fetch_add(n, SeqCst);
     }
 }
 
@@ -100,37 +117,40 @@ pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>
             Started::Later(l) => later.push(l),
         }
     }
-    if !finished.is_empty() {
-        let n = finished.len() as u64;
-        let _ = sh.done.send(ToSink::Batch(finished));
-        // After the send: the drain must not see an event done before its record is queued.
-        sh.live.done.fetch_add(n, SeqCst);
-    }
+    sh.send_batch(finished);
     if !later.is_empty() {
-        // One hand-over to the runtime (and at most one worker woken) per batch, not per
-        // event. That task waits for the batch's running calls itself; an event waiting for a
-        // dependency or a slot gets a task of its own (spawned from inside the runtime, onto
-        // that worker's own queue).
-        let sh = sh.clone();
-        tokio::spawn(async move {
-            let mut running = Vec::new();
-            for l in later {
-                match l {
-                    Later::Waiting {
-                        x,
-                        ev,
-                        waits,
-                        queued_since,
-                    } => {
-                        tokio::spawn(run_waiting(sh.clone(), x, ev, waits, queued_since));
-                    }
-                    Later::Running { x, call, permit } => running.push((x, call, permit)),
-                }
+        // One hand-over (and at most one thread woken) per batch, not per event: from a
+        // timing lane to the hand-off thread, which takes no lock a lane could wait for;
+        // from a runtime task to the runtime.
+        match &sh.handoff {
+            Some(h) => h.batch(later),
+            None => {
+                tokio::spawn(continue_later(sh.clone(), later));
             }
-            if !running.is_empty() {
-                run_calls(&sh, running).await;
+        }
+    }
+}
+
+/// A batch's events that continue on the runtime, on one task: it waits for the batch's
+/// running calls itself; an event waiting for a dependency or a slot gets a task of its
+/// own (spawned from inside the runtime, onto that worker's own queue).
+async fn continue_later<P: Provider>(sh: Arc<Shared<P>>, later: Vec<Later>) {
+    let mut running = Vec::new();
+    for l in later {
+        match l {
+            Later::Waiting {
+                x,
+                ev,
+                waits,
+                queued_since,
+            } => {
+                tokio::spawn(run_waiting(sh.clone(), x, ev, waits, queued_since));
             }
-        });
+            Later::Running { x, call, permit } => running.push((x, call, permit)),
+        }
+    }
+    if !running.is_empty() {
+        run_calls(&sh, running).await;
     }
 }
 

@@ -26,7 +26,8 @@
 //! 6. `validity`, `noop`, `ordered` — the verdict judged from what was measured; the no-op
 //!    provider; the opening every provider's ordered-writes check shares
 //! 7. `sink` — the thread that writes and sums the records
-//! 8. `probe`, `event` — the completion probe; one event's life on the runtime
+//! 8. `probe`, `event` — the completion probe; one event's life on the runtime (or, started
+//!    inline on a lane, on the hand-off thread)
 //! 9. `engine`, `merge_runs` (apart) — a run from trace to summary; merging split runs
 //!
 //! Layer 5 is one layer because its modules need each other: a provider hands out

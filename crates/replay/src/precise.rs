@@ -31,7 +31,16 @@ pub const TIMING_NICE: i32 = -10;
 /// Prepares the calling thread to be a timing lane: 1 µs timer slack, then SCHED_FIFO at
 /// [`TIMING_RT_PRIORITY`] when `realtime` (falling back to nice −10), else nice −10. Returns a
 /// notice for each setting it could not make (the thread still works, less precisely).
+///
+/// It allocates once first, so that the thread's allocator state is set up while the thread
+/// still has normal priority: an allocator may take a spin lock for that (snmalloc's pool of
+/// per-thread allocators), and a real-time thread spinning on a lock held by a thread it
+/// preempted keeps that thread off its CPU. With both lanes spinning so, nothing of normal
+/// priority ran until the kernel's real-time throttling stopped them: the run stood still
+/// for ~950 ms (docs/PERFORMANCE.md). [`leave_timing_thread`] undoes the priority before the
+/// thread ends, when its allocator state is handed back.
 pub fn prepare_timing_thread(realtime: bool) -> Vec<String> {
+    drop(std::hint::black_box(vec![0u8; 64]));
     let mut notices = Vec::new();
     if let Err(e) = rustix::thread::set_current_timer_slack(NonZeroU64::new(TIMER_SLACK_NS)) {
         notices.push(format!(
@@ -66,6 +75,20 @@ pub fn prepare_timing_thread(realtime: bool) -> Vec<String> {
         (None, Ok(())) => {}
     }
     notices
+}
+
+/// Returns a timing lane to normal scheduling (SCHED_OTHER, nice 0) before it ends: what a
+/// thread's end does (its allocator state handed back, thread-local destructors) must not
+/// run real-time, for the reason [`prepare_timing_thread`] gives. Best effort: a failure
+/// only leaves the thread as it was.
+pub fn leave_timing_thread() {
+    use thread_priority::{NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy};
+    let _ = thread_priority::set_thread_priority_and_policy(
+        thread_priority::thread_native_id(),
+        ThreadPriority::Crossplatform(0u8.try_into().unwrap_or_default()),
+        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Other),
+    );
+    let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 0);
 }
 
 /// Real-time priority of the timing lanes (SCHED_FIFO, 1–99): low, so that anything the

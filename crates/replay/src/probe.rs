@@ -1,4 +1,4 @@
-//! The completion-side probe: how late the runtime runs a task woken from outside it.
+//! The completion-side probe: how late the engine runs a task woken from outside it.
 //!
 //! A provider's completion reaches the engine as a wake-up from outside the runtime (the sim's
 //! timer thread, a blocking-pool thread, the I/O driver); the engine stamps `completed` when
@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::event::Handoff;
+
 /// Time between probes (500 per second: a 1 s run has enough for a p99, 2 s for a p99.9).
 pub const PERIOD: Duration = Duration::from_millis(2);
 
@@ -25,8 +27,11 @@ pub(crate) struct Probe {
 }
 
 impl Probe {
-    /// Starts probing `rt`.
-    pub fn start(rt: tokio::runtime::Handle) -> std::io::Result<Self> {
+    /// Starts probing `rt`, or the hand-off thread of `handoff` when there is one.
+    pub fn start(
+        rt: tokio::runtime::Handle,
+        handoff: Option<Arc<Handoff>>,
+    ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -39,10 +44,15 @@ impl Probe {
                     next += PERIOD;
                     let (tx, rx) = std::sync::mpsc::sync_channel(1);
                     let sent = Instant::now();
-                    rt.spawn(async move {
-                        let _ = tx.send(Instant::now());
-                    });
-                    // The runtime is shut down: nothing more to probe.
+                    match &handoff {
+                        Some(h) => h.probe(tx),
+                        None => {
+                            rt.spawn(async move {
+                                let _ = tx.send(Instant::now());
+                            });
+                        }
+                    }
+                    // The runtime (or hand-off thread) is gone: nothing more to probe.
                     let Ok(ran) = rx.recv() else { break };
                     h.saturating_record(crate::precise::ns_since(sent, ran).max(1));
                     // After a long stall, do not probe in a burst to catch up.

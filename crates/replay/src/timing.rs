@@ -428,6 +428,7 @@ pub fn dispatch(
                         live,
                         spawn,
                     );
+                    precise::leave_timing_thread();
                     notices
                 });
             match t {

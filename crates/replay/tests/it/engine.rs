@@ -219,6 +219,66 @@ fn manifest_goes_running_complete_and_interrupted_runs_leave_valid_results() {
     );
 }
 
+/// Calls started inline on the timing lanes (the sim) that are still running when a stop's
+/// grace period ends are cancelled and recorded, each once, and the run ends then rather than
+/// when they would have completed.
+#[test]
+fn a_stop_cancels_inline_calls_still_running_after_the_grace_period() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let events: Vec<_> = (0..200u64).map(|i| (i * 5 * MS, cordon("n"))).collect();
+    let trace = write_trace(dir.path(), &events);
+    let control = RunControl::new();
+    let c2 = control.clone();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        c2.request_stop("test stop");
+    });
+    let cfg = SimConfig::from_yaml(
+        "ops: {cordon_node: {dist: constant, value: 600s}}\n",
+        "test",
+    )
+    .expect("sim config");
+    let p = Arc::new(SimProvider::new(cfg).expect("sim"));
+    let opts = RunOptions {
+        grace_ns: 100 * MS,
+        ..RunOptions::default()
+    };
+    let out = replay::run(&trace, &dir.path().join("run"), &p, &opts, &control).expect("run");
+    stopper.join().expect("stopper");
+    assert_eq!(out.summary.state, CompletionState::Interrupted);
+    let recs = records(&dir.path().join("run"));
+    assert!(
+        out.summary.dispatched > 5 && out.summary.dispatched < 200,
+        "dispatched {}",
+        out.summary.dispatched
+    );
+    assert_eq!(
+        recs.len() as u64,
+        out.summary.dispatched,
+        "one record per event"
+    );
+    let mut ids: Vec<_> = recs.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), recs.len(), "no event recorded twice");
+    for r in &recs {
+        assert_eq!(
+            (r.outcome, r.error_class.as_deref()),
+            (Outcome::Error, Some("cancelled")),
+            "event {}: {:?}",
+            r.id,
+            r.error
+        );
+        // Cancelled at the grace period's end (≥ 300 ms + 100 ms), long before 600 s.
+        assert!(
+            r.completed < 60_000 * MS,
+            "event {} recorded at {} ns",
+            r.id,
+            r.completed
+        );
+    }
+}
+
 #[test]
 fn a_non_empty_run_directory_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");

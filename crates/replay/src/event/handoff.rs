@@ -1,0 +1,218 @@
+//! The hand-off thread: where the calls that the timing lanes started inline (a provider
+//! whose calls start inline: `noop`, `sim`) and that did not finish at once are waited for,
+//! finished and recorded.
+//!
+//! A lane must never wait for a lock that a thread of normal priority holds: when that
+//! thread is preempted holding it, the lane waits as long, and with it every event it has
+//! claimed. A lane that spawned the rest of its batch onto tokio took the inject queue's, the
+//! task list's and the idle workers' mutexes, which the workers and the sim's timer thread
+//! take too. `perf sched` showed both lanes blocked 2.6 ms on one of them while the worker
+//! holding it sat runnable behind the sink thread; `scripts/lane-waits.sh` counted ~200 such
+//! waits per second per lane (docs/PERFORMANCE.md). So a lane pushes the rest of a batch
+//! onto a lock-free queue and unparks this thread (an atomic swap, and a futex wake when it
+//! sleeps).
+//!
+//! This thread then waits for the batch's running calls itself, as a small executor whose
+//! waker unparks it, rather than spawning them onto tokio: spawning would add a wake-up of
+//! this thread to each batch's way to a worker, and on two CPUs that extra thread made
+//! completions later (the sim's service p99 2.0–13.0 ms against 1.2–2.8 ms, 5 pairs). A
+//! completion (the sim's timer firing a call's channel) now wakes this thread directly.
+//! Events that wait for a dependency or a slot still get a runtime task each, spawned from
+//! here. The completion probe measures this thread's wake-up delay for such a run (the path
+//! its completions take), and its busy time counts as the workers' does.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, OnceLock, mpsc};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use crossbeam_queue::SegQueue;
+use futures::FutureExt;
+use futures::stream::{FuturesUnordered, StreamExt};
+
+use super::{Exec, Later, Shared, Slot, cancelled, fail, run_waiting, timed};
+use crate::provider::Provider;
+
+/// What the hand-off thread is given.
+enum Item {
+    /// What a lane left of a batch it started.
+    Batch(Vec<Later>),
+    /// A completion probe: the thread answers with the instant it got to it.
+    Probe(mpsc::SyncSender<Instant>),
+}
+
+/// The queue between the lanes and the hand-off thread (`Shared::handoff`).
+pub(crate) struct Handoff {
+    queue: SegQueue<Item>,
+    closed: AtomicBool,
+    thread: OnceLock<Thread>,
+    /// Time the thread spent working, ns.
+    busy_ns: AtomicU64,
+}
+
+impl Handoff {
+    pub(crate) fn new() -> Self {
+        Self {
+            queue: SegQueue::new(),
+            closed: AtomicBool::new(false),
+            thread: OnceLock::new(),
+            busy_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Queues what a lane left of a batch and wakes the thread; takes no lock.
+    pub(super) fn batch(&self, later: Vec<Later>) {
+        self.push(Item::Batch(later));
+    }
+
+    /// Queues a completion probe, answered with the instant the thread got to it.
+    pub(crate) fn probe(&self, tx: mpsc::SyncSender<Instant>) {
+        self.push(Item::Probe(tx));
+    }
+
+    fn push(&self, item: Item) {
+        self.queue.push(item);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// Time the thread has spent working so far.
+    pub(crate) fn busy(&self) -> Duration {
+        Duration::from_nanos(self.busy_ns.load(Relaxed))
+    }
+}
+
+/// The running hand-off thread of a run. Dropping it (after the drain) lets the thread
+/// finish what is still queued or running, then waits for it to end.
+pub(crate) struct HandoffThread {
+    handoff: Arc<Handoff>,
+    join: Option<JoinHandle<()>>,
+}
+
+impl HandoffThread {
+    pub(crate) fn handoff(&self) -> &Arc<Handoff> {
+        &self.handoff
+    }
+}
+
+impl Drop for HandoffThread {
+    fn drop(&mut self) {
+        self.handoff.closed.store(true, SeqCst);
+        if let Some(j) = self.join.take() {
+            j.thread().unpark();
+            let _ = j.join();
+        }
+    }
+}
+
+/// Starts the hand-off thread of `sh` when it has a [`Handoff`].
+pub(crate) fn start<P: Provider>(
+    sh: &Arc<Shared<P>>,
+    rt: tokio::runtime::Handle,
+) -> std::io::Result<Option<HandoffThread>> {
+    let Some(handoff) = sh.handoff.clone() else {
+        return Ok(None);
+    };
+    let (sh, h) = (sh.clone(), handoff.clone());
+    let join = std::thread::Builder::new()
+        .name("cnsreplay-handoff".into())
+        .spawn(move || run(&sh, &h, &rt))?;
+    let _ = handoff.thread.set(join.thread().clone());
+    Ok(Some(HandoffThread {
+        handoff,
+        join: Some(join),
+    }))
+}
+
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// The thread: takes what is queued, polls the calls that were woken, sends what finished
+/// to the sink in one message, and parks until it is woken again.
+fn run<P: Provider>(sh: &Arc<Shared<P>>, h: &Handoff, rt: &tokio::runtime::Handle) {
+    // Timeouts are tokio timers, and waiting events are spawned onto the runtime.
+    let _rt = rt.enter();
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut running = FuturesUnordered::new();
+    // The calls' events by slot; `free`: slots to reuse.
+    let mut execs: Vec<Option<(Exec, Option<Slot>)>> = Vec::new();
+    let mut free = Vec::new();
+    let mut cancel = Box::pin(cancelled(sh.cancel.clone()));
+    let mut stopped = false;
+    let mut finished = Vec::new();
+    loop {
+        let woke = Instant::now();
+        while let Some(item) = h.queue.pop() {
+            let later = match item {
+                Item::Probe(tx) => {
+                    let _ = tx.send(Instant::now());
+                    continue;
+                }
+                Item::Batch(later) => later,
+            };
+            for l in later {
+                match l {
+                    Later::Waiting {
+                        x,
+                        ev,
+                        waits,
+                        queued_since,
+                    } => {
+                        rt.spawn(run_waiting(sh.clone(), x, ev, waits, queued_since));
+                    }
+                    Later::Running { x, call, permit } if stopped => {
+                        drop((call, permit));
+                        finished.push(x.finish(sh, Err(cancelled_call())));
+                    }
+                    Later::Running { x, call, permit } => {
+                        let i = free.pop().unwrap_or_else(|| {
+                            execs.push(None);
+                            execs.len() - 1
+                        });
+                        running.push(timed(sh, &x, call).map(move |r| (i, r)));
+                        execs[i] = Some((x, permit));
+                    }
+                }
+            }
+        }
+        if !stopped && cancel.as_mut().poll(&mut cx).is_ready() {
+            stopped = true;
+            running.clear();
+            for (x, permit) in execs.iter_mut().filter_map(Option::take) {
+                drop(permit);
+                finished.push(x.finish(sh, Err(cancelled_call())));
+            }
+            free = (0..execs.len()).collect();
+        }
+        while let Poll::Ready(Some((i, r))) = running.poll_next_unpin(&mut cx) {
+            if let Some((x, permit)) = execs[i].take() {
+                drop(permit);
+                finished.push(x.finish(sh, r.map_err(|e| (e.class, e.message))));
+                free.push(i);
+            }
+        }
+        sh.send_batch(std::mem::take(&mut finished));
+        let worked = u64::try_from(woke.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        h.busy_ns.fetch_add(worked, Relaxed);
+        if h.closed.load(SeqCst) && h.queue.is_empty() && running.is_empty() {
+            return;
+        }
+        std::thread::park();
+    }
+}
+
+fn cancelled_call() -> (String, String) {
+    fail("cancelled", "run stopped after the grace period")
+}
