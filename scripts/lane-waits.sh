@@ -2,8 +2,9 @@
 # What the timing lanes block on: runs the release CLI on the sim at a high event rate (the
 # command of scripts/bench-replay.sh). From 3 s into the run, for SECS seconds, `perf trace -s`
 # gives each lane's futex calls with their total and longest time (waits and wakes together;
-# perf trace slows the run). For the next SECS seconds perf records every futex wait
-# (FUTEX_WAIT, op 128: a lock held by another thread) of the lanes with its call chain (DWARF
+# perf trace slows the run). For the next SECS seconds perf records every futex wait of the
+# lanes (a lock held by another thread: FUTEX_WAIT, op 128, glibc's locks; FUTEX_WAIT_BITSET,
+# op 137, Rust std's mutexes and condvars, which tokio uses) with its call chain (DWARF
 # unwinding); the script prints the waits per second per lane and the call chains that made
 # them, grouped by the first frames above the wait. A lane that waits cannot dispatch: when the
 # lock's holder is a thread preempted on the other CPU (or on a vCPU the hypervisor stopped),

@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, fence};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::SegQueue;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use replay::ledger::LedgerEntry;
 use replay::provider::{CleanupReport, OpCtx, Provider, ProviderError, RunInfo};
 use serde::{Deserialize, Serialize};
@@ -357,11 +357,12 @@ pub struct SimProvider {
 impl SimProvider {
     /// A sim provider with this configuration; starts its timer thread.
     pub fn new(config: SimConfig) -> std::io::Result<Self> {
-        let timer = Arc::new(TimerQueue::default());
+        let (timer, incoming) = TimerQueue::new();
+        let timer = Arc::new(timer);
         let queue = timer.clone();
         let handle = std::thread::Builder::new()
             .name("cnsreplay-sim-timer".into())
-            .spawn(move || queue.run())?;
+            .spawn(move || queue.run(incoming))?;
         let _ = timer.thread.set(handle.thread().clone());
         let pools = config
             .servers
@@ -450,7 +451,10 @@ impl Timers {
 }
 
 /// The deadline queue between the operations and the timer thread, without a lock: an
-/// operation pushes its deadline onto a lock-free queue and wakes the timer thread
+/// operation sends its deadline down futures' unbounded channel (whose send never waits for
+/// another sender; crossbeam's `SegQueue` makes a sender that finds its block full spin until
+/// the sender that filled it links the next, and the operations' senders include the engine's
+/// real-time lanes and its normal workers) and wakes the timer thread
 /// (`Thread::unpark`, an atomic swap and at most one futex wake) only when that deadline is
 /// earlier than the one the thread sleeps towards, so at 100 k ops/s the thread wakes about
 /// once per expiry batch instead of once per operation (that per-send wake-up cost it a
@@ -461,7 +465,7 @@ impl Timers {
 /// thread was preempted holding it, both lanes waited behind it, 59 % of their lock waits
 /// (`scripts/lane-waits.sh`, docs/PERFORMANCE.md).
 struct TimerQueue {
-    incoming: SegQueue<TimerEntry>,
+    incoming: UnboundedSender<TimerEntry>,
     /// The instant the timer thread sleeps until (ns since `base`); `u64::MAX` while it is
     /// awake (it drains `incoming` before it sleeps again).
     sleeping_until: AtomicU64,
@@ -471,15 +475,18 @@ struct TimerQueue {
     thread: OnceLock<std::thread::Thread>,
 }
 
-impl Default for TimerQueue {
-    fn default() -> Self {
-        Self {
-            incoming: SegQueue::new(),
+impl TimerQueue {
+    /// A queue and the receiving end its timer thread takes.
+    fn new() -> (Self, UnboundedReceiver<TimerEntry>) {
+        let (tx, rx) = unbounded();
+        let q = Self {
+            incoming: tx,
             sleeping_until: AtomicU64::new(u64::MAX),
             base: Instant::now(),
             open: AtomicBool::new(true),
             thread: OnceLock::new(),
-        }
+        };
+        (q, rx)
     }
 }
 
@@ -502,7 +509,9 @@ impl TimerQueue {
 
     fn schedule(&self, entry: TimerEntry) {
         let at = self.ns(entry.0);
-        self.incoming.push(entry);
+        // Fails only once the timer thread is gone: the call's channel then closes, which
+        // reports the sim stopped.
+        let _ = self.incoming.unbounded_send(entry);
         // Pairs with the timer thread's fence between publishing its sleep and looking at
         // `incoming` once more: either it sees this entry, or this sees it asleep.
         fence(SeqCst);
@@ -519,11 +528,11 @@ impl TimerQueue {
     /// The timer thread. Sleep-only waits: the sim must not take a core from the timing
     /// thread, and a completion a few tens of µs late only lengthens that op's simulated
     /// service.
-    fn run(&self) {
+    fn run(&self, mut incoming: UnboundedReceiver<TimerEntry>) {
         let mut timers = Timers::default();
         let mut due = Vec::new();
         loop {
-            while let Some(e) = self.incoming.pop() {
+            while let Ok(e) = incoming.try_recv() {
                 timers.push(e);
             }
             let now = Instant::now();
@@ -535,14 +544,26 @@ impl TimerQueue {
                 continue;
             }
             let next = timers.next();
-            if !self.open.load(SeqCst) && next.is_none() && self.incoming.is_empty() {
-                return;
+            if !self.open.load(SeqCst) && next.is_none() {
+                match incoming.try_recv() {
+                    Ok(e) => {
+                        timers.push(e);
+                        continue;
+                    }
+                    _ => return,
+                }
             }
             let until = next.unwrap_or(now + Duration::from_millis(50));
             self.sleeping_until.store(self.ns(until), SeqCst);
             fence(SeqCst);
-            if self.incoming.is_empty() && self.open.load(SeqCst) {
-                std::thread::park_timeout(until.saturating_duration_since(now));
+            // One more look after publishing the sleep: an entry sent before it saw the
+            // thread awake and did not wake it.
+            match incoming.try_recv() {
+                Ok(e) => timers.push(e),
+                _ if self.open.load(SeqCst) => {
+                    std::thread::park_timeout(until.saturating_duration_since(now));
+                }
+                _ => {}
             }
             self.sleeping_until.store(u64::MAX, SeqCst);
         }

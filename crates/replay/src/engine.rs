@@ -15,7 +15,7 @@ pub use crate::control::RunControl;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -415,7 +415,7 @@ fn clock<P: Provider>(
         tracing::debug!("the manifest took {last_write:?} to write, past the origin: again");
     };
     let _ = origin_cell.set(origin);
-    let (done_tx, done_rx) = mpsc::channel::<ToSink>();
+    let (done_tx, done_rx) = futures::channel::mpsc::unbounded::<ToSink>();
     let sink = Sink::create(
         p.rd.path(),
         origin,
@@ -425,7 +425,7 @@ fn clock<P: Provider>(
     )?;
     let sink = std::thread::Builder::new()
         .name("cnsreplay-sink".into())
-        .spawn(move || sink.run(&done_rx))?;
+        .spawn(move || sink.run(done_rx))?;
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let live = control.live();
     let inject_delay = injected_delay()?;

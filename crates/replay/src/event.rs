@@ -19,9 +19,9 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -50,7 +50,7 @@ pub(crate) struct Shared<P> {
     pub origin_wall: SystemTime,
     pub ledger: Arc<Ledger>,
     pub snapshots: Arc<SnapshotTimeline>,
-    pub done: mpsc::Sender<ToSink>,
+    pub done: futures::channel::mpsc::UnboundedSender<ToSink>,
     pub live: Arc<Live>,
     pub cancel: watch::Receiver<bool>,
     /// Per op type with a concurrency limit: its slots, and when one was last released
@@ -74,7 +74,7 @@ impl<P> Shared<P> {
 
     /// Hands one finished event to the sink.
     fn send_one(&self, d: Done) {
-        let _ = self.done.send(ToSink::One(Box::new(d)));
+        let _ = self.done.unbounded_send(ToSink::One(Box::new(d)));
         self.live.done.fetch_add(1, SeqCst);
     }
 
@@ -84,7 +84,7 @@ impl<P> Shared<P> {
             return;
         }
         let n = finished.len() as u64;
-        let _ = self.done.send(ToSink::Batch(finished));
+        let _ = self.done.unbounded_send(ToSink::Batch(finished));
         // After the send: the drain must not see an event done before its record is queued.
         self.live.done.fetch_add(n, SeqCst);
     }

@@ -157,6 +157,28 @@ pub fn raise_priority() -> rustix::io::Result<()> {
     rustix::process::setpriority_process(Some(rustix::thread::gettid()), TIMING_NICE)
 }
 
+/// A waker that unparks one thread: how a thread of its own (the sink, the hand-off thread)
+/// waits for a futures channel or the futures it polls, without a runtime.
+#[derive(Debug)]
+pub struct Unpark(std::thread::Thread);
+
+impl Unpark {
+    /// Wakes the calling thread.
+    pub fn current() -> Self {
+        Self(std::thread::current())
+    }
+}
+
+impl std::task::Wake for Unpark {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
 /// Waits until `deadline`, returning early (false) if `stop()` becomes true. Checks `stop`
 /// at least every 50 ms.
 pub fn wait_until(deadline: Instant, mut stop: impl FnMut() -> bool) -> bool {

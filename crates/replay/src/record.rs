@@ -454,7 +454,9 @@ pub struct Summary {
     /// enough events to judge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_rate: Option<DispatchRate>,
-    /// Mean busy fraction of the runtime's workers from the origin until every event had finished.
+    /// Mean busy fraction of the runtime's workers from the origin until every event had
+    /// finished, or of the hand-off thread (which finishes the calls of a provider that starts
+    /// them inline) when it was busier.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers_busy: Option<f64>,
     /// Client-side throttling the provider reported.

@@ -2,11 +2,12 @@
 //! so the dispatch and completion paths only send a message. Records are streamed and flushed
 //! every second, so a crash leaves a readable prefix (at most the last, torn line is lost).
 
+use futures::StreamExt;
+use futures::channel::mpsc::UnboundedReceiver;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
@@ -176,22 +177,31 @@ impl Sink {
     }
 
     /// Consumes records until every sender is gone.
-    pub fn run(mut self, rx: &Receiver<ToSink>) -> std::io::Result<SinkResult> {
+    ///
+    /// The channel is futures' unbounded one, whose send never waits for another sender (a
+    /// node swapped onto a list, and a wake-up of this thread): std's `mpsc` makes a sender
+    /// that finds its block full spin until the sender filling it has linked the next one,
+    /// and a real-time timing lane spinning on a thread it preempted stops that thread
+    /// (docs/replay.md, *Starting a batch*). This thread parks between looks, woken by the
+    /// first record after it parked.
+    pub fn run(mut self, mut rx: UnboundedReceiver<ToSink>) -> std::io::Result<SinkResult> {
+        let waker = std::task::Waker::from(Arc::new(crate::precise::Unpark::current()));
+        let mut cx = std::task::Context::from_waker(&waker);
         let mut last_flush = Instant::now();
         loop {
-            match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(m) => {
+            match rx.poll_next_unpin(&mut cx) {
+                std::task::Poll::Ready(Some(m)) => {
                     self.take(&m)?;
                     // Take what else is queued, then pause: at high event rates this thread
                     // wakes ~1000 times a second instead of once per record, leaving the cores
                     // to the timing lanes and the workers. Records wait in the channel.
-                    while let Ok(m) = rx.try_recv() {
+                    while let std::task::Poll::Ready(Some(m)) = rx.poll_next_unpin(&mut cx) {
                         self.take(&m)?;
                     }
                     std::thread::sleep(BATCH_PAUSE);
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+                std::task::Poll::Ready(None) => break,
+                std::task::Poll::Pending => std::thread::park_timeout(Duration::from_millis(200)),
             }
             if last_flush.elapsed() >= Duration::from_secs(1) {
                 self.write_pending()?;

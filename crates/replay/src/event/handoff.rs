@@ -8,9 +8,13 @@
 //! task list's and the idle workers' mutexes, which the workers and the sim's timer thread
 //! take too. `perf sched` showed both lanes blocked 2.6 ms on one of them while the worker
 //! holding it sat runnable behind the sink thread; `scripts/lane-waits.sh` counted ~200 such
-//! waits per second per lane (docs/PERFORMANCE.md). So a lane pushes the rest of a batch
-//! onto a lock-free queue and unparks this thread (an atomic swap, and a futex wake when it
-//! sleeps).
+//! waits per second per lane (docs/PERFORMANCE.md). So a lane sends the rest of a batch
+//! down futures' unbounded channel, whose send never waits for another sender (a node
+//! swapped onto a list, then this thread's waker taken and unparked: an atomic swap, and a
+//! futex wake when it sleeps). Not crossbeam's `SegQueue` nor std's `mpsc`: there a sender
+//! that finds the current block full spins until the sender that filled it links the next
+//! one, and a real-time lane spinning on a thread it preempted keeps that thread off the CPU
+//! (the probe's thread sends here too).
 //!
 //! This thread then waits for the batch's running calls itself, as a small executor whose
 //! waker unparks it, rather than spawning them onto tokio: spawning would add a wake-up of
@@ -22,16 +26,17 @@
 //! its completions take), and its busy time counts as the workers' does.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Arc, OnceLock, mpsc};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{JoinHandle, Thread};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::task::{Context, Poll, Waker};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::SegQueue;
 use futures::FutureExt;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::{Exec, Later, Shared, Slot, cancelled, fail, run_waiting, timed};
+use crate::precise::Unpark;
 use crate::provider::Provider;
 
 /// What the hand-off thread is given.
@@ -42,21 +47,23 @@ enum Item {
     Probe(mpsc::SyncSender<Instant>),
 }
 
-/// The queue between the lanes and the hand-off thread (`Shared::handoff`).
+/// The channel between the lanes and the hand-off thread (`Shared::handoff`).
 pub(crate) struct Handoff {
-    queue: SegQueue<Item>,
+    tx: UnboundedSender<Item>,
+    /// Taken by the thread when it starts.
+    rx: Mutex<Option<UnboundedReceiver<Item>>>,
     closed: AtomicBool,
-    thread: OnceLock<Thread>,
     /// Time the thread spent working, ns.
     busy_ns: AtomicU64,
 }
 
 impl Handoff {
     pub(crate) fn new() -> Self {
+        let (tx, rx) = unbounded();
         Self {
-            queue: SegQueue::new(),
+            tx,
+            rx: Mutex::new(Some(rx)),
             closed: AtomicBool::new(false),
-            thread: OnceLock::new(),
             busy_ns: AtomicU64::new(0),
         }
     }
@@ -71,11 +78,9 @@ impl Handoff {
         self.push(Item::Probe(tx));
     }
 
+    /// Sends `item`; the channel wakes the thread. Takes no lock and never waits.
     fn push(&self, item: Item) {
-        self.queue.push(item);
-        if let Some(t) = self.thread.get() {
-            t.unpark();
-        }
+        let _ = self.tx.unbounded_send(item);
     }
 
     /// Time the thread has spent working so far.
@@ -101,6 +106,7 @@ impl Drop for HandoffThread {
     fn drop(&mut self) {
         self.handoff.closed.store(true, SeqCst);
         if let Some(j) = self.join.take() {
+            // After `closed`: the thread looks at the channel once more before it ends.
             j.thread().unpark();
             let _ = j.join();
         }
@@ -115,35 +121,33 @@ pub(crate) fn start<P: Provider>(
     let Some(handoff) = sh.handoff.clone() else {
         return Ok(None);
     };
+    let rx = handoff
+        .rx
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+        .ok_or_else(|| std::io::Error::other("the hand-off thread was started twice"))?;
     let (sh, h) = (sh.clone(), handoff.clone());
     let join = std::thread::Builder::new()
         .name("cnsreplay-handoff".into())
-        .spawn(move || run(&sh, &h, &rt))?;
-    let _ = handoff.thread.set(join.thread().clone());
+        .spawn(move || run(&sh, &h, rx, &rt))?;
     Ok(Some(HandoffThread {
         handoff,
         join: Some(join),
     }))
 }
 
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// The thread: takes what is queued, polls the calls that were woken, sends what finished
 /// to the sink in one message, and parks until it is woken again.
-fn run<P: Provider>(sh: &Arc<Shared<P>>, h: &Handoff, rt: &tokio::runtime::Handle) {
+fn run<P: Provider>(
+    sh: &Arc<Shared<P>>,
+    h: &Handoff,
+    mut rx: UnboundedReceiver<Item>,
+    rt: &tokio::runtime::Handle,
+) {
     // Timeouts are tokio timers, and waiting events are spawned onto the runtime.
     let _rt = rt.enter();
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let waker = Waker::from(Arc::new(Unpark::current()));
     let mut cx = Context::from_waker(&waker);
     let mut running = FuturesUnordered::new();
     // The calls' events by slot; `free`: slots to reuse.
@@ -154,7 +158,8 @@ fn run<P: Provider>(sh: &Arc<Shared<P>>, h: &Handoff, rt: &tokio::runtime::Handl
     let mut finished = Vec::new();
     loop {
         let woke = Instant::now();
-        while let Some(item) = h.queue.pop() {
+        // Until Pending, which leaves this thread's waker with the channel.
+        while let Poll::Ready(Some(item)) = rx.poll_next_unpin(&mut cx) {
             let later = match item {
                 Item::Probe(tx) => {
                     let _ = tx.send(Instant::now());
@@ -206,7 +211,9 @@ fn run<P: Provider>(sh: &Arc<Shared<P>>, h: &Handoff, rt: &tokio::runtime::Handl
         sh.send_batch(std::mem::take(&mut finished));
         let worked = u64::try_from(woke.elapsed().as_nanos()).unwrap_or(u64::MAX);
         h.busy_ns.fetch_add(worked, Relaxed);
-        if h.closed.load(SeqCst) && h.queue.is_empty() && running.is_empty() {
+        if h.closed.load(SeqCst) && running.is_empty() {
+            // The lanes are done (and joined) when `closed` is set; anything the probe sent
+            // since is answered or dropped with the channel.
             return;
         }
         std::thread::park();
