@@ -19,8 +19,8 @@
 //! This thread then waits for the batch's running calls itself, as a small executor whose
 //! waker unparks it, rather than spawning them onto tokio: spawning would add a wake-up of
 //! this thread to each batch's way to a worker, and on two CPUs that extra thread made
-//! completions later (the sim's service p99 2.0–13.0 ms against 1.2–2.8 ms, 5 pairs). A
-//! completion (the sim's timer firing a call's channel) now wakes this thread directly.
+//! completions later (tried, not kept). A completion (the sim's timer firing a call's
+//! channel) wakes this thread directly.
 //! Events that wait for a dependency or a slot still get a runtime task each, spawned from
 //! here. The completion probe measures this thread's wake-up delay for such a run (the path
 //! its completions take), and its busy time counts as the workers' does.
