@@ -135,6 +135,19 @@ pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>
 /// running calls itself; an event waiting for a dependency or a slot gets a task of its
 /// own (spawned from inside the runtime, onto that worker's own queue).
 async fn continue_later<P: Provider>(sh: Arc<Shared<P>>, later: Vec<Later>) {
+    let running = spawn_waiting(&sh, &tokio::runtime::Handle::current(), later);
+    if !running.is_empty() {
+        run_calls(&sh, running).await;
+    }
+}
+
+/// Gives each event of `later` that waits for a dependency or a slot a task of its own on
+/// `rt`; returns the calls still running.
+fn spawn_waiting<P: Provider>(
+    sh: &Arc<Shared<P>>,
+    rt: &tokio::runtime::Handle,
+    later: Vec<Later>,
+) -> Vec<(Exec, Call, Option<Slot>)> {
     let mut running = Vec::new();
     for l in later {
         match l {
@@ -144,14 +157,12 @@ async fn continue_later<P: Provider>(sh: Arc<Shared<P>>, later: Vec<Later>) {
                 waits,
                 queued_since,
             } => {
-                tokio::spawn(run_waiting(sh.clone(), x, ev, waits, queued_since));
+                rt.spawn(run_waiting(sh.clone(), x, ev, waits, queued_since));
             }
             Later::Running { x, call, permit } => running.push((x, call, permit)),
         }
     }
-    if !running.is_empty() {
-        run_calls(&sh, running).await;
-    }
+    running
 }
 
 /// Waits for a batch's calls still running, each under its op's timeout, all of them on

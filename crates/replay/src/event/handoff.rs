@@ -35,7 +35,7 @@ use futures::FutureExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures::stream::{FuturesUnordered, StreamExt};
 
-use super::{Exec, Later, Shared, Slot, cancelled, fail, run_waiting, timed};
+use super::{Exec, Later, Shared, Slot, cancelled, fail, spawn_waiting, timed};
 use crate::precise::Unpark;
 use crate::provider::Provider;
 
@@ -167,29 +167,18 @@ fn run<P: Provider>(
                 }
                 Item::Batch(later) => later,
             };
-            for l in later {
-                match l {
-                    Later::Waiting {
-                        x,
-                        ev,
-                        waits,
-                        queued_since,
-                    } => {
-                        rt.spawn(run_waiting(sh.clone(), x, ev, waits, queued_since));
-                    }
-                    Later::Running { x, call, permit } if stopped => {
-                        drop((call, permit));
-                        finished.push(x.finish(sh, Err(cancelled_call())));
-                    }
-                    Later::Running { x, call, permit } => {
-                        let i = free.pop().unwrap_or_else(|| {
-                            execs.push(None);
-                            execs.len() - 1
-                        });
-                        running.push(timed(sh, &x, call).map(move |r| (i, r)));
-                        execs[i] = Some((x, permit));
-                    }
+            for (x, call, permit) in spawn_waiting(sh, rt, later) {
+                if stopped {
+                    drop((call, permit));
+                    finished.push(x.finish(sh, Err(cancelled_call())));
+                    continue;
                 }
+                let i = free.pop().unwrap_or_else(|| {
+                    execs.push(None);
+                    execs.len() - 1
+                });
+                running.push(timed(sh, &x, call).map(move |r| (i, r)));
+                execs[i] = Some((x, permit));
             }
         }
         if !stopped && cancel.as_mut().poll(&mut cx).is_ready() {
