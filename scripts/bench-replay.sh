@@ -23,7 +23,9 @@
 # floor of the two lanes): a round that missed a target while the host, at a priority above
 # the lanes, woke a thread on either CPU later than that target at the same percentile missed
 # it on the host's account; one that missed a target the host kept missed it on the engine's.
-# HOST_FLOOR=0 runs without it. Results go in docs/PERFORMANCE.md (## Replay engine).
+# HOST_FLOOR=0 runs without it. And the hypervisor's steal over each run (summary.json
+# `validity.host_steal_ns`): a whole-VM stop no thread of the process can ride out. Results go
+# in docs/PERFORMANCE.md (## Replay engine).
 set -euo pipefail
 n=${1:-1000000}
 rate=${2:-100000}
@@ -58,7 +60,8 @@ out = lambda *a: print(*a, file=sys.stderr)
 rate = s.get("dispatch_rate") or {}
 out(f"  state {s['state']}: {s['dispatched']} events, {s['failed']} failed, "
     f"dispatch rate {rate.get('achieved', 0):.0f} of {rate.get('intended', 0):.0f} events/s, "
-    f"workers busy {100 * s.get('workers_busy', 0):.0f} %")
+    f"workers busy {100 * s.get('workers_busy', 0):.0f} %, hypervisor steal over the run "
+    f"{s['validity'].get('host_steal_ns', 0) / 1e6:.0f} ms")
 out(f"  start lateness: p50 {us(st['p50'])}, p99 {us(st['p99'])}, p99.9 {us(st['p999'])}, "
     f"max {us(st['max'])} ({st['count']} events)")
 out(f"  = dispatch lateness p50 {us(l['p50'])}, p99 {us(l['p99'])}, p99.9 {us(l['p999'])}"
@@ -85,7 +88,8 @@ for c in v["checks"]:
 ratio = rate.get("achieved", 0) / rate["intended"] if rate.get("intended") else 0
 met = st["p99"] <= 100_000 and st["p999"] <= 1_000_000 and ratio >= 0.98
 print(st["p99"], st["p999"], ratio, int(met), v["verdict"], f["p99"], f["p999"],
-      cpu_ev, w.get("cpu_ns_per_wake", 0), share, d[1], d[2], d[6], d[7])
+      cpu_ev, w.get("cpu_ns_per_wake", 0), share, d[1], d[2], d[6], d[7],
+      v.get("host_steal_ns", 0))
 PY
 )")
 done
@@ -120,6 +124,11 @@ if during:
           f"either CPU p99 {rng(12)} µs, p99.9 {rng(13)} µs; of the {len(missed)} rounds that "
           f"missed a target, {host} ran while the host (either CPU) missed each target they "
           f"missed, {len(missed) - host} missed one the host kept (the engine\x27s)")
+steal = sorted(float(r[14]) / 1e6 for r in rows)
+missed_steal = ", ".join("%.0f ms" % (float(r[14]) / 1e6) for r in missed) or "none missed"
+print(f"hypervisor steal over each run (/proc/stat, both CPUs): {steal[0]:.0f}–{steal[-1]:.0f} ms; "
+      f"in the rounds that missed a target: {missed_steal} (a whole-VM stop of D ms shows as "
+      f"about 2·D)")
 cpu = sorted(float(r[7]) / 1000 for r in rows)
 wake = sorted(float(r[8]) / 1000 for r in rows)
 share = sorted(100 * float(r[9]) for r in rows)
