@@ -3,12 +3,13 @@
 use std::process::ExitCode;
 
 /// snmalloc instead of glibc's malloc. The replay engine's timing lanes allocate each event's
-/// call and its context, and the runtime workers free them; with glibc a free takes the
-/// allocating thread's arena lock, and a lane then waited for a worker that held it — 421–714
-/// times a second per lane at 100 k events/s on the sim, far longer when that worker's vCPU
-/// was stopped (`scripts/lane-waits.sh`). snmalloc hands such frees back as messages, without
-/// a lock: no lane waits left, and the start-lateness tail met its targets in more rounds
-/// (docs/PERFORMANCE.md, *Replay engine*). The static (musl) image keeps Rust's default.
+/// call and its context, and other threads free them; with glibc a free takes the allocating
+/// thread's arena lock, and a lane then waited for the thread that held it — 421–714 times a
+/// second per lane at 100 k events/s on the sim, far longer when that thread's vCPU was
+/// stopped (`scripts/lane-waits.sh`). snmalloc hands such frees back as messages, without a
+/// lock. Its backend lock must sleep, not spin, when contended (`usewait-on-address`, the
+/// workspace Cargo.toml; docs/replay.md, *A lane never waits for a thread of normal
+/// priority*). The static (musl) image keeps Rust's default.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[global_allocator]
 static ALLOC: snmalloc_rs::SnMalloc = snmalloc_rs::SnMalloc;

@@ -331,11 +331,12 @@ impl Clocked {
         let period = Instant::now().saturating_duration_since(self.origin);
         let workers = rt.metrics().num_workers();
         let busy = busy_time(rt.handle()).saturating_sub(self.busy_before);
-        let handoff = self.handoff.as_ref().map_or(0.0, |h| {
-            h.handoff().busy().as_secs_f64() / period.as_secs_f64()
-        });
-        (period >= Duration::from_millis(1) && workers > 0)
-            .then(|| (busy.as_secs_f64() / (period.as_secs_f64() * workers as f64)).max(handoff))
+        (period >= Duration::from_millis(1) && workers > 0).then(|| {
+            let handoff = self.handoff.as_ref().map_or(0.0, |h| {
+                h.handoff().busy().as_secs_f64() / period.as_secs_f64()
+            });
+            (busy.as_secs_f64() / (period.as_secs_f64() * workers as f64)).max(handoff)
+        })
     }
 }
 
@@ -435,6 +436,8 @@ fn clock<P: Provider>(
              delay the validity checks must catch)"
         ));
     }
+    // Calls that start inline continue on the hand-off thread, not on a runtime task.
+    let (handoff, handoff_rx) = provider.starts_inline().then(event::Handoff::new).unzip();
     let shared = Arc::new(Shared {
         provider: provider.clone(),
         origin,
@@ -457,9 +460,7 @@ fn clock<P: Provider>(
             .collect(),
         fail_fast: opts.fail_fast,
         control: control.clone(),
-        handoff: provider
-            .starts_inline()
-            .then(|| Arc::new(event::Handoff::new())),
+        handoff,
     });
 
     // The timing lanes. Each batch of due events is started by the lane that claimed it, in
@@ -467,8 +468,8 @@ fn clock<P: Provider>(
     // the hand-off thread), else by a runtime task (what continues goes to the runtime).
     let handle = p.rt.handle().clone();
     let busy_before = busy_time(&handle);
-    let inline = provider.starts_inline();
-    let handoff = event::start_handoff(&shared, handle.clone())?;
+    let inline = shared.handoff.is_some();
+    let handoff = event::start_handoff(&shared, handoff_rx, handle.clone())?;
     let probe = Probe::start(
         handle.clone(),
         handoff.as_ref().map(|h| h.handoff().clone()),

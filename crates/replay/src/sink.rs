@@ -2,13 +2,15 @@
 //! so the dispatch and completion paths only send a message. Records are streamed and flushed
 //! every second, so a crash leaves a readable prefix (at most the last, torn line is lost).
 
-use futures::StreamExt;
-use futures::channel::mpsc::UnboundedReceiver;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime};
+
+use futures::StreamExt;
+use futures::channel::mpsc::UnboundedReceiver;
 
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
@@ -185,23 +187,23 @@ impl Sink {
     /// (docs/replay.md, *Starting a batch*). This thread parks between looks, woken by the
     /// first record after it parked.
     pub fn run(mut self, mut rx: UnboundedReceiver<ToSink>) -> std::io::Result<SinkResult> {
-        let waker = std::task::Waker::from(Arc::new(crate::precise::Unpark::current()));
-        let mut cx = std::task::Context::from_waker(&waker);
+        let waker = Waker::from(Arc::new(crate::precise::Unpark::current()));
+        let mut cx = Context::from_waker(&waker);
         let mut last_flush = Instant::now();
         loop {
             match rx.poll_next_unpin(&mut cx) {
-                std::task::Poll::Ready(Some(m)) => {
+                Poll::Ready(Some(m)) => {
                     self.take(&m)?;
                     // Take what else is queued, then pause: at high event rates this thread
                     // wakes ~1000 times a second instead of once per record, leaving the cores
                     // to the timing lanes and the workers. Records wait in the channel.
-                    while let std::task::Poll::Ready(Some(m)) = rx.poll_next_unpin(&mut cx) {
+                    while let Poll::Ready(Some(m)) = rx.poll_next_unpin(&mut cx) {
                         self.take(&m)?;
                     }
                     std::thread::sleep(BATCH_PAUSE);
                 }
-                std::task::Poll::Ready(None) => break,
-                std::task::Poll::Pending => std::thread::park_timeout(Duration::from_millis(200)),
+                Poll::Ready(None) => break,
+                Poll::Pending => std::thread::park_timeout(Duration::from_millis(200)),
             }
             if last_flush.elapsed() >= Duration::from_secs(1) {
                 self.write_pending()?;

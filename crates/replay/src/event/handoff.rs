@@ -26,7 +26,7 @@
 //! its completions take), and its busy time counts as the workers' does.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -50,22 +50,24 @@ enum Item {
 /// The channel between the lanes and the hand-off thread (`Shared::handoff`).
 pub(crate) struct Handoff {
     tx: UnboundedSender<Item>,
-    /// Taken by the thread when it starts.
-    rx: Mutex<Option<UnboundedReceiver<Item>>>,
     closed: AtomicBool,
     /// Time the thread spent working, ns.
     busy_ns: AtomicU64,
 }
 
+/// The receiving end of a [`Handoff`], for [`start`].
+pub(crate) struct HandoffRx(UnboundedReceiver<Item>);
+
 impl Handoff {
-    pub(crate) fn new() -> Self {
+    /// A hand-off and the receiving end its thread takes.
+    pub(crate) fn new() -> (Arc<Self>, HandoffRx) {
         let (tx, rx) = unbounded();
-        Self {
+        let h = Self {
             tx,
-            rx: Mutex::new(Some(rx)),
             closed: AtomicBool::new(false),
             busy_ns: AtomicU64::new(0),
-        }
+        };
+        (Arc::new(h), HandoffRx(rx))
     }
 
     /// Queues what a lane left of a batch and wakes the thread; takes no lock.
@@ -113,20 +115,16 @@ impl Drop for HandoffThread {
     }
 }
 
-/// Starts the hand-off thread of `sh` when it has a [`Handoff`].
+/// Starts the hand-off thread of `sh` with the receiving end of its [`Handoff`] (none
+/// without one).
 pub(crate) fn start<P: Provider>(
     sh: &Arc<Shared<P>>,
+    rx: Option<HandoffRx>,
     rt: tokio::runtime::Handle,
 ) -> std::io::Result<Option<HandoffThread>> {
-    let Some(handoff) = sh.handoff.clone() else {
+    let (Some(handoff), Some(HandoffRx(rx))) = (sh.handoff.clone(), rx) else {
         return Ok(None);
     };
-    let rx = handoff
-        .rx
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take()
-        .ok_or_else(|| std::io::Error::other("the hand-off thread was started twice"))?;
     let (sh, h) = (sh.clone(), handoff.clone());
     let join = std::thread::Builder::new()
         .name("cnsreplay-handoff".into())
