@@ -342,8 +342,8 @@ impl Clocked {
 
 /// Starts the reader, waits for the first event, sets the origin, starts the sink and runs
 /// the timing lanes until the trace ends or a stop is requested.
-/// Every batch of events becomes a task on the runtime ([`event::run_batch`]); they may still
-/// be running when this returns.
+/// Events are started on the lanes as they are claimed ([`event::OnLane`]) or in one runtime
+/// task per wake-up ([`event::Gathered`]); they may still be running when this returns.
 fn clock<P: Provider>(
     p: &mut Prepared,
     provider: &Arc<P>,
@@ -474,15 +474,24 @@ fn clock<P: Provider>(
         handle.clone(),
         handoff.as_ref().map(|h| h.handoff().clone()),
     )?;
-    let timing_notices = timing::dispatch(feed, origin, opts.timing, control, &live, |batch| {
-        if inline {
-            let _runtime = handle.enter();
-            event::run_batch(&shared, batch);
-        } else {
-            let sh = shared.clone();
-            handle.spawn(async move { event::run_batch(&sh, batch) });
-        }
-    })?;
+    let (sh, rt) = (&shared, &handle);
+    let timing_notices = if inline && shared.inject_delay.is_none() {
+        timing::dispatch(
+            feed,
+            origin,
+            opts.timing,
+            control,
+            &live,
+            event::OnLane { sh, rt },
+        )
+    } else {
+        let starter = event::Gathered {
+            sh,
+            rt,
+            on_lane: inline,
+        };
+        timing::dispatch(feed, origin, opts.timing, control, &live, starter)
+    }?;
     p.notices.extend(timing_notices);
     let _ = reader_thread.join();
     Ok(Clocked {

@@ -1,12 +1,14 @@
 //! One event: its dependencies, a concurrency slot, the provider call under an optional
 //! timeout, and its record for the sink.
 //!
-//! Each batch of due events is started in one go ([`run_batch`]): by the timing lane that
-//! claimed it, in the runtime's context, for a provider whose calls start inline
-//! ([`Provider::starts_inline`]: `noop`, `sim`), else by one runtime task. When nothing an
+//! A provider whose calls start inline ([`Provider::starts_inline`]: `noop`, `sim`) has each
+//! event started by the timing lane that claimed it, in the runtime's context, as soon as it
+//! claims it ([`OnLane`]: a lane that stalls mid-wake-up holds one claimed event, and the
+//! rest stays unclaimed for the other lane); otherwise each wake-up's batch is started in
+//! one go by one runtime task ([`Gathered`], [`run_batch`]). When nothing an
 //! event depends on is still pending and a slot is free, the provider is called and the call
 //! polled once. An operation that completes then (the `noop` provider, a marker, a failed
-//! dependency) is finished there, and the batch's records go to the sink in one message;
+//! dependency) is finished there, and a wake-up's records go to the sink in one message;
 //! the events that must wait are handed to the runtime in one task per batch: that task
 //! waits for the batch's provider calls still running ([`run_calls`]), and gives an event
 //! waiting for a dependency or a slot a task of its own. (A runtime task per event was half
@@ -37,7 +39,7 @@ use crate::live::Live;
 use crate::provider::{OpCtx, Provider, ProviderError, SnapshotMark, SnapshotTimeline, ns_since};
 use crate::record::{EventRecord, Outcome};
 use crate::sink::{Done, ToSink};
-use crate::timing::{Dispatched, Due};
+use crate::timing::{Dispatched, Due, MAX_BATCH, Starter};
 
 mod handoff;
 pub(crate) use handoff::{Handoff, HandoffThread, start as start_handoff};
@@ -109,14 +111,102 @@ pub(crate) fn run_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: Vec<Dispatched>
     if let Some(d) = sh.inject_delay {
         std::thread::sleep(d);
     }
-    let mut finished = Vec::new();
-    let mut later = Vec::new();
+    let mut started = LaneBatch::with_capacity(batch.len());
     for (d, dispatched) in batch {
-        match start(sh, d, dispatched) {
-            Started::Finished(done) => finished.push(done),
-            Started::Later(l) => later.push(l),
+        start_one(sh, &mut started, d, dispatched);
+    }
+    end_batch(sh, started);
+}
+
+/// The events started together: those one timing lane started at one wake-up, or one
+/// gathered batch ([`run_batch`]); what [`end_batch`] hands on.
+pub(crate) struct LaneBatch {
+    finished: Vec<Done>,
+    later: Vec<Later>,
+}
+
+impl LaneBatch {
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            finished: Vec::new(),
+            later: Vec::with_capacity(n),
         }
     }
+}
+
+/// Starts each event on the timing lane as soon as the lane claims it, in the runtime's
+/// context: for a provider whose calls start inline. A lane that stalls mid-wake-up then
+/// holds one claimed event, while what is still due stays unclaimed for the other lane.
+pub(crate) struct OnLane<'a, P> {
+    pub sh: &'a Arc<Shared<P>>,
+    pub rt: &'a tokio::runtime::Handle,
+}
+
+impl<'a, P: Provider> Starter for OnLane<'a, P> {
+    /// In the runtime's context from the wake-up's first event to its hand-over: entered
+    /// once per wake-up (entering clones the runtime's handle, an atomic both lanes share).
+    type Batch = (tokio::runtime::EnterGuard<'a>, LaneBatch);
+
+    fn begin(&self, expected: usize) -> Self::Batch {
+        (
+            self.rt.enter(),
+            LaneBatch::with_capacity(expected.clamp(1, MAX_BATCH)),
+        )
+    }
+
+    fn add(&self, (_, batch): &mut Self::Batch, (d, dispatched): Dispatched) {
+        start_one(self.sh, batch, d, dispatched);
+    }
+
+    fn end(&self, (_rt, batch): Self::Batch) {
+        end_batch(self.sh, batch);
+    }
+}
+
+/// Gathers a wake-up's events and starts them together ([`run_batch`]): on a runtime task
+/// (a provider whose calls do not start inline), or on the lane after the test hook's delay
+/// (`CNSREPLAY_TEST_ENGINE_DELAY`, which holds up each batch before it starts).
+pub(crate) struct Gathered<'a, P> {
+    pub sh: &'a Arc<Shared<P>>,
+    pub rt: &'a tokio::runtime::Handle,
+    pub on_lane: bool,
+}
+
+impl<P: Provider> Starter for Gathered<'_, P> {
+    type Batch = Vec<Dispatched>;
+
+    fn begin(&self, expected: usize) -> Vec<Dispatched> {
+        // Sized once (not grown by doubling, a copy of the whole batch each time).
+        Vec::with_capacity(expected.clamp(1, MAX_BATCH))
+    }
+
+    fn add(&self, batch: &mut Vec<Dispatched>, d: Dispatched) {
+        batch.push(d);
+    }
+
+    fn end(&self, batch: Vec<Dispatched>) {
+        if self.on_lane {
+            let _rt = self.rt.enter();
+            run_batch(self.sh, batch);
+        } else {
+            let sh = self.sh.clone();
+            self.rt.spawn(async move { run_batch(&sh, batch) });
+        }
+    }
+}
+
+/// Starts one claimed event into `batch`.
+fn start_one<P: Provider>(sh: &Shared<P>, batch: &mut LaneBatch, d: Due, dispatched: u64) {
+    match start(sh, d, dispatched) {
+        Started::Finished(done) => batch.finished.push(done),
+        Started::Later(l) => batch.later.push(l),
+    }
+}
+
+/// Sends the records of a batch's events that finished at once to the sink in one message,
+/// and hands the others on in one piece.
+fn end_batch<P: Provider>(sh: &Arc<Shared<P>>, batch: LaneBatch) {
+    let LaneBatch { finished, later } = batch;
     sh.send_batch(finished);
     if !later.is_empty() {
         // One hand-over (and at most one thread woken) per batch, not per event: from a

@@ -31,8 +31,10 @@
 //!   short of**: a timer wake-up costs 15–29 µs of CPU here (the floor probe's `wake_cost`,
 //!   docs/PERFORMANCE.md). A lane therefore starts what it claims itself: it sleeps to an
 //!   absolute instant ([`precise::wait_until`]), claims every event due by then, stamps it
-//!   as dispatched, and starts the batch (`event::run_batch`: in the runtime's context, or
-//!   on a runtime task for a provider whose calls do not start inline). The time until an
+//!   as dispatched, and hands it to its [`Starter`]: for a provider whose calls start
+//!   inline, started at once in the runtime's context, before the lane claims the next (a
+//!   lane that stalls mid-wake-up then holds one claimed event, not all it would have
+//!   claimed); otherwise gathered and started by one runtime task. The time until an
 //!   event is begun is its `pickup`, recorded per event and summarised. Until 2026-12-04 a
 //!   dispatch thread did that, woken by the lanes through a lock-free queue, so that a
 //!   real-time lane would never wait for a lock held by a preempted thread (`perf` had shown
@@ -321,6 +323,22 @@ pub(crate) fn spawn_reader(
 /// A claimed event with its dispatch instant (ns from the origin).
 pub type Dispatched = (Due, u64);
 
+/// Where a timing lane puts the events it claims at one wake-up. The lane claims them one by
+/// one, and a starter that starts each as it comes ([`Starter::add`]) leaves a lane that
+/// stalls mid-way holding one claimed event, not the rest of the wake-up's: those stay
+/// unclaimed, for the other lane.
+pub trait Starter: Sync {
+    /// What one wake-up's events gather in.
+    type Batch;
+    /// A wake-up's first claimed event is coming; about `expected` may follow.
+    fn begin(&self, expected: usize) -> Self::Batch;
+    /// One claimed event, stamped with its dispatch instant: started at once, or kept for
+    /// [`Starter::end`].
+    fn add(&self, batch: &mut Self::Batch, d: Dispatched);
+    /// The wake-up's last event is claimed.
+    fn end(&self, batch: Self::Batch);
+}
+
 /// How the timing lanes run (recorded in the manifest with the run options).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -378,9 +396,9 @@ impl TimingOptions {
 }
 
 /// Runs the dispatch path until the trace ends or a stop is requested: timing lanes that
-/// wait for each deadline `origin + intended`, claim every event due by then and pass them
-/// to `spawn` as one batch per wake-up, on the lane itself. Returns notices about settings
-/// that could not be made.
+/// wait for each deadline `origin + intended`, claim every event due by then and hand each
+/// to `starter` as they claim it, one batch per wake-up, on the lane itself. Returns notices
+/// about settings that could not be made.
 #[expect(
     clippy::needless_pass_by_value,
     reason = "the feed is dropped here, which tells a reader still waiting for room to stop"
@@ -391,7 +409,7 @@ pub fn dispatch(
     opts: TimingOptions,
     control: &RunControl,
     live: &Live,
-    spawn: impl Fn(Vec<Dispatched>) + Sync,
+    starter: impl Starter,
 ) -> std::io::Result<Vec<String>> {
     let mut notices = Vec::new();
     let _cpu_latency = precise::request_cpu_latency()
@@ -401,7 +419,7 @@ pub fn dispatch(
     let opts = opts.resolved_for(cpus.len());
     // Pinned only when each lane gets a CPU of its own.
     let pin = opts.pin && opts.lanes > 1 && cpus.len() >= opts.lanes;
-    let (feed, spawn) = (&feed, &spawn);
+    let (feed, starter) = (&feed, &starter);
     std::thread::scope(|scope| {
         let mut threads = Vec::new();
         for lane in 0..opts.lanes {
@@ -426,7 +444,7 @@ pub fn dispatch(
                         },
                         control,
                         live,
-                        spawn,
+                        starter,
                     );
                     precise::leave_timing_thread();
                     notices
@@ -480,15 +498,15 @@ impl Grid {
 }
 
 /// One timing lane: looks at the next deadline, sleeps until it (or the lane's next grid
-/// point, if later), then claims every event due by then, stamped with its dispatch instant,
-/// and passes them to `spawn` as one batch.
-fn lane_loop(
+/// point, if later), then claims every event due by then, each stamped with its dispatch
+/// instant and handed to `starter` as it is claimed.
+fn lane_loop<S: Starter>(
     feed: &Feed,
     origin: Instant,
     grid: Grid,
     control: &RunControl,
     live: &Live,
-    spawn: &impl Fn(Vec<Dispatched>),
+    starter: &S,
 ) {
     let stop = control.stop_flag();
     let mut last_wake = None;
@@ -529,17 +547,16 @@ fn lane_loop(
         }
         // Every event due by `now` goes out (up to MAX_BATCH per look at the clock).
         let now = ns_since(origin, Instant::now());
-        // Sized once (not grown by doubling, a copy of the whole batch each time).
-        let mut batch = Vec::with_capacity(feed.queued().clamp(1, MAX_BATCH));
-        let (mut late, mut worst) = (0u64, 0u64);
-        while batch.len() < MAX_BATCH {
+        let mut batch = None;
+        let (mut claimed, mut late, mut worst) = (0usize, 0u64, 0u64);
+        while claimed < MAX_BATCH {
             let d = match feed.claim_due(now) {
                 None => break,
                 Some(Ok(d)) => d,
                 Some(Err(e)) => {
                     control.request_stop(format!("trace read error: {e}"));
-                    if !batch.is_empty() {
-                        spawn(batch);
+                    if let Some(b) = batch {
+                        starter.end(b);
                     }
                     return;
                 }
@@ -552,19 +569,21 @@ fn lane_loop(
             let lateness = at.saturating_sub(d.intended);
             worst = worst.max(lateness);
             late += u64::from(lateness > LATE_NS);
-            // Counted before the batch starts, so `in_flight` never sees it done but not
+            // Counted before the event starts, so `in_flight` never sees it done but not
             // dispatched.
             live.dispatched_op(d.ev.op.op_type());
-            batch.push((d, at));
+            let b = batch.get_or_insert_with(|| starter.begin(feed.queued() + 1));
+            starter.add(b, (d, at));
+            claimed += 1;
         }
         // A full batch: look at the clock again at once.
-        last_wake = (batch.len() < MAX_BATCH).then_some(now);
-        if !batch.is_empty() {
+        last_wake = (claimed < MAX_BATCH).then_some(now);
+        if let Some(b) = batch {
             if late > 0 {
                 live.late.fetch_add(late, Relaxed);
             }
             live.worst_lag_ns.fetch_max(worst, Relaxed);
-            spawn(batch);
+            starter.end(b);
         }
     }
 }
