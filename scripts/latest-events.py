@@ -7,9 +7,12 @@ allocations, first wake-ups) from what happens while it runs.
 
 Usage: scripts/latest-events.py RUNDIR [N]
 """
-import json
+import os
 import sys
 from collections import Counter
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from events import started  # noqa: E402  (scripts/lib/events.py)
 
 START_NS = 100_000_000
 
@@ -20,15 +23,7 @@ def pct(xs, p):
 
 def main():
     run, n = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1000
-    events = []
-    with open(f"{run}/events.jsonl") as f:
-        for i, line in enumerate(f, 1):
-            try:
-                r = json.loads(line)
-            except ValueError as e:
-                sys.exit(f"{run}/events.jsonl:{i}: {e}")
-            if r.get("start_lateness") is not None:
-                events.append((r["start_lateness"], r["intended"]))
+    events = [(r["start_lateness"], r["intended"]) for r in started(run)]
     if not events:
         sys.exit(f"{run}/events.jsonl: no event with a start lateness")
     every = sorted(l for l, _ in events)

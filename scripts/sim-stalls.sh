@@ -26,18 +26,13 @@ for r in $(seq "$rounds"); do
       >/dev/null 2>&1 || true
     python3 - "$dir/run" "$bin" "$r" <<'PY' | tee -a "$dir/rows"
 import json, re, sys
+sys.path.insert(0, "scripts/lib")
+from events import started
 run, bin_, r = sys.argv[1:]
 s = json.load(open(f"{run}/summary.json"))
 st = s["start_lateness"]
-worst = (-1, 0, 0)
-with open(f"{run}/events.jsonl") as f:
-    for i, line in enumerate(f, 1):
-        try:
-            e = json.loads(line)
-        except ValueError as err:
-            sys.exit(f"{run}/events.jsonl:{i}: {err}")
-        if e.get("start_lateness") is not None and e["start_lateness"] > worst[0]:
-            worst = (e["start_lateness"], e["intended"], e["dispatched"] - e["intended"])
+worst = max(((e["start_lateness"], e["intended"], e["dispatched"] - e["intended"])
+             for e in started(run)), key=lambda w: w[0], default=(-1, 0, 0))
 steal = 0
 for n in s.get("notices", []):
     m = re.search(r"took (\d+) ms of CPU from this machine", n)
