@@ -11,7 +11,8 @@
 //! the p99 limit, so every injected event is at least 200 ms late: an injected run that is
 //! not flagged is a miss whatever the load (all 5 required). The verdict is the bounds': an
 //! injected run's figures may be ≥ 20 % the tool's (200 ms of 1 s) and it is `imprecise`
-//! against a tolerance widened to 15 % (`tool=15%`); a clean run is flagged only when the
+//! against a tolerance widened to 15 % (`tool=15%`), or `engine-bound` when the held lanes
+//! also fell behind the schedule (a loaded machine: the dispatch rate under its floor); a clean run is flagged only when the
 //! machine itself delays some event (its max) by 150 ms; ≥ 4 of 5 clean runs must be `valid`. If a clean run is falsely flagged with
 //! probability p, the test fails with probability 1 − (1 − p)^5 − 5p(1 − p)^4: 2.3 % at
 //! p = 5 %, 0.4 % at p = 2 % (none of those 20 runs came within a factor 1.9 of 100 ms).
@@ -74,12 +75,15 @@ fn an_injected_engine_delay_is_flagged_and_clean_runs_are_valid() {
     let mut clean = Vec::new();
     for i in 0..5 {
         let (v, why) = verdict(dir.path(), &t, &format!("injected-{i}"), Some("200ms"));
-        // The schedule was kept (a constant delay is no rate shortfall): the figures are
-        // imprecise by 200 ms of 1 s, not the engine's.
-        if v != "imprecise" {
-            missed.push(format!("run {i}: {v}"));
-        } else {
-            assert!(why.contains("start lateness p99"), "{why}");
+        match v.as_str() {
+            // The figures are imprecise by 200 ms of 1 s.
+            "imprecise" => assert!(why.contains("start lateness p99"), "{why}"),
+            // Both lanes held 200 ms at a time run late by 200–400 ms, so the dispatch rate
+            // is 98.8–99.3 % of the intended one on an idle machine or beside two busy
+            // loops (floor 98 %); on a loaded CI machine one more delay can push it under
+            // the floor. The schedule not kept is the engine's: flagged too.
+            "engine-bound" if why.contains("dispatch rate") => {}
+            _ => missed.push(format!("run {i}: {v} ({why})")),
         }
         clean.push(verdict(dir.path(), &t, &format!("clean-{i}"), None));
     }
