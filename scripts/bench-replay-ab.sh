@@ -38,7 +38,8 @@ s = json.load(open(sys.argv[1]))
 # The process's CPU (user + system, the 1 s floor probe and setup included) per event.
 cpu = sum(float(x) for x in open(sys.argv[4]).read().split()[-2:])
 st, l, p = s["start_lateness"], s["lateness"], s["pickup"]
-sv, cl = s["ops"]["io"]["service"], s["completion_lateness"]
+# An older revision's summary may lack a block (d7f21e1 has no completion probe): 0 then.
+sv, cl = s["ops"]["io"]["service"], s.get("completion_lateness") or {"p99": 0}
 print(f"{sys.argv[2]} round {sys.argv[3]}: start p99 {st['p99'] / 1e3:.1f} p99.9 {st['p999'] / 1e3:.1f} µs; "
       f"dispatch lateness p99 {l['p99'] / 1e3:.1f} µs; pickup p99 {p['p99'] / 1e3:.1f} µs; "
       f"workers busy {100 * (s.get('workers_busy') or 0):.1f} %; "
