@@ -49,7 +49,9 @@ for r in $(seq "$rounds"); do
   else
     perf script -i "$dir/perf.data" -F comm,tid,cpu,time,event,trace,ip,sym --ns 2>/dev/null >"$dir/perf.txt"
   fi
-  line=$(python3 scripts/miss-attribution.py "$dir/run" "$dir/perf.txt" "$offset")
+  # One pass over the perf text: the round's line, then its episodes (shown if it missed).
+  out=$(python3 scripts/miss-attribution.py "$dir/run" "$dir/perf.txt" "$offset" --episodes)
+  line=${out%%$'\n'*}
   echo "round $r/$rounds: ${line#*: }" | tee -a "$dir/rows"
   if [ -f "$dir/freeze.log" ]; then
     echo "  $(wc -l <"$dir/freeze.log") threads stopped ($(cut -d' ' -f4 "$dir/freeze.log" | sort | uniq -c | tr -s ' ' | tr '\n' ','))"
@@ -57,7 +59,7 @@ for r in $(seq "$rounds"); do
   case $line in
   *" met") ;;
   *)
-    python3 scripts/miss-attribution.py "$dir/run" "$dir/perf.txt" "$offset" --episodes | tail -n +2
+    printf '%s\n' "$out" | tail -n +2
     mkdir -p "$keep/round-$r"
     mv "$dir/run" "$dir/perf.txt" "$keep/round-$r/"
     [ ! -f "$dir/freeze.log" ] || mv "$dir/freeze.log" "$keep/round-$r/"
